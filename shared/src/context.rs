@@ -1,0 +1,142 @@
+//! The bundle every stage works with: the ports, the configuration, the one
+//! HTTP client and the metrics. Built once per process (or Lambda container).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::RwLock;
+
+use crate::error::StoreError;
+use crate::http_client::{ClientConfig, HttpClient};
+use crate::metrics::Metrics;
+use crate::ports::{AttemptStore, DeadLetterStore, EventStore, JobQueue, SagaStore, SubscriptionStore};
+use crate::ssrf::AddressPolicy;
+use crate::subscription::Subscription;
+
+/// The stores and queues of one backend.
+#[derive(Clone)]
+pub struct Stores {
+    /// Append-only events.
+    pub events: Arc<dyn EventStore>,
+    /// Subscription configuration.
+    pub subscriptions: Arc<dyn SubscriptionStore>,
+    /// Delivery sagas.
+    pub sagas: Arc<dyn SagaStore>,
+    /// Attempt records.
+    pub attempts: Arc<dyn AttemptStore>,
+    /// Dead letters.
+    pub dead_letters: Arc<dyn DeadLetterStore>,
+    /// Delivery jobs.
+    pub deliveries: Arc<dyn JobQueue>,
+    /// Retry timers (delayed wake-ups of PendingRetry sagas).
+    pub retries: Arc<dyn JobQueue>,
+}
+
+/// Settings that are the same for every stage.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long events are kept (at least 30 days by default) for replay.
+    pub retention: chrono::Duration,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Largest batch of events in one request.
+    pub max_batch: usize,
+    /// Which callback addresses are allowed.
+    pub address_policy: AddressPolicy,
+    /// How long a received delivery job stays invisible; longer than the
+    /// delivery timeout so a live worker never loses its job.
+    pub delivery_visibility: Duration,
+    /// How long rotated-out secrets keep signing.
+    pub rotation_overlap: chrono::Duration,
+    /// How long the subscription cache trusts what it read.
+    pub subscription_cache_ttl: Duration,
+    /// Timeouts and limits of outgoing HTTP.
+    pub http: ClientConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            retention: chrono::Duration::days(30),
+            max_body_bytes: 256 * 1024,
+            max_batch: 100,
+            address_policy: AddressPolicy::PublicOnly,
+            delivery_visibility: Duration::from_secs(60),
+            rotation_overlap: crate::subscription::DEFAULT_ROTATION_OVERLAP,
+            subscription_cache_ttl: Duration::from_secs(5),
+            http: ClientConfig::default(),
+        }
+    }
+}
+
+/// Subscriptions cached for a short time: routing and delivery read them for
+/// every event, and they change rarely (seed 002, 5.1). Writers in the same
+/// process invalidate it; other processes see changes within the TTL.
+pub struct SubscriptionCache {
+    ttl: Duration,
+    inner: RwLock<Option<(Instant, Arc<Vec<Subscription>>)>>,
+}
+
+impl SubscriptionCache {
+    /// An empty cache.
+    pub fn new(ttl: Duration) -> Self {
+        SubscriptionCache { ttl, inner: RwLock::new(None) }
+    }
+
+    /// All subscriptions, from the cache when fresh.
+    pub async fn all(&self, store: &dyn SubscriptionStore) -> Result<Arc<Vec<Subscription>>, StoreError> {
+        if let Some((at, subs)) = &*self.inner.read().await {
+            if at.elapsed() < self.ttl {
+                return Ok(subs.clone());
+            }
+        }
+        let mut guard = self.inner.write().await;
+        if let Some((at, subs)) = &*guard {
+            if at.elapsed() < self.ttl {
+                return Ok(subs.clone());
+            }
+        }
+        let subs = Arc::new(store.list().await?);
+        *guard = Some((Instant::now(), subs.clone()));
+        Ok(subs)
+    }
+
+    /// One subscription, from the cache when fresh.
+    pub async fn get(&self, store: &dyn SubscriptionStore, id: &str) -> Result<Option<Subscription>, StoreError> {
+        Ok(self.all(store).await?.iter().find(|s| s.id == id).cloned())
+    }
+
+    /// Forgets what was read, after a write in this process.
+    pub async fn invalidate(&self) {
+        *self.inner.write().await = None;
+    }
+}
+
+/// Everything a stage needs.
+pub struct Hookline {
+    /// The backend's ports.
+    pub stores: Stores,
+    /// Settings.
+    pub config: Config,
+    /// The one client for deliveries and verification (pooled connections).
+    pub client: HttpClient,
+    /// Counters and histograms for `/metrics` and EMF.
+    pub metrics: Metrics,
+    /// Short-lived subscription cache.
+    pub subscription_cache: SubscriptionCache,
+}
+
+impl Hookline {
+    /// Builds the context; no network call happens here (cold start).
+    pub fn new(stores: Stores, config: Config) -> Self {
+        let mut http = config.http.clone();
+        http.policy = config.address_policy;
+        Hookline {
+            client: HttpClient::new(http),
+            subscription_cache: SubscriptionCache::new(config.subscription_cache_ttl),
+            stores,
+            config,
+            metrics: Metrics::default(),
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The stored event: one accepted producer envelope, normalized for routing
+//! and kept unchanged for delivery and replay.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::{Format, Normalized};
+
+/// One accepted event. Events are append-only: nothing updates or deletes one
+/// before its retention ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// The producer's id when its envelope has one, else generated.
+    pub id: String,
+    /// The event type subscriptions match against.
+    pub event_type: String,
+    /// Tenant scope; tenant-scoped subscriptions only see their tenant's events.
+    pub tenant_id: Option<String>,
+    /// Ordering key of the producer (e.g. `Opportunity:tenant:record`).
+    pub partition_key: Option<String>,
+    /// The producer's record version within its partition.
+    pub sequence: Option<String>,
+    /// The producer's trace/correlation id, carried to subscribers and logs.
+    pub trace_id: Option<String>,
+    /// The producing service.
+    pub producer: Option<String>,
+    /// When the producer says it happened (else when Hookline received it).
+    pub occurred_at: DateTime<Utc>,
+    /// When Hookline accepted it.
+    pub received_at: DateTime<Utc>,
+    /// Kept at least until this instant, so it can be replayed.
+    pub expires_at: DateTime<Utc>,
+    /// Which producer envelope it came in.
+    pub format: Format,
+    /// The envelope as posted (sensitive-named fields redacted), delivered as is.
+    #[serde(with = "body_text")]
+    pub body: Vec<u8>,
+}
+
+impl EventRecord {
+    /// Builds the record for an envelope accepted now, with its retention.
+    pub fn from_normalized(n: Normalized, now: DateTime<Utc>, retention: chrono::Duration) -> Self {
+        EventRecord {
+            id: n.id.unwrap_or_else(crate::ids::new_event_id),
+            event_type: n.event_type,
+            tenant_id: n.tenant_id,
+            partition_key: n.partition_key,
+            sequence: n.sequence,
+            trace_id: n.trace_id,
+            producer: n.producer,
+            occurred_at: n.occurred_at.unwrap_or(now),
+            received_at: now,
+            expires_at: now + retention,
+            format: n.format,
+            body: n.body,
+        }
+    }
+
+    /// The body as JSON (it was validated as JSON when accepted).
+    pub fn body_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Stores the body as a JSON string so a record serializes to readable JSON.
+mod body_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&String::from_utf8_lossy(b))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        Ok(String::deserialize(d)?.into_bytes())
+    }
+}

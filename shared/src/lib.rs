@@ -1,0 +1,29 @@
+//! Hookline's shared core: every decision the pipeline makes, written once and
+//! used by both backends (the embedded SQLite one and the AWS one).
+//!
+//! Pure logic lives in the domain modules ([`envelope`], [`subscription`],
+//! [`routing`], [`saga`], [`retry`], [`signing`], [`ssrf`]); the stages
+//! ([`ingest`], [`router`], [`orchestrator`], [`delivery`]) combine them with
+//! the narrow store and queue traits of [`ports`]; adapters implement the
+//! ports ([`sqlite`]).
+
+pub mod envelope;
+pub mod signing;
+pub mod ssrf;
+pub mod http_client;
+pub mod api;
+pub mod attempt;
+pub mod context;
+pub mod error;
+pub mod event;
+pub mod failpoint;
+pub mod ids;
+pub mod metrics;
+pub mod ports;
+pub mod retry;
+pub mod routing;
+pub mod saga;
+pub mod stage;
+pub mod subscription;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;

@@ -1,0 +1,107 @@
+//! Process metrics: counters and an attempt-latency histogram, rendered in
+//! the Prometheus text format by `/metrics`.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::ports::QueueDepth;
+
+/// Upper bounds (ms) of the attempt-latency histogram buckets.
+const BUCKETS_MS: [u64; 12] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 15000];
+
+/// Counters since the process started.
+#[derive(Default)]
+pub struct Metrics {
+    /// Events accepted (new, not duplicates).
+    pub events_accepted: AtomicU64,
+    /// Duplicate events acknowledged without storing.
+    pub events_duplicate: AtomicU64,
+    /// Requests rejected for bad input.
+    pub events_rejected: AtomicU64,
+    /// Attempts that got a 2xx.
+    pub deliveries_delivered: AtomicU64,
+    /// Attempts that failed and may be retried.
+    pub deliveries_failed: AtomicU64,
+    /// Attempts refused or answered 410.
+    pub deliveries_rejected: AtomicU64,
+    /// Retries scheduled.
+    pub retries_scheduled: AtomicU64,
+    /// Sagas dead-lettered.
+    pub dead_letters: AtomicU64,
+    latency_buckets: [AtomicU64; BUCKETS_MS.len()],
+    latency_count: AtomicU64,
+    latency_sum_ms: AtomicU64,
+}
+
+impl Metrics {
+    /// Records one attempt's latency.
+    pub fn observe_latency(&self, ms: u64) {
+        for (i, b) in BUCKETS_MS.iter().enumerate() {
+            if ms <= *b {
+                self.latency_buckets[i].fetch_add(1, Relaxed);
+            }
+        }
+        self.latency_count.fetch_add(1, Relaxed);
+        self.latency_sum_ms.fetch_add(ms, Relaxed);
+    }
+
+    /// The Prometheus text exposition, with queue depths read by the caller.
+    pub fn render(&self, queues: &[(&str, QueueDepth)], open_dead_letters: Option<u64>) -> String {
+        let mut out = String::new();
+        let mut counter = |name: &str, help: &str, v: &AtomicU64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
+        };
+        counter("hookline_events_accepted_total", "Events accepted and stored.", &self.events_accepted);
+        counter("hookline_events_duplicate_total", "Events acknowledged as duplicates.", &self.events_duplicate);
+        counter("hookline_events_rejected_total", "Event requests rejected for bad input.", &self.events_rejected);
+        counter("hookline_retries_scheduled_total", "Retries scheduled after failed attempts.", &self.retries_scheduled);
+        counter("hookline_dead_letters_total", "Sagas dead-lettered.", &self.dead_letters);
+        let _ = writeln!(out, "# HELP hookline_deliveries_total Delivery attempts by outcome.\n# TYPE hookline_deliveries_total counter");
+        for (outcome, v) in [
+            ("delivered", &self.deliveries_delivered),
+            ("failed", &self.deliveries_failed),
+            ("rejected", &self.deliveries_rejected),
+        ] {
+            let _ = writeln!(out, "hookline_deliveries_total{{outcome=\"{outcome}\"}} {}", v.load(Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP hookline_attempt_latency_ms Delivery attempt latency.\n# TYPE hookline_attempt_latency_ms histogram"
+        );
+        for (i, b) in BUCKETS_MS.iter().enumerate() {
+            let _ = writeln!(out, "hookline_attempt_latency_ms_bucket{{le=\"{b}\"}} {}", self.latency_buckets[i].load(Relaxed));
+        }
+        let count = self.latency_count.load(Relaxed);
+        let _ = writeln!(out, "hookline_attempt_latency_ms_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "hookline_attempt_latency_ms_sum {}", self.latency_sum_ms.load(Relaxed));
+        let _ = writeln!(out, "hookline_attempt_latency_ms_count {count}");
+        let _ = writeln!(out, "# HELP hookline_queue_depth Messages per queue and state.\n# TYPE hookline_queue_depth gauge");
+        for (q, d) in queues {
+            for (state, v) in [("visible", d.visible), ("not_visible", d.not_visible), ("dead", d.dead)] {
+                let _ = writeln!(out, "hookline_queue_depth{{queue=\"{q}\",state=\"{state}\"}} {v}");
+            }
+        }
+        if let Some(n) = open_dead_letters {
+            let _ = writeln!(out, "# HELP hookline_dead_letters_open Dead letters awaiting requeue or skip.\n# TYPE hookline_dead_letters_open gauge\nhookline_dead_letters_open {n}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative() {
+        let m = Metrics::default();
+        m.observe_latency(3);
+        m.observe_latency(700);
+        let text = m.render(&[("deliveries", QueueDepth { visible: 2, not_visible: 1, dead: 0 })], Some(4));
+        assert!(text.contains("hookline_attempt_latency_ms_bucket{le=\"5\"} 1"));
+        assert!(text.contains("hookline_attempt_latency_ms_bucket{le=\"1000\"} 2"));
+        assert!(text.contains("hookline_attempt_latency_ms_count 2"));
+        assert!(text.contains("hookline_queue_depth{queue=\"deliveries\",state=\"visible\"} 2"));
+        assert!(text.contains("hookline_dead_letters_open 4"));
+    }
+}

@@ -1,0 +1,143 @@
+//! Ports: one narrow trait per store or queue. The stages depend on these
+//! only; `sqlite` implements them for `hookline serve`, the AWS adapters for
+//! Lambda. Every write that must be idempotent is conditional here, so both
+//! backends give the same guarantees.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::attempt::{Attempt, DeadLetter};
+use crate::error::StoreError;
+use crate::event::EventRecord;
+use crate::saga::{Saga, SagaState};
+use crate::subscription::Subscription;
+
+/// Result alias for port calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Append-only event log.
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// Inserts each event unless one with its id exists; `true` where inserted.
+    async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>>;
+    /// One event by id.
+    async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>>;
+}
+
+/// Subscription configuration.
+#[async_trait]
+pub trait SubscriptionStore: Send + Sync {
+    /// Stores a new subscription.
+    async fn create(&self, sub: &Subscription) -> StoreResult<()>;
+    /// One subscription by id.
+    async fn get(&self, id: &str) -> StoreResult<Option<Subscription>>;
+    /// All subscriptions.
+    async fn list(&self) -> StoreResult<Vec<Subscription>>;
+    /// Replaces a subscription if its stored version is still
+    /// `expected_version`; `false` if it changed meanwhile or is gone.
+    async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool>;
+    /// Deletes one; `false` if it did not exist.
+    async fn delete(&self, id: &str) -> StoreResult<bool>;
+}
+
+/// What a conditional saga transition found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransitionOutcome {
+    /// The saga was in the expected state and now has the new one.
+    Applied,
+    /// The saga was in another state (returned), so nothing changed.
+    Conflict(SagaState),
+    /// No such saga.
+    Missing,
+}
+
+/// One conditional saga transition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// The saga.
+    pub saga_id: String,
+    /// Status and attempt count it must still have.
+    pub from: SagaState,
+    /// What it becomes.
+    pub to: SagaState,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// Delivery sagas, unique per id (ids derive from `(event, subscription)`).
+#[async_trait]
+pub trait SagaStore: Send + Sync {
+    /// Inserts each saga unless its id exists; `true` where inserted.
+    async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>>;
+    /// One saga by id.
+    async fn get(&self, id: &str) -> StoreResult<Option<Saga>>;
+    /// Applies each transition only if the saga's status and attempt count
+    /// are still those of `from`. Terminal sagas therefore never change.
+    async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>>;
+    /// Every saga of one event.
+    async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>>;
+}
+
+/// Attempt records, unique per `(saga_id, attempt)`.
+#[async_trait]
+pub trait AttemptStore: Send + Sync {
+    /// Inserts each attempt unless that `(saga, attempt)` exists; `true` where inserted.
+    async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>>;
+    /// The attempts of one saga, oldest first.
+    async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>>;
+}
+
+/// Dead letters, one per dead saga.
+#[async_trait]
+pub trait DeadLetterStore: Send + Sync {
+    /// Inserts unless one exists for this saga; `true` if inserted.
+    async fn put(&self, dl: &DeadLetter) -> StoreResult<bool>;
+    /// One by id.
+    async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>>;
+    /// Newest first, optionally only those in `state`.
+    async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>>;
+    /// Moves an `open` dead letter to `state` with its audit record; `false`
+    /// if it was not open.
+    async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool>;
+}
+
+/// A message taken from a queue, invisible to others until its visibility
+/// timeout ends or it is deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    /// The message body.
+    pub body: String,
+    /// Handle for delete/visibility calls; stale after the message is received again.
+    pub receipt: String,
+    /// How many times it has been received, this time included.
+    pub receive_count: u32,
+}
+
+/// How many messages a queue holds, for metrics and alarms.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QueueDepth {
+    /// Ready to receive.
+    pub visible: u64,
+    /// Received and not yet deleted, or delayed.
+    pub not_visible: u64,
+    /// In the queue's dead-letter queue.
+    pub dead: u64,
+}
+
+/// A work queue with SQS semantics: delay, visibility timeout, receive count
+/// and a dead-letter queue after too many receives.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Sends messages, each visible after its delay.
+    async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()>;
+    /// Takes up to `max` visible messages for `visibility`.
+    async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>>;
+    /// Deletes received messages (stale receipts are ignored).
+    async fn delete(&self, receipts: &[String]) -> StoreResult<()>;
+    /// Makes a received message visible again after `delay`.
+    async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
+    /// Message counts.
+    async fn depth(&self) -> StoreResult<QueueDepth>;
+}

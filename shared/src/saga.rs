@@ -1,0 +1,399 @@
+//! The delivery saga of one event to one subscription, and its state machine
+//! (seed 004): `Pending → InProgress → (PendingRetry → InProgress)* →
+//! Completed | DeadLettered`. [`decide`] is pure; the saga stage applies its
+//! decision with a write conditional on the state it decided from, so a
+//! decision is applied at most once and terminal sagas never change.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::retry::RetryPolicy;
+
+/// Where a saga is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SagaStatus {
+    /// Created by routing; no job yet.
+    Pending,
+    /// A job for attempt `attempts` is queued or running.
+    InProgress,
+    /// Attempt `attempts` failed; the next one waits for its backoff.
+    PendingRetry,
+    /// Delivered. Terminal.
+    Completed,
+    /// Gave up; a dead letter holds the snapshot. Terminal.
+    DeadLettered,
+}
+
+impl SagaStatus {
+    /// Completed and DeadLettered never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, SagaStatus::Completed | SagaStatus::DeadLettered)
+    }
+
+    /// The name used in storage and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SagaStatus::Pending => "Pending",
+            SagaStatus::InProgress => "InProgress",
+            SagaStatus::PendingRetry => "PendingRetry",
+            SagaStatus::Completed => "Completed",
+            SagaStatus::DeadLettered => "DeadLettered",
+        }
+    }
+
+    /// Parses [`SagaStatus::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "Pending" => SagaStatus::Pending,
+            "InProgress" => SagaStatus::InProgress,
+            "PendingRetry" => SagaStatus::PendingRetry,
+            "Completed" => SagaStatus::Completed,
+            "DeadLettered" => SagaStatus::DeadLettered,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a saga exists when routing did not create it: the audit record of a
+/// requeue or replay (who, when, why).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    /// `requeue` or `replay`.
+    pub kind: String,
+    /// The saga this one follows, if any.
+    pub previous_saga_id: Option<String>,
+    /// Who asked.
+    pub actor: String,
+    /// Why they asked.
+    pub reason: String,
+    /// When they asked.
+    pub at: DateTime<Utc>,
+}
+
+/// The mutable part of a saga: what a transition changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SagaState {
+    /// Where it is.
+    pub status: SagaStatus,
+    /// Attempts dispatched so far (the current attempt's number).
+    pub attempts: u32,
+    /// When the next attempt is due (PendingRetry only).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The last failure, for operators.
+    pub last_error: Option<String>,
+}
+
+/// One saga as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saga {
+    /// Derived from what created it (see [`crate::ids`]).
+    pub id: String,
+    /// The event delivered.
+    pub event_id: String,
+    /// The subscription delivered to.
+    pub subscription_id: String,
+    /// Standard Webhooks `webhook-id`, the same for every saga of this pair.
+    pub webhook_id: String,
+    /// Status and attempt count.
+    #[serde(flatten)]
+    pub state: SagaState,
+    /// Requeue/replay audit; `None` when routing created it.
+    pub origin: Option<Origin>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last transition.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Saga {
+    /// A new Pending saga.
+    pub fn new(id: String, event_id: &str, subscription_id: &str, origin: Option<Origin>, now: DateTime<Utc>) -> Self {
+        Saga {
+            id,
+            event_id: event_id.to_string(),
+            subscription_id: subscription_id.to_string(),
+            webhook_id: crate::ids::webhook_id(event_id, subscription_id),
+            state: SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None },
+            origin,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// How one attempt ended, as the delivery stage recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AttemptResult {
+    /// 2xx.
+    Delivered,
+    /// Worth retrying: 5xx, 4xx, 3xx, timeout, connection failure.
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// The subscriber's `Retry-After`, if it sent one.
+        retry_after_ms: Option<u64>,
+    },
+    /// 410 Gone: the subscriber wants no more; the subscription is deactivated.
+    Gone,
+    /// Can never succeed as is (refused address, subscription inactive).
+    Rejected {
+        /// Why.
+        error: String,
+    },
+}
+
+/// What the saga stage is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A saga was created (the saga stream's insert).
+    Start,
+    /// Attempt `attempt` ended (the attempts stream).
+    Outcome {
+        /// Which attempt.
+        attempt: u32,
+        /// How it ended.
+        result: AttemptResult,
+    },
+    /// The backoff before attempt `attempt` is over (the retry timer).
+    RetryDue {
+        /// The attempt about to be made.
+        attempt: u32,
+    },
+}
+
+/// Something the saga stage must do after a transition is stored. Every
+/// effect is idempotent, so it can be redone when a crash interrupted it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Queue a delivery job for this attempt.
+    SendJob {
+        /// The attempt number.
+        attempt: u32,
+    },
+    /// Wake the saga when attempt `attempt` is due.
+    ScheduleRetry {
+        /// The attempt number.
+        attempt: u32,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// Store a dead letter with the saga's snapshot.
+    DeadLetter {
+        /// Why the saga gave up.
+        reason: String,
+    },
+    /// Mark the subscription inactive (410 Gone).
+    DeactivateSubscription,
+}
+
+/// A transition: the state to store and the effects to run after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The new state.
+    pub next: SagaState,
+    /// What to do once it is stored.
+    pub effects: Vec<Effect>,
+}
+
+/// The state machine. `None` means the input changes nothing: the saga is
+/// terminal, or the input is stale (an old attempt, a timer not yet due, a
+/// duplicate). `jitter` in `[0, 1)` spreads retries.
+pub fn decide(
+    state: &SagaState,
+    input: &Input,
+    policy: &RetryPolicy,
+    now: DateTime<Utc>,
+    jitter: f64,
+) -> Option<Decision> {
+    use SagaStatus::*;
+    if state.status.is_terminal() {
+        return None;
+    }
+    let to = |status, attempts, next_attempt_at, last_error| SagaState { status, attempts, next_attempt_at, last_error };
+    match (state.status, input) {
+        (Pending, Input::Start) => Some(Decision {
+            next: to(InProgress, 1, None, None),
+            effects: vec![Effect::SendJob { attempt: 1 }],
+        }),
+        (InProgress, Input::Outcome { attempt, result }) if *attempt == state.attempts => Some(match result {
+            AttemptResult::Delivered => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
+            AttemptResult::Failed { error, retry_after_ms } if policy.has_retry_after(*attempt) => {
+                let wait = policy.delay(*attempt, retry_after_ms.map(Duration::from_millis), jitter);
+                let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+                Decision {
+                    next: to(PendingRetry, *attempt, Some(at), Some(error.clone())),
+                    effects: vec![Effect::ScheduleRetry { attempt: attempt + 1, at }],
+                }
+            }
+            AttemptResult::Failed { error, .. } => {
+                let reason = format!("gave up after {attempt} attempts; last error: {error}");
+                Decision {
+                    next: to(DeadLettered, *attempt, None, Some(error.clone())),
+                    effects: vec![Effect::DeadLetter { reason }],
+                }
+            }
+            AttemptResult::Gone => {
+                let error = "subscriber answered 410 Gone; subscription deactivated".to_string();
+                Decision {
+                    next: to(DeadLettered, *attempt, None, Some(error.clone())),
+                    effects: vec![Effect::DeactivateSubscription, Effect::DeadLetter { reason: error }],
+                }
+            }
+            AttemptResult::Rejected { error } => Decision {
+                next: to(DeadLettered, *attempt, None, Some(error.clone())),
+                effects: vec![Effect::DeadLetter { reason: error.clone() }],
+            },
+        }),
+        (PendingRetry, Input::RetryDue { attempt }) if *attempt == state.attempts + 1 => {
+            if state.next_attempt_at.is_some_and(|due| due > now) {
+                return None;
+            }
+            Some(Decision {
+                next: to(InProgress, *attempt, None, state.last_error.clone()),
+                effects: vec![Effect::SendJob { attempt: *attempt }],
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn st(status: SagaStatus, attempts: u32) -> SagaState {
+        SagaState { status, attempts, next_attempt_at: None, last_error: None }
+    }
+
+    fn fail() -> AttemptResult {
+        AttemptResult::Failed { error: "HTTP 500".into(), retry_after_ms: None }
+    }
+
+    #[test]
+    fn happy_path() {
+        let p = RetryPolicy::default();
+        let now = Utc::now();
+        let d = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, now, 0.0).unwrap();
+        assert_eq!(d.next.status, SagaStatus::InProgress);
+        assert_eq!(d.effects, vec![Effect::SendJob { attempt: 1 }]);
+        let d = decide(&d.next, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, now, 0.0).unwrap();
+        assert_eq!(d.next.status, SagaStatus::Completed);
+    }
+
+    #[test]
+    fn retries_then_dead_letter() {
+        let p = RetryPolicy { max_attempts: 3, base_delay_ms: 1000, max_delay_ms: 10_000 };
+        let now = Utc::now();
+        let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, now, 0.0).unwrap().next;
+        for n in 1..=2 {
+            let d = decide(&s, &Input::Outcome { attempt: n, result: fail() }, &p, now, 0.0).unwrap();
+            assert_eq!(d.next.status, SagaStatus::PendingRetry);
+            let due = d.next.next_attempt_at.unwrap();
+            assert_eq!(d.effects, vec![Effect::ScheduleRetry { attempt: n + 1, at: due }]);
+            assert!(decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, now, 0.0).is_none(), "not due yet");
+            let d = decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, due, 0.0).unwrap();
+            assert_eq!(d.next.status, SagaStatus::InProgress);
+            assert_eq!(d.next.attempts, n + 1);
+            s = d.next;
+        }
+        let d = decide(&s, &Input::Outcome { attempt: 3, result: fail() }, &p, now, 0.0).unwrap();
+        assert_eq!(d.next.status, SagaStatus::DeadLettered);
+        assert!(matches!(&d.effects[..], [Effect::DeadLetter { reason }] if reason.contains("3 attempts")));
+    }
+
+    #[test]
+    fn gone_deactivates_and_dead_letters() {
+        let d = decide(
+            &st(SagaStatus::InProgress, 1),
+            &Input::Outcome { attempt: 1, result: AttemptResult::Gone },
+            &RetryPolicy::default(),
+            Utc::now(),
+            0.0,
+        )
+        .unwrap();
+        assert_eq!(d.next.status, SagaStatus::DeadLettered);
+        assert_eq!(d.effects[0], Effect::DeactivateSubscription);
+    }
+
+    #[test]
+    fn stale_outcomes_are_ignored() {
+        let p = RetryPolicy::default();
+        let s = st(SagaStatus::InProgress, 2);
+        assert!(decide(&s, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
+        assert!(decide(&s, &Input::Start, &p, Utc::now(), 0.0).is_none());
+    }
+
+    fn any_status() -> impl Strategy<Value = SagaStatus> {
+        prop_oneof![
+            Just(SagaStatus::Pending),
+            Just(SagaStatus::InProgress),
+            Just(SagaStatus::PendingRetry),
+            Just(SagaStatus::Completed),
+            Just(SagaStatus::DeadLettered)
+        ]
+    }
+
+    fn any_input() -> impl Strategy<Value = Input> {
+        let result = prop_oneof![
+            Just(AttemptResult::Delivered),
+            Just(AttemptResult::Gone),
+            (any::<Option<u32>>()).prop_map(|ra| AttemptResult::Failed {
+                error: "x".into(),
+                retry_after_ms: ra.map(u64::from)
+            }),
+            Just(AttemptResult::Rejected { error: "no".into() }),
+        ];
+        prop_oneof![
+            Just(Input::Start),
+            (0u32..12, result).prop_map(|(attempt, result)| Input::Outcome { attempt, result }),
+            (0u32..12).prop_map(|attempt| Input::RetryDue { attempt }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn terminal_states_absorb_every_input(
+            status in prop_oneof![Just(SagaStatus::Completed), Just(SagaStatus::DeadLettered)],
+            attempts in 0u32..12, input in any_input(), j in 0.0f64..1.0, max in 1u32..10
+        ) {
+            let p = RetryPolicy { max_attempts: max, ..Default::default() };
+            prop_assert!(decide(&st(status, attempts), &input, &p, Utc::now(), j).is_none());
+        }
+
+        #[test]
+        fn attempts_never_decrease_and_stay_within_policy(
+            inputs in proptest::collection::vec(any_input(), 0..40), max in 1u32..8, start in any_status()
+        ) {
+            let p = RetryPolicy { max_attempts: max, base_delay_ms: 1, max_delay_ms: 1 };
+            let now = Utc::now() + chrono::Duration::days(1);
+            let mut s = st(start, 0);
+            for i in &inputs {
+                if let Some(d) = decide(&s, i, &p, now, 0.5) {
+                    prop_assert!(d.next.attempts >= s.attempts);
+                    prop_assert!(d.next.attempts <= max.max(s.attempts));
+                    prop_assert!(d.next.status != SagaStatus::Pending);
+                    s = d.next;
+                }
+            }
+        }
+
+        #[test]
+        fn every_failure_sequence_ends_dead_lettered_after_max_attempts(max in 1u32..10) {
+            let p = RetryPolicy { max_attempts: max, base_delay_ms: 1, max_delay_ms: 1 };
+            let later = Utc::now() + chrono::Duration::days(1);
+            let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, Utc::now(), 0.0).unwrap().next;
+            let mut sent = 1;
+            loop {
+                let d = decide(&s, &Input::Outcome { attempt: s.attempts, result: fail() }, &p, Utc::now(), 0.0).unwrap();
+                if d.next.status == SagaStatus::DeadLettered { break; }
+                s = decide(&d.next, &Input::RetryDue { attempt: s.attempts + 1 }, &p, later, 0.0).unwrap().next;
+                sent += 1;
+            }
+            prop_assert_eq!(sent, max);
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The embedded backend: every port on one SQLite file (WAL,
+//! `synchronous=FULL`). One writer thread owns the connection and commits in
+//! groups: every call queued while a commit runs goes into the next
+//! transaction, each in its own savepoint, and each caller is answered only
+//! after the commit that holds its write is on disk. The outbox table takes
+//! the place of DynamoDB Streams, written in the same transaction as the row
+//! it announces; `queue_messages` takes the place of SQS.
+
+mod outbox;
+mod queue;
+mod stores;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use tokio::sync::{oneshot, watch};
+
+use crate::error::StoreError;
+
+pub use outbox::Outbox;
+pub use queue::SqliteQueue;
+pub use stores::{SqliteAttempts, SqliteDeadLetters, SqliteEvents, SqliteSagas, SqliteSettings, SqliteSubscriptions};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE events (
+    id TEXT PRIMARY KEY,
+    event_type TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE subscriptions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE TABLE sagas (
+    id TEXT PRIMARY KEY,
+    event_id TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX sagas_by_event ON sagas (event_id);
+CREATE TABLE attempts (saga_id TEXT NOT NULL, attempt INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (saga_id, attempt));
+CREATE TABLE dead_letters (id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE INDEX dead_letters_by_state ON dead_letters (state, created_at);
+CREATE TABLE outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, key TEXT NOT NULL, attempt INTEGER);
+CREATE INDEX outbox_by_stream ON outbox (stream, seq);
+CREATE TABLE queue_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    body TEXT NOT NULL,
+    visible_at INTEGER NOT NULL,
+    receive_count INTEGER NOT NULL DEFAULT 0,
+    sent_at INTEGER NOT NULL
+);
+CREATE INDEX queue_messages_visible ON queue_messages (queue, visible_at);
+CREATE TABLE queue_dead (
+    id INTEGER PRIMARY KEY,
+    queue TEXT NOT NULL,
+    body TEXT NOT NULL,
+    receive_count INTEGER NOT NULL,
+    sent_at INTEGER NOT NULL,
+    moved_at INTEGER NOT NULL
+);
+"#];
+
+/// The streams the outbox carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// New events (the router's input).
+    Events,
+    /// New sagas (the saga stage's input).
+    Sagas,
+    /// New attempts (the saga stage's input).
+    Attempts,
+    /// A job queue got a message.
+    Queue,
+}
+
+const STREAMS: [Stream; 4] = [Stream::Events, Stream::Sagas, Stream::Attempts, Stream::Queue];
+
+impl Stream {
+    fn index(self) -> usize {
+        STREAMS.iter().position(|s| *s == self).expect("listed")
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Stream::Events => "events",
+            Stream::Sagas => "sagas",
+            Stream::Attempts => "attempts",
+            Stream::Queue => "queue",
+        }
+    }
+}
+
+type Finisher = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Op = Box<dyn FnOnce(&Connection, &mut [bool; 4]) -> Finisher + Send>;
+
+/// A handle on the database: cheap to clone, shared by every adapter.
+#[derive(Clone)]
+pub struct Db {
+    ops: mpsc::Sender<Op>,
+    changes: Arc<[watch::Sender<u64>; 4]>,
+}
+
+/// Largest number of calls committed together.
+const MAX_GROUP: usize = 1024;
+
+impl Db {
+    /// Opens (creating if needed) the database file, applies migrations and
+    /// starts the writer thread.
+    pub fn open(path: &Path) -> Result<Db, StoreError> {
+        let conn = Connection::open(path).map_err(StoreError::backend)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;",
+        )
+        .map_err(StoreError::backend)?;
+        migrate(&conn)?;
+        let (tx, rx) = mpsc::channel::<Op>();
+        let changes: Arc<[watch::Sender<u64>; 4]> = Arc::new(std::array::from_fn(|_| watch::channel(0u64).0));
+        let notify = changes.clone();
+        std::thread::Builder::new()
+            .name("hookline-sqlite".into())
+            .spawn(move || writer(conn, rx, notify))
+            .map_err(StoreError::backend)?;
+        Ok(Db { ops: tx, changes })
+    }
+
+    /// Runs `f` in the next group transaction (in its own savepoint) and
+    /// returns its result once that transaction is committed.
+    pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let op: Op = Box::new(move |conn, marks| {
+            let mut m = Marks(*marks);
+            let r = in_savepoint(conn, |c| f(c, &mut m));
+            if r.is_ok() {
+                *marks = m.0;
+            }
+            Box::new(move |commit| {
+                let _ = tx.send(match commit {
+                    Ok(()) => r,
+                    Err(e) => Err(StoreError::Backend(e)),
+                });
+            })
+        });
+        self.ops.send(op).map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// A receiver that changes after every commit that wrote to `stream`.
+    pub fn watch(&self, stream: Stream) -> watch::Receiver<u64> {
+        self.changes[stream.index()].subscribe()
+    }
+}
+
+/// Which streams a call wrote to, so their consumers are woken after commit.
+pub struct Marks([bool; 4]);
+
+impl Marks {
+    /// Records that this call wrote to `stream`.
+    pub fn mark(&mut self, stream: Stream) {
+        self.0[stream.index()] = true;
+    }
+}
+
+fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R, StoreError>) -> Result<R, StoreError> {
+    conn.execute_batch("SAVEPOINT op").map_err(StoreError::backend)?;
+    match f(conn) {
+        Ok(r) => {
+            conn.execute_batch("RELEASE op").map_err(StoreError::backend)?;
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+            Err(e)
+        }
+    }
+}
+
+fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<u64>; 4]>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(op) => group.push(op),
+                Err(_) => break,
+            }
+        }
+        let mut marks = [false; 4];
+        // Another process may hold the write lock past busy_timeout: wait for
+        // it rather than run the group outside a transaction.
+        while let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            tracing::warn!(error = %e, "sqlite: cannot begin a write transaction; retrying");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let finishers: Vec<Finisher> = group.into_iter().map(|op| op(&conn, &mut marks)).collect();
+        let commit = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+        if commit.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+            marks = [false; 4];
+        }
+        for f in finishers {
+            f(commit.clone());
+        }
+        for (i, m) in marks.iter().enumerate() {
+            if *m {
+                changes[i].send_modify(|v| *v += 1);
+            }
+        }
+    }
+}
+
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let done: usize = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(StoreError::backend)?;
+    if done > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "database schema version {done} is newer than this hookline ({}); upgrade hookline",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, m) in MIGRATIONS.iter().enumerate().skip(done) {
+        conn.execute_batch(&format!("BEGIN; {m}; PRAGMA user_version = {}; COMMIT;", i + 1))
+            .map_err(|e| StoreError::Backend(format!("migration {} failed: {e}", i + 1)))?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the epoch, the unit of every stored instant.
+pub(crate) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("records serialize")
+}
+
+pub(crate) fn sql(e: rusqlite::Error) -> StoreError {
+    StoreError::backend(e)
+}

@@ -1,0 +1,177 @@
+//! A job queue with SQS semantics on SQLite: per-message delay, visibility
+//! timeout, receive count, and a move to the dead-letter table once a message
+//! has been received `max_receives` times without being deleted (SQS's
+//! redrive policy). A receipt names one receive, so a worker whose lease
+//! expired cannot delete the message another worker now holds.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::params;
+
+use super::{now_ms, sql, Db, Stream};
+use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
+
+/// One named queue in the database.
+#[derive(Clone)]
+pub struct SqliteQueue {
+    db: Db,
+    name: &'static str,
+    max_receives: u32,
+}
+
+impl SqliteQueue {
+    /// The queue `name`; messages go to its dead-letter table after
+    /// `max_receives` receives.
+    pub fn new(db: Db, name: &'static str, max_receives: u32) -> Self {
+        SqliteQueue { db, name, max_receives }
+    }
+
+    /// When the next message becomes visible, if any (lets a worker sleep
+    /// exactly until then).
+    pub async fn next_visible_at(&self) -> StoreResult<Option<i64>> {
+        let name = self.name;
+        self.db
+            .call(move |c, _| {
+                c.query_row("SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1", [name], |r| r.get(0)).map_err(sql)
+            })
+            .await
+    }
+
+    /// Moves every message of the dead-letter table back to this queue (the
+    /// console's "start DLQ redrive"); returns how many moved.
+    pub async fn redrive(&self) -> StoreResult<usize> {
+        let name = self.name;
+        self.db
+            .call(move |c, marks| {
+                let now = now_ms();
+                let n = c
+                    .execute(
+                        "INSERT INTO queue_messages (queue, body, visible_at, receive_count, sent_at) SELECT queue, body, ?2, 0, sent_at FROM queue_dead WHERE queue = ?1",
+                        params![name, now],
+                    )
+                    .map_err(sql)?;
+                c.execute("DELETE FROM queue_dead WHERE queue = ?1", [name]).map_err(sql)?;
+                if n > 0 {
+                    marks.mark(Stream::Queue);
+                }
+                Ok(n)
+            })
+            .await
+    }
+}
+
+fn receipt(id: i64, count: u32) -> String {
+    format!("{id}:{count}")
+}
+
+fn parse_receipt(r: &str) -> Option<(i64, u32)> {
+    let (id, count) = r.split_once(':')?;
+    Some((id.parse().ok()?, count.parse().ok()?))
+}
+
+#[async_trait]
+impl JobQueue for SqliteQueue {
+    async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()> {
+        let name = self.name;
+        let messages = messages.to_vec();
+        self.db
+            .call(move |c, marks| {
+                let now = now_ms();
+                let mut st = c
+                    .prepare_cached("INSERT INTO queue_messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)")
+                    .map_err(sql)?;
+                for (body, delay) in &messages {
+                    st.execute(params![name, body, now + delay.as_millis() as i64, now]).map_err(sql)?;
+                }
+                marks.mark(Stream::Queue);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
+        let (name, max_receives) = (self.name, self.max_receives);
+        self.db
+            .call(move |c, _| {
+                let now = now_ms();
+                let mut sel = c
+                    .prepare_cached(
+                        "SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
+                    )
+                    .map_err(sql)?;
+                let rows: Vec<(i64, String, u32)> = sel
+                    .query_map(params![name, now, max as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .map_err(sql)?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql)?;
+                let mut out = Vec::with_capacity(rows.len());
+                for (id, body, count) in rows {
+                    if count >= max_receives {
+                        c.execute(
+                            "INSERT INTO queue_dead (id, queue, body, receive_count, sent_at, moved_at) SELECT id, queue, body, receive_count, sent_at, ?2 FROM queue_messages WHERE id = ?1",
+                            params![id, now],
+                        )
+                        .map_err(sql)?;
+                        c.execute("DELETE FROM queue_messages WHERE id = ?1", [id]).map_err(sql)?;
+                        tracing::warn!(queue = name, message_id = id, receives = count, "message moved to the dead-letter queue");
+                        continue;
+                    }
+                    c.prepare_cached("UPDATE queue_messages SET visible_at = ?1, receive_count = ?2 WHERE id = ?3")
+                        .map_err(sql)?
+                        .execute(params![now + visibility.as_millis() as i64, count + 1, id])
+                        .map_err(sql)?;
+                    out.push(Received { body, receipt: receipt(id, count + 1), receive_count: count + 1 });
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    async fn delete(&self, receipts: &[String]) -> StoreResult<()> {
+        let ids: Vec<(i64, u32)> = receipts.iter().filter_map(|r| parse_receipt(r)).collect();
+        self.db
+            .call(move |c, _| {
+                let mut st = c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND receive_count = ?2").map_err(sql)?;
+                for (id, count) in &ids {
+                    st.execute(params![id, count]).map_err(sql)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
+        let Some((id, count)) = parse_receipt(receipt) else { return Ok(()) };
+        self.db
+            .call(move |c, marks| {
+                c.execute(
+                    "UPDATE queue_messages SET visible_at = ?1 WHERE id = ?2 AND receive_count = ?3",
+                    params![now_ms() + delay.as_millis() as i64, id, count],
+                )
+                .map_err(sql)?;
+                marks.mark(Stream::Queue);
+                Ok(())
+            })
+            .await
+    }
+
+    async fn depth(&self) -> StoreResult<QueueDepth> {
+        let name = self.name;
+        self.db
+            .call(move |c, _| {
+                let now = now_ms();
+                let (visible, not_visible): (i64, i64) = c
+                    .query_row(
+                        "SELECT COALESCE(SUM(visible_at <= ?2), 0), COALESCE(SUM(visible_at > ?2), 0) FROM queue_messages WHERE queue = ?1",
+                        params![name, now],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .map_err(sql)?;
+                let dead: i64 =
+                    c.query_row("SELECT COUNT(*) FROM queue_dead WHERE queue = ?1", [name], |r| r.get(0)).map_err(sql)?;
+                Ok(QueueDepth { visible: visible as u64, not_visible: not_visible as u64, dead: dead as u64 })
+            })
+            .await
+    }
+}

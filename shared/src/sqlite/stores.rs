@@ -1,0 +1,365 @@
+//! SQLite implementations of the store ports. Records are stored as JSON
+//! beside the columns that conditions and lookups need.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+
+use super::{decode, encode, sql, Db, Stream};
+use crate::attempt::{Attempt, DeadLetter};
+use crate::event::EventRecord;
+use crate::ports::{
+    AttemptStore, DeadLetterStore, EventStore, StoreResult, SagaStore, SubscriptionStore, Transition, TransitionOutcome,
+};
+use crate::saga::{Saga, SagaState};
+use crate::subscription::Subscription;
+
+/// Events table; inserts also append to the `events` outbox stream.
+#[derive(Clone)]
+pub struct SqliteEvents(pub Db);
+
+#[async_trait]
+impl EventStore for SqliteEvents {
+    async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>> {
+        let events = events.to_vec();
+        self.0
+            .call(move |c, marks| {
+                let mut ins = c
+                    .prepare_cached(
+                        "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .map_err(sql)?;
+                let mut out = c.prepare_cached("INSERT INTO outbox (stream, key) VALUES ('events', ?1)").map_err(sql)?;
+                let mut res = Vec::with_capacity(events.len());
+                for e in &events {
+                    let n = ins
+                        .execute(params![e.id, e.event_type, e.received_at.timestamp_millis(), e.expires_at.timestamp_millis(), encode(e)])
+                        .map_err(sql)?;
+                    if n == 1 {
+                        out.execute(params![e.id]).map_err(sql)?;
+                        marks.mark(Stream::Events);
+                    }
+                    res.push(n == 1);
+                }
+                Ok(res)
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>> {
+        let id = id.to_string();
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> = c
+                    .prepare_cached("SELECT data FROM events WHERE id = ?1")
+                    .map_err(sql)?
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                data.map(|d| decode(&d)).transpose()
+            })
+            .await
+    }
+}
+
+/// Subscriptions table.
+#[derive(Clone)]
+pub struct SqliteSubscriptions(pub Db);
+
+#[async_trait]
+impl SubscriptionStore for SqliteSubscriptions {
+    async fn create(&self, sub: &Subscription) -> StoreResult<()> {
+        let sub = sub.clone();
+        self.0
+            .call(move |c, _| {
+                c.execute("INSERT INTO subscriptions (id, version, data) VALUES (?1, ?2, ?3)", params![sub.id, sub.version as i64, encode(&sub)])
+                    .map_err(sql)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Subscription>> {
+        let id = id.to_string();
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> =
+                    c.query_row("SELECT data FROM subscriptions WHERE id = ?1", [id], |r| r.get(0)).optional().map_err(sql)?;
+                data.map(|d| decode(&d)).transpose()
+            })
+            .await
+    }
+
+    async fn list(&self) -> StoreResult<Vec<Subscription>> {
+        self.0
+            .call(|c, _| {
+                let mut st = c.prepare_cached("SELECT data FROM subscriptions ORDER BY id").map_err(sql)?;
+                let rows = st.query_map([], |r| r.get::<_, String>(0)).map_err(sql)?;
+                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            })
+            .await
+    }
+
+    async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool> {
+        let sub = sub.clone();
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .execute(
+                        "UPDATE subscriptions SET version = ?1, data = ?2 WHERE id = ?3 AND version = ?4",
+                        params![sub.version as i64, encode(&sub), sub.id, expected_version as i64],
+                    )
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn delete(&self, id: &str) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.0.call(move |c, _| Ok(c.execute("DELETE FROM subscriptions WHERE id = ?1", [id]).map_err(sql)? == 1)).await
+    }
+}
+
+/// Sagas table; inserts also append to the `sagas` outbox stream.
+#[derive(Clone)]
+pub struct SqliteSagas(pub Db);
+
+#[async_trait]
+impl SagaStore for SqliteSagas {
+    async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>> {
+        let sagas = sagas.to_vec();
+        self.0
+            .call(move |c, marks| {
+                let mut ins = c
+                    .prepare_cached(
+                        "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .map_err(sql)?;
+                let mut out = c.prepare_cached("INSERT INTO outbox (stream, key) VALUES ('sagas', ?1)").map_err(sql)?;
+                let mut res = Vec::with_capacity(sagas.len());
+                for s in &sagas {
+                    let n = ins
+                        .execute(params![s.id, s.event_id, s.subscription_id, s.state.status.as_str(), s.state.attempts, encode(s)])
+                        .map_err(sql)?;
+                    if n == 1 {
+                        out.execute([&s.id]).map_err(sql)?;
+                        marks.mark(Stream::Sagas);
+                    }
+                    res.push(n == 1);
+                }
+                Ok(res)
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Saga>> {
+        let id = id.to_string();
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> = c
+                    .prepare_cached("SELECT data FROM sagas WHERE id = ?1")
+                    .map_err(sql)?
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                data.map(|d| decode(&d)).transpose()
+            })
+            .await
+    }
+
+    async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>> {
+        let transitions = transitions.to_vec();
+        self.0
+            .call(move |c, _| {
+                let mut sel = c.prepare_cached("SELECT data FROM sagas WHERE id = ?1").map_err(sql)?;
+                let mut upd = c
+                    .prepare_cached("UPDATE sagas SET status = ?1, attempts = ?2, data = ?3 WHERE id = ?4 AND status = ?5 AND attempts = ?6")
+                    .map_err(sql)?;
+                let mut res = Vec::with_capacity(transitions.len());
+                for t in &transitions {
+                    let data: Option<String> = sel.query_row([&t.saga_id], |r| r.get(0)).optional().map_err(sql)?;
+                    let Some(data) = data else {
+                        res.push(TransitionOutcome::Missing);
+                        continue;
+                    };
+                    let mut saga: Saga = decode(&data)?;
+                    if !same(&saga.state, &t.from) {
+                        res.push(TransitionOutcome::Conflict(saga.state));
+                        continue;
+                    }
+                    saga.state = t.to.clone();
+                    saga.updated_at = t.at;
+                    upd.execute(params![
+                        t.to.status.as_str(),
+                        t.to.attempts,
+                        encode(&saga),
+                        t.saga_id,
+                        t.from.status.as_str(),
+                        t.from.attempts
+                    ])
+                    .map_err(sql)?;
+                    res.push(TransitionOutcome::Applied);
+                }
+                Ok(res)
+            })
+            .await
+    }
+
+    async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>> {
+        let id = event_id.to_string();
+        self.0
+            .call(move |c, _| {
+                let mut st = c.prepare_cached("SELECT data FROM sagas WHERE event_id = ?1 ORDER BY rowid").map_err(sql)?;
+                let rows = st.query_map([id], |r| r.get::<_, String>(0)).map_err(sql)?;
+                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            })
+            .await
+    }
+}
+
+/// The condition of every saga transition: still the same status and attempt
+/// count, and not terminal (terminal sagas never change).
+fn same(stored: &SagaState, expected: &SagaState) -> bool {
+    stored.status == expected.status && stored.attempts == expected.attempts && !stored.status.is_terminal()
+}
+
+/// Attempts table; inserts also append to the `attempts` outbox stream.
+#[derive(Clone)]
+pub struct SqliteAttempts(pub Db);
+
+#[async_trait]
+impl AttemptStore for SqliteAttempts {
+    async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
+        let attempts = attempts.to_vec();
+        self.0
+            .call(move |c, marks| {
+                let mut ins = c
+                    .prepare_cached("INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
+                    .map_err(sql)?;
+                let mut out = c.prepare_cached("INSERT INTO outbox (stream, key, attempt) VALUES ('attempts', ?1, ?2)").map_err(sql)?;
+                let mut res = Vec::with_capacity(attempts.len());
+                for a in &attempts {
+                    let n = ins.execute(params![a.saga_id, a.attempt, encode(a)]).map_err(sql)?;
+                    if n == 1 {
+                        out.execute(params![a.saga_id, a.attempt]).map_err(sql)?;
+                        marks.mark(Stream::Attempts);
+                    }
+                    res.push(n == 1);
+                }
+                Ok(res)
+            })
+            .await
+    }
+
+    async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>> {
+        let id = saga_id.to_string();
+        self.0
+            .call(move |c, _| {
+                let mut st = c.prepare_cached("SELECT data FROM attempts WHERE saga_id = ?1 ORDER BY attempt").map_err(sql)?;
+                let rows = st.query_map([id], |r| r.get::<_, String>(0)).map_err(sql)?;
+                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            })
+            .await
+    }
+}
+
+/// Dead letters table.
+#[derive(Clone)]
+pub struct SqliteDeadLetters(pub Db);
+
+#[async_trait]
+impl DeadLetterStore for SqliteDeadLetters {
+    async fn put(&self, dl: &DeadLetter) -> StoreResult<bool> {
+        let dl = dl.clone();
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .execute(
+                        "INSERT INTO dead_letters (id, state, created_at, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING",
+                        params![dl.id, dl.state, dl.created_at.timestamp_millis(), encode(&dl)],
+                    )
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>> {
+        let id = id.to_string();
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> =
+                    c.query_row("SELECT data FROM dead_letters WHERE id = ?1", [id], |r| r.get(0)).optional().map_err(sql)?;
+                data.map(|d| decode(&d)).transpose()
+            })
+            .await
+    }
+
+    async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
+        let state = state.map(str::to_string);
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT data FROM dead_letters WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at DESC, id LIMIT ?2",
+                    )
+                    .map_err(sql)?;
+                let rows = st.query_map(params![state, limit as i64], |r| r.get::<_, String>(0)).map_err(sql)?;
+                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            })
+            .await
+    }
+
+    async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool> {
+        let (id, state) = (id.to_string(), state.to_string());
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> = c
+                    .query_row("SELECT data FROM dead_letters WHERE id = ?1 AND state = 'open'", [&id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                let Some(data) = data else { return Ok(false) };
+                let mut dl: DeadLetter = decode(&data)?;
+                dl.state = state.clone();
+                dl.resolution = Some(resolution);
+                c.execute("UPDATE dead_letters SET state = ?1, data = ?2 WHERE id = ?3", params![state, encode(&dl), id])
+                    .map_err(sql)?;
+                Ok(true)
+            })
+            .await
+    }
+}
+
+/// Process settings (the generated API key) kept with the data.
+#[derive(Clone)]
+pub struct SqliteSettings(pub Db);
+
+impl SqliteSettings {
+    /// The stored value of `key`, or `init()` stored now and returned.
+    pub async fn get_or_init(&self, key: &str, init: impl FnOnce() -> String + Send + 'static) -> StoreResult<String> {
+        let key = key.to_string();
+        self.0
+            .call(move |c, _| {
+                let v: Option<String> =
+                    c.query_row("SELECT value FROM settings WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(sql)?;
+                if let Some(v) = v {
+                    return Ok(v);
+                }
+                let v = init();
+                c.execute("INSERT INTO settings (key, value) VALUES (?1, ?2)", params![key, v]).map_err(sql)?;
+                Ok(v)
+            })
+            .await
+    }
+
+    /// Counts for metrics: open dead letters.
+    pub async fn open_dead_letters(&self) -> StoreResult<u64> {
+        self.0
+            .call(|c, _| {
+                c.query_row("SELECT COUNT(*) FROM dead_letters WHERE state = 'open'", [], |r| r.get::<_, i64>(0))
+                    .map(|n| n as u64)
+                    .map_err(sql)
+            })
+            .await
+    }
+}

@@ -1,0 +1,134 @@
+//! Ingest: validate a producer's envelope and append it to the event log.
+//! It only inserts events; it never updates one, and writes nothing else.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use chrono::Utc;
+use serde_json::value::RawValue;
+
+use crate::context::Hookline;
+use crate::envelope::{self, EnvelopeError, Format};
+use crate::error::StoreError;
+use crate::event::EventRecord;
+
+/// An accepted event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    /// Its id (the producer's when it had one).
+    pub event_id: String,
+    /// It was accepted before; nothing new was stored.
+    pub duplicate: bool,
+}
+
+/// Why a request was refused. Nothing is written when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The envelope is invalid.
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeError),
+    /// The body is larger than allowed.
+    #[error("request body is {size} bytes; the limit is {limit}")]
+    TooLarge {
+        /// Bytes received.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A batch that is not a non-empty JSON array of at most the limit.
+    #[error("{0}")]
+    BadBatch(String),
+    /// The store failed; the event may not be stored, so the producer must retry.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One batch item's outcome.
+pub type ItemResult = Result<Accepted, EnvelopeError>;
+
+fn check_size(h: &Hookline, raw: &[u8]) -> Result<(), IngestError> {
+    if raw.len() > h.config.max_body_bytes {
+        return Err(IngestError::TooLarge { size: raw.len(), limit: h.config.max_body_bytes });
+    }
+    Ok(())
+}
+
+/// Accepts one envelope. On `Ok` the event is durably stored (or already was).
+pub async fn ingest(h: &Hookline, raw: &[u8], format: Option<Format>) -> Result<Accepted, IngestError> {
+    ingest_with_defaults(h, raw, format, None, None).await
+}
+
+/// Accepts one envelope whose carrier supplies a type and producer where the
+/// envelope has none (EventBridge `detail-type` and `source`).
+pub async fn ingest_with_defaults(
+    h: &Hookline,
+    raw: &[u8],
+    format: Option<Format>,
+    default_type: Option<&str>,
+    default_producer: Option<&str>,
+) -> Result<Accepted, IngestError> {
+    check_size(h, raw)?;
+    let normalized = envelope::normalize_with_defaults(raw, format, default_type, default_producer).inspect_err(|_| {
+        h.metrics.events_rejected.fetch_add(1, Relaxed);
+    })?;
+    let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
+    let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
+    Ok(count(h, record.id, inserted[0]))
+}
+
+fn count(h: &Hookline, event_id: String, inserted: bool) -> Accepted {
+    let counter = if inserted { &h.metrics.events_accepted } else { &h.metrics.events_duplicate };
+    counter.fetch_add(1, Relaxed);
+    tracing::debug!(event_id = %event_id, duplicate = !inserted, "event accepted");
+    Accepted { event_id, duplicate: !inserted }
+}
+
+/// Accepts a JSON array of envelopes. Each valid item is stored; invalid
+/// items get their own error and do not stop the others. All valid items are
+/// stored in one write.
+pub async fn ingest_batch(h: &Hookline, raw: &[u8], format: Option<Format>) -> Result<Vec<ItemResult>, IngestError> {
+    check_size(h, raw)?;
+    let items: Vec<&RawValue> = match serde_json::from_slice(raw) {
+        Ok(items) => items,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return Err(IngestError::Envelope(EnvelopeError::MalformedJson {
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            }))
+        }
+        Err(_) => return Err(IngestError::BadBatch("a batch must be a JSON array of event envelopes".into())),
+    };
+    if items.is_empty() || items.len() > h.config.max_batch {
+        return Err(IngestError::BadBatch(format!(
+            "a batch holds 1 to {} events; this one has {}",
+            h.config.max_batch,
+            items.len()
+        )));
+    }
+    let now = Utc::now();
+    let mut records = Vec::new();
+    let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(items.len());
+    for item in &items {
+        match envelope::normalize(item.get().as_bytes(), format) {
+            Ok(n) => {
+                records.push(EventRecord::from_normalized(n, now, h.config.retention));
+                results.push(None);
+            }
+            Err(e) => {
+                h.metrics.events_rejected.fetch_add(1, Relaxed);
+                results.push(Some(Err(e)));
+            }
+        }
+    }
+    let inserted = if records.is_empty() { vec![] } else { h.stores.events.insert(&records).await? };
+    let mut stored = records.into_iter().zip(inserted);
+    Ok(results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                let (rec, ins) = stored.next().expect("one insert result per valid item");
+                Ok(count(h, rec.id, ins))
+            })
+        })
+        .collect())
+}

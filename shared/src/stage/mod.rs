@@ -1,0 +1,14 @@
+//! The pipeline's stages, one module each. Each is a function over
+//! [`crate::context::Hookline`] that a Lambda handler or `hookline serve`
+//! calls; none knows which backend it runs on.
+//!
+//! `ingest` → Events → `route` → Sagas → `saga` → deliveries queue →
+//! `deliver` → Attempts → `saga` … ; `requeue` and `replay` start new sagas;
+//! `verify` runs the callback handshake.
+
+pub mod deliver;
+pub mod ingest;
+pub mod requeue;
+pub mod route;
+pub mod saga;
+pub mod verify;

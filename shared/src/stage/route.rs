@@ -1,0 +1,33 @@
+//! Route: for each new event, one Pending saga per matching subscription.
+//! It inserts sagas conditionally and does nothing else: no status changes,
+//! no jobs, no payload reads (seed 002, 3.4).
+
+use chrono::Utc;
+
+use crate::context::Hookline;
+use crate::error::StoreError;
+use crate::event::EventRecord;
+use crate::ids;
+use crate::routing;
+use crate::saga::Saga;
+
+/// Creates the sagas of these events; returns how many were new. Safe to
+/// repeat: saga ids derive from `(event, subscription)`.
+pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
+    let subs = h.subscription_cache.all(h.stores.subscriptions.as_ref()).await?;
+    let now = Utc::now();
+    let sagas: Vec<Saga> = events
+        .iter()
+        .flat_map(|e| {
+            routing::matching(&subs, e)
+                .map(|s| Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if sagas.is_empty() {
+        return Ok(0);
+    }
+    let created = h.stores.sagas.create(&sagas).await?;
+    crate::failpoint::hit("route.after_sagas");
+    Ok(created.into_iter().filter(|c| *c).count())
+}

@@ -1,0 +1,213 @@
+//! The saga stage: the only place saga status changes. It reads the saga and
+//! attempt streams and the retry timers, asks [`crate::saga::decide`] what to
+//! do, stores the transition conditionally, then runs its effects (jobs,
+//! timers, dead letters). Effects are idempotent and are run again when a
+//! redelivered input finds its transition already stored, so a crash between
+//! the transition and its effects loses nothing.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::attempt::{Attempt, DeadLetter, DeliveryJob, RetryTimer};
+use crate::context::Hookline;
+use crate::error::StoreError;
+use crate::ports::{Transition, TransitionOutcome};
+use crate::retry::RetryPolicy;
+use crate::saga::{decide, Effect, Input, Saga, SagaState, SagaStatus};
+
+/// One input for one saga, with the state the input implies the saga is in.
+struct Step {
+    job: DeliveryJob,
+    from: SagaState,
+    input: Input,
+    policy: RetryPolicy,
+}
+
+/// New sagas (the saga stream's inserts): each gets its first job. The
+/// input is always read as the insert it was, whatever the saga's state now.
+pub async fn start(h: &Hookline, sagas: &[Saga]) -> Result<(), StoreError> {
+    let steps = sagas
+        .iter()
+        .map(|s| Step {
+            job: job_of(s, 0),
+            from: SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None },
+            input: Input::Start,
+            policy: RetryPolicy::default(),
+        })
+        .collect();
+    run(h, steps).await
+}
+
+/// Recorded attempts (the attempts stream): complete, retry or dead-letter.
+pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), StoreError> {
+    let subs = h.subscription_cache.all(h.stores.subscriptions.as_ref()).await?;
+    let steps = attempts
+        .iter()
+        .map(|a| Step {
+            job: DeliveryJob {
+                saga_id: a.saga_id.clone(),
+                event_id: a.event_id.clone(),
+                subscription_id: a.subscription_id.clone(),
+                webhook_id: crate::ids::webhook_id(&a.event_id, &a.subscription_id),
+                attempt: a.attempt,
+            },
+            from: SagaState { status: SagaStatus::InProgress, attempts: a.attempt, next_attempt_at: None, last_error: None },
+            input: Input::Outcome { attempt: a.attempt, result: a.result.clone() },
+            policy: subs.iter().find(|s| s.id == a.subscription_id).map(|s| s.retry_policy).unwrap_or_default(),
+        })
+        .collect();
+    run(h, steps).await
+}
+
+/// What a retry timer asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimerOutcome {
+    /// Handled (the next attempt is queued, or the timer was stale).
+    Done,
+    /// Not due yet: deliver the timer again after this long.
+    NotYet(Duration),
+}
+
+/// A retry timer fired: queue the next attempt if it is due.
+pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, StoreError> {
+    let now = Utc::now();
+    if timer.due_at > now {
+        return Ok(TimerOutcome::NotYet((timer.due_at - now).to_std().unwrap_or_default()));
+    }
+    // The timer carries only the saga id; the job needs the rest.
+    let Some(saga) = h.stores.sagas.get(&timer.saga_id).await? else { return Ok(TimerOutcome::Done) };
+    let step = Step {
+        job: job_of(&saga, timer.attempt),
+        from: SagaState {
+            status: SagaStatus::PendingRetry,
+            attempts: timer.attempt - 1,
+            next_attempt_at: Some(timer.due_at),
+            last_error: None,
+        },
+        input: Input::RetryDue { attempt: timer.attempt },
+        policy: RetryPolicy::default(),
+    };
+    run(h, vec![step]).await?;
+    Ok(TimerOutcome::Done)
+}
+
+fn job_of(s: &Saga, attempt: u32) -> DeliveryJob {
+    DeliveryJob {
+        saga_id: s.id.clone(),
+        event_id: s.event_id.clone(),
+        subscription_id: s.subscription_id.clone(),
+        webhook_id: s.webhook_id.clone(),
+        attempt,
+    }
+}
+
+async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
+    let now = Utc::now();
+    let mut planned = Vec::new();
+    for step in steps {
+        let jitter: f64 = rand::random();
+        if let Some(d) = decide(&step.from, &step.input, &step.policy, now, jitter) {
+            planned.push((step, d));
+        }
+    }
+    if planned.is_empty() {
+        return Ok(());
+    }
+    let transitions: Vec<Transition> = planned
+        .iter()
+        .map(|(s, d)| Transition { saga_id: s.job.saga_id.clone(), from: s.from.clone(), to: d.next.clone(), at: now })
+        .collect();
+    let outcomes = h.stores.sagas.transition(&transitions).await?;
+    crate::failpoint::hit("saga.after_transition");
+    let mut jobs = Vec::new();
+    let mut timers = Vec::new();
+    for ((step, decision), outcome) in planned.into_iter().zip(outcomes) {
+        let effects = match outcome {
+            TransitionOutcome::Applied => decision.effects,
+            // Already stored by an earlier run that crashed before its effects:
+            // redo them, with the stored retry time.
+            TransitionOutcome::Conflict(cur)
+                if cur.status == decision.next.status && cur.attempts == decision.next.attempts =>
+            {
+                decision
+                    .effects
+                    .into_iter()
+                    .map(|e| match (e, cur.next_attempt_at) {
+                        (Effect::ScheduleRetry { attempt, .. }, Some(at)) => Effect::ScheduleRetry { attempt, at },
+                        (e, _) => e,
+                    })
+                    .collect()
+            }
+            TransitionOutcome::Conflict(_) | TransitionOutcome::Missing => continue,
+        };
+        for effect in effects {
+            match effect {
+                Effect::SendJob { attempt } => {
+                    jobs.push((serde_json::to_string(&DeliveryJob { attempt, ..step.job.clone() }).expect("job serializes"), Duration::ZERO))
+                }
+                Effect::ScheduleRetry { attempt, at } => {
+                    h.metrics.retries_scheduled.fetch_add(1, Relaxed);
+                    timers.push(timer_message(&step.job.saga_id, attempt, at, now));
+                }
+                Effect::DeadLetter { reason } => dead_letter(h, &step.job, &reason).await?,
+                Effect::DeactivateSubscription => deactivate(h, &step.job.subscription_id).await?,
+            }
+        }
+    }
+    if !timers.is_empty() {
+        h.stores.retries.send(&timers).await?;
+    }
+    if !jobs.is_empty() {
+        h.stores.deliveries.send(&jobs).await?;
+    }
+    Ok(())
+}
+
+/// The timer message for attempt `attempt` of a saga, delayed until `at`.
+pub fn timer_message(saga_id: &str, attempt: u32, at: DateTime<Utc>, now: DateTime<Utc>) -> (String, Duration) {
+    let body = serde_json::to_string(&RetryTimer { saga_id: saga_id.to_string(), attempt, due_at: at }).expect("timer serializes");
+    (body, (at - now).to_std().unwrap_or_default())
+}
+
+async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<(), StoreError> {
+    let saga = h.stores.sagas.get(&job.saga_id).await?;
+    let event_type = h.stores.events.get(&job.event_id).await?.map(|e| e.event_type).unwrap_or_default();
+    let dl = DeadLetter {
+        id: job.saga_id.clone(),
+        event_id: job.event_id.clone(),
+        subscription_id: job.subscription_id.clone(),
+        event_type,
+        reason: reason.to_string(),
+        attempts: saga.as_ref().map_or(job.attempt, |s| s.state.attempts),
+        saga_snapshot: serde_json::to_value(&saga).unwrap_or_default(),
+        created_at: Utc::now(),
+        state: "open".into(),
+        resolution: None,
+    };
+    if h.stores.dead_letters.put(&dl).await? {
+        h.metrics.dead_letters.fetch_add(1, Relaxed);
+        tracing::warn!(saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, reason, "saga dead-lettered");
+    }
+    Ok(())
+}
+
+async fn deactivate(h: &Hookline, subscription_id: &str) -> Result<(), StoreError> {
+    for _ in 0..5 {
+        let Some(mut sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(()) };
+        if !sub.active {
+            return Ok(());
+        }
+        let version = sub.version;
+        sub.active = false;
+        sub.version += 1;
+        sub.updated_at = Utc::now();
+        if h.stores.subscriptions.update(&sub, version).await? {
+            h.subscription_cache.invalidate().await;
+            tracing::warn!(subscription_id, "subscription deactivated after 410 Gone");
+            return Ok(());
+        }
+    }
+    Ok(())
+}
