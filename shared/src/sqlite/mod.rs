@@ -249,3 +249,49 @@ pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
 pub(crate) fn sql(e: rusqlite::Error) -> StoreError {
     StoreError::backend(e)
 }
+
+/// Everything `hookline serve` needs from one database file.
+pub struct Backend {
+    /// The ports, for the stages.
+    pub stores: crate::context::Stores,
+    /// The outbox streams, for the router and saga loops.
+    pub outbox: Outbox,
+    /// The delivery queue (also in `stores`, typed for `next_visible_at`).
+    pub deliveries: SqliteQueue,
+    /// The retry-timer queue.
+    pub retries: SqliteQueue,
+    /// Settings (the generated API key).
+    pub settings: SqliteSettings,
+    /// The database handle, for change notifications.
+    pub db: Db,
+}
+
+/// Receives before a delivery job goes to the dead-letter table (a job is
+/// only received again when its worker died without recording an attempt).
+pub const DELIVERY_MAX_RECEIVES: u32 = 10;
+
+impl Backend {
+    /// Opens the database at `path` and builds every adapter on it.
+    pub fn open(path: &Path) -> Result<Backend, StoreError> {
+        let db = Db::open(path)?;
+        let deliveries = SqliteQueue::new(db.clone(), "deliveries", DELIVERY_MAX_RECEIVES);
+        let retries = SqliteQueue::new(db.clone(), "retries", DELIVERY_MAX_RECEIVES);
+        let stores = crate::context::Stores {
+            events: Arc::new(SqliteEvents(db.clone())),
+            subscriptions: Arc::new(SqliteSubscriptions(db.clone())),
+            sagas: Arc::new(SqliteSagas(db.clone())),
+            attempts: Arc::new(SqliteAttempts(db.clone())),
+            dead_letters: Arc::new(SqliteDeadLetters(db.clone())),
+            deliveries: Arc::new(deliveries.clone()),
+            retries: Arc::new(retries.clone()),
+        };
+        Ok(Backend {
+            stores,
+            outbox: Outbox(db.clone()),
+            deliveries,
+            retries,
+            settings: SqliteSettings(db.clone()),
+            db,
+        })
+    }
+}

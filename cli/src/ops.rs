@@ -1,0 +1,139 @@
+//! Ops commands: thin clients of a running Hookline's HTTP API (local
+//! `hookline serve` or the API Gateway URL of a deployment).
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+/// Where the API is and how to authenticate.
+#[derive(clap::Args, Clone)]
+pub struct Target {
+    /// Base URL of the Hookline API.
+    #[arg(long, env = "HOOKLINE_URL", default_value = "http://127.0.0.1:8080", global = true)]
+    url: String,
+    /// API key.
+    #[arg(long, env = "HOOKLINE_API_KEY", global = true, hide_env_values = true)]
+    api_key: Option<String>,
+}
+
+/// Inspect, requeue, skip and replay.
+#[derive(clap::Subcommand)]
+pub enum OpsCommand {
+    /// Dead letters: list, show, requeue, skip.
+    #[command(subcommand, name = "dead-letters")]
+    DeadLetters(DeadLetterCommand),
+    /// Show an event and its deliveries.
+    Inspect {
+        /// Event id.
+        event_id: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Deliver a stored event again (new sagas, same webhook-id).
+    Replay {
+        /// Event id.
+        event_id: String,
+        /// Only to this subscription (default: every matching one).
+        #[arg(long)]
+        subscription: Option<String>,
+        /// Why (kept in the audit record).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// Dead-letter commands.
+#[derive(clap::Subcommand)]
+pub enum DeadLetterCommand {
+    /// List dead letters.
+    List {
+        /// open, requeued or skipped.
+        #[arg(long, default_value = "open")]
+        state: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Show one dead letter with its saga snapshot.
+    Show {
+        /// Dead letter id (the dead saga's id).
+        id: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Requeue: a new saga for the same event and subscription.
+    Requeue {
+        /// Dead letter id.
+        id: String,
+        /// Why (kept in the audit record).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Skip: close it without delivering, with an audit record.
+    Skip {
+        /// Dead letter id.
+        id: String,
+        /// Why (kept in the audit record).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+fn actor() -> String {
+    std::env::var("USER").map(|u| format!("cli:{u}")).unwrap_or_else(|_| "cli".into())
+}
+
+/// Runs one ops command and prints the API's answer.
+pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
+    let (target, method, path, body) = match cmd {
+        OpsCommand::DeadLetters(DeadLetterCommand::List { state, target }) => {
+            (target, "GET", format!("/v1/dead-letters?state={state}"), None)
+        }
+        OpsCommand::DeadLetters(DeadLetterCommand::Show { id, target }) => (target, "GET", format!("/v1/dead-letters/{id}"), None),
+        OpsCommand::DeadLetters(DeadLetterCommand::Requeue { id, reason, target }) => (
+            target,
+            "POST",
+            format!("/v1/dead-letters/{id}/requeue"),
+            Some(json!({"reason": reason, "actor": actor()})),
+        ),
+        OpsCommand::DeadLetters(DeadLetterCommand::Skip { id, reason, target }) => {
+            (target, "POST", format!("/v1/dead-letters/{id}/skip"), Some(json!({"reason": reason, "actor": actor()})))
+        }
+        OpsCommand::Inspect { event_id, target } => {
+            let event = call(&target, "GET", &format!("/v1/events/{event_id}"), None).await?;
+            let deliveries = call(&target, "GET", &format!("/v1/events/{event_id}/deliveries"), None).await?;
+            println!("{}", serde_json::to_string_pretty(&json!({"event": event, "deliveries": deliveries["deliveries"]}))?);
+            return Ok(());
+        }
+        OpsCommand::Replay { event_id, subscription, reason, target } => (
+            target,
+            "POST",
+            format!("/v1/events/{event_id}/replay"),
+            Some(json!({"subscription_id": subscription, "reason": reason, "actor": actor()})),
+        ),
+    };
+    let v = call(&target, method, &path, body).await?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    let Some(key) = &t.api_key else { bail!("no API key: pass --api-key or set HOOKLINE_API_KEY") };
+    let client = reqwest::Client::new();
+    let url = format!("{}{}", t.url.trim_end_matches('/'), path);
+    let mut req = client.request(method.parse()?, &url).bearer_auth(key);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.with_context(|| format!("calling {url}"))?;
+    let status = res.status();
+    let v: Value = res.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        bail!("{status}: {}", v["error"]["message"].as_str().unwrap_or("request failed"));
+    }
+    Ok(v)
+}
