@@ -14,6 +14,7 @@ use axum::http::{header, Request, Response, StatusCode};
 use shared::api::{self, Api, Verification};
 use shared::attempt::{DeliveryJob, RetryTimer};
 use shared::context::{Config, Hookline};
+use shared::http_client::ClientConfig;
 use shared::sqlite::{Backend, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::{deliver, route, saga, verify};
@@ -44,6 +45,12 @@ pub struct ServeArgs {
     /// Days events are kept for replay.
     #[arg(long, default_value_t = 30)]
     retention_days: i64,
+    /// Connect timeout of deliveries, in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    connect_timeout_ms: u64,
+    /// Total timeout of one delivery attempt, in milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    delivery_timeout_ms: u64,
 }
 
 /// Runs until SIGINT/SIGTERM, then stops taking jobs and finishes those in flight.
@@ -60,7 +67,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config {
         retention: chrono::Duration::days(args.retention_days.max(1)),
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
+        http: ClientConfig {
+            connect_timeout: Duration::from_millis(args.connect_timeout_ms.max(1)),
+            total_timeout: Duration::from_millis(args.delivery_timeout_ms.max(1)),
+            ..ClientConfig::default()
+        },
         ..Config::default()
+    };
+    let config = Config {
+        // A job stays invisible well past one attempt's timeout, so a live
+        // worker never loses it to another.
+        delivery_visibility: config.http.total_timeout * 2 + Duration::from_secs(5),
+        ..config
     };
     let h = Arc::new(Hookline::new(backend.stores.clone(), config));
     let api = Api::new(h.clone(), api_key.clone(), Verification::Background);

@@ -1,0 +1,159 @@
+//! A scriptable webhook receiver: records every request it gets and answers
+//! according to the behaviour set for its path.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+/// How the receiver answers requests to one path.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// 200, echoing verification challenges.
+    Ok,
+    /// Answer the first `n` deliveries with `status`, then 200.
+    FailFirst(usize, u16),
+    /// Sleep `delay` before answering the first `n` deliveries, then 200.
+    SlowFirst(usize, Duration),
+    /// Always `status`.
+    Always(u16),
+    /// 200 to verification without echoing the challenge (handshake fails).
+    NoEcho,
+    /// `status` with a `Retry-After` header of `secs`, for the first `n`.
+    RetryAfterFirst(usize, u16, u64),
+}
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The path it was sent to.
+    pub path: String,
+    /// Its headers, lower-case names.
+    pub headers: HashMap<String, String>,
+    /// Its body bytes.
+    pub body: Vec<u8>,
+    /// When it arrived.
+    pub at: std::time::Instant,
+}
+
+impl Delivery {
+    /// A header value, or "".
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map(String::as_str).unwrap_or("")
+    }
+
+    /// Is this the verification handshake?
+    pub fn is_verification(&self) -> bool {
+        self.header("hookline-event-type") == "hookline.verification"
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    behaviours: HashMap<String, Behaviour>,
+    seen: HashMap<String, usize>,
+    log: Vec<Delivery>,
+}
+
+/// The receiver; clones share state.
+#[derive(Clone)]
+pub struct Receiver {
+    addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Receiver {
+    /// Starts a receiver on a free loopback port.
+    pub async fn start() -> Receiver {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = axum::Router::new().fallback(handle).with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Receiver { addr, inner }
+    }
+
+    /// The URL of `path` on this receiver, with `behaviour`.
+    pub fn url(&self, path: &str, behaviour: Behaviour) -> String {
+        self.set(path, behaviour);
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Changes how `path` answers from now on.
+    pub fn set(&self, path: &str, behaviour: Behaviour) {
+        let mut g = self.inner.lock().unwrap();
+        g.behaviours.insert(path.to_string(), behaviour);
+        g.seen.remove(path);
+    }
+
+    /// Deliveries (not verifications) received on `path`.
+    pub fn deliveries(&self, path: &str) -> Vec<Delivery> {
+        self.inner.lock().unwrap().log.iter().filter(|d| d.path == path && !d.is_verification()).cloned().collect()
+    }
+
+    /// Every request received on `path`, verifications included.
+    pub fn requests(&self, path: &str) -> Vec<Delivery> {
+        self.inner.lock().unwrap().log.iter().filter(|d| d.path == path).cloned().collect()
+    }
+}
+
+async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_string();
+    let d = Delivery {
+        path: path.clone(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect(),
+        body: body.to_vec(),
+        at: std::time::Instant::now(),
+    };
+    let verification = d.is_verification();
+    let challenge = d.json()["challenge"].clone();
+    let (behaviour, n) = {
+        let mut g = inner.lock().unwrap();
+        g.log.push(d);
+        let b = g.behaviours.get(&path).cloned().unwrap_or(Behaviour::Ok);
+        let n = if verification {
+            0
+        } else {
+            let c = g.seen.entry(path.clone()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        (b, n)
+    };
+    if verification {
+        return match behaviour {
+            Behaviour::NoEcho => (StatusCode::OK, "ok").into_response(),
+            _ => (StatusCode::OK, axum::Json(serde_json::json!({"challenge": challenge}))).into_response(),
+        };
+    }
+    let status = |s: u16| StatusCode::from_u16(s).unwrap();
+    match behaviour {
+        Behaviour::Ok | Behaviour::NoEcho => StatusCode::OK.into_response(),
+        Behaviour::FailFirst(k, s) if n <= k => status(s).into_response(),
+        Behaviour::FailFirst(..) => StatusCode::OK.into_response(),
+        Behaviour::SlowFirst(k, delay) => {
+            if n <= k {
+                tokio::time::sleep(delay).await;
+            }
+            StatusCode::OK.into_response()
+        }
+        Behaviour::Always(s) => status(s).into_response(),
+        Behaviour::RetryAfterFirst(k, s, secs) if n <= k => {
+            (status(s), [("retry-after", secs.to_string())]).into_response()
+        }
+        Behaviour::RetryAfterFirst(..) => StatusCode::OK.into_response(),
+    }
+}

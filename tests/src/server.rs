@@ -1,0 +1,233 @@
+//! A real `hookline serve` process on its own SQLite file and port.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The `hookline` binary: `HOOKLINE_BIN`, or beside the test executable's
+/// target directory (`make test` builds it first).
+pub fn binary() -> PathBuf {
+    if let Ok(p) = std::env::var("HOOKLINE_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join(format!("hookline{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.exists(), "{} is missing: run `cargo build -p hookline` (make test does)", bin.display());
+    bin
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh directory under the system temp dir.
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("hookline-test-{tag}-{}-{}", std::process::id(), rand_suffix()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+/// One running `hookline serve`.
+pub struct Server {
+    child: Option<Child>,
+    /// Base URL of its API.
+    pub base: String,
+    /// Its API key.
+    pub key: String,
+    /// Its database file.
+    pub db: PathBuf,
+    port: u16,
+    extra_args: Vec<String>,
+    client: reqwest::Client,
+    /// Keeps the directory alive.
+    _dir: std::sync::Arc<TempDir>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    /// Starts `hookline serve --dev` on a new database with short timeouts.
+    pub fn start(tag: &str) -> Server {
+        Self::start_with(tag, &[])
+    }
+
+    /// Starts with extra arguments.
+    pub fn start_with(tag: &str, extra: &[&str]) -> Server {
+        let dir = std::sync::Arc::new(TempDir::new(tag));
+        let db = dir.0.join("hookline.db");
+        let extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Self::spawn(db, free_port(), extra_args, dir, None)
+    }
+
+    fn spawn(db: PathBuf, port: u16, extra_args: Vec<String>, dir: std::sync::Arc<TempDir>, failpoint: Option<&str>) -> Server {
+        let mut cmd = Command::new(binary());
+        cmd.arg("serve")
+            .arg("--dev")
+            .arg("--db")
+            .arg(&db)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--delivery-timeout-ms", "1500", "--connect-timeout-ms", "1000"])
+            .args(&extra_args)
+            .env_remove("HOOKLINE_API_KEY")
+            .env("HOOKLINE_FAILPOINT", failpoint.unwrap_or(""))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn hookline serve");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut key = String::new();
+        for line in lines.by_ref() {
+            let line = line.expect("read serve output");
+            if let Some(rest) = line.trim().strip_prefix("API key") {
+                key = rest.split_whitespace().next().unwrap_or("").to_string();
+                break;
+            }
+        }
+        assert!(!key.is_empty(), "hookline serve did not print its API key");
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let server = Server {
+            child: Some(child),
+            base: format!("http://127.0.0.1:{port}"),
+            key,
+            db,
+            port,
+            extra_args,
+            client: reqwest::Client::new(),
+            _dir: dir,
+        };
+        server.wait_healthy();
+        server
+    }
+
+    fn wait_healthy(&self) {
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("hookline serve did not start listening");
+    }
+
+    /// `kill -9` the process.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the process to exit by itself (a failpoint aborted it).
+    pub fn wait_exit(&mut self, secs: u64) -> bool {
+        let Some(c) = self.child.as_mut() else { return true };
+        for _ in 0..secs * 40 {
+            if let Ok(Some(_)) = c.try_wait() {
+                self.child = None;
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        c.wait().expect("wait")
+    }
+
+    /// Starts the process again on the same database and port.
+    pub fn restart(&mut self, failpoint: Option<&str>) {
+        self.kill9();
+        let next = Self::spawn(self.db.clone(), self.port, self.extra_args.clone(), self._dir.clone(), failpoint);
+        *self = next;
+    }
+
+    /// Starts a new process with `failpoint` armed (it will abort there).
+    pub fn restart_with_failpoint(&mut self, failpoint: &str) {
+        self.restart(Some(failpoint));
+    }
+
+    /// Calls the API; returns status and JSON body.
+    pub async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        self.call_with_key(method, path, body, Some(&self.key)).await
+    }
+
+    /// Calls the API with a given key (or none).
+    pub async fn call_with_key(&self, method: &str, path: &str, body: Option<&[u8]>, key: Option<&str>) -> (u16, Value) {
+        let mut req = self.client.request(method.parse().unwrap(), format!("{}{}", self.base, path));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b.to_vec());
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await.unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// POST JSON.
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.call("POST", path, Some(&serde_json::to_vec(body).unwrap())).await
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call("GET", path, None).await
+    }
+
+    /// Creates a subscription and waits until it is verified; returns (id, secret).
+    pub async fn subscribe(&self, body: Value) -> (String, String) {
+        let (status, sub) = self.post("/v1/subscriptions", &body).await;
+        assert_eq!(status, 201, "create subscription: {sub}");
+        let id = sub["id"].as_str().unwrap().to_string();
+        let secret = sub["secret"].as_str().unwrap().to_string();
+        let path = format!("/v1/subscriptions/{id}");
+        crate::eventually(10, "subscription verified", || async {
+            let (_, s) = self.get(&path).await;
+            (s["verified"] == true).then_some(())
+        })
+        .await;
+        (id, secret)
+    }
+
+    /// Deliveries of an event, once every saga is terminal.
+    pub async fn settled_deliveries(&self, event_id: &str, sagas: usize, secs: u64) -> Vec<Value> {
+        let path = format!("/v1/events/{event_id}/deliveries");
+        crate::eventually(secs, &format!("{sagas} terminal sagas for {event_id}"), || async {
+            let (_, v) = self.get(&path).await;
+            let d = v["deliveries"].as_array().cloned().unwrap_or_default();
+            let done = d.iter().filter(|s| s["status"] == "Completed" || s["status"] == "DeadLettered").count();
+            (d.len() == sagas && done == sagas).then_some(d)
+        })
+        .await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
