@@ -3,6 +3,7 @@
 //! per stage that reads the outbox or a queue and calls the same stage
 //! function a Lambda handler calls.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use shared::api::{self, Api, Verification};
 use shared::attempt::{DeliveryJob, RetryTimer};
 use shared::context::{Config, Hookline};
 use shared::http_client::ClientConfig;
-use shared::sqlite::{Backend, SqliteQueue, Stream};
+use shared::error::StoreError;
+use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::{deliver, route, saga, verify};
 use shared::ports::JobQueue;
@@ -96,9 +98,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let (stop_tx, stop) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(router_loop(h.clone(), backend.outbox.clone(), backend.db.watch(Stream::Events), stop.clone()));
-    tasks.spawn(saga_start_loop(h.clone(), backend.outbox.clone(), backend.db.watch(Stream::Sagas), stop.clone()));
-    tasks.spawn(saga_attempt_loop(h.clone(), backend.outbox.clone(), backend.db.watch(Stream::Attempts), stop.clone()));
+    let (o, hk) = (backend.outbox.clone(), h.clone());
+    tasks.spawn(outbox_loop(
+        "route",
+        move |after| { let o = o.clone(); async move { o.events(after, OUTBOX_BATCH).await } },
+        move |events| { let hk = hk.clone(); async move { route::route(&hk, &events).await.map(|_| ()) } },
+        backend.outbox.clone(),
+        backend.db.watch(Stream::Events),
+        stop.clone(),
+    ));
+    let (o, hk) = (backend.outbox.clone(), h.clone());
+    tasks.spawn(outbox_loop(
+        "saga.start",
+        move |after| { let o = o.clone(); async move { o.sagas(after, OUTBOX_BATCH).await } },
+        move |sagas| { let hk = hk.clone(); async move { saga::start(&hk, &sagas).await } },
+        backend.outbox.clone(),
+        backend.db.watch(Stream::Sagas),
+        stop.clone(),
+    ));
+    let (o, hk) = (backend.outbox.clone(), h.clone());
+    tasks.spawn(outbox_loop(
+        "saga.attempts",
+        move |after| { let o = o.clone(); async move { o.attempts(after, OUTBOX_BATCH).await } },
+        move |attempts| { let hk = hk.clone(); async move { saga::on_attempts(&hk, &attempts).await } },
+        backend.outbox.clone(),
+        backend.db.watch(Stream::Attempts),
+        stop.clone(),
+    ));
     tasks.spawn(timer_loop(h.clone(), backend.retries.clone(), backend.db.watch(Stream::Queue), stop.clone()));
     for _ in 0..args.delivery_workers.max(1) {
         tasks.spawn(delivery_loop(h.clone(), backend.deliveries.clone(), args.batch.max(1), backend.db.watch(Stream::Queue), stop.clone()));
@@ -182,14 +208,30 @@ const OUTBOX_BATCH: usize = 512;
 const IDLE: Duration = Duration::from_secs(1);
 const BACKOFF: Duration = Duration::from_millis(200);
 
-/// Events outbox → sagas.
-async fn router_loop(h: Arc<Hookline>, outbox: shared::sqlite::Outbox, mut changes: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
+/// Reads one outbox stream in order and hands each batch to a stage
+/// function. Rows are acknowledged (deleted) after the stage succeeded, off
+/// the critical path; a restart re-reads whatever was not acknowledged, and
+/// the stages are idempotent.
+async fn outbox_loop<T, R, RF, H, HF>(
+    name: &'static str,
+    read: R,
+    handle: H,
+    outbox: Outbox,
+    mut changes: watch::Receiver<u64>,
+    mut stop: watch::Receiver<bool>,
+) where
+    R: Fn(i64) -> RF,
+    RF: Future<Output = Result<Vec<(i64, T)>, StoreError>>,
+    H: Fn(Vec<T>) -> HF,
+    HF: Future<Output = Result<(), StoreError>>,
+{
+    let mut after = 0;
     while !*stop.borrow() {
         changes.borrow_and_update();
-        let rows = match outbox.events(OUTBOX_BATCH).await {
+        let rows = match read(after).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(error = %e, "router: reading the outbox failed");
+                tracing::error!(error = %e, stage = name, "reading the outbox failed");
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
@@ -198,73 +240,19 @@ async fn router_loop(h: Arc<Hookline>, outbox: shared::sqlite::Outbox, mut chang
             wait(&mut changes, &mut stop, IDLE).await;
             continue;
         }
-        let (seqs, events): (Vec<i64>, Vec<_>) = rows.into_iter().unzip();
-        match route::route(&h, &events).await {
-            Ok(_) => {
-                if let Err(e) = outbox.ack(seqs).await {
-                    tracing::error!(error = %e, "router: acknowledging the outbox failed");
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "router: routing failed; will retry");
-                tokio::time::sleep(BACKOFF).await;
-            }
-        }
-    }
-}
-
-/// Sagas outbox → first jobs.
-async fn saga_start_loop(h: Arc<Hookline>, outbox: shared::sqlite::Outbox, mut changes: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
-    while !*stop.borrow() {
-        changes.borrow_and_update();
-        let rows = match outbox.sagas(OUTBOX_BATCH).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "saga: reading the outbox failed");
-                tokio::time::sleep(BACKOFF).await;
-                continue;
-            }
-        };
-        if rows.is_empty() {
-            wait(&mut changes, &mut stop, IDLE).await;
-            continue;
-        }
-        let (seqs, sagas): (Vec<i64>, Vec<_>) = rows.into_iter().unzip();
-        match saga::start(&h, &sagas).await {
+        let (seqs, records): (Vec<i64>, Vec<T>) = rows.into_iter().unzip();
+        match handle(records).await {
             Ok(()) => {
-                let _ = outbox.ack(seqs).await;
+                after = *seqs.last().expect("non-empty");
+                let outbox = outbox.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = outbox.ack(seqs).await {
+                        tracing::warn!(error = %e, stage = name, "acknowledging the outbox failed; rows will be re-read after a restart");
+                    }
+                });
             }
             Err(e) => {
-                tracing::error!(error = %e, "saga: starting sagas failed; will retry");
-                tokio::time::sleep(BACKOFF).await;
-            }
-        }
-    }
-}
-
-/// Attempts outbox → complete, retry or dead-letter.
-async fn saga_attempt_loop(h: Arc<Hookline>, outbox: shared::sqlite::Outbox, mut changes: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
-    while !*stop.borrow() {
-        changes.borrow_and_update();
-        let rows = match outbox.attempts(OUTBOX_BATCH).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "saga: reading the outbox failed");
-                tokio::time::sleep(BACKOFF).await;
-                continue;
-            }
-        };
-        if rows.is_empty() {
-            wait(&mut changes, &mut stop, IDLE).await;
-            continue;
-        }
-        let (seqs, attempts): (Vec<i64>, Vec<_>) = rows.into_iter().unzip();
-        match saga::on_attempts(&h, &attempts).await {
-            Ok(()) => {
-                let _ = outbox.ack(seqs).await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "saga: handling attempts failed; will retry");
+                tracing::error!(error = %e, stage = name, "stage failed; will retry");
                 tokio::time::sleep(BACKOFF).await;
             }
         }

@@ -20,16 +20,17 @@ impl Outbox {
         &self,
         stream: Stream,
         join: &'static str,
+        after: i64,
         max: usize,
     ) -> StoreResult<Vec<(i64, T)>> {
         let q = format!(
-            "SELECT o.seq, t.data FROM outbox o JOIN {join} WHERE o.stream = ?1 ORDER BY o.seq LIMIT ?2"
+            "SELECT o.seq, t.data FROM outbox o JOIN {join} WHERE o.stream = ?1 AND o.seq > ?3 ORDER BY o.seq LIMIT ?2"
         );
         let name = stream.name();
         self.0
             .call(move |c, _| {
                 let mut st = c.prepare_cached(&q).map_err(sql)?;
-                let rows = st.query_map(params![name, max as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(sql)?;
+                let rows = st.query_map(params![name, max as i64, after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(sql)?;
                 rows.map(|r| {
                     let (seq, data) = r.map_err(sql)?;
                     Ok((seq, decode(&data)?))
@@ -39,19 +40,20 @@ impl Outbox {
             .await
     }
 
-    /// The oldest unprocessed new events.
-    pub async fn events(&self, max: usize) -> StoreResult<Vec<(i64, EventRecord)>> {
-        self.next(Stream::Events, "events t ON t.id = o.key", max).await
+    /// The oldest unacknowledged new events after sequence number `after`
+    /// (0 after a restart: everything not acknowledged is read again).
+    pub async fn events(&self, after: i64, max: usize) -> StoreResult<Vec<(i64, EventRecord)>> {
+        self.next(Stream::Events, "events t ON t.id = o.key", after, max).await
     }
 
-    /// The oldest unprocessed new sagas, as they were inserted.
-    pub async fn sagas(&self, max: usize) -> StoreResult<Vec<(i64, Saga)>> {
-        self.next(Stream::Sagas, "sagas t ON t.id = o.key", max).await
+    /// The oldest unacknowledged new sagas after `after`.
+    pub async fn sagas(&self, after: i64, max: usize) -> StoreResult<Vec<(i64, Saga)>> {
+        self.next(Stream::Sagas, "sagas t ON t.id = o.key", after, max).await
     }
 
-    /// The oldest unprocessed attempts.
-    pub async fn attempts(&self, max: usize) -> StoreResult<Vec<(i64, Attempt)>> {
-        self.next(Stream::Attempts, "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt", max).await
+    /// The oldest unacknowledged attempts after `after`.
+    pub async fn attempts(&self, after: i64, max: usize) -> StoreResult<Vec<(i64, Attempt)>> {
+        self.next(Stream::Attempts, "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt", after, max).await
     }
 
     /// Marks outbox rows processed.
