@@ -19,8 +19,8 @@ use shared::http_client::ClientConfig;
 use shared::error::StoreError;
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
-use shared::stage::{deliver, route, saga, verify};
-use shared::ports::JobQueue;
+use shared::stage::{deliver, requeue, route, saga, verify};
+use shared::ports::{JobQueue, Received};
 use tokio::sync::watch;
 
 /// Options of `hookline serve`.
@@ -125,9 +125,37 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.db.watch(Stream::Attempts),
         stop.clone(),
     ));
-    tasks.spawn(timer_loop(h.clone(), backend.retries.clone(), backend.db.watch(Stream::Queue), stop.clone()));
+    let (hk, q) = (h.clone(), backend.retries.clone());
+    tasks.spawn(queue_loop(
+        "retries",
+        backend.retries.clone(),
+        64,
+        Duration::from_secs(30),
+        move |msgs| { let (hk, q) = (hk.clone(), q.clone()); async move { on_timers(&hk, &q, msgs).await } },
+        backend.db.watch(Stream::Queue),
+        stop.clone(),
+    ));
+    let hk = h.clone();
+    tasks.spawn(queue_loop(
+        "requeue",
+        backend.requeues.clone(),
+        16,
+        Duration::from_secs(30),
+        move |msgs| { let hk = hk.clone(); async move { on_requeues(&hk, msgs).await } },
+        backend.db.watch(Stream::Queue),
+        stop.clone(),
+    ));
     for _ in 0..args.delivery_workers.max(1) {
-        tasks.spawn(delivery_loop(h.clone(), backend.deliveries.clone(), args.batch.max(1), backend.db.watch(Stream::Queue), stop.clone()));
+        let hk = h.clone();
+        tasks.spawn(queue_loop(
+            "deliveries",
+            backend.deliveries.clone(),
+            args.batch.max(1),
+            h.config.delivery_visibility,
+            move |msgs| { let hk = hk.clone(); async move { on_jobs(&hk, msgs).await } },
+            backend.db.watch(Stream::Queue),
+            stop.clone(),
+        ));
     }
     tokio::spawn(reverify_unverified(h.clone()));
 
@@ -268,51 +296,28 @@ async fn until_next(queue: &SqliteQueue) -> Duration {
     }
 }
 
-/// Retry timers → next attempts.
-async fn timer_loop(h: Arc<Hookline>, queue: SqliteQueue, mut changes: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
-    while !*stop.borrow() {
-        changes.borrow_and_update();
-        let msgs = match queue.receive(64, Duration::from_secs(30)).await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(error = %e, "timers: receive failed");
-                tokio::time::sleep(BACKOFF).await;
-                continue;
-            }
-        };
-        if msgs.is_empty() {
-            let d = until_next(&queue).await;
-            wait(&mut changes, &mut stop, d).await;
-            continue;
-        }
-        for m in msgs {
-            let Ok(timer) = serde_json::from_str::<RetryTimer>(&m.body) else {
-                tracing::error!("timers: unreadable message left for the dead-letter queue");
-                continue;
-            };
-            match saga::on_timer(&h, &timer).await {
-                Ok(saga::TimerOutcome::Done) => {
-                    let _ = queue.delete(&[m.receipt]).await;
-                }
-                Ok(saga::TimerOutcome::NotYet(d)) => {
-                    let _ = queue.change_visibility(&m.receipt, d).await;
-                }
-                Err(e) => tracing::error!(error = %e, saga_id = %timer.saga_id, "timers: handling failed; will retry"),
-            }
-        }
-    }
-}
-
-/// Delivery jobs → attempts. Stops taking jobs when asked; a batch in flight
-/// is finished and recorded first.
-async fn delivery_loop(h: Arc<Hookline>, queue: SqliteQueue, batch: usize, mut changes: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
-    let visibility = h.config.delivery_visibility;
+/// Receives batches from one queue and hands them to `handle`, which
+/// returns the receipts of the messages it finished (to delete). Others stay
+/// and reappear after their visibility timeout, as on SQS. Stops taking
+/// messages when asked; a batch in flight is finished first.
+async fn queue_loop<H, HF>(
+    name: &'static str,
+    queue: SqliteQueue,
+    batch: usize,
+    visibility: Duration,
+    handle: H,
+    mut changes: watch::Receiver<u64>,
+    mut stop: watch::Receiver<bool>,
+) where
+    H: Fn(Vec<Received>) -> HF,
+    HF: Future<Output = Vec<String>>,
+{
     while !*stop.borrow() {
         changes.borrow_and_update();
         let msgs = match queue.receive(batch, visibility).await {
             Ok(m) => m,
             Err(e) => {
-                tracing::error!(error = %e, "delivery: receive failed");
+                tracing::error!(error = %e, queue = name, "receive failed");
                 tokio::time::sleep(BACKOFF).await;
                 continue;
             }
@@ -322,31 +327,64 @@ async fn delivery_loop(h: Arc<Hookline>, queue: SqliteQueue, batch: usize, mut c
             wait(&mut changes, &mut stop, d).await;
             continue;
         }
-        let mut jobs = Vec::with_capacity(msgs.len());
-        let mut receipts = Vec::with_capacity(msgs.len());
-        for m in msgs {
-            match serde_json::from_str::<DeliveryJob>(&m.body) {
-                Ok(j) => {
-                    jobs.push(j);
-                    receipts.push(m.receipt);
-                }
-                Err(e) => tracing::error!(error = %e, "delivery: unreadable job left for the dead-letter queue"),
-            }
-        }
-        match deliver::deliver_jobs(&h, &jobs).await {
-            Ok(()) => {
-                if let Err(e) = queue.delete(&receipts).await {
-                    tracing::error!(error = %e, "delivery: deleting jobs failed; they will be redelivered and deduplicated");
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "delivery: recording attempts failed; jobs will be retried");
-                for r in &receipts {
-                    let _ = queue.change_visibility(r, BACKOFF).await;
-                }
-            }
+        let done = handle(msgs).await;
+        if let Err(e) = queue.delete(&done).await {
+            tracing::error!(error = %e, queue = name, "deleting messages failed; they will be redelivered and deduplicated");
         }
     }
+}
+
+/// Retry timers → next attempts (or a later wake-up when not due yet).
+async fn on_timers(h: &Hookline, queue: &SqliteQueue, msgs: Vec<Received>) -> Vec<String> {
+    let mut done = Vec::new();
+    for m in msgs {
+        let Ok(timer) = serde_json::from_str::<RetryTimer>(&m.body) else {
+            tracing::error!("timers: unreadable message left for the dead-letter queue");
+            continue;
+        };
+        match saga::on_timer(h, &timer).await {
+            Ok(saga::TimerOutcome::Done) => done.push(m.receipt),
+            Ok(saga::TimerOutcome::NotYet(d)) => {
+                let _ = queue.change_visibility(&m.receipt, d).await;
+            }
+            Err(e) => tracing::error!(error = %e, saga_id = %timer.saga_id, "timers: handling failed; will retry"),
+        }
+    }
+    done
+}
+
+/// Delivery jobs → attempts, a batch delivered concurrently.
+async fn on_jobs(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
+    let mut jobs = Vec::with_capacity(msgs.len());
+    let mut receipts = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        match serde_json::from_str::<DeliveryJob>(&m.body) {
+            Ok(j) => {
+                jobs.push(j);
+                receipts.push(m.receipt);
+            }
+            Err(e) => tracing::error!(error = %e, "delivery: unreadable job left for the dead-letter queue"),
+        }
+    }
+    match deliver::deliver_jobs(h, &jobs).await {
+        Ok(()) => receipts,
+        Err(e) => {
+            tracing::error!(error = %e, "delivery: recording attempts failed; jobs will be retried");
+            vec![]
+        }
+    }
+}
+
+/// Requeue and replay requests → new sagas.
+async fn on_requeues(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
+    let mut done = Vec::new();
+    for m in msgs {
+        match requeue::handle_message(h, &m.body).await {
+            Ok(()) => done.push(m.receipt),
+            Err(e) => tracing::error!(error = %e, "requeue: request failed; will retry"),
+        }
+    }
+    done
 }
 
 /// Subscriptions left unverified by a crash during their handshake get it

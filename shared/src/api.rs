@@ -244,12 +244,17 @@ impl Api {
     async fn replay(&self, id: &str, req: &Request<'_>) -> ApiResult {
         let body = json_object(req.body, true)?;
         let audit = audit(&body)?;
-        let sub = opt_str(&body, "subscription_id")?;
-        let key = opt_str(&body, "replay_key")?.unwrap_or_else(|| ids::random_token(""));
-        let sagas = requeue::replay(&self.hookline, id, sub.as_deref(), &key, &audit).await.map_err(requeue_error)?;
+        let request = requeue::ReplayRequest {
+            event_id: id.to_string(),
+            subscription_id: opt_str(&body, "subscription_id")?,
+            replay_key: opt_str(&body, "replay_key")?.unwrap_or_else(|| ids::random_token("")),
+            actor: audit.actor,
+            reason: audit.reason,
+        };
+        let sagas = requeue::request_replay(&self.hookline, &request).await.map_err(requeue_error)?;
         Ok(Response::json(
             202,
-            &json!({"event_id": id, "replay_key": key, "sagas": sagas.iter().map(|s| json!({"saga_id": s.id, "subscription_id": s.subscription_id})).collect::<Vec<_>>()}),
+            &json!({"event_id": id, "replay_key": request.replay_key, "sagas": sagas.iter().map(|(saga, sub)| json!({"saga_id": saga, "subscription_id": sub})).collect::<Vec<_>>()}),
         ))
     }
 
@@ -268,7 +273,7 @@ impl Api {
             tenant_id: opt_str(&body, "tenant_id")?,
             description: opt_str(&body, "description")?,
             headers: headers(body.get("headers"))?,
-            retry_policy: retry_policy(body.get("retry_policy"))?,
+            retry_policy: retry_policy(body.get("retry_policy"), self.hookline.config.default_retry_policy)?,
             payload_format: payload_format(body.get("payload_format"))?,
             active: opt_bool(&body, "active")?.unwrap_or(true),
             verified: false,
@@ -360,7 +365,7 @@ impl Api {
             sub.headers = headers(body.get("headers"))?;
         }
         if body.contains_key("retry_policy") {
-            sub.retry_policy = retry_policy(body.get("retry_policy"))?;
+            sub.retry_policy = retry_policy(body.get("retry_policy"), self.hookline.config.default_retry_policy)?;
         }
         if body.contains_key("payload_format") {
             sub.payload_format = payload_format(body.get("payload_format"))?;
@@ -445,8 +450,8 @@ impl Api {
         let body = json_object(req.body, true)?;
         let audit = audit(&body)?;
         if requeue {
-            let saga = requeue::requeue(&self.hookline, id, &audit).await.map_err(requeue_error)?;
-            Ok(Response::json(202, &json!({"dead_letter_id": id, "saga_id": saga.id, "status": saga.state.status.as_str()})))
+            let saga_id = requeue::request_requeue(&self.hookline, id, &audit).await.map_err(requeue_error)?;
+            Ok(Response::json(202, &json!({"dead_letter_id": id, "saga_id": saga_id})))
         } else {
             requeue::skip(&self.hookline, id, &audit).await.map_err(requeue_error)?;
             Ok(Response::json(200, &json!({"dead_letter_id": id, "state": "skipped"})))
@@ -546,8 +551,8 @@ fn headers(v: Option<&Value>) -> Result<BTreeMap<String, String>, Response> {
         .collect()
 }
 
-fn retry_policy(v: Option<&Value>) -> Result<RetryPolicy, Response> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(RetryPolicy::default()) };
+fn retry_policy(v: Option<&Value>, default: RetryPolicy) -> Result<RetryPolicy, Response> {
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(default) };
     let p: RetryPolicy = serde_json::from_value(v.clone())
         .map_err(|e| field_error(FieldError::new("retry_policy", format!("expected {{max_attempts, base_delay_ms, max_delay_ms}} as integers: {e}"))))?;
     p.validate().map_err(field_error)?;

@@ -28,8 +28,13 @@ pub struct Stores {
     pub dead_letters: Arc<dyn DeadLetterStore>,
     /// Delivery jobs.
     pub deliveries: Arc<dyn JobQueue>,
+    /// The delivery queue's dead-letter queue: the job of every dead-lettered
+    /// saga lands here too, so ops can redrive it (to the requeue queue).
+    pub dead_jobs: Arc<dyn JobQueue>,
     /// Retry timers (delayed wake-ups of PendingRetry sagas).
     pub retries: Arc<dyn JobQueue>,
+    /// Requeue and replay requests, and jobs redriven from `dead_jobs`.
+    pub requeues: Arc<dyn JobQueue>,
 }
 
 /// Settings that are the same for every stage.
@@ -52,6 +57,8 @@ pub struct Config {
     pub subscription_cache_ttl: Duration,
     /// Timeouts and limits of outgoing HTTP.
     pub http: ClientConfig,
+    /// The retry schedule of subscriptions that do not set one.
+    pub default_retry_policy: crate::retry::RetryPolicy,
 }
 
 impl Default for Config {
@@ -65,6 +72,7 @@ impl Default for Config {
             rotation_overlap: crate::subscription::DEFAULT_ROTATION_OVERLAP,
             subscription_cache_ttl: Duration::from_secs(5),
             http: ClientConfig::default(),
+            default_retry_policy: crate::retry::RetryPolicy::default(),
         }
     }
 }

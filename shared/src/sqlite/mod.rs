@@ -4,7 +4,8 @@
 //! transaction, each in its own savepoint, and each caller is answered only
 //! after the commit that holds its write is on disk. The outbox table takes
 //! the place of DynamoDB Streams, written in the same transaction as the row
-//! it announces; `queue_messages` takes the place of SQS.
+//! it announces; `queue_messages` takes the place of SQS (a dead-letter
+//! queue is just another named queue there, as in SQS).
 
 mod outbox;
 mod queue;
@@ -57,14 +58,6 @@ CREATE TABLE queue_messages (
     sent_at INTEGER NOT NULL
 );
 CREATE INDEX queue_messages_visible ON queue_messages (queue, visible_at);
-CREATE TABLE queue_dead (
-    id INTEGER PRIMARY KEY,
-    queue TEXT NOT NULL,
-    body TEXT NOT NULL,
-    receive_count INTEGER NOT NULL,
-    sent_at INTEGER NOT NULL,
-    moved_at INTEGER NOT NULL
-);
 "#];
 
 /// The streams the outbox carries.
@@ -258,8 +251,12 @@ pub struct Backend {
     pub outbox: Outbox,
     /// The delivery queue (also in `stores`, typed for `next_visible_at`).
     pub deliveries: SqliteQueue,
+    /// The delivery queue's dead-letter queue.
+    pub deliveries_dlq: SqliteQueue,
     /// The retry-timer queue.
     pub retries: SqliteQueue,
+    /// The requeue queue (API requeues and DLQ redrives).
+    pub requeues: SqliteQueue,
     /// Settings (the generated API key).
     pub settings: SqliteSettings,
     /// The database handle, for change notifications.
@@ -274,8 +271,10 @@ impl Backend {
     /// Opens the database at `path` and builds every adapter on it.
     pub fn open(path: &Path) -> Result<Backend, StoreError> {
         let db = Db::open(path)?;
-        let deliveries = SqliteQueue::new(db.clone(), "deliveries", DELIVERY_MAX_RECEIVES);
-        let retries = SqliteQueue::new(db.clone(), "retries", DELIVERY_MAX_RECEIVES);
+        let deliveries = SqliteQueue::new(db.clone(), "deliveries", Some(("deliveries-dlq", DELIVERY_MAX_RECEIVES)));
+        let deliveries_dlq = SqliteQueue::new(db.clone(), "deliveries-dlq", None);
+        let retries = SqliteQueue::new(db.clone(), "retries", Some(("retries-dlq", DELIVERY_MAX_RECEIVES)));
+        let requeues = SqliteQueue::new(db.clone(), "requeue", Some(("requeue-dlq", DELIVERY_MAX_RECEIVES)));
         let stores = crate::context::Stores {
             events: Arc::new(SqliteEvents(db.clone())),
             subscriptions: Arc::new(SqliteSubscriptions(db.clone())),
@@ -283,13 +282,17 @@ impl Backend {
             attempts: Arc::new(SqliteAttempts(db.clone())),
             dead_letters: Arc::new(SqliteDeadLetters(db.clone())),
             deliveries: Arc::new(deliveries.clone()),
+            dead_jobs: Arc::new(deliveries_dlq.clone()),
             retries: Arc::new(retries.clone()),
+            requeues: Arc::new(requeues.clone()),
         };
         Ok(Backend {
             stores,
             outbox: Outbox(db.clone()),
             deliveries,
+            deliveries_dlq,
             retries,
+            requeues,
             settings: SqliteSettings(db.clone()),
             db,
         })

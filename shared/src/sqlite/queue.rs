@@ -1,7 +1,7 @@
 //! A job queue with SQS semantics on SQLite: per-message delay, visibility
-//! timeout, receive count, and a move to the dead-letter table once a message
-//! has been received `max_receives` times without being deleted (SQS's
-//! redrive policy). A receipt names one receive, so a worker whose lease
+//! timeout, receive count, and a move to the queue's dead-letter queue once a
+//! message has been received `max_receives` times without being deleted
+//! (SQS's redrive policy). A receipt names one receive, so a worker whose lease
 //! expired cannot delete the message another worker now holds.
 
 use std::time::Duration;
@@ -17,14 +17,14 @@ use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
 pub struct SqliteQueue {
     db: Db,
     name: &'static str,
-    max_receives: u32,
+    dlq: Option<(&'static str, u32)>,
 }
 
 impl SqliteQueue {
-    /// The queue `name`; messages go to its dead-letter table after
-    /// `max_receives` receives.
-    pub fn new(db: Db, name: &'static str, max_receives: u32) -> Self {
-        SqliteQueue { db, name, max_receives }
+    /// The queue `name`; with `dlq = Some((dlq_name, max_receives))`, a
+    /// message received `max_receives` times moves to the queue `dlq_name`.
+    pub fn new(db: Db, name: &'static str, dlq: Option<(&'static str, u32)>) -> Self {
+        SqliteQueue { db, name, dlq }
     }
 
     /// When the next message becomes visible, if any (lets a worker sleep
@@ -38,20 +38,18 @@ impl SqliteQueue {
             .await
     }
 
-    /// Moves every message of the dead-letter table back to this queue (the
-    /// console's "start DLQ redrive"); returns how many moved.
-    pub async fn redrive(&self) -> StoreResult<usize> {
-        let name = self.name;
+    /// Moves every message of this queue to `to`, as SQS's "start DLQ
+    /// redrive" (StartMessageMoveTask) does; returns how many moved.
+    pub async fn move_all_to(&self, to: &SqliteQueue) -> StoreResult<usize> {
+        let (from, to) = (self.name, to.name);
         self.db
             .call(move |c, marks| {
-                let now = now_ms();
                 let n = c
                     .execute(
-                        "INSERT INTO queue_messages (queue, body, visible_at, receive_count, sent_at) SELECT queue, body, ?2, 0, sent_at FROM queue_dead WHERE queue = ?1",
-                        params![name, now],
+                        "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE queue = ?1",
+                        params![from, to, now_ms()],
                     )
                     .map_err(sql)?;
-                c.execute("DELETE FROM queue_dead WHERE queue = ?1", [name]).map_err(sql)?;
                 if n > 0 {
                     marks.mark(Stream::Queue);
                 }
@@ -91,7 +89,7 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
-        let (name, max_receives) = (self.name, self.max_receives);
+        let (name, dlq) = (self.name, self.dlq);
         self.db
             .call(move |c, _| {
                 let now = now_ms();
@@ -107,14 +105,13 @@ impl JobQueue for SqliteQueue {
                     .map_err(sql)?;
                 let mut out = Vec::with_capacity(rows.len());
                 for (id, body, count) in rows {
-                    if count >= max_receives {
+                    if let Some((dlq, max_receives)) = dlq.filter(|(_, max)| count >= *max) {
                         c.execute(
-                            "INSERT INTO queue_dead (id, queue, body, receive_count, sent_at, moved_at) SELECT id, queue, body, receive_count, sent_at, ?2 FROM queue_messages WHERE id = ?1",
-                            params![id, now],
+                            "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
+                            params![id, dlq, now],
                         )
                         .map_err(sql)?;
-                        c.execute("DELETE FROM queue_messages WHERE id = ?1", [id]).map_err(sql)?;
-                        tracing::warn!(queue = name, message_id = id, receives = count, "message moved to the dead-letter queue");
+                        tracing::warn!(queue = name, message_id = id, receives = count, max_receives, "message moved to the dead-letter queue");
                         continue;
                     }
                     c.prepare_cached("UPDATE queue_messages SET visible_at = ?1, receive_count = ?2 WHERE id = ?3")
@@ -157,7 +154,7 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn depth(&self) -> StoreResult<QueueDepth> {
-        let name = self.name;
+        let (name, dlq) = (self.name, self.dlq.map(|(d, _)| d));
         self.db
             .call(move |c, _| {
                 let now = now_ms();
@@ -168,8 +165,10 @@ impl JobQueue for SqliteQueue {
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .map_err(sql)?;
-                let dead: i64 =
-                    c.query_row("SELECT COUNT(*) FROM queue_dead WHERE queue = ?1", [name], |r| r.get(0)).map_err(sql)?;
+                let dead: i64 = match dlq {
+                    Some(d) => c.query_row("SELECT COUNT(*) FROM queue_messages WHERE queue = ?1", [d], |r| r.get(0)).map_err(sql)?,
+                    None => 0,
+                };
                 Ok(QueueDepth { visible: visible as u64, not_visible: not_visible as u64, dead: dead as u64 })
             })
             .await

@@ -3,8 +3,16 @@
 //! record; the old saga, terminal, never changes. Saga ids derive from the
 //! dead letter (or the replay key), so repeating a request, or a console
 //! redrive plus an API requeue, creates one saga.
+//!
+//! The API only checks a request and puts it on the requeue queue
+//! ([`request_requeue`], [`request_replay`]); the requeue stage
+//! ([`handle_message`]) creates the sagas, also for jobs an operator redrives
+//! from the deliveries dead-letter queue.
 
 use chrono::Utc;
+use serde::{Deserialize, Serialize};
+
+use crate::attempt::DeliveryJob;
 
 use crate::context::Hookline;
 use crate::error::StoreError;
@@ -38,6 +46,118 @@ pub struct Audit {
     pub actor: String,
     /// Their reason.
     pub reason: String,
+}
+
+/// A requeue asked for through the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequeueRequest {
+    /// The dead letter (the dead saga's id).
+    pub dead_letter_id: String,
+    /// Who asked.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A replay asked for through the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayRequest {
+    /// The stored event.
+    pub event_id: String,
+    /// Only this subscription; every matching one when absent.
+    pub subscription_id: Option<String>,
+    /// Makes a repeated request create nothing new.
+    pub replay_key: String,
+    /// Who asked.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the requeue queue carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequeueMessage {
+    /// `{"requeue": {...}}` from the API.
+    Requeue {
+        /// The request.
+        requeue: RequeueRequest,
+    },
+    /// `{"replay": {...}}` from the API.
+    Replay {
+        /// The request.
+        replay: ReplayRequest,
+    },
+    /// A dead saga's job, redriven from the deliveries dead-letter queue.
+    DeadJob(DeliveryJob),
+}
+
+/// Checks a requeue request and queues it; returns the id the new saga will
+/// have (the same for every requeue of this dead letter).
+pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<String, RequeueError> {
+    let dl = h
+        .stores
+        .dead_letters
+        .get(dead_letter_id)
+        .await?
+        .ok_or_else(|| RequeueError::NotFound(format!("dead letter {dead_letter_id}")))?;
+    if dl.state == "skipped" {
+        return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
+    }
+    let msg = RequeueMessage::Requeue {
+        requeue: RequeueRequest { dead_letter_id: dl.id.clone(), actor: audit.actor.clone(), reason: audit.reason.clone() },
+    };
+    h.stores.requeues.send(&[(serde_json::to_string(&msg).expect("serializes"), std::time::Duration::ZERO)]).await?;
+    Ok(ids::requeue_saga_id(&dl.id))
+}
+
+/// Checks a replay request and queues it; returns `(saga id, subscription id)`
+/// of the sagas it will create.
+pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(String, String)>, RequeueError> {
+    let event = h.stores.events.get(&req.event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {}", req.event_id)))?;
+    let targets = replay_targets(h, &event, req.subscription_id.as_deref()).await?;
+    let msg = RequeueMessage::Replay { replay: req.clone() };
+    h.stores.requeues.send(&[(serde_json::to_string(&msg).expect("serializes"), std::time::Duration::ZERO)]).await?;
+    Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s, &req.replay_key), s)).collect())
+}
+
+async fn replay_targets(h: &Hookline, event: &crate::event::EventRecord, only: Option<&str>) -> Result<Vec<String>, RequeueError> {
+    let subs = h.stores.subscriptions.list().await?;
+    Ok(match only {
+        Some(id) => {
+            let s = subs.iter().find(|s| s.id == id).ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
+            vec![s.id.clone()]
+        }
+        None => routing::matching(&subs, event).map(|s| s.id.clone()).collect(),
+    })
+}
+
+/// The requeue stage: one message of the requeue queue.
+pub async fn handle_message(h: &Hookline, body: &str) -> Result<(), RequeueError> {
+    let msg: RequeueMessage = serde_json::from_str(body)
+        .map_err(|e| RequeueError::NotFound(format!("a readable requeue message ({e})")))?;
+    match msg {
+        RequeueMessage::Requeue { requeue: r } => {
+            requeue(h, &r.dead_letter_id, &Audit { actor: r.actor, reason: r.reason }).await.map(|_| ())
+        }
+        RequeueMessage::Replay { replay: r } => replay(
+            h,
+            &r.event_id,
+            r.subscription_id.as_deref(),
+            &r.replay_key,
+            &Audit { actor: r.actor, reason: r.reason },
+        )
+        .await
+        .map(|_| ()),
+        RequeueMessage::DeadJob(job) => {
+            let audit = Audit { actor: "dlq-redrive".into(), reason: "redriven from the deliveries dead-letter queue".into() };
+            match requeue(h, &job.saga_id, &audit).await {
+                // A skipped dead letter stays skipped: the redrive is consumed.
+                Err(RequeueError::AlreadyResolved { .. }) => Ok(()),
+                r => r.map(|_| ()),
+            }
+        }
+    }
 }
 
 /// Requeues a dead letter: a new Pending saga for the same event and
@@ -105,19 +225,12 @@ pub async fn replay(
     audit: &Audit,
 ) -> Result<Vec<Saga>, RequeueError> {
     let event = h.stores.events.get(event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {event_id}")))?;
-    let subs = h.stores.subscriptions.list().await?;
-    let targets: Vec<_> = match subscription_id {
-        Some(id) => {
-            let s = subs.iter().find(|s| s.id == id).ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
-            vec![s]
-        }
-        None => routing::matching(&subs, &event).collect(),
-    };
+    let targets = replay_targets(h, &event, subscription_id).await?;
     let now = Utc::now();
     let sagas: Vec<Saga> = targets
         .iter()
-        .map(|s| {
-            let previous = ids::saga_id(event_id, &s.id);
+        .map(|sub| {
+            let previous = ids::saga_id(event_id, sub);
             let origin = Origin {
                 kind: "replay".into(),
                 previous_saga_id: Some(previous),
@@ -125,7 +238,7 @@ pub async fn replay(
                 reason: audit.reason.clone(),
                 at: now,
             };
-            Saga::new(ids::replay_saga_id(event_id, &s.id, replay_key), event_id, &s.id, Some(origin), now)
+            Saga::new(ids::replay_saga_id(event_id, sub, replay_key), event_id, sub, Some(origin), now)
         })
         .collect();
     if !sagas.is_empty() {

@@ -123,6 +123,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     crate::failpoint::hit("saga.after_transition");
     let mut jobs = Vec::new();
     let mut timers = Vec::new();
+    let mut dead_jobs = Vec::new();
     for ((step, decision), outcome) in planned.into_iter().zip(outcomes) {
         let effects = match outcome {
             TransitionOutcome::Applied => decision.effects,
@@ -151,7 +152,10 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
                     timers.push(timer_message(&step.job.saga_id, attempt, at, now));
                 }
-                Effect::DeadLetter { reason } => dead_letter(h, &step.job, &reason).await?,
+                Effect::DeadLetter { reason } => {
+                    dead_letter(h, &step.job, &reason).await?;
+                    dead_jobs.push((serde_json::to_string(&step.job).expect("job serializes"), Duration::ZERO));
+                }
                 Effect::DeactivateSubscription => deactivate(h, &step.job.subscription_id).await?,
             }
         }
@@ -161,6 +165,11 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     }
     if !jobs.is_empty() {
         h.stores.deliveries.send(&jobs).await?;
+    }
+    // The dead saga's job also goes to the deliveries dead-letter queue, so
+    // ops can redrive it (to the requeue queue) from the console.
+    if !dead_jobs.is_empty() {
+        h.stores.dead_jobs.send(&dead_jobs).await?;
     }
     Ok(())
 }
