@@ -25,3 +25,5 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
 }
+pub mod pipeline;
+pub mod scenarios;

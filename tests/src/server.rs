@@ -168,11 +168,6 @@ impl Server {
         self.restart(Some(failpoint));
     }
 
-    /// Calls the API; returns status and JSON body.
-    pub async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
-        self.call_with_key(method, path, body, Some(&self.key)).await
-    }
-
     /// Calls the API with a given key (or none).
     pub async fn call_with_key(&self, method: &str, path: &str, body: Option<&[u8]>, key: Option<&str>) -> (u16, Value) {
         let mut req = self.client.request(method.parse().unwrap(), format!("{}{}", self.base, path));
@@ -187,42 +182,27 @@ impl Server {
         let bytes = res.bytes().await.unwrap_or_default();
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
+}
 
-    /// POST JSON.
-    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.call("POST", path, Some(&serde_json::to_vec(body).unwrap())).await
+impl crate::pipeline::Pipeline for Server {
+    async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        self.call_with_key(method, path, body, Some(&self.key)).await
     }
 
-    /// GET.
-    pub async fn get(&self, path: &str) -> (u16, Value) {
-        self.call("GET", path, None).await
+    async fn metrics(&self) -> String {
+        self.client.get(format!("{}/metrics", self.base)).send().await.expect("metrics").text().await.unwrap_or_default()
     }
 
-    /// Creates a subscription and waits until it is verified; returns (id, secret).
-    pub async fn subscribe(&self, body: Value) -> (String, String) {
-        let (status, sub) = self.post("/v1/subscriptions", &body).await;
-        assert_eq!(status, 201, "create subscription: {sub}");
-        let id = sub["id"].as_str().unwrap().to_string();
-        let secret = sub["secret"].as_str().unwrap().to_string();
-        let path = format!("/v1/subscriptions/{id}");
-        crate::eventually(10, "subscription verified", || async {
-            let (_, s) = self.get(&path).await;
-            (s["verified"] == true).then_some(())
-        })
-        .await;
-        (id, secret)
+    /// Restarts the process with the failpoint armed; it aborts there, as
+    /// `kill -9` would.
+    async fn crash_at(&mut self, failpoint: &str) {
+        self.restart_with_failpoint(failpoint);
     }
 
-    /// Deliveries of an event, once every saga is terminal.
-    pub async fn settled_deliveries(&self, event_id: &str, sagas: usize, secs: u64) -> Vec<Value> {
-        let path = format!("/v1/events/{event_id}/deliveries");
-        crate::eventually(secs, &format!("{sagas} terminal sagas for {event_id}"), || async {
-            let (_, v) = self.get(&path).await;
-            let d = v["deliveries"].as_array().cloned().unwrap_or_default();
-            let done = d.iter().filter(|s| s["status"] == "Completed" || s["status"] == "DeadLettered").count();
-            (d.len() == sagas && done == sagas).then_some(d)
-        })
-        .await
+    /// Waits for the abort, then restarts on the same database.
+    async fn recover(&mut self) {
+        assert!(self.wait_exit(10), "the armed failpoint aborted the process");
+        self.restart(None);
     }
 }
 

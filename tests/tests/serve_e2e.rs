@@ -1,418 +1,57 @@
-//! End-to-end scenarios of `hookline serve` over real HTTP with a real
-//! receiver: verification, signed delivery, retries, dead letters, requeue,
-//! replay, idempotency, scoping, bad input, and `kill -9` between steps.
+//! The scenario suite (`hookline_tests::scenarios`) on `hookline serve`: a
+//! real process on its own SQLite file, real HTTP, a real receiver; crashes
+//! are `kill -9`-equivalent aborts at failpoints, then a restart. Plus what
+//! only a process has: `kill -9` mid-stream, API-key auth, restart, SIGTERM.
 
 use std::time::Duration;
 
-use hookline_tests::{eventually, Behaviour, Receiver, Server};
-use serde_json::{json, Value};
-use shared::signing::{self, Secret};
-
-/// A retry schedule scaled down from seed 004's 30 s base.
-fn fast_retry(max_attempts: u32) -> Value {
-    json!({"max_attempts": max_attempts, "base_delay_ms": 50, "max_delay_ms": 200})
-}
-
-fn seed(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
-}
-
-async fn post_raw(s: &Server, path: &str, body: &[u8]) -> (u16, Value) {
-    s.call("POST", path, Some(body)).await
-}
+use hookline_tests::pipeline::Pipeline;
+use hookline_tests::{scenarios, Behaviour, Receiver, Server};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verification_handshake_passes_and_fails() {
-    let s = Server::start("verify");
-    let r = Receiver::start().await;
-    let (ok_id, _) = s.subscribe(json!({"callback_url": r.url("/ok", Behaviour::Ok), "event_types": ["*"]})).await;
-    let (status, bad) = s.post("/v1/subscriptions", &json!({"callback_url": r.url("/noecho", Behaviour::NoEcho), "event_types": ["*"]})).await;
-    assert_eq!(status, 201);
-    assert_eq!(bad["verified"], false);
-    let bad_id = bad["id"].as_str().unwrap();
-    let v = eventually(10, "verification failure recorded", || async {
-        let (_, v) = s.get(&format!("/v1/subscriptions/{bad_id}")).await;
-        (!v["verification_error"].is_null()).then_some(v)
-    })
-    .await;
-    assert_eq!(v["verified"], false);
-    assert!(v["verification_error"].as_str().unwrap().contains("challenge"), "{v}");
-    assert!(v.get("secret").is_none(), "secret is only shown at creation");
-    // The handshake was signed like any delivery.
-    let hs = &r.requests("/ok")[0];
-    assert!(hs.is_verification());
-    assert!(hs.header("webhook-signature").starts_with("v1,"));
-
-    // Events reach the verified subscription only.
-    let (st, ev) = s.post("/v1/events", &json!({"type": "task.created", "data": {"n": 1}})).await;
-    assert_eq!(st, 202);
-    let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 10).await;
-    assert_eq!(d[0]["subscription_id"], ok_id.as_str());
-    assert!(r.deliveries("/noecho").is_empty());
-
-    // Fixing the receiver and re-running the handshake verifies it.
-    r.set("/noecho", Behaviour::Ok);
-    let (st, v) = s.post(&format!("/v1/subscriptions/{bad_id}/verify"), &json!({})).await;
-    assert_eq!(st, 200);
-    assert_eq!(v["verified"], true, "{v}");
+    scenarios::verification_handshake_passes_and_fails(&Server::start("verification_handsha")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivers_every_producer_format_signed_and_unchanged() {
-    let s = Server::start("formats");
-    let r = Receiver::start().await;
-    let (_, secret) = s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
-    let secret = Secret::parse(&secret).unwrap();
-    let bodies: Vec<(Option<&str>, Vec<u8>)> = vec![
-        (None, br#"{"type":"task.created","data":{"taskId":"t1"},"tenant_id":"acme"}"#.to_vec()),
-        (None, seed("seed000_envelope.json")),
-        (Some("domain-event"), seed("seed001_envelope.json")),
-        (None, seed("seed003_task_failed.json")),
-        (Some("contract"), seed("seed003_quota_committed.json")),
-    ];
-    let mut ids = Vec::new();
-    for (format, body) in &bodies {
-        let path = match format {
-            Some(f) => format!("/v1/events?format={f}"),
-            None => "/v1/events".into(),
-        };
-        let (st, v) = post_raw(&s, &path, body).await;
-        assert_eq!(st, 202, "{v}");
-        ids.push(v["event_id"].as_str().unwrap().to_string());
-    }
-    assert_eq!(ids[1], "de305d54-75b4-431b-adb2-eb6b9e546014", "the producer's id is the event id");
-    assert_eq!(ids[3], "evt_task_failed_001");
-    for id in &ids {
-        s.settled_deliveries(id, 1, 10).await;
-    }
-    let got = r.deliveries("/all");
-    assert_eq!(got.len(), bodies.len());
-    let mut captured = Vec::new();
-    for (_, body) in &bodies {
-        let d = got.iter().find(|d| d.body == *body).expect("each envelope delivered byte for byte");
-        signing::verify(
-            std::slice::from_ref(&secret),
-            d.header("webhook-id"),
-            d.header("webhook-timestamp"),
-            d.header("webhook-signature"),
-            &d.body,
-            chrono::Utc::now().timestamp(),
-            300,
-        )
-        .expect("valid signature");
-        assert!(!signing::verify(
-            std::slice::from_ref(&Secret::generate()),
-            d.header("webhook-id"),
-            d.header("webhook-timestamp"),
-            d.header("webhook-signature"),
-            &d.body,
-            chrono::Utc::now().timestamp(),
-            300,
-        )
-        .is_ok());
-        captured.push(json!({
-            "secret": secret.expose(),
-            "headers": {
-                "webhook-id": d.header("webhook-id"),
-                "webhook-timestamp": d.header("webhook-timestamp"),
-                "webhook-signature": d.header("webhook-signature"),
-            },
-            "body_b64": base64_encode(&d.body),
-        }));
-    }
-    // The producer's trace id travels to the subscriber.
-    let contract = got.iter().find(|d| d.header("hookline-event-type") == "task.failed").unwrap();
-    assert_eq!(contract.header("hookline-trace-id"), "req_abcd");
-    verify_with_published_library(&captured);
-}
-
-fn base64_encode(b: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Runs the published `standardwebhooks` Python package over the captured
-/// deliveries (`make test` installs it in the repo's `.venv`).
-fn verify_with_published_library(captured: &[Value]) {
-    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
-    let python = std::env::var("HOOKLINE_TEST_PYTHON").unwrap_or_else(|_| format!("{root}/.venv/bin/python"));
-    assert!(
-        std::path::Path::new(&python).exists(),
-        "{python} is missing: run `make test`, which creates the venv with the standardwebhooks package"
-    );
-    let file = std::env::temp_dir().join(format!("hookline-sigs-{}.json", std::process::id()));
-    std::fs::write(&file, serde_json::to_vec(captured).unwrap()).unwrap();
-    let out = std::process::Command::new(python)
-        .arg(format!("{root}/tests/python/verify_deliveries.py"))
-        .arg(&file)
-        .output()
-        .expect("run python");
-    let _ = std::fs::remove_file(&file);
-    assert!(out.status.success(), "standardwebhooks verification failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    scenarios::delivers_every_producer_format_signed_and_unchanged(&Server::start("delivers_every_produ")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_on_500_and_timeout_then_succeeds() {
-    let s = Server::start("retry");
-    let r = Receiver::start().await;
-    let (_, _) = s
-        .subscribe(json!({"callback_url": r.url("/flaky", Behaviour::Ok), "event_types": ["a.*"], "retry_policy": fast_retry(5)}))
-        .await;
-    let (_, _) = s
-        .subscribe(json!({"callback_url": r.url("/slow", Behaviour::Ok), "event_types": ["b.*"], "retry_policy": fast_retry(5)}))
-        .await;
-    r.set("/flaky", Behaviour::FailFirst(2, 500));
-    r.set("/slow", Behaviour::SlowFirst(1, Duration::from_millis(2500)));
-    let (_, a) = s.post("/v1/events", &json!({"type": "a.one", "data": {}})).await;
-    let (_, b) = s.post("/v1/events", &json!({"type": "b.one", "data": {}})).await;
-    let da = s.settled_deliveries(a["event_id"].as_str().unwrap(), 1, 20).await;
-    let db = s.settled_deliveries(b["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(da[0]["status"], "Completed");
-    let attempts = da[0]["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 3);
-    assert_eq!(attempts[0]["status_code"], 500);
-    assert_eq!(attempts[1]["status_code"], 500);
-    assert_eq!(attempts[2]["status_code"], 200);
-    assert_eq!(db[0]["status"], "Completed");
-    let attempts = db[0]["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 2);
-    assert!(attempts[0]["error"].as_str().unwrap().contains("timed out"), "{}", attempts[0]);
-    // Every attempt of one event to one subscription carries the same webhook-id.
-    let got = r.deliveries("/flaky");
-    assert_eq!(got.len(), 3);
-    assert!(got.iter().all(|d| d.header("webhook-id") == got[0].header("webhook-id")));
-    assert_eq!(got.iter().map(|d| d.header("hookline-attempt").to_string()).collect::<Vec<_>>(), ["1", "2", "3"]);
+    scenarios::retries_on_500_and_timeout_then_succeeds(&Server::start("retries_on_500_and_t")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letter_after_max_attempts_then_requeue_and_replay() {
-    let s = Server::start("dead");
-    let r = Receiver::start().await;
-    let (sub, _) = s
-        .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(3)}))
-        .await;
-    r.set("/down", Behaviour::Always(503));
-    let (_, ev) = s.post("/v1/events", &json!({"type": "x.y", "data": {"k": 1}})).await;
-    let id = ev["event_id"].as_str().unwrap();
-    let d = s.settled_deliveries(id, 1, 20).await;
-    assert_eq!(d[0]["status"], "DeadLettered");
-    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 3);
-    let dead_saga = d[0]["saga_id"].as_str().unwrap().to_string();
-    let (_, dls) = s.get("/v1/dead-letters?state=open").await;
-    let dl = &dls["dead_letters"][0];
-    assert_eq!(dl["id"], dead_saga.as_str());
-    assert_eq!(dl["subscription_id"], sub.as_str());
-    assert!(dl["reason"].as_str().unwrap().contains("3 attempts"));
-    assert_eq!(dl["saga_snapshot"]["status"], "DeadLettered");
-
-    // The subscriber is fixed; requeue creates a new saga with the same webhook-id.
-    r.set("/down", Behaviour::Ok);
-    let (st, rq) = s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "fixed", "actor": "ops"})).await;
-    assert_eq!(st, 202, "{rq}");
-    let (st, rq2) = s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "again"})).await;
-    assert_eq!(st, 202);
-    assert_eq!(rq["saga_id"], rq2["saga_id"], "requeue is idempotent per dead letter");
-    let d = s.settled_deliveries(id, 2, 20).await;
-    let old = d.iter().find(|x| x["saga_id"] == dead_saga.as_str()).unwrap();
-    let new = d.iter().find(|x| x["saga_id"] == rq["saga_id"]).unwrap();
-    assert_eq!(old["status"], "DeadLettered", "the dead saga never changes");
-    assert_eq!(old["attempts"].as_array().unwrap().len(), 3);
-    assert_eq!(new["status"], "Completed");
-    assert_eq!(new["origin"]["kind"], "requeue");
-    assert_eq!(new["origin"]["actor"], "ops");
-    assert_eq!(new["origin"]["previous_saga_id"], dead_saga.as_str());
-    let got = r.deliveries("/down");
-    assert_eq!(got.len(), 4);
-    assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
-    let (_, dl) = s.get(&format!("/v1/dead-letters/{dead_saga}")).await;
-    assert_eq!(dl["state"], "requeued");
-    assert_eq!(dl["resolution"]["reason"], "fixed");
-
-    // Replay delivers again, same webhook-id; a retried replay with the same key adds nothing.
-    let body = json!({"reason": "subscriber lost data", "replay_key": "k1"});
-    let (st, rp) = s.post(&format!("/v1/events/{id}/replay"), &body).await;
-    assert_eq!(st, 202, "{rp}");
-    let (_, rp2) = s.post(&format!("/v1/events/{id}/replay"), &body).await;
-    assert_eq!(rp["sagas"], rp2["sagas"]);
-    s.settled_deliveries(id, 3, 20).await;
-    let got = r.deliveries("/down");
-    assert_eq!(got.len(), 5);
-    assert_eq!(got[4].header("webhook-id"), got[0].header("webhook-id"));
-    let m = reqwest::get(format!("{}/metrics", s.base)).await.unwrap().text().await.unwrap();
-    assert!(m.contains("hookline_dead_letters_total 1"), "{m}");
-    assert!(m.contains("hookline_deliveries_total{outcome=\"failed\"} 3"), "{m}");
+    scenarios::dead_letter_after_max_attempts_then_requeue_and_replay(&Server::start("dead_letter_after_ma")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates() {
-    let s = Server::start("gone");
-    let r = Receiver::start().await;
-    let (sub, _) = s.subscribe(json!({"callback_url": r.url("/gone", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(5)})).await;
-    r.set("/gone", Behaviour::Always(410));
-    let (_, ev) = s.post("/v1/events", &json!({"type": "x", "data": 1})).await;
-    let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(d[0]["status"], "DeadLettered");
-    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "410 is not retried");
-    let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
-    assert_eq!(v["active"], false, "410 Gone deactivates the subscription");
-    let dl = d[0]["saga_id"].as_str().unwrap();
-    let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/skip"), &json!({"reason": "customer left"})).await;
-    assert_eq!(st, 200);
-    let (_, v) = s.get(&format!("/v1/dead-letters/{dl}")).await;
-    assert_eq!(v["state"], "skipped");
-    assert_eq!(v["resolution"]["reason"], "customer left");
-    let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/requeue"), &json!({})).await;
-    assert_eq!(st, 409, "a skipped dead letter cannot be requeued");
-    // Inactive subscriptions get nothing.
-    let (_, ev) = s.post("/v1/events", &json!({"type": "x", "data": 2})).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (_, d) = s.get(&format!("/v1/events/{}/deliveries", ev["event_id"].as_str().unwrap())).await;
-    assert_eq!(d["deliveries"].as_array().unwrap().len(), 0);
-    assert_eq!(r.deliveries("/gone").len(), 1);
+    scenarios::skip_closes_a_dead_letter_with_audit_and_gone_deactivates(&Server::start("skip_closes_a_dead_l")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicate_events_are_one_event_and_one_delivery() {
-    let s = Server::start("dup");
-    let r = Receiver::start().await;
-    s.subscribe(json!({"callback_url": r.url("/d", Behaviour::Ok), "event_types": ["*"]})).await;
-    let body = seed("seed003_task_failed.json");
-    let (st1, a) = post_raw(&s, "/v1/events", &body).await;
-    let (st2, b) = post_raw(&s, "/v1/events", &body).await;
-    assert_eq!((st1, st2), (202, 202));
-    assert_eq!(a["duplicate"], false);
-    assert_eq!(b["duplicate"], true);
-    assert_eq!(a["event_id"], b["event_id"]);
-    // In a batch too.
-    let batch = format!("[{}, {}]", String::from_utf8_lossy(&body), r#"{"type":"z","data":null}"#);
-    let (st, v) = post_raw(&s, "/v1/events/batch", batch.as_bytes()).await;
-    assert_eq!(st, 202, "{v}");
-    assert_eq!(v["results"][0]["duplicate"], true);
-    assert_eq!(v["results"][1]["duplicate"], false);
-    s.settled_deliveries("evt_task_failed_001", 1, 10).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let n = r.deliveries("/d").iter().filter(|d| d.header("hookline-event-type") == "task.failed").count();
-    assert_eq!(n, 1);
+    scenarios::duplicate_events_are_one_event_and_one_delivery(&Server::start("duplicate_events_are")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unverified_inactive_and_other_tenants_get_nothing() {
-    let s = Server::start("scope");
-    let r = Receiver::start().await;
-    let (acme, _) = s.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["RecordUpdated"], "tenant_id": "acme"})).await;
-    let (all, _) = s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["Record*".replace('*', "Updated")]})).await;
-    let (off, _) = s.subscribe(json!({"callback_url": r.url("/off", Behaviour::Ok), "event_types": ["*"]})).await;
-    let (st, _) = s.call("PATCH", &format!("/v1/subscriptions/{off}"), Some(br#"{"active": false}"#)).await;
-    assert_eq!(st, 200);
-    let (st, unv) = s.post("/v1/subscriptions", &json!({"callback_url": r.url("/unverified", Behaviour::NoEcho), "event_types": ["*"]})).await;
-    assert_eq!(st, 201);
-    let _ = unv;
-    let mk = |tenant: &str, id: &str| {
-        json!({"eventId": id, "schemaVersion": 1, "eventType": "RecordUpdated", "occurredAt": "2026-01-10T12:34:56.789Z",
-               "tenantId": tenant, "producer": {"service": "core", "instanceId": "p1"}, "correlationId": "c1",
-               "sequence": {"partitionKey": "Opportunity:t:r", "recordVersion": "1"}, "payload": {}})
-    };
-    let (st, _) = s.post("/v1/events", &mk("acme", "e-acme")).await;
-    assert_eq!(st, 202);
-    s.post("/v1/events", &mk("globex", "e-globex")).await;
-    let a = s.settled_deliveries("e-acme", 2, 10).await;
-    let g = s.settled_deliveries("e-globex", 1, 10).await;
-    let subs: Vec<&str> = a.iter().map(|d| d["subscription_id"].as_str().unwrap()).collect();
-    assert!(subs.contains(&acme.as_str()) && subs.contains(&all.as_str()));
-    assert_eq!(g[0]["subscription_id"], all.as_str());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(r.deliveries("/acme").len(), 1);
-    assert_eq!(r.deliveries("/all").len(), 2);
-    assert!(r.deliveries("/off").is_empty());
-    assert!(r.deliveries("/unverified").is_empty());
+    scenarios::unverified_inactive_and_other_tenants_get_nothing(&Server::start("unverified_inactive_")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_clear_error_and_writes_nothing() {
-    let s = Server::start("bad");
-    let (st, v) = s.call_with_key("POST", "/v1/events", Some(b"{}"), None).await;
-    assert_eq!(st, 401, "{v}");
-    let (st, _) = s.call_with_key("GET", "/v1/subscriptions", None, Some("wrong")).await;
-    assert_eq!(st, 401);
-    let (st, v) = post_raw(&s, "/v1/events", b"{\"type\": \"a\",\n \"data\": }").await;
-    assert_eq!(st, 400);
-    assert_eq!(v["error"]["code"], "malformed_json");
-    assert!(v["error"]["message"].as_str().unwrap().contains("line 2"), "{v}");
-    let (st, v) = post_raw(&s, "/v1/events", br#"{"data": {}}"#).await;
-    assert_eq!(st, 400);
-    assert_eq!(v["error"]["field"], "type", "{v}");
-    let mut no_trace: Value = serde_json::from_slice(&seed("seed003_task_failed.json")).unwrap();
-    no_trace.as_object_mut().unwrap().remove("traceId");
-    no_trace["eventId"] = json!("never-stored");
-    let (st, v) = s.post("/v1/events", &no_trace).await;
-    assert_eq!(st, 400);
-    assert_eq!(v["error"]["field"], "traceId", "{v}");
-    let (st, v) = post_raw(&s, "/v1/events?format=xml", br#"{"type":"a","data":1}"#).await;
-    assert_eq!(st, 400);
-    assert_eq!(v["error"]["code"], "unknown_format");
-    let big = format!(r#"{{"type":"a","data":"{}"}}"#, "x".repeat(300 * 1024));
-    let (st, v) = post_raw(&s, "/v1/events", big.as_bytes()).await;
-    assert_eq!(st, 413, "{v}");
-    for (url, why) in [
-        ("http://example.com/hook", "http to a public host"),
-        ("https://10.0.0.7/hook", "private address"),
-        ("https://169.254.169.254/latest", "metadata address"),
-        ("http://192.168.1.1/", "private address"),
-        ("not a url", "garbage"),
-    ] {
-        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"]})).await;
-        assert_eq!(st, 422, "{why}: {v}");
-        assert_eq!(v["error"]["field"], "callback_url");
-    }
-    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": "http://127.0.0.1:9/x"})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("event_types")));
-    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": "http://127.0.0.1:9/x", "event_types": ["*"], "retry_policy": {"max_attempts": 0}})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("retry_policy.max_attempts")));
-    let (st, _) = s.get("/v1/events/never-stored").await;
-    assert_eq!(st, 404);
-    let (st, _) = s.get("/v1/subscriptions/sub_nope").await;
-    assert_eq!(st, 404);
-    let (_, subs) = s.get("/v1/subscriptions").await;
-    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "rejected subscriptions are not stored");
-    let m = reqwest::get(format!("{}/metrics", s.base)).await.unwrap().text().await.unwrap();
-    assert!(m.contains("hookline_events_accepted_total 0"), "{m}");
+    scenarios::bad_input_gets_a_clear_error_and_writes_nothing(&Server::start("bad_input_gets_a_cle")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_secret_keeps_signing_with_the_old_one_during_the_overlap() {
-    let s = Server::start("rotate");
-    let r = Receiver::start().await;
-    let (id, old) = s.subscribe(json!({"callback_url": r.url("/rot", Behaviour::Ok), "event_types": ["*"]})).await;
-    let (st, v) = s.post(&format!("/v1/subscriptions/{id}/rotate-secret"), &json!({})).await;
-    assert_eq!(st, 200);
-    let new = v["secret"].as_str().unwrap().to_string();
-    assert_ne!(old, new);
-    let (_, ev) = s.post("/v1/events", &json!({"type": "a", "data": 1})).await;
-    s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 10).await;
-    let d = &r.deliveries("/rot")[0];
-    for secret in [&old, &new] {
-        signing::verify(
-            &[Secret::parse(secret).unwrap()],
-            d.header("webhook-id"),
-            d.header("webhook-timestamp"),
-            d.header("webhook-signature"),
-            &d.body,
-            chrono::Utc::now().timestamp(),
-            300,
-        )
-        .expect("both secrets verify during the overlap");
-    }
+    scenarios::rotated_secret_keeps_signing_with_the_old_one_during_the_overlap(&Server::start("rotated_secret_keeps")).await;
 }
 
 /// Events accepted while the process is killed mid-stream are all delivered
@@ -454,34 +93,14 @@ async fn kill9_during_ingest_loses_no_accepted_event() {
     }
 }
 
-/// Crash at a failpoint between two writes of a stage, restart, and check the
-/// event still ends delivered, with one attempt row per attempt.
-async fn crash_between_steps(failpoint: &str, expect_receiver_calls: std::ops::RangeInclusive<usize>) {
-    let mut s = Server::start(&format!("crash-{failpoint}"));
-    let r = Receiver::start().await;
-    s.subscribe(json!({"callback_url": r.url("/c", Behaviour::Ok), "event_types": ["*"]})).await;
-    s.restart_with_failpoint(failpoint);
-    let (st, v) = s.post("/v1/events", &json!({"id": "crash-1", "type": "t", "data": {}})).await;
-    assert_eq!(st, 202, "{v}");
-    assert!(s.wait_exit(10), "the failpoint {failpoint} aborted the process");
-    s.restart(None);
-    let d = s.settled_deliveries("crash-1", 1, 30).await;
-    assert_eq!(d[0]["status"], "Completed");
-    let attempts = d[0]["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 1, "one attempt row: {attempts:?}");
-    let got = r.deliveries("/c");
-    assert!(expect_receiver_calls.contains(&got.len()), "{failpoint}: receiver got {}", got.len());
-    assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_after_routing_before_ack() {
-    crash_between_steps("route.after_sagas", 1..=1).await;
+    scenarios::crash_between_steps(&mut Server::start("crash-route"), "route.after_sagas", 1..=1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_after_saga_transition_before_job() {
-    crash_between_steps("saga.after_transition", 1..=1).await;
+    scenarios::crash_between_steps(&mut Server::start("crash-saga"), "saga.after_transition", 1..=1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -489,17 +108,22 @@ async fn kill9_during_delivery_before_attempt_is_recorded() {
     // The subscriber got the POST, then the process died: the job reappears
     // after its visibility timeout and is delivered again with the same
     // webhook-id; the attempt is recorded once.
-    crash_between_steps("deliver.before_record", 2..=2).await;
+    scenarios::crash_between_steps(&mut Server::start("crash-deliver"), "deliver.before_record", 2..=2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn api_key_survives_restart_and_sigterm_stops_cleanly() {
+async fn api_key_is_required_survives_restart_and_sigterm_stops_cleanly() {
     let mut s = Server::start("restart");
     let key = s.key.clone();
     s.restart(None);
     assert_eq!(s.key, key, "the generated key is stored");
     let (st, _) = s.get("/v1/subscriptions").await;
     assert_eq!(st, 200);
+    let (st, v) = s.call_with_key("POST", "/v1/events", Some(b"{}"), None).await;
+    assert_eq!(st, 401, "{v}");
+    assert_eq!(v["error"]["code"], "unauthorized");
+    let (st, _) = s.call_with_key("GET", "/v1/subscriptions", None, Some("wrong")).await;
+    assert_eq!(st, 401);
     let status = s.terminate();
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
 }
