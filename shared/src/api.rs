@@ -77,11 +77,20 @@ pub enum Verification {
     Inline,
 }
 
+/// Who authenticates callers.
+#[derive(Clone)]
+pub enum Auth {
+    /// `Authorization: Bearer <key>` checked here (`hookline serve`).
+    Bearer(Arc<str>),
+    /// API Gateway already authorized the caller (IAM); nothing to check here.
+    Gateway,
+}
+
 /// The API over one [`Hookline`].
 #[derive(Clone)]
 pub struct Api {
     hookline: Arc<Hookline>,
-    api_key: Arc<str>,
+    auth: Auth,
     verification: Verification,
 }
 
@@ -107,7 +116,12 @@ fn envelope_error(e: &EnvelopeError) -> Response {
 impl Api {
     /// An API answering requests that carry `Bearer <api_key>`.
     pub fn new(hookline: Arc<Hookline>, api_key: impl Into<Arc<str>>, verification: Verification) -> Self {
-        Api { hookline, api_key: api_key.into(), verification }
+        Api { hookline, auth: Auth::Bearer(api_key.into()), verification }
+    }
+
+    /// An API behind API Gateway, which authorizes callers itself.
+    pub fn behind_gateway(hookline: Arc<Hookline>, verification: Verification) -> Self {
+        Api { hookline, auth: Auth::Gateway, verification }
     }
 
     /// The context behind the API.
@@ -151,8 +165,13 @@ impl Api {
     }
 
     fn authorized(&self, header: Option<&str>) -> bool {
-        let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else { return false };
-        constant_time_eq(given.trim().as_bytes(), self.api_key.as_bytes())
+        match &self.auth {
+            Auth::Gateway => true,
+            Auth::Bearer(key) => {
+                let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else { return false };
+                constant_time_eq(given.trim().as_bytes(), key.as_bytes())
+            }
+        }
     }
 
     async fn metrics(&self) -> Response {

@@ -13,6 +13,8 @@ pub mod ssrf;
 pub mod http_client;
 pub mod api;
 pub mod attempt;
+#[cfg(feature = "aws")]
+pub mod lambda;
 pub mod context;
 pub mod error;
 pub mod event;
@@ -27,3 +29,4 @@ pub mod stage;
 pub mod subscription;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "aws")] pub mod aws;

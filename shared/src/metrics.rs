@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use crate::ports::QueueDepth;
 
@@ -31,7 +32,18 @@ pub struct Metrics {
     latency_buckets: [AtomicU64; BUCKETS_MS.len()],
     latency_count: AtomicU64,
     latency_sum_ms: AtomicU64,
+    /// What the last EMF line reported, and latencies since (Lambda only).
+    emf: Mutex<EmfState>,
 }
+
+#[derive(Default)]
+struct EmfState {
+    reported: [u64; 7],
+    latencies: Vec<u64>,
+}
+
+/// Most latency samples one EMF line carries.
+const EMF_MAX_SAMPLES: usize = 100;
 
 impl Metrics {
     /// Records one attempt's latency.
@@ -43,6 +55,48 @@ impl Metrics {
         }
         self.latency_count.fetch_add(1, Relaxed);
         self.latency_sum_ms.fetch_add(ms, Relaxed);
+        let mut emf = self.emf.lock().expect("metrics lock");
+        if emf.latencies.len() < EMF_MAX_SAMPLES {
+            emf.latencies.push(ms);
+        }
+    }
+
+    /// What happened since the last call, as one CloudWatch Embedded Metric
+    /// Format line (namespace `Hookline`, dimension `Function`); `None` when
+    /// nothing happened. Lambda functions print it after each invocation.
+    pub fn take_emf(&self, function: &str, timestamp_ms: i64) -> Option<String> {
+        let names = ["EventsAccepted", "Delivered", "DeliveryFailed", "DeliveryRejected", "Retries", "DeadLetters", "EventsRejected"];
+        let now = [
+            &self.events_accepted,
+            &self.deliveries_delivered,
+            &self.deliveries_failed,
+            &self.deliveries_rejected,
+            &self.retries_scheduled,
+            &self.dead_letters,
+            &self.events_rejected,
+        ]
+        .map(|c| c.load(Relaxed));
+        let mut emf = self.emf.lock().expect("metrics lock");
+        let delta: Vec<u64> = now.iter().zip(emf.reported).map(|(n, r)| n - r).collect();
+        let latencies = std::mem::take(&mut emf.latencies);
+        emf.reported = now;
+        if delta.iter().all(|d| *d == 0) && latencies.is_empty() {
+            return None;
+        }
+        let mut metrics: Vec<serde_json::Value> = names.iter().map(|n| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
+        let mut doc = serde_json::json!({"Function": function});
+        for (n, d) in names.iter().zip(&delta) {
+            doc[*n] = serde_json::json!(d);
+        }
+        if !latencies.is_empty() {
+            metrics.push(serde_json::json!({"Name": "AttemptLatency", "Unit": "Milliseconds"}));
+            doc["AttemptLatency"] = serde_json::json!(latencies);
+        }
+        doc["_aws"] = serde_json::json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{"Namespace": "Hookline", "Dimensions": [["Function"]], "Metrics": metrics}],
+        });
+        Some(doc.to_string())
     }
 
     /// The Prometheus text exposition, with queue depths read by the caller.
@@ -103,5 +157,22 @@ mod tests {
         assert!(text.contains("hookline_attempt_latency_ms_count 2"));
         assert!(text.contains("hookline_queue_depth{queue=\"deliveries\",state=\"visible\"} 2"));
         assert!(text.contains("hookline_dead_letters_open 4"));
+    }
+
+    #[test]
+    fn emf_reports_deltas_once() {
+        let m = Metrics::default();
+        assert!(m.take_emf("delivery", 1).is_none());
+        m.deliveries_delivered.fetch_add(2, Relaxed);
+        m.observe_latency(7);
+        let line: serde_json::Value = serde_json::from_str(&m.take_emf("delivery", 5).unwrap()).unwrap();
+        assert_eq!(line["Delivered"], 2);
+        assert_eq!(line["AttemptLatency"], serde_json::json!([7]));
+        assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Hookline");
+        assert_eq!(line["_aws"]["Timestamp"], 5);
+        assert!(m.take_emf("delivery", 6).is_none(), "reported once");
+        m.deliveries_delivered.fetch_add(1, Relaxed);
+        let line: serde_json::Value = serde_json::from_str(&m.take_emf("delivery", 7).unwrap()).unwrap();
+        assert_eq!(line["Delivered"], 1);
     }
 }

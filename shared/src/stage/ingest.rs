@@ -72,6 +72,7 @@ pub async fn ingest_with_defaults(
     })?;
     let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
+    crate::failpoint::hit("ingest.after_insert");
     Ok(count(h, record.id, inserted[0]))
 }
 

@@ -1,0 +1,31 @@
+//! Ingest: `POST /v1/events` and `/v1/events/batch` through API Gateway, and
+//! EventBridge events through the ingest queue → the Events table. Wiring
+//! only: `shared::lambda::{http, ingest_from_bus}` decide.
+
+use std::sync::Arc;
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use serde_json::{to_value, Value};
+use shared::api::{Api, Verification};
+use shared::lambda::{self, Incoming};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda::init_logging();
+    let (h, backend) = lambda::backend_from_env().await?;
+    let api = Api::behind_gateway(h.clone(), Verification::Inline);
+    let rejects = Arc::new(backend.ingest_dlq.ok_or("INGEST_DLQ_URL is not set")?);
+    lambda_runtime::run(service_fn(|e: LambdaEvent<Value>| {
+        let (h, api, rejects) = (h.clone(), api.clone(), rejects.clone());
+        async move {
+            let res = match Incoming::parse(e.payload)? {
+                Incoming::Http(req) => to_value(lambda::http(&api, *req).await)?,
+                Incoming::Sqs(ev) => to_value(lambda::ingest_from_bus(&h, &rejects, ev).await)?,
+                Incoming::Stream(_) => return Err(Error::from("the ingest function takes HTTP and SQS events only")),
+            };
+            lambda::flush_metrics(&h, "ingest");
+            Ok::<_, Error>(res)
+        }
+    }))
+    .await
+}

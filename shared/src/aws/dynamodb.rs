@@ -1,0 +1,510 @@
+//! DynamoDB implementations of the store ports, with the semantics of the
+//! SQLite ones: every idempotent write is a conditional `PutItem` (`true`
+//! where inserted), a saga transition is one conditional `UpdateItem` that
+//! reports the current state on conflict without a second read, and every
+//! read of one item is strongly consistent. Batches are issued as concurrent
+//! conditional requests: `BatchWriteItem` takes no conditions.
+//!
+//! Item layouts are in [`super::item`] and `infra/README.md`.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::Client;
+use futures_util::future::join_all;
+
+use super::item::{self, Attrs};
+use crate::attempt::{Attempt, DeadLetter};
+use crate::error::StoreError;
+use crate::event::EventRecord;
+use crate::ports::{
+    AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
+};
+use crate::saga::{Saga, SagaStatus};
+use crate::subscription::Subscription;
+
+/// A `StoreError` for a failed DynamoDB call, with the service's message.
+fn backend<E, R>(op: &str, table: &str, e: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::Backend(format!("dynamodb {op} on {table}: {}", DisplayErrorContext(&e)))
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// `PutItem` unless an item with the same key exists (`key` names the
+/// partition key attribute); `true` if written.
+async fn put_if_absent(client: &Client, table: &str, key: &str, item: Attrs) -> StoreResult<bool> {
+    let res = client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item.into_sdk()))
+        .condition_expression("attribute_not_exists(#k)")
+        .expression_attribute_names("#k", key)
+        .send()
+        .await;
+    match res {
+        Ok(_) => Ok(true),
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+        Err(e) => Err(backend("PutItem", table, e)),
+    }
+}
+
+/// Strongly consistent `GetItem` by partition key `id`.
+async fn get_by_id(client: &Client, table: &str, id: &str) -> StoreResult<Option<Attrs>> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .key("id", s(id))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| backend("GetItem", table, e))?;
+    Ok(out.item().map(Attrs::from_sdk))
+}
+
+/// Every item of a `Query` (all pages), in the order DynamoDB returns them.
+async fn query_all(
+    client: &Client,
+    table: &str,
+    index: Option<&str>,
+    key_condition: &str,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+    consistent: bool,
+) -> StoreResult<Vec<Attrs>> {
+    let mut out = Vec::new();
+    let mut start: Option<HashMap<String, AttributeValue>> = None;
+    loop {
+        let page = client
+            .query()
+            .table_name(table)
+            .set_index_name(index.map(str::to_string))
+            .key_condition_expression(key_condition)
+            .set_expression_attribute_names(Some(names.clone()))
+            .set_expression_attribute_values(Some(values.clone()))
+            .set_consistent_read(consistent.then_some(true))
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(|e| backend("Query", table, e))?;
+        out.extend(page.items().iter().map(Attrs::from_sdk));
+        match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() => start = Some(k.clone()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Every item of the table (all pages of a consistent `Scan`).
+async fn scan_all(client: &Client, table: &str) -> StoreResult<Vec<Attrs>> {
+    let mut out = Vec::new();
+    let mut start: Option<HashMap<String, AttributeValue>> = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .map_err(|e| backend("Scan", table, e))?;
+        out.extend(page.items().iter().map(Attrs::from_sdk));
+        match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() => start = Some(k.clone()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Collects per-item results in input order, failing if any call failed.
+fn all<T>(results: Vec<StoreResult<T>>) -> StoreResult<Vec<T>> {
+    results.into_iter().collect()
+}
+
+// ------------------------------------------------------------------ events
+
+/// EventsTable: append-only, one conditional `PutItem` per event.
+#[derive(Clone)]
+pub struct DynamoEvents {
+    client: Client,
+    table: String,
+    retention: chrono::Duration,
+}
+
+impl DynamoEvents {
+    /// The adapter over `table`; items expire `retention` after receipt.
+    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
+        DynamoEvents { client, table: table.into(), retention }
+    }
+}
+
+#[async_trait]
+impl EventStore for DynamoEvents {
+    async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>> {
+        let calls = events.iter().map(|e| async move {
+            let item = item::event_to_attrs(e, self.retention)?;
+            put_if_absent(&self.client, &self.table, "id", item).await
+        });
+        all(join_all(calls).await)
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>> {
+        get_by_id(&self.client, &self.table, id).await?.map(|a| item::event_from_attrs(&a)).transpose()
+    }
+}
+
+// ----------------------------------------------------------- subscriptions
+
+/// SubscriptionsTable: versioned configuration.
+#[derive(Clone)]
+pub struct DynamoSubscriptions {
+    client: Client,
+    table: String,
+}
+
+impl DynamoSubscriptions {
+    /// The adapter over `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoSubscriptions { client, table: table.into() }
+    }
+}
+
+#[async_trait]
+impl SubscriptionStore for DynamoSubscriptions {
+    async fn create(&self, sub: &Subscription) -> StoreResult<()> {
+        if put_if_absent(&self.client, &self.table, "id", item::subscription_to_attrs(sub)?).await? {
+            Ok(())
+        } else {
+            // The SQLite adapter fails the same way (primary key constraint).
+            Err(StoreError::Backend(format!("subscription {} already exists", sub.id)))
+        }
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Subscription>> {
+        get_by_id(&self.client, &self.table, id).await?.map(|a| item::subscription_from_attrs(&a)).transpose()
+    }
+
+    async fn list(&self) -> StoreResult<Vec<Subscription>> {
+        let mut subs = scan_all(&self.client, &self.table)
+            .await?
+            .iter()
+            .map(item::subscription_from_attrs)
+            .collect::<StoreResult<Vec<_>>>()?;
+        subs.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(subs)
+    }
+
+    async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool> {
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item::subscription_to_attrs(sub)?.into_sdk()))
+            .condition_expression("#v = :expected")
+            .expression_attribute_names("#v", "version")
+            .expression_attribute_values(":expected", n(expected_version))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(backend("PutItem", &self.table, e)),
+        }
+    }
+
+    async fn delete(&self, id: &str) -> StoreResult<bool> {
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("id", s(id))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| backend("DeleteItem", &self.table, e))?;
+        Ok(out.attributes().is_some_and(|a| !a.is_empty()))
+    }
+}
+
+// ------------------------------------------------------------------- sagas
+
+/// SagasTable: conditional creates, conditional transitions, GSI `by_event`.
+#[derive(Clone)]
+pub struct DynamoSagas {
+    client: Client,
+    table: String,
+    retention: chrono::Duration,
+}
+
+impl DynamoSagas {
+    /// The adapter over `table`; items expire `retention` after creation.
+    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
+        DynamoSagas { client, table: table.into(), retention }
+    }
+
+    /// One transition: a single `UpdateItem` conditional on status and
+    /// attempts (and never from a terminal status). On a failed condition
+    /// DynamoDB returns the item as it is (`ALL_OLD`), so the conflict's
+    /// current state costs no second read; no item means no saga.
+    async fn transition_one(&self, t: &Transition) -> StoreResult<TransitionOutcome> {
+        let mut set = vec!["#status = :to_status", "attempts = :to_attempts", "updated_at = :at"];
+        let mut remove = Vec::new();
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("id", s(&t.saga_id))
+            .condition_expression(
+                "attribute_exists(id) AND #status = :from_status AND attempts = :from_attempts \
+                 AND NOT (#status IN (:completed, :dead_lettered))",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":to_status", s(t.to.status.as_str()))
+            .expression_attribute_values(":to_attempts", n(t.to.attempts))
+            .expression_attribute_values(":at", s(item::rfc3339(t.at)))
+            .expression_attribute_values(":from_status", s(t.from.status.as_str()))
+            .expression_attribute_values(":from_attempts", n(t.from.attempts))
+            .expression_attribute_values(":completed", s(SagaStatus::Completed.as_str()))
+            .expression_attribute_values(":dead_lettered", s(SagaStatus::DeadLettered.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        match t.to.next_attempt_at {
+            Some(at) => {
+                set.push("next_attempt_at = :next");
+                req = req.expression_attribute_values(":next", s(item::rfc3339(at)));
+            }
+            None => remove.push("next_attempt_at"),
+        }
+        match &t.to.last_error {
+            Some(err) => {
+                set.push("last_error = :err");
+                req = req.expression_attribute_values(":err", s(err));
+            }
+            None => remove.push("last_error"),
+        }
+        let mut update = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            update.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        match req.update_expression(update).send().await {
+            Ok(_) => Ok(TransitionOutcome::Applied),
+            Err(e) => {
+                let Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) =
+                    e.as_service_error()
+                else {
+                    return Err(backend("UpdateItem", &self.table, e));
+                };
+                match c.item() {
+                    Some(old) if !old.is_empty() => {
+                        Ok(TransitionOutcome::Conflict(item::saga_state_from_attrs(&Attrs::from_sdk(old))?))
+                    }
+                    _ => Ok(TransitionOutcome::Missing),
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl SagaStore for DynamoSagas {
+    async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>> {
+        let calls = sagas.iter().map(|sg| async move {
+            let item = item::saga_to_attrs(sg, self.retention)?;
+            put_if_absent(&self.client, &self.table, "id", item).await
+        });
+        all(join_all(calls).await)
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Saga>> {
+        get_by_id(&self.client, &self.table, id).await?.map(|a| item::saga_from_attrs(&a)).transpose()
+    }
+
+    async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>> {
+        all(join_all(transitions.iter().map(|t| self.transition_one(t))).await)
+    }
+
+    /// Queries GSI `by_event` (eventually consistent, like every GSI read);
+    /// ordered by creation time then id, as close as DynamoDB gets to the
+    /// SQLite adapter's insertion order.
+    async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>> {
+        let items = query_all(
+            &self.client,
+            &self.table,
+            Some("by_event"),
+            "event_id = :e",
+            HashMap::new(),
+            HashMap::from([(":e".to_string(), s(event_id))]),
+            false,
+        )
+        .await?;
+        let mut sagas = items.iter().map(item::saga_from_attrs).collect::<StoreResult<Vec<_>>>()?;
+        sagas.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        Ok(sagas)
+    }
+}
+
+// ---------------------------------------------------------------- attempts
+
+/// AttemptsTable: keyed `(saga_id, attempt)`, one conditional put each.
+#[derive(Clone)]
+pub struct DynamoAttempts {
+    client: Client,
+    table: String,
+    retention: chrono::Duration,
+}
+
+impl DynamoAttempts {
+    /// The adapter over `table`; items expire `retention` after the attempt.
+    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
+        DynamoAttempts { client, table: table.into(), retention }
+    }
+}
+
+#[async_trait]
+impl AttemptStore for DynamoAttempts {
+    async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
+        let calls = attempts.iter().map(|a| async move {
+            // With a composite key, attribute_not_exists on the partition key
+            // checks the item with this exact (saga_id, attempt).
+            let item = item::attempt_to_attrs(a, self.retention)?;
+            put_if_absent(&self.client, &self.table, "saga_id", item).await
+        });
+        all(join_all(calls).await)
+    }
+
+    async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>> {
+        let items = query_all(
+            &self.client,
+            &self.table,
+            None,
+            "saga_id = :s",
+            HashMap::new(),
+            HashMap::from([(":s".to_string(), s(saga_id))]),
+            true,
+        )
+        .await?;
+        // The sort key `attempt` orders them oldest first already.
+        items.iter().map(item::attempt_from_attrs).collect()
+    }
+}
+
+// ------------------------------------------------------------ dead letters
+
+/// DeadLettersTable: one per dead saga; GSI `by_state` lists them newest first.
+#[derive(Clone)]
+pub struct DynamoDeadLetters {
+    client: Client,
+    table: String,
+}
+
+impl DynamoDeadLetters {
+    /// The adapter over `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoDeadLetters { client, table: table.into() }
+    }
+
+    /// Newest first from GSI `by_state`, stopping at `limit`.
+    async fn list_state(&self, state: &str, limit: usize) -> StoreResult<Vec<DeadLetter>> {
+        let mut out = Vec::new();
+        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        while out.len() < limit {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name("by_state")
+                .key_condition_expression("#state = :s")
+                .expression_attribute_names("#state", "state")
+                .expression_attribute_values(":s", s(state))
+                .scan_index_forward(false)
+                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| backend("Query", &self.table, e))?;
+            for it in page.items() {
+                out.push(item::dead_letter_from_attrs(&Attrs::from_sdk(it))?);
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => break,
+            }
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl DeadLetterStore for DynamoDeadLetters {
+    async fn put(&self, dl: &DeadLetter) -> StoreResult<bool> {
+        put_if_absent(&self.client, &self.table, "id", item::dead_letter_to_attrs(dl)?).await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>> {
+        get_by_id(&self.client, &self.table, id).await?.map(|a| item::dead_letter_from_attrs(&a)).transpose()
+    }
+
+    /// With a state: a GSI `by_state` query (eventually consistent). Without:
+    /// a full `Scan` sorted here (dead letters are few; ops use filters).
+    async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        if let Some(state) = state {
+            return self.list_state(state, limit).await;
+        }
+        let mut all = scan_all(&self.client, &self.table)
+            .await?
+            .iter()
+            .map(item::dead_letter_from_attrs)
+            .collect::<StoreResult<Vec<_>>>()?;
+        all.sort_by(|a, b| {
+            b.created_at.timestamp_millis().cmp(&a.created_at.timestamp_millis()).then_with(|| a.id.cmp(&b.id))
+        });
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    /// Reads the dead letter, then rewrites `state` and `data` on condition
+    /// that it is still `open`: while it is open nothing else writes it, so
+    /// the data read is the data replaced.
+    async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool> {
+        let Some(mut dl) = self.get(id).await? else { return Ok(false) };
+        if dl.state != "open" {
+            return Ok(false);
+        }
+        dl.state = state.to_string();
+        dl.resolution = Some(resolution);
+        let data = item::dead_letter_to_attrs(&dl)?.s("data")?.to_string();
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("id", s(id))
+            .update_expression("SET #state = :state, #data = :data")
+            .condition_expression("#state = :open")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_names("#data", "data")
+            .expression_attribute_values(":state", s(state))
+            .expression_attribute_values(":data", s(data))
+            .expression_attribute_values(":open", s("open"))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(backend("UpdateItem", &self.table, e)),
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Pure mappings between Hookline's records and DynamoDB items, laid out
+//! exactly as `infra/README.md` specifies (the contract between
+//! `template.yaml`, the adapters and the stream handlers).
+//!
+//! The mappings work on a neutral representation, [`Attrs`], so the same code
+//! decodes the SDK's `HashMap<String, aws_sdk_dynamodb::types::AttributeValue>`
+//! (what `GetItem`/`Query` return) and the stream images Lambda delivers
+//! (`serde_dynamo::Item` in `aws_lambda_events::dynamodb::StreamRecord`), or
+//! DynamoDB JSON.
+//! Nothing here does I/O.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::attempt::{Attempt, DeadLetter};
+use crate::error::StoreError;
+use crate::event::EventRecord;
+use crate::saga::{Origin, Saga, SagaState, SagaStatus};
+use crate::subscription::Subscription;
+
+/// One attribute value, reduced to the types Hookline's items use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attr {
+    /// A string (`S`).
+    S(String),
+    /// A number (`N`), kept as DynamoDB sends it: decimal text.
+    N(String),
+    /// An explicit `NULL`; read like an absent attribute.
+    Null,
+    /// Any other type (binary, bool, sets, lists, maps), named by its
+    /// DynamoDB type tag; Hookline never writes these, so reading one as a
+    /// field is a corruption error.
+    Other(String),
+}
+
+/// One item as attribute name → value: the neutral form every mapping here
+/// reads and writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attrs(pub HashMap<String, Attr>);
+
+impl Attrs {
+    /// An empty item.
+    pub fn new() -> Self {
+        Attrs(HashMap::new())
+    }
+
+    /// Sets a string attribute.
+    pub fn put_s(&mut self, name: &str, value: impl Into<String>) -> &mut Self {
+        self.0.insert(name.to_string(), Attr::S(value.into()));
+        self
+    }
+
+    /// Sets a number attribute.
+    pub fn put_n(&mut self, name: &str, value: impl ToString) -> &mut Self {
+        self.0.insert(name.to_string(), Attr::N(value.to_string()));
+        self
+    }
+
+    /// Sets a string attribute if `value` is `Some`; leaves it absent otherwise.
+    pub fn put_opt_s(&mut self, name: &str, value: Option<impl Into<String>>) -> &mut Self {
+        if let Some(v) = value {
+            self.put_s(name, v);
+        }
+        self
+    }
+
+    /// A required string attribute.
+    pub fn s(&self, name: &str) -> Result<&str, StoreError> {
+        self.opt_s(name)?.ok_or_else(|| missing(name))
+    }
+
+    /// An optional string attribute (absent or `NULL` read as `None`).
+    pub fn opt_s(&self, name: &str) -> Result<Option<&str>, StoreError> {
+        match self.0.get(name) {
+            None | Some(Attr::Null) => Ok(None),
+            Some(Attr::S(s)) => Ok(Some(s)),
+            Some(other) => Err(wrong_type(name, "S", other)),
+        }
+    }
+
+    /// A required number attribute, parsed as `T`.
+    pub fn n<T: FromStr>(&self, name: &str) -> Result<T, StoreError> {
+        match self.0.get(name) {
+            Some(Attr::N(n)) => {
+                n.parse().map_err(|_| StoreError::Corrupt(format!("attribute `{name}` is not a valid number: {n}")))
+            }
+            None | Some(Attr::Null) => Err(missing(name)),
+            Some(other) => Err(wrong_type(name, "N", other)),
+        }
+    }
+
+    /// A required string attribute holding RFC 3339 time.
+    pub fn time(&self, name: &str) -> Result<DateTime<Utc>, StoreError> {
+        parse_time(name, self.s(name)?)
+    }
+
+    /// An optional string attribute holding RFC 3339 time.
+    pub fn opt_time(&self, name: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.opt_s(name)?.map(|s| parse_time(name, s)).transpose()
+    }
+
+    /// Decodes the JSON string attribute `data` (the record as `serde_json`
+    /// writes it).
+    pub fn data<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        decode_json("data", self.s("data")?)
+    }
+
+    /// The item as the SDK takes it.
+    pub fn into_sdk(self) -> HashMap<String, AttributeValue> {
+        self.0
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let v = match v {
+                    Attr::S(s) => AttributeValue::S(s),
+                    Attr::N(n) => AttributeValue::N(n),
+                    Attr::Null => AttributeValue::Null(true),
+                    // Never produced by the mappings below; not writable back.
+                    Attr::Other(_) => return None,
+                };
+                Some((k, v))
+            })
+            .collect()
+    }
+
+    /// Reads an item the SDK returned.
+    pub fn from_sdk(item: &HashMap<String, AttributeValue>) -> Attrs {
+        Attrs(
+            item.iter()
+                .map(|(k, v)| {
+                    let a = match v {
+                        AttributeValue::S(s) => Attr::S(s.clone()),
+                        AttributeValue::N(n) => Attr::N(n.clone()),
+                        AttributeValue::Null(_) => Attr::Null,
+                        AttributeValue::B(_) => Attr::Other("B".into()),
+                        AttributeValue::Bool(_) => Attr::Other("BOOL".into()),
+                        AttributeValue::L(_) => Attr::Other("L".into()),
+                        AttributeValue::M(_) => Attr::Other("M".into()),
+                        AttributeValue::Ss(_) => Attr::Other("SS".into()),
+                        AttributeValue::Ns(_) => Attr::Other("NS".into()),
+                        AttributeValue::Bs(_) => Attr::Other("BS".into()),
+                        _ => Attr::Other("unknown".into()),
+                    };
+                    (k.clone(), a)
+                })
+                .collect(),
+        )
+    }
+
+    /// Reads a stream image (`NewImage` of an `aws_lambda_events`
+    /// DynamoDB stream record).
+    pub fn from_stream(image: &serde_dynamo::Item) -> Attrs {
+        Attrs(
+            image
+                .iter()
+                .map(|(k, v)| {
+                    use serde_dynamo::AttributeValue as V;
+                    let a = match v {
+                        V::S(s) => Attr::S(s.clone()),
+                        V::N(n) => Attr::N(n.clone()),
+                        V::Null(_) => Attr::Null,
+                        V::Bool(_) => Attr::Other("BOOL".into()),
+                        V::B(_) => Attr::Other("B".into()),
+                        V::M(_) => Attr::Other("M".into()),
+                        V::L(_) => Attr::Other("L".into()),
+                        V::Ss(_) => Attr::Other("SS".into()),
+                        V::Ns(_) => Attr::Other("NS".into()),
+                        V::Bs(_) => Attr::Other("BS".into()),
+                    };
+                    (k.clone(), a)
+                })
+                .collect(),
+        )
+    }
+
+    /// Reads an item in DynamoDB's JSON form (`{"name": {"S": "..."}, ...}`)
+    /// from anything that serializes to it, e.g. a `serde_json::Value` of a
+    /// stream record's `NewImage` as AWS sends it.
+    pub fn from_json(image: &impl Serialize) -> Result<Attrs, StoreError> {
+        let value = serde_json::to_value(image).map_err(|e| StoreError::Corrupt(format!("item image: {e}")))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(StoreError::Corrupt("item image is not a map of attributes".into()));
+        };
+        let mut out = HashMap::with_capacity(map.len());
+        for (name, typed) in map {
+            let serde_json::Value::Object(typed) = typed else {
+                return Err(StoreError::Corrupt(format!("item image attribute `{name}` is not a typed value")));
+            };
+            let mut entries = typed.into_iter();
+            let (Some((tag, v)), None) = (entries.next(), entries.next()) else {
+                return Err(StoreError::Corrupt(format!("item image attribute `{name}` must have exactly one type")));
+            };
+            let attr = match (tag.as_str(), v) {
+                ("S", serde_json::Value::String(s)) => Attr::S(s),
+                ("N", serde_json::Value::String(n)) => Attr::N(n),
+                ("NULL", _) => Attr::Null,
+                (other, _) => Attr::Other(other.to_string()),
+            };
+            out.insert(name, attr);
+        }
+        Ok(Attrs(out))
+    }
+}
+
+fn missing(name: &str) -> StoreError {
+    StoreError::Corrupt(format!("item has no attribute `{name}`"))
+}
+
+fn wrong_type(name: &str, want: &str, got: &Attr) -> StoreError {
+    let got = match got {
+        Attr::S(_) => "S",
+        Attr::N(_) => "N",
+        Attr::Null => "NULL",
+        Attr::Other(t) => t.as_str(),
+    };
+    StoreError::Corrupt(format!("attribute `{name}` has type {got}, expected {want}"))
+}
+
+fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Corrupt(format!("attribute `{name}` is not RFC 3339 time ({e}): {s}")))
+}
+
+fn decode_json<T: serde::de::DeserializeOwned>(name: &str, s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("attribute `{name}`: {e}")))
+}
+
+fn encode_json<T: Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt(format!("record does not serialize: {e}")))
+}
+
+/// RFC 3339 in UTC with as many fractional digits as needed, so times read
+/// back exactly as written (the same text `serde` writes for `DateTime<Utc>`).
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// The DynamoDB TTL value (epoch seconds) of a record made at `at` and kept
+/// for `retention`.
+pub fn ttl(at: DateTime<Utc>, retention: chrono::Duration) -> i64 {
+    at.checked_add_signed(retention).unwrap_or(DateTime::<Utc>::MAX_UTC).timestamp()
+}
+
+// ------------------------------------------------------------------ events
+
+/// The Events item: `id`, `event_type`, `expires_at` (epoch s), `data`.
+/// `expires_at` is the later of the record's own `expires_at` and
+/// `received_at + retention`, so an event is never dropped before either.
+pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", &e.id)
+        .put_s("event_type", &e.event_type)
+        .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()))
+        .put_s("data", encode_json(e)?);
+    Ok(a)
+}
+
+/// Decodes an Events item.
+pub fn event_from_attrs(a: &Attrs) -> Result<EventRecord, StoreError> {
+    a.data()
+}
+
+/// Decodes the `NewImage` of an Events stream record (the router's input).
+pub fn event_from_image(image: &serde_dynamo::Item) -> Result<EventRecord, StoreError> {
+    event_from_attrs(&Attrs::from_stream(image))
+}
+
+// ----------------------------------------------------------- subscriptions
+
+/// The Subscriptions item: `id`, `version`, `data`.
+pub fn subscription_to_attrs(s: &Subscription) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", &s.id).put_n("version", s.version).put_s("data", encode_json(s)?);
+    Ok(a)
+}
+
+/// Decodes a Subscriptions item.
+pub fn subscription_from_attrs(a: &Attrs) -> Result<Subscription, StoreError> {
+    a.data()
+}
+
+// ------------------------------------------------------------------- sagas
+
+/// The Sagas item: every field is its own attribute (no `data`), so a
+/// transition is one conditional `UpdateItem` of the mutable ones. Optional
+/// fields are absent when `None`; `origin` is JSON text; times are RFC 3339;
+/// `expires_at` is `created_at + retention` in epoch seconds.
+pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", &s.id)
+        .put_s("event_id", &s.event_id)
+        .put_s("subscription_id", &s.subscription_id)
+        .put_s("webhook_id", &s.webhook_id)
+        .put_s("status", s.state.status.as_str())
+        .put_n("attempts", s.state.attempts)
+        .put_opt_s("next_attempt_at", s.state.next_attempt_at.map(rfc3339))
+        .put_opt_s("last_error", s.state.last_error.clone())
+        .put_opt_s("origin", s.origin.as_ref().map(encode_json).transpose()?)
+        .put_s("created_at", rfc3339(s.created_at))
+        .put_s("updated_at", rfc3339(s.updated_at))
+        .put_n("expires_at", ttl(s.created_at, retention));
+    Ok(a)
+}
+
+/// Decodes the mutable part of a Sagas item (what a transition compares).
+pub fn saga_state_from_attrs(a: &Attrs) -> Result<SagaState, StoreError> {
+    let status = a.s("status")?;
+    Ok(SagaState {
+        status: SagaStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("attribute `status` is not a saga status: {status}")))?,
+        attempts: a.n("attempts")?,
+        next_attempt_at: a.opt_time("next_attempt_at")?,
+        last_error: a.opt_s("last_error")?.map(str::to_string),
+    })
+}
+
+/// Decodes a Sagas item.
+pub fn saga_from_attrs(a: &Attrs) -> Result<Saga, StoreError> {
+    Ok(Saga {
+        id: a.s("id")?.to_string(),
+        event_id: a.s("event_id")?.to_string(),
+        subscription_id: a.s("subscription_id")?.to_string(),
+        webhook_id: a.s("webhook_id")?.to_string(),
+        state: saga_state_from_attrs(a)?,
+        origin: a.opt_s("origin")?.map(|o| decode_json::<Origin>("origin", o)).transpose()?,
+        created_at: a.time("created_at")?,
+        updated_at: a.time("updated_at")?,
+    })
+}
+
+/// Decodes the `NewImage` of a Sagas stream record (the saga step's input).
+pub fn saga_from_image(image: &serde_dynamo::Item) -> Result<Saga, StoreError> {
+    saga_from_attrs(&Attrs::from_stream(image))
+}
+
+// ---------------------------------------------------------------- attempts
+
+/// The Attempts item: `saga_id`, `attempt`, `event_id`, `subscription_id`,
+/// `expires_at` (`at + retention`, epoch s), `data`.
+pub fn attempt_to_attrs(x: &Attempt, retention: chrono::Duration) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("saga_id", &x.saga_id)
+        .put_n("attempt", x.attempt)
+        .put_s("event_id", &x.event_id)
+        .put_s("subscription_id", &x.subscription_id)
+        .put_n("expires_at", ttl(x.at, retention))
+        .put_s("data", encode_json(x)?);
+    Ok(a)
+}
+
+/// Decodes an Attempts item.
+pub fn attempt_from_attrs(a: &Attrs) -> Result<Attempt, StoreError> {
+    a.data()
+}
+
+/// Decodes the `NewImage` of an Attempts stream record (the saga step's input).
+pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreError> {
+    attempt_from_attrs(&Attrs::from_stream(image))
+}
+
+// ------------------------------------------------------------ dead letters
+
+/// The DeadLetters item: `id`, `state`, `created_at` (epoch ms, the sort key
+/// of GSI `by_state`), `data`.
+pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", &d.id)
+        .put_s("state", &d.state)
+        .put_n("created_at", d.created_at.timestamp_millis())
+        .put_s("data", encode_json(d)?);
+    Ok(a)
+}
+
+/// Decodes a DeadLetters item.
+pub fn dead_letter_from_attrs(a: &Attrs) -> Result<DeadLetter, StoreError> {
+    a.data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn saga() -> Saga {
+        let now = Utc::now();
+        let mut s = Saga::new("sg_1".into(), "evt_1", "sub_1", None, now);
+        s.state.next_attempt_at = Some(now + chrono::Duration::milliseconds(1234));
+        s.state.last_error = Some("HTTP 500".into());
+        s.origin = Some(Origin {
+            kind: "requeue".into(),
+            previous_saga_id: Some("sg_0".into()),
+            actor: "ops".into(),
+            reason: "fixed".into(),
+            at: now,
+        });
+        s
+    }
+
+    #[test]
+    fn saga_round_trips_through_sdk_items() {
+        let s = saga();
+        let sdk = saga_to_attrs(&s, chrono::Duration::days(30)).unwrap().into_sdk();
+        assert!(!sdk.contains_key("data"));
+        assert_eq!(sdk["status"], AttributeValue::S("Pending".into()));
+        assert_eq!(saga_from_attrs(&Attrs::from_sdk(&sdk)).unwrap(), s);
+    }
+
+    #[test]
+    fn optional_saga_fields_are_absent_when_none() {
+        let s = Saga::new("sg_1".into(), "evt_1", "sub_1", None, Utc::now());
+        let a = saga_to_attrs(&s, chrono::Duration::days(1)).unwrap();
+        for k in ["next_attempt_at", "last_error", "origin"] {
+            assert!(!a.0.contains_key(k), "{k}");
+        }
+        assert_eq!(saga_from_attrs(&a).unwrap(), s);
+    }
+
+    #[test]
+    fn stream_images_decode_like_sdk_items() {
+        let s = saga();
+        let a = saga_to_attrs(&s, chrono::Duration::days(30)).unwrap();
+        // DynamoDB JSON as a stream record carries it (what serde_dynamo::Item serializes to).
+        let image: serde_json::Map<String, serde_json::Value> = a
+            .0
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Attr::S(s) => serde_json::json!({ "S": s }),
+                    Attr::N(n) => serde_json::json!({ "N": n }),
+                    _ => unreachable!(),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        assert_eq!(saga_from_attrs(&Attrs::from_json(&image).unwrap()).unwrap(), s);
+        let item: serde_dynamo::Item = serde_json::from_value(serde_json::Value::Object(image)).unwrap();
+        assert_eq!(saga_from_image(&item).unwrap(), s);
+        let bad = serde_json::json!({ "id": { "S": "x", "N": "1" } });
+        assert!(matches!(Attrs::from_json(&bad), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn wrong_types_are_corrupt_not_panics() {
+        let mut a = Attrs::new();
+        a.put_s("attempts", "three");
+        assert!(matches!(a.n::<u32>("attempts"), Err(StoreError::Corrupt(_))));
+        a.put_n("data", 1);
+        assert!(matches!(a.data::<serde_json::Value>(), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn ttl_saturates() {
+        assert!(ttl(Utc::now(), chrono::Duration::MAX) > 0);
+    }
+}

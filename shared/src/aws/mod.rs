@@ -1,0 +1,236 @@
+//! The AWS backend: every port on DynamoDB and SQS, laid out as
+//! `infra/README.md` specifies. Clients are built once per process (Lambda
+//! container) from an `SdkConfig`, and nothing here calls the network until
+//! a port is used, so cold starts pay for no request.
+
+pub mod dynamodb;
+pub mod item;
+pub mod sqs;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoSagas, DynamoSubscriptions};
+pub use item::{attempt_from_image, event_from_image, saga_from_image};
+pub use sqs::SqsQueue;
+
+use crate::context::Stores;
+
+/// Days events (and their sagas and attempts) are kept when
+/// `RETENTION_DAYS` is not set; the template's default too.
+pub const DEFAULT_RETENTION_DAYS: i64 = 30;
+
+/// The names of the deployed tables and queues: from the function
+/// environment in Lambda ([`AwsNames::from_env`]), or from the resources a
+/// test created in the emulator.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AwsNames {
+    /// `EVENTS_TABLE`.
+    pub events_table: String,
+    /// `SUBSCRIPTIONS_TABLE`.
+    pub subscriptions_table: String,
+    /// `SAGAS_TABLE`.
+    pub sagas_table: String,
+    /// `ATTEMPTS_TABLE`.
+    pub attempts_table: String,
+    /// `DEAD_LETTERS_TABLE`.
+    pub dead_letters_table: String,
+    /// `DELIVERIES_QUEUE_URL`.
+    pub deliveries_queue_url: String,
+    /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
+    /// dead-lettered saga ([`Stores::dead_jobs`]).
+    pub deliveries_dlq_url: String,
+    /// `RETRIES_QUEUE_URL`.
+    pub retries_queue_url: String,
+    /// `RETRIES_DLQ_URL` (optional): only for the retries queue's dead count.
+    pub retries_dlq_url: Option<String>,
+    /// `REQUEUE_QUEUE_URL`: requeue and replay requests ([`Stores::requeues`]).
+    pub requeue_queue_url: String,
+    /// `REQUEUE_DLQ_URL` (optional): only for the requeue queue's dead count.
+    pub requeue_dlq_url: Option<String>,
+    /// `INGEST_DLQ_URL` (optional): where ingest sends envelopes that fail
+    /// validation; only the ingest function needs it.
+    pub ingest_dlq_url: Option<String>,
+    /// Stream ARN of each table with a stream, by the template's logical id
+    /// (`EventsTable`, …). Filled by the test harness; Lambda gets its
+    /// streams from event source mappings and leaves this empty.
+    pub stream_arns: HashMap<String, String>,
+    /// URL of every queue by logical id (`IngestQueue`, `StreamFailuresQueue`,
+    /// …). Filled by the test harness; empty from the environment.
+    pub queue_urls: HashMap<String, String>,
+}
+
+impl AwsNames {
+    /// Reads the names from the function environment (see `infra/README.md`).
+    pub fn from_env() -> Result<AwsNames, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the names through `get` (the environment, or a map in tests).
+    /// Tables and the queues of [`Stores`] are required; the others are
+    /// optional, as not every function needs them.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<AwsNames, String> {
+        let opt = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        let mut missing = Vec::new();
+        let mut req = |k: &'static str| {
+            opt(k).unwrap_or_else(|| {
+                missing.push(k);
+                String::new()
+            })
+        };
+        let names = AwsNames {
+            events_table: req("EVENTS_TABLE"),
+            subscriptions_table: req("SUBSCRIPTIONS_TABLE"),
+            sagas_table: req("SAGAS_TABLE"),
+            attempts_table: req("ATTEMPTS_TABLE"),
+            dead_letters_table: req("DEAD_LETTERS_TABLE"),
+            deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
+            retries_queue_url: req("RETRIES_QUEUE_URL"),
+            deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
+            requeue_queue_url: req("REQUEUE_QUEUE_URL"),
+            retries_dlq_url: opt("RETRIES_DLQ_URL"),
+            requeue_dlq_url: opt("REQUEUE_DLQ_URL"),
+            ingest_dlq_url: opt("INGEST_DLQ_URL"),
+            stream_arns: HashMap::new(),
+            queue_urls: HashMap::new(),
+        };
+        if missing.is_empty() {
+            Ok(names)
+        } else {
+            Err(format!("missing environment variables: {}", missing.join(", ")))
+        }
+    }
+}
+
+/// Reads `RETENTION_DAYS` (default [`DEFAULT_RETENTION_DAYS`]).
+pub fn retention_from_env() -> Result<chrono::Duration, String> {
+    retention_from(std::env::var("RETENTION_DAYS").ok().as_deref())
+}
+
+fn retention_from(v: Option<&str>) -> Result<chrono::Duration, String> {
+    let days = match v.map(str::trim).filter(|v| !v.is_empty()) {
+        None => DEFAULT_RETENTION_DAYS,
+        Some(v) => v.parse::<i64>().ok().filter(|d| *d >= 1).ok_or_else(|| format!("RETENTION_DAYS must be a whole number of days >= 1, got {v:?}"))?,
+    };
+    chrono::Duration::try_days(days).ok_or_else(|| format!("RETENTION_DAYS {days} is too large"))
+}
+
+/// Everything a Lambda function needs from AWS: the ports as [`Stores`],
+/// the typed queues the ports do not cover, and the clients.
+#[derive(Clone)]
+pub struct AwsBackend {
+    /// The ports, for the stages.
+    pub stores: Stores,
+    /// The delivery queue (also in `stores`).
+    pub deliveries: SqsQueue,
+    /// The retry-timer queue (also in `stores`).
+    pub retries: SqsQueue,
+    /// DeliveriesDLQ: the job of every dead-lettered saga (also in `stores`
+    /// as `dead_jobs`).
+    pub deliveries_dlq: SqsQueue,
+    /// RequeueQueue: requeue and replay requests (also in `stores` as `requeues`).
+    pub requeues: SqsQueue,
+    /// IngestDLQ: ingest sends rejected envelopes here (with `hookline-error`).
+    pub ingest_dlq: Option<SqsQueue>,
+    /// The DynamoDB client (built once).
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// The SQS client (built once).
+    pub sqs: aws_sdk_sqs::Client,
+    /// The names it was built from.
+    pub names: AwsNames,
+    /// How long events, sagas and attempts are kept (DynamoDB TTL).
+    pub retention: chrono::Duration,
+}
+
+impl AwsBackend {
+    /// Builds every adapter on `names`; no network call happens here.
+    pub fn new(config: &aws_config::SdkConfig, names: AwsNames, retention: chrono::Duration) -> AwsBackend {
+        let dynamodb = aws_sdk_dynamodb::Client::new(config);
+        let sqs = aws_sdk_sqs::Client::new(config);
+        Self::with_clients(dynamodb, sqs, names, retention)
+    }
+
+    /// Builds every adapter on already built clients (shared between
+    /// backends in tests).
+    pub fn with_clients(
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+        names: AwsNames,
+        retention: chrono::Duration,
+    ) -> AwsBackend {
+        let queue = |url: &str, dlq: Option<&String>| SqsQueue::new(sqs.clone(), url, dlq.cloned());
+        let deliveries = queue(&names.deliveries_queue_url, Some(&names.deliveries_dlq_url));
+        let deliveries_dlq = queue(&names.deliveries_dlq_url, None);
+        let retries = queue(&names.retries_queue_url, names.retries_dlq_url.as_ref());
+        let requeues = queue(&names.requeue_queue_url, names.requeue_dlq_url.as_ref());
+        let optional = |url: &Option<String>| url.as_deref().map(|u| SqsQueue::new(sqs.clone(), u, None));
+        let stores = Stores {
+            events: Arc::new(DynamoEvents::new(dynamodb.clone(), &names.events_table, retention)),
+            subscriptions: Arc::new(DynamoSubscriptions::new(dynamodb.clone(), &names.subscriptions_table)),
+            sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
+            attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
+            dead_letters: Arc::new(DynamoDeadLetters::new(dynamodb.clone(), &names.dead_letters_table)),
+            deliveries: Arc::new(deliveries.clone()),
+            dead_jobs: Arc::new(deliveries_dlq.clone()),
+            retries: Arc::new(retries.clone()),
+            requeues: Arc::new(requeues.clone()),
+        };
+        AwsBackend {
+            stores,
+            deliveries_dlq,
+            requeues,
+            ingest_dlq: optional(&names.ingest_dlq_url),
+            deliveries,
+            retries,
+            dynamodb,
+            sqs,
+            names,
+            retention,
+        }
+    }
+
+    /// Builds the backend from the function environment (names and
+    /// `RETENTION_DAYS`); no network call happens here.
+    pub fn from_env(config: &aws_config::SdkConfig) -> Result<AwsBackend, String> {
+        Ok(Self::new(config, AwsNames::from_env()?, retention_from_env()?))
+    }
+}
+
+/// Every port from the function environment (see `infra/README.md`).
+pub fn stores_from_env(config: &aws_config::SdkConfig) -> Result<Stores, String> {
+    AwsBackend::from_env(config).map(|b| b.stores)
+}
+
+/// The ingest DLQ (`INGEST_DLQ_URL`), where ingest sends envelopes that fail
+/// validation with the reason in the `hookline-error` attribute.
+pub fn rejects_from_env(config: &aws_config::SdkConfig) -> Result<SqsQueue, String> {
+    let url = std::env::var("INGEST_DLQ_URL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| "missing environment variable: INGEST_DLQ_URL".to_string())?;
+    Ok(SqsQueue::new(aws_sdk_sqs::Client::new(config), url, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_lookup_report_every_missing_variable() {
+        let err = AwsNames::from_lookup(|k| (k == "EVENTS_TABLE").then(|| "ev".to_string())).unwrap_err();
+        assert!(err.contains("SAGAS_TABLE") && err.contains("RETRIES_QUEUE_URL") && !err.contains("EVENTS_TABLE"));
+        let all = AwsNames::from_lookup(|k| (k == "DELIVERIES_DLQ_URL" || !k.contains("DLQ")).then(|| k.to_lowercase()))
+            .unwrap();
+        assert_eq!(all.sagas_table, "sagas_table");
+        assert_eq!(all.deliveries_dlq_url, "deliveries_dlq_url");
+        assert_eq!(all.retries_dlq_url, None);
+    }
+
+    #[test]
+    fn retention_defaults_and_validates() {
+        assert_eq!(retention_from(None).unwrap(), chrono::Duration::days(30));
+        assert_eq!(retention_from(Some("7")).unwrap(), chrono::Duration::days(7));
+        assert!(retention_from(Some("0")).is_err());
+        assert!(retention_from(Some("x")).is_err());
+    }
+}

@@ -1,0 +1,318 @@
+//! The Lambda side of every stage: a Lambda event (in the shapes AWS sends,
+//! `aws_lambda_events` types) in, the stage function of [`crate::stage`]
+//! called, the Lambda response (with partial batch failures) out. The
+//! function binaries only wire these to `lambda_runtime`; the emulator tests
+//! call the same functions.
+
+use std::time::Duration;
+
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord as StreamRecord};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use base64::Engine;
+use futures_util::future::join_all;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::api::{self, Api};
+use crate::attempt::{DeliveryJob, RetryTimer};
+use crate::aws::item;
+use crate::aws::sqs::SqsQueue;
+use crate::context::{Config, Hookline};
+use crate::retry::RetryPolicy;
+use crate::stage::{deliver, ingest, requeue, route, saga};
+
+/// The Lambda event types, for the function binaries.
+pub use aws_lambda_events as events;
+
+/// The longest delay SQS allows on one message.
+pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
+
+/// The stage settings from the function's environment (the template's
+/// parameters): retention and the default retry schedule.
+pub fn config_from_env() -> Config {
+    let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let d = Config::default();
+    let p = RetryPolicy::default();
+    Config {
+        retention: num("RETENTION_DAYS").map(|n| chrono::Duration::days(n as i64)).unwrap_or(d.retention),
+        default_retry_policy: RetryPolicy {
+            max_attempts: num("MAX_ATTEMPTS").map(|n| n as u32).unwrap_or(p.max_attempts),
+            base_delay_ms: num("RETRY_BASE_MS").unwrap_or(p.base_delay_ms),
+            max_delay_ms: num("RETRY_CAP_MS").unwrap_or(p.max_delay_ms),
+        },
+        ..d
+    }
+}
+
+/// One incoming Lambda event of a function with several sources.
+pub enum Incoming {
+    /// API Gateway HTTP API (payload v2).
+    Http(Box<ApiGatewayV2httpRequest>),
+    /// An SQS batch.
+    Sqs(SqsEvent),
+    /// A DynamoDB stream batch.
+    Stream(StreamEvent),
+}
+
+impl Incoming {
+    /// Tells the event's source by its shape, as AWS sends it.
+    pub fn parse(v: serde_json::Value) -> Result<Incoming, serde_json::Error> {
+        let source = v["Records"][0]["eventSource"].as_str().unwrap_or("");
+        Ok(match source {
+            "aws:sqs" => Incoming::Sqs(serde_json::from_value(v)?),
+            "aws:dynamodb" => Incoming::Stream(serde_json::from_value(v)?),
+            _ if v.get("Records").is_some() => Incoming::Sqs(serde_json::from_value(v)?),
+            _ => Incoming::Http(Box::new(serde_json::from_value(v)?)),
+        })
+    }
+}
+
+/// API Gateway → the HTTP API (same contract as `hookline serve`).
+pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    let body = match (&req.body, req.is_base64_encoded) {
+        (Some(b), true) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
+        (Some(b), false) => b.clone().into_bytes(),
+        (None, _) => vec![],
+    };
+    let path = req.raw_path.clone().unwrap_or_default();
+    let auth = req.headers.get("authorization").and_then(|v| v.to_str().ok());
+    let res = api
+        .handle(api::Request {
+            method: req.request_context.http.method.as_str(),
+            path: &path,
+            query: req.raw_query_string.as_deref().filter(|q| !q.is_empty()),
+            authorization: auth,
+            body: &body,
+        })
+        .await;
+    let mut headers = aws_lambda_events::http::HeaderMap::new();
+    headers.insert("content-type", aws_lambda_events::http::HeaderValue::from_static(res.content_type));
+    ApiGatewayV2httpResponse {
+        status_code: res.status as i64,
+        headers,
+        body: Some(Body::Text(String::from_utf8_lossy(&res.body).into_owned())),
+        ..Default::default()
+    }
+}
+
+fn failures(ids: impl IntoIterator<Item = String>) -> SqsBatchResponse {
+    SqsBatchResponse { batch_item_failures: ids.into_iter().map(|item_identifier| BatchItemFailure { item_identifier }).collect() }
+}
+
+fn message_id(m: &SqsMessage) -> String {
+    m.message_id.clone().unwrap_or_default()
+}
+
+/// An EventBridge event as its rule delivers it to SQS; `detail` is kept as
+/// the exact bytes the producer put.
+#[derive(Deserialize)]
+struct BusEvent<'a> {
+    #[serde(rename = "detail-type")]
+    detail_type: Option<String>,
+    source: Option<String>,
+    #[serde(borrow)]
+    detail: &'a RawValue,
+}
+
+/// EventBridge (through the ingest queue) → events. An envelope that fails
+/// validation goes to the ingest DLQ with the reason in the `hookline-error`
+/// attribute and does not hold up its batch; a storage failure is retried.
+pub async fn ingest_from_bus(h: &Hookline, rejects: &SqsQueue, event: SqsEvent) -> SqsBatchResponse {
+    let results = join_all(event.records.iter().map(|m| async move {
+        let body = m.body.as_deref().unwrap_or("");
+        let outcome = match serde_json::from_str::<BusEvent>(body) {
+            Err(e) => Err(format!("not an EventBridge event with a detail: {e}")),
+            Ok(ev) => match ingest::ingest_with_defaults(
+                h,
+                ev.detail.get().as_bytes(),
+                None,
+                ev.detail_type.as_deref(),
+                ev.source.as_deref(),
+            )
+            .await
+            {
+                Ok(_) => Ok(()),
+                Err(ingest::IngestError::Store(e)) => {
+                    tracing::error!(error = %e, "ingest: storing failed; the message will be retried");
+                    return Some(message_id(m));
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        match outcome {
+            Ok(()) => None,
+            Err(reason) => {
+                tracing::warn!(reason, "ingest: envelope rejected to the ingest DLQ");
+                rejects.send_with_attributes(body, &[("hookline-error", &reason)]).await.err().map(|_| message_id(m))
+            }
+        }
+    }))
+    .await;
+    failures(results.into_iter().flatten())
+}
+
+fn stream_ok() -> DynamoDbEventResponse {
+    DynamoDbEventResponse { batch_item_failures: vec![] }
+}
+
+fn stream_failure(r: &StreamRecord) -> DynamoDbEventResponse {
+    DynamoDbEventResponse {
+        batch_item_failures: vec![DynamoDbBatchItemFailure { item_identifier: r.change.sequence_number.clone() }],
+    }
+}
+
+/// Events stream → sagas. A record that cannot be read fails from there on
+/// (Lambda bisects, retries, then sends it to the on-failure queue); the
+/// shard is never blocked for good.
+pub async fn route_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventResponse {
+    let mut events = Vec::new();
+    for r in event.records.iter().filter(|r| r.event_name == "INSERT") {
+        match item::event_from_image(&r.change.new_image) {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                tracing::error!(error = %e, "router: unreadable event record");
+                return stream_failure(r);
+            }
+        }
+    }
+    match route::route(h, &events).await {
+        Ok(_) => stream_ok(),
+        Err(e) => {
+            tracing::error!(error = %e, "router: routing failed; batch retried");
+            event.records.first().map(stream_failure).unwrap_or_else(stream_ok)
+        }
+    }
+}
+
+/// Sagas stream (inserts) and Attempts stream → jobs, transitions, dead letters.
+pub async fn saga_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventResponse {
+    let mut sagas = Vec::new();
+    let mut attempts = Vec::new();
+    for r in event.records.iter().filter(|r| r.event_name == "INSERT") {
+        let img = &r.change.new_image;
+        let decoded = if img.contains_key("attempt") {
+            item::attempt_from_image(img).map(|a| attempts.push(a))
+        } else {
+            item::saga_from_image(img).map(|s| sagas.push(s))
+        };
+        if let Err(e) = decoded {
+            tracing::error!(error = %e, "saga: unreadable stream record");
+            return stream_failure(r);
+        }
+    }
+    let res = async {
+        saga::start(h, &sagas).await?;
+        saga::on_attempts(h, &attempts).await
+    }
+    .await;
+    match res {
+        Ok(()) => stream_ok(),
+        Err(e) => {
+            tracing::error!(error = %e, "saga: batch failed; retried");
+            event.records.first().map(stream_failure).unwrap_or_else(stream_ok)
+        }
+    }
+}
+
+/// Retry timers → next attempts; a timer not yet due is sent again with the
+/// remaining delay (at most SQS's 15 minutes at a time).
+pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
+    let results = join_all(event.records.iter().map(|m| async move {
+        let Ok(timer) = serde_json::from_str::<RetryTimer>(m.body.as_deref().unwrap_or("")) else {
+            tracing::error!("timers: unreadable message; left for the DLQ");
+            return Some(message_id(m));
+        };
+        match saga::on_timer(h, &timer).await {
+            Ok(saga::TimerOutcome::Done) => None,
+            Ok(saga::TimerOutcome::NotYet(d)) => {
+                let body = serde_json::to_string(&timer).expect("serializes");
+                h.stores.retries.send(&[(body, d.min(MAX_SQS_DELAY))]).await.err().map(|_| message_id(m))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, saga_id = %timer.saga_id, "timers: failed; retried");
+                Some(message_id(m))
+            }
+        }
+    }))
+    .await;
+    failures(results.into_iter().flatten())
+}
+
+/// Delivery queue → attempts: the batch's jobs are delivered concurrently
+/// and recorded together.
+pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
+    let mut jobs = Vec::new();
+    let mut ids = Vec::new();
+    let mut failed = Vec::new();
+    for m in &event.records {
+        match serde_json::from_str::<DeliveryJob>(m.body.as_deref().unwrap_or("")) {
+            Ok(j) => {
+                jobs.push(j);
+                ids.push(message_id(m));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "delivery: unreadable job; left for the DLQ");
+                failed.push(message_id(m));
+            }
+        }
+    }
+    if let Err(e) = deliver::deliver_jobs(h, &jobs).await {
+        tracing::error!(error = %e, "delivery: recording attempts failed; jobs retried");
+        failed.extend(ids);
+    }
+    failures(failed)
+}
+
+/// Requeue queue → new sagas (API requeues and replays, console redrives).
+pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
+    let results = join_all(event.records.iter().map(|m| async move {
+        match requeue::handle_message(h, m.body.as_deref().unwrap_or("")).await {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::error!(error = %e, "requeue: failed; retried");
+                Some(message_id(m))
+            }
+        }
+    }))
+    .await;
+    failures(results.into_iter().flatten())
+}
+
+/// Prints this invocation's metrics as one CloudWatch Embedded Metric Format
+/// line (namespace `Hookline`) and resets them.
+pub fn flush_metrics(h: &Hookline, function: &str) {
+    if let Some(line) = h.metrics.take_emf(function, chrono::Utc::now().timestamp_millis()) {
+        println!("{line}");
+    }
+}
+
+/// JSON log lines (CloudWatch Logs Insights reads the fields), level from
+/// `RUST_LOG` (default info).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}
+
+/// Builds the context once per container from the environment: SDK clients
+/// (no network call until first use), table and queue names, settings.
+pub async fn hookline_from_env() -> Result<std::sync::Arc<Hookline>, String> {
+    Ok(backend_from_env().await?.0)
+}
+
+/// [`hookline_from_env`], plus the backend for the queues the ports do not
+/// cover (the ingest DLQ).
+pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::aws::AwsBackend), String> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let backend = crate::aws::AwsBackend::from_env(&sdk)?;
+    let config = Config { retention: backend.retention, ..config_from_env() };
+    Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config)), backend))
+}
