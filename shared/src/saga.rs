@@ -3,6 +3,13 @@
 //! Completed | DeadLettered`. [`decide`] is pure; the saga stage applies its
 //! decision with a write conditional on the state it decided from, so a
 //! decision is applied at most once and terminal sagas never change.
+//!
+//! One state is implied rather than written: a Pending saga whose first job
+//! is queued is in progress with attempt 1. Starting a saga therefore writes
+//! nothing (its decision keeps the state and only queues the job), and the
+//! first outcome moves it from Pending straight to Completed, PendingRetry or
+//! DeadLettered. On AWS that saves one write unit per delivery, a sixth of
+//! the cost of a delivered event; everything else is unchanged.
 
 use std::time::Duration;
 
@@ -14,9 +21,10 @@ use crate::retry::RetryPolicy;
 /// Where a saga is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SagaStatus {
-    /// Created by routing; no job yet.
+    /// Created by routing; its first job is queued or running (attempt 1 is
+    /// implied: nothing is written when it starts).
     Pending,
-    /// A job for attempt `attempts` is queued or running.
+    /// A retry's job (attempt `attempts`) is queued or running.
     InProgress,
     /// Attempt `attempts` failed; the next one waits for its backoff.
     PendingRetry,
@@ -189,7 +197,8 @@ pub enum Effect {
     DeactivateSubscription,
 }
 
-/// A transition: the state to store and the effects to run after.
+/// A transition: the state to store and the effects to run after. When
+/// `next` equals the state decided from, nothing is stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     /// The new state.
@@ -214,11 +223,12 @@ pub fn decide(
     }
     let to = |status, attempts, next_attempt_at, last_error| SagaState { status, attempts, next_attempt_at, last_error };
     match (state.status, input) {
-        (Pending, Input::Start) => Some(Decision {
-            next: to(InProgress, 1, None, None),
-            effects: vec![Effect::SendJob { attempt: 1 }],
-        }),
-        (InProgress, Input::Outcome { attempt, result }) if *attempt == state.attempts => Some(match result {
+        (Pending, Input::Start) => Some(Decision { next: state.clone(), effects: vec![Effect::SendJob { attempt: 1 }] }),
+        (Pending, Input::Outcome { attempt: 1, result }) | (InProgress, Input::Outcome { result, .. })
+            if input_attempt(input) == in_progress_attempt(state) =>
+        {
+            let attempt = &input_attempt(input);
+            Some(match result {
             AttemptResult::Delivered => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
             AttemptResult::Failed { error, retry_after_ms } if policy.has_retry_after(*attempt) => {
                 let wait = policy.delay(*attempt, retry_after_ms.map(Duration::from_millis), jitter);
@@ -246,7 +256,8 @@ pub fn decide(
                 next: to(DeadLettered, *attempt, None, Some(error.clone())),
                 effects: vec![Effect::DeadLetter { reason: error.clone() }],
             },
-        }),
+            })
+        }
         (PendingRetry, Input::RetryDue { attempt }) if *attempt == state.attempts + 1 => {
             if state.next_attempt_at.is_some_and(|due| due > now) {
                 return None;
@@ -257,6 +268,23 @@ pub fn decide(
             })
         }
         _ => None,
+    }
+}
+
+/// The attempt an input is about (0 for Start).
+fn input_attempt(input: &Input) -> u32 {
+    match input {
+        Input::Start => 0,
+        Input::Outcome { attempt, .. } | Input::RetryDue { attempt } => *attempt,
+    }
+}
+
+/// The attempt in flight in a non-terminal state: the implied first one of a
+/// Pending saga, or the stored one of an InProgress saga.
+pub fn in_progress_attempt(state: &SagaState) -> u32 {
+    match state.status {
+        SagaStatus::Pending => 1,
+        _ => state.attempts,
     }
 }
 
@@ -278,10 +306,11 @@ mod tests {
         let p = RetryPolicy::default();
         let now = Utc::now();
         let d = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, now, 0.0).unwrap();
-        assert_eq!(d.next.status, SagaStatus::InProgress);
+        assert_eq!(d.next, st(SagaStatus::Pending, 0), "starting writes nothing");
         assert_eq!(d.effects, vec![Effect::SendJob { attempt: 1 }]);
         let d = decide(&d.next, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, now, 0.0).unwrap();
         assert_eq!(d.next.status, SagaStatus::Completed);
+        assert_eq!(d.next.attempts, 1);
     }
 
     #[test]
@@ -325,6 +354,10 @@ mod tests {
         let s = st(SagaStatus::InProgress, 2);
         assert!(decide(&s, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
         assert!(decide(&s, &Input::Start, &p, Utc::now(), 0.0).is_none());
+        let pending = st(SagaStatus::Pending, 0);
+        assert!(decide(&pending, &Input::Outcome { attempt: 2, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
+        let waiting = st(SagaStatus::PendingRetry, 1);
+        assert!(decide(&waiting, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
     }
 
     fn any_status() -> impl Strategy<Value = SagaStatus> {
@@ -375,7 +408,7 @@ mod tests {
                 if let Some(d) = decide(&s, i, &p, now, 0.5) {
                     prop_assert!(d.next.attempts >= s.attempts);
                     prop_assert!(d.next.attempts <= max.max(s.attempts));
-                    prop_assert!(d.next.status != SagaStatus::Pending);
+                    prop_assert!(d.next.status != SagaStatus::Pending || d.next == s, "only Start keeps a saga Pending");
                     s = d.next;
                 }
             }
@@ -388,9 +421,9 @@ mod tests {
             let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, Utc::now(), 0.0).unwrap().next;
             let mut sent = 1;
             loop {
-                let d = decide(&s, &Input::Outcome { attempt: s.attempts, result: fail() }, &p, Utc::now(), 0.0).unwrap();
+                let d = decide(&s, &Input::Outcome { attempt: in_progress_attempt(&s), result: fail() }, &p, Utc::now(), 0.0).unwrap();
                 if d.next.status == SagaStatus::DeadLettered { break; }
-                s = decide(&d.next, &Input::RetryDue { attempt: s.attempts + 1 }, &p, later, 0.0).unwrap().next;
+                s = decide(&d.next, &Input::RetryDue { attempt: d.next.attempts + 1 }, &p, later, 0.0).unwrap().next;
                 sent += 1;
             }
             prop_assert_eq!(sent, max);

@@ -53,7 +53,13 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
                 webhook_id: crate::ids::webhook_id(&a.event_id, &a.subscription_id),
                 attempt: a.attempt,
             },
-            from: SagaState { status: SagaStatus::InProgress, attempts: a.attempt, next_attempt_at: None, last_error: None },
+            // The first attempt runs while the saga is still Pending (see
+            // crate::saga); later ones from InProgress.
+            from: if a.attempt == 1 {
+                SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None }
+            } else {
+                SagaState { status: SagaStatus::InProgress, attempts: a.attempt, next_attempt_at: None, last_error: None }
+            },
             input: Input::Outcome { attempt: a.attempt, result: a.result.clone() },
             policy: subs.iter().find(|s| s.id == a.subscription_id).map(|s| s.retry_policy).unwrap_or_default(),
         })
@@ -115,12 +121,18 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     if planned.is_empty() {
         return Ok(());
     }
+    // Decisions that keep the state (starting a saga) store nothing.
     let transitions: Vec<Transition> = planned
         .iter()
+        .filter(|(s, d)| d.next != s.from)
         .map(|(s, d)| Transition { saga_id: s.job.saga_id.clone(), from: s.from.clone(), to: d.next.clone(), at: now })
         .collect();
-    let outcomes = h.stores.sagas.transition(&transitions).await?;
+    let mut stored = h.stores.sagas.transition(&transitions).await?.into_iter();
     crate::failpoint::hit("saga.after_transition");
+    let outcomes: Vec<TransitionOutcome> = planned
+        .iter()
+        .map(|(s, d)| if d.next == s.from { TransitionOutcome::Applied } else { stored.next().expect("one outcome per transition") })
+        .collect();
     let mut jobs = Vec::new();
     let mut timers = Vec::new();
     let mut dead_jobs = Vec::new();

@@ -1,0 +1,1047 @@
+//! `template.yaml` checked against the design: one IAM role per function
+//! granting exactly its row of the stage table in `shared/DESIGN.md` (the
+//! table below mirrors it, action by action and resource by resource), the
+//! "must never" column as separate rules, and the reliability wiring that is
+//! easy to lose in an edit: every work queue redrives to a DLQ that allows
+//! it back, every DLQ has an alarm, every stream event source bisects,
+//! retries a bounded number of times, reports partial failures and has an
+//! on-failure destination, every function is a Rust arm64 binary built by
+//! cargo-lambda.
+//!
+//! Each check returns the list of what it found wrong, so the tests at the
+//! bottom can also prove that the checks fail on a template that breaks
+//! them (a check that cannot fail checks nothing).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_yaml::{Mapping, Value};
+
+// ------------------------------------------------------------------ the design
+
+/// Function logical id → (role logical id, cargo binary).
+const FUNCTIONS: &[(&str, &str, &str)] = &[
+    ("IngestFunction", "IngestRole", "ingest"),
+    ("RouterFunction", "RouterRole", "router"),
+    ("SagaFunction", "SagaRole", "saga"),
+    ("DeliveryFunction", "DeliveryRole", "delivery"),
+    ("RequeueFunction", "RequeueRole", "requeue"),
+    ("ApiFunction", "ApiRole", "api"),
+];
+
+const TABLES: &[&str] = &["EventsTable", "SubscriptionsTable", "SagasTable", "AttemptsTable", "DeadLettersTable"];
+
+const QUEUES: &[&str] = &[
+    "DeliveriesQueue",
+    "DeliveriesDLQ",
+    "RetriesQueue",
+    "RetriesDLQ",
+    "IngestQueue",
+    "IngestDLQ",
+    "RequeueQueue",
+    "RequeueDLQ",
+    "StreamFailuresQueue",
+];
+
+/// Work queue → its dead-letter queue.
+const REDRIVE: &[(&str, &str)] = &[
+    ("DeliveriesQueue", "DeliveriesDLQ"),
+    ("RetriesQueue", "RetriesDLQ"),
+    ("IngestQueue", "IngestDLQ"),
+    ("RequeueQueue", "RequeueDLQ"),
+];
+
+/// What an SQS event source mapping needs on its queue.
+const CONSUME: &[&str] =
+    &["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"];
+/// What a DynamoDB stream event source mapping needs on the stream ARN
+/// (`<Table>/stream`); `dynamodb:ListStreams` goes on `<Table>/stream/*`.
+const STREAM_READ: &[&str] = &["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"];
+
+/// A resource as the checks name it: a table or queue logical id (its ARN),
+/// `<Table>/stream` (its stream ARN), `<Table>/stream/*`, `<Table>/index/*`.
+type Grants = BTreeSet<(String, String)>;
+
+fn grant(set: &mut Grants, actions: &[&str], resources: &[&str]) {
+    for a in actions {
+        for r in resources {
+            set.insert((a.to_string(), r.to_string()));
+        }
+    }
+}
+
+/// DESIGN.md's stage table as IAM: exactly what each function's policy grants.
+fn expected_grants() -> BTreeMap<&'static str, Grants> {
+    let mut m = BTreeMap::new();
+
+    // ingest: reads the request; writes Events (conditional put); never
+    // updates or deletes events. Consumes the EventBridge queue and sends
+    // envelopes that fail validation to its DLQ.
+    let mut g = Grants::new();
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable"]);
+    grant(&mut g, CONSUME, &["IngestQueue"]);
+    grant(&mut g, &["sqs:SendMessage"], &["IngestDLQ"]);
+    m.insert("IngestFunction", g);
+
+    // router: reads the Events stream and Subscriptions; writes Sagas
+    // (conditional put, Pending); never changes saga status, creates jobs or
+    // reads the payload. StreamFailuresQueue: its on-failure destination.
+    let mut g = Grants::new();
+    grant(&mut g, STREAM_READ, &["EventsTable/stream"]);
+    grant(&mut g, &["dynamodb:ListStreams"], &["EventsTable/stream/*"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["SagasTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["StreamFailuresQueue"]);
+    m.insert("RouterFunction", g);
+
+    // saga step: reads the Sagas and Attempts streams and retry timers;
+    // writes saga status, job messages, dead letters; never delivers.
+    // EventsTable GetItem: the event type for the dead-letter snapshot.
+    // SubscriptionsTable PutItem: a 410 Gone deactivates the subscription
+    // (the adapter's versioned update is a conditional PutItem).
+    let mut g = Grants::new();
+    grant(&mut g, STREAM_READ, &["SagasTable/stream", "AttemptsTable/stream"]);
+    grant(&mut g, &["dynamodb:ListStreams"], &["SagasTable/stream/*", "AttemptsTable/stream/*"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
+    grant(&mut g, CONSUME, &["RetriesQueue"]);
+    m.insert("SagaFunction", g);
+
+    // delivery: reads the deliveries queue, Events, Subscriptions, Sagas;
+    // writes Attempts (conditional put); never changes a saga or decides a
+    // dead letter.
+    let mut g = Grants::new();
+    grant(&mut g, CONSUME, &["DeliveriesQueue"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable", "SagasTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["AttemptsTable"]);
+    m.insert("DeliveryFunction", g);
+
+    // requeue: reads the requeue queue; writes a new saga linked to the old
+    // one (conditional put); never touches the old saga. DeadLettersTable
+    // UpdateItem marks the dead letter requeued; EventsTable and
+    // SubscriptionsTable are read for replays.
+    let mut g = Grants::new();
+    grant(&mut g, CONSUME, &["RequeueQueue"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SagasTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
+    m.insert("RequeueFunction", g);
+
+    // api: subscriptions CRUD, event and delivery status, dead letters
+    // (list, skip), requeue/replay requests onto the requeue queue, queue
+    // depths for /metrics. It never writes events, sagas or attempts.
+    let mut g = Grants::new();
+    grant(
+        &mut g,
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:Scan",
+        ],
+        &["SubscriptionsTable"],
+    );
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SagasTable/index/*", "AttemptsTable", "DeadLettersTable/index/*"]);
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"],
+        &["DeadLettersTable"],
+    );
+    grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
+    grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
+    m.insert("ApiFunction", g);
+
+    m
+}
+
+/// The stage table's "must never" column (and the seed invariants behind
+/// it), as rules on (function, action, resource). Redundant with the exact
+/// table above on purpose: these say why, and catch a wrong table edit.
+/// `None` function: no function at all.
+const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
+    (None, "dynamodb:UpdateItem", "EventsTable", "events are append-only"),
+    (None, "dynamodb:DeleteItem", "EventsTable", "events are append-only (TTL removes them)"),
+    (None, "dynamodb:UpdateItem", "AttemptsTable", "attempts are append-only"),
+    (None, "dynamodb:DeleteItem", "AttemptsTable", "attempts are append-only"),
+    (None, "dynamodb:DeleteItem", "SagasTable", "terminal sagas never change"),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "*", "router never changes saga status (nor anything else)"),
+    (Some("RouterFunction"), "sqs:SendMessage", "DeliveriesQueue", "router never creates jobs"),
+    (Some("RouterFunction"), "dynamodb:GetItem", "EventsTable", "router never reads the payload"),
+    (Some("DeliveryFunction"), "dynamodb:UpdateItem", "*", "delivery never changes a saga (nor anything else)"),
+    (Some("DeliveryFunction"), "dynamodb:PutItem", "SagasTable", "delivery never changes a saga"),
+    (Some("DeliveryFunction"), "dynamodb:PutItem", "DeadLettersTable", "delivery never decides a dead letter"),
+    (Some("DeliveryFunction"), "sqs:SendMessage", "*", "delivery never queues anything (the saga step decides)"),
+    (Some("IngestFunction"), "dynamodb:UpdateItem", "*", "ingest never updates"),
+    (Some("IngestFunction"), "dynamodb:DeleteItem", "*", "ingest never deletes"),
+    (Some("RequeueFunction"), "dynamodb:UpdateItem", "SagasTable", "requeue never touches the old saga"),
+    (Some("ApiFunction"), "dynamodb:UpdateItem", "SagasTable", "only the saga step changes saga status"),
+    (
+        Some("ApiFunction"),
+        "dynamodb:PutItem",
+        "SagasTable",
+        "the API queues requeues; the requeue function creates sagas",
+    ),
+];
+
+/// HTTP API routes: (method, path) → function.
+const ROUTES: &[(&str, &str, &str)] = &[
+    ("POST", "/v1/events", "IngestFunction"),
+    ("POST", "/v1/events/batch", "IngestFunction"),
+    ("ANY", "/v1/subscriptions", "ApiFunction"),
+    ("ANY", "/v1/subscriptions/{proxy+}", "ApiFunction"),
+    ("GET", "/v1/events/{id}", "ApiFunction"),
+    ("GET", "/v1/events/{id}/deliveries", "ApiFunction"),
+    ("POST", "/v1/events/{id}/replay", "ApiFunction"),
+    ("ANY", "/v1/dead-letters", "ApiFunction"),
+    ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
+    ("GET", "/healthz", "ApiFunction"),
+    ("GET", "/metrics", "ApiFunction"),
+];
+
+/// infra/README.md's function environment: variable → the resource it names.
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("EVENTS_TABLE", "EventsTable"),
+    ("SUBSCRIPTIONS_TABLE", "SubscriptionsTable"),
+    ("SAGAS_TABLE", "SagasTable"),
+    ("ATTEMPTS_TABLE", "AttemptsTable"),
+    ("DEAD_LETTERS_TABLE", "DeadLettersTable"),
+    ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
+    ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
+    ("RETRIES_QUEUE_URL", "RetriesQueue"),
+    ("REQUEUE_QUEUE_URL", "RequeueQueue"),
+    ("INGEST_DLQ_URL", "IngestDLQ"),
+    ("RETENTION_DAYS", "RetentionDays"),
+    ("MAX_ATTEMPTS", "MaxAttempts"),
+    ("RETRY_BASE_MS", "RetryBaseMs"),
+    ("RETRY_CAP_MS", "RetryCapMs"),
+];
+
+// ------------------------------------------------------------------ reading the template
+
+fn load() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parse {path}: {e}"))
+}
+
+fn resources(t: &Value) -> &Mapping {
+    t["Resources"].as_mapping().expect("template has Resources")
+}
+
+fn resource<'a>(t: &'a Value, id: &str) -> Option<&'a Value> {
+    resources(t).get(id)
+}
+
+fn type_of<'a>(t: &'a Value, id: &str) -> Option<&'a str> {
+    resource(t, id).and_then(|r| r["Type"].as_str())
+}
+
+fn ids_of_type<'a>(t: &'a Value, ty: &str) -> Vec<&'a str> {
+    resources(t).iter().filter(|(_, r)| r["Type"].as_str() == Some(ty)).filter_map(|(k, _)| k.as_str()).collect()
+}
+
+/// A function property, falling back to `Globals.Function`.
+fn fn_prop<'a>(t: &'a Value, function: &str, key: &str) -> Option<&'a Value> {
+    let own = &t["Resources"][function]["Properties"][key];
+    if !own.is_null() {
+        return Some(own);
+    }
+    let global = &t["Globals"]["Function"][key];
+    (!global.is_null()).then_some(global)
+}
+
+/// An intrinsic function, short (`!GetAtt x`) or long (`{Fn::GetAtt: x}`)
+/// form: its name without prefix (`GetAtt`, `Sub`, `Ref`) and argument.
+fn intrinsic(v: &Value) -> Option<(String, &Value)> {
+    match v {
+        Value::Tagged(t) => Some((t.tag.to_string().trim_start_matches('!').to_string(), &t.value)),
+        Value::Mapping(m) if m.len() == 1 => {
+            let (k, arg) = m.iter().next()?;
+            let k = k.as_str()?;
+            if k == "Ref" {
+                Some(("Ref".into(), arg))
+            } else {
+                k.strip_prefix("Fn::").map(|name| (name.to_string(), arg))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `!GetAtt Id.Attr` (or `[Id, Attr]`) → (Id, Attr).
+fn get_att(v: &Value) -> Option<(String, String)> {
+    let (name, arg) = intrinsic(v)?;
+    if name != "GetAtt" {
+        return None;
+    }
+    match arg {
+        Value::String(s) => s.split_once('.').map(|(a, b)| (a.to_string(), b.to_string())),
+        Value::Sequence(s) if s.len() == 2 => Some((s[0].as_str()?.to_string(), s[1].as_str()?.to_string())),
+        _ => None,
+    }
+}
+
+/// `!Ref Id` → Id.
+fn ref_of(v: &Value) -> Option<String> {
+    match intrinsic(v)? {
+        (n, Value::String(s)) if n == "Ref" => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `!Sub "..."` → its template string (the single-string form only).
+fn sub_of(v: &Value) -> Option<String> {
+    match intrinsic(v)? {
+        (n, Value::String(s)) if n == "Sub" => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// An IAM policy resource, named as the checks name resources (see
+/// [`Grants`]); anything else comes back as written, so that it fails the
+/// comparison (a literal ARN, `*`, …).
+fn resource_key(v: &Value) -> String {
+    if let Some((id, attr)) = get_att(v) {
+        return match attr.as_str() {
+            "Arn" => id,
+            "StreamArn" => format!("{id}/stream"),
+            other => format!("!GetAtt {id}.{other}"),
+        };
+    }
+    if let Some(s) = sub_of(v) {
+        if let Some(rest) = s.strip_prefix("${") {
+            if let Some((inner, suffix)) = rest.split_once('}') {
+                if let Some(id) = inner.strip_suffix(".Arn") {
+                    if suffix.is_empty() || suffix == "/stream/*" || suffix == "/index/*" {
+                        return format!("{id}{suffix}");
+                    }
+                }
+            }
+        }
+        return format!("!Sub {s}");
+    }
+    match v {
+        Value::String(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn strings(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Sequence(s) => s.iter().collect(),
+        Value::Null => vec![],
+        other => vec![other],
+    }
+}
+
+/// The (action, resource) pairs one role's inline policies allow, and what
+/// in its policy documents the checks do not accept.
+fn role_grants(t: &Value, role: &str) -> (Grants, Vec<String>) {
+    let mut grants = Grants::new();
+    let mut errors = Vec::new();
+    let props = &t["Resources"][role]["Properties"];
+    for policy in strings(&props["Policies"]) {
+        let doc = &policy["PolicyDocument"];
+        for st in strings(&doc["Statement"]) {
+            let sid = st["Sid"].as_str().unwrap_or("(no Sid)");
+            if st["Effect"].as_str() != Some("Allow") {
+                errors.push(format!("{role}: statement {sid} is not a plain Allow"));
+            }
+            for forbidden in ["NotAction", "NotResource", "Principal"] {
+                if !st[forbidden].is_null() {
+                    errors.push(format!("{role}: statement {sid} uses {forbidden}"));
+                }
+            }
+            let actions: Vec<String> = strings(&st["Action"])
+                .iter()
+                .map(|a| a.as_str().map(str::to_string).unwrap_or_else(|| format!("{a:?}")))
+                .collect();
+            let res: Vec<String> = strings(&st["Resource"]).iter().map(|r| resource_key(r)).collect();
+            if actions.is_empty() || res.is_empty() {
+                errors.push(format!("{role}: statement {sid} has no Action or no Resource"));
+            }
+            for a in &actions {
+                for r in &res {
+                    grants.insert((a.clone(), r.clone()));
+                }
+            }
+        }
+    }
+    (grants, errors)
+}
+
+fn basic_execution_arn(v: &Value) -> bool {
+    const SUFFIX: &str = ":iam::aws:policy/service-role/AWSLambdaBasicExecutionRole";
+    let s = sub_of(v).or_else(|| v.as_str().map(str::to_string)).unwrap_or_default();
+    s == format!("arn:${{AWS::Partition}}{SUFFIX}") || s == format!("arn:aws{SUFFIX}")
+}
+
+// ------------------------------------------------------------------ checks
+
+/// One explicit role per function, one inline policy each, the basic
+/// execution managed policy and nothing else, and exactly the stage
+/// table's grants.
+fn check_policies(t: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let expected = expected_grants();
+    let mut roles_used = BTreeSet::new();
+    for (function, role, _) in FUNCTIONS {
+        let props = &t["Resources"][*function]["Properties"];
+        match get_att(&props["Role"]) {
+            Some((r, attr)) if r == *role && attr == "Arn" => {}
+            other => errors.push(format!("{function}: Role must be !GetAtt {role}.Arn, found {other:?}")),
+        }
+        for sam_managed in ["Policies", "PermissionsBoundary"] {
+            if !props[sam_managed].is_null() {
+                errors.push(format!("{function}: {sam_managed} is set; permissions belong in {role}"));
+            }
+        }
+        if !roles_used.insert(role.to_string()) {
+            errors.push(format!("{role} is shared by several functions"));
+        }
+        if type_of(t, role) != Some("AWS::IAM::Role") {
+            errors.push(format!("{role}: not an AWS::IAM::Role"));
+            continue;
+        }
+        let rp = &t["Resources"][*role]["Properties"];
+        let assume = &rp["AssumeRolePolicyDocument"]["Statement"];
+        let lambda_only = strings(assume).len() == 1
+            && strings(&assume[0]["Principal"]["Service"]).iter().map(|s| s.as_str()).collect::<Vec<_>>()
+                == vec![Some("lambda.amazonaws.com")];
+        if !lambda_only {
+            errors.push(format!("{role}: must be assumable by lambda.amazonaws.com only"));
+        }
+        let managed = strings(&rp["ManagedPolicyArns"]);
+        if managed.len() != 1 || !basic_execution_arn(managed[0]) {
+            errors.push(format!(
+                "{role}: ManagedPolicyArns must be exactly AWSLambdaBasicExecutionRole, found {managed:?}"
+            ));
+        }
+        if strings(&rp["Policies"]).len() != 1 {
+            errors.push(format!("{role}: must have exactly one inline policy"));
+        }
+        let (actual, mut errs) = role_grants(t, role);
+        errors.append(&mut errs);
+        for (a, r) in &actual {
+            if a == "*" || a.ends_with(":*") || a.contains('*') {
+                errors.push(format!("{function}: wildcard action {a} on {r}"));
+            }
+            let allowed_wildcard = r.ends_with("/stream/*") || r.ends_with("/index/*");
+            if r.contains('*') && !allowed_wildcard {
+                errors.push(format!("{function}: wildcard resource {r} for {a}"));
+            }
+        }
+        let want = &expected[function];
+        for (a, r) in actual.difference(want) {
+            errors.push(format!("{function}: grants {a} on {r}, which its stage does not need"));
+        }
+        for (a, r) in want.difference(&actual) {
+            errors.push(format!("{function}: lacks {a} on {r}, which its stage needs"));
+        }
+    }
+    for role in ids_of_type(t, "AWS::IAM::Role") {
+        if !roles_used.contains(role) {
+            errors.push(format!("{role}: an IAM role no function uses"));
+        }
+    }
+    for (function, action, res, why) in NEVER {
+        for (f, role, _) in FUNCTIONS {
+            if function.is_some_and(|x| x != *f) {
+                continue;
+            }
+            let (actual, _) = role_grants(t, role);
+            for (a, r) in &actual {
+                if a == action && (*res == "*" || r == res) {
+                    errors.push(format!("{f}: {a} on {r} is forbidden: {why}"));
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// Every function: provided.al2023 on arm64, handler bootstrap, built by
+/// cargo-lambda from the workspace with its own binary; no SAM-generated
+/// role; Globals carry infra/README.md's environment.
+fn check_functions(t: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let functions = ids_of_type(t, "AWS::Serverless::Function");
+    let known: BTreeSet<&str> = FUNCTIONS.iter().map(|f| f.0).collect();
+    for f in &functions {
+        if !known.contains(f) {
+            errors.push(format!("{f}: a function the stage table does not know"));
+        }
+    }
+    for (function, _, binary) in FUNCTIONS {
+        if type_of(t, function) != Some("AWS::Serverless::Function") {
+            errors.push(format!("{function}: missing or not an AWS::Serverless::Function"));
+            continue;
+        }
+        let get = |k: &str| fn_prop(t, function, k);
+        if get("Runtime").and_then(Value::as_str) != Some("provided.al2023") {
+            errors.push(format!("{function}: Runtime must be provided.al2023"));
+        }
+        let arch: Vec<_> =
+            get("Architectures").map(|a| strings(a).iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
+        if arch != ["arm64"] {
+            errors.push(format!("{function}: Architectures must be [arm64], found {arch:?}"));
+        }
+        if get("Handler").and_then(Value::as_str) != Some("bootstrap") {
+            errors.push(format!("{function}: Handler must be bootstrap"));
+        }
+        if get("CodeUri").and_then(Value::as_str) != Some(".") {
+            errors.push(format!("{function}: CodeUri must be the workspace root '.'"));
+        }
+        let meta = &t["Resources"][*function]["Metadata"];
+        if meta["BuildMethod"].as_str() != Some("rust-cargolambda") {
+            errors.push(format!("{function}: Metadata.BuildMethod must be rust-cargolambda"));
+        }
+        if meta["BuildProperties"]["Binary"].as_str() != Some(*binary) {
+            errors.push(format!("{function}: Metadata.BuildProperties.Binary must be {binary}"));
+        }
+        if get("LoggingConfig").map(|l| l["LogFormat"].as_str()) != Some(Some("JSON")) {
+            errors.push(format!("{function}: LoggingConfig.LogFormat must be JSON"));
+        }
+    }
+    let env = &t["Globals"]["Function"]["Environment"]["Variables"];
+    for (var, target) in ENVIRONMENT {
+        if ref_of(&env[*var]).as_deref() != Some(*target) {
+            errors.push(format!("Globals: {var} must be !Ref {target}"));
+        }
+    }
+    errors
+}
+
+/// The event sources of one function: (event name, type, properties).
+fn events<'a>(t: &'a Value, function: &str) -> Vec<(String, &'a str, &'a Value)> {
+    t["Resources"][function]["Properties"]["Events"]
+        .as_mapping()
+        .map(|m| {
+            m.iter()
+                .map(|(k, e)| {
+                    (k.as_str().unwrap_or("?").to_string(), e["Type"].as_str().unwrap_or("?"), &e["Properties"])
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn response_types_ok(p: &Value) -> bool {
+    strings(&p["FunctionResponseTypes"]).iter().any(|v| v.as_str() == Some("ReportBatchItemFailures"))
+}
+
+fn timeout_of(t: &Value, function: &str) -> i64 {
+    fn_prop(t, function, "Timeout").and_then(Value::as_i64).unwrap_or(3)
+}
+
+/// Which streams and queues feed which function, and how.
+fn check_event_sources(t: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut streams = BTreeSet::new();
+    let mut consumed = BTreeSet::new();
+    for (function, role, _) in FUNCTIONS {
+        let (grants, _) = role_grants(t, role);
+        for (name, ty, p) in events(t, function) {
+            let what = format!("{function}.{name}");
+            match ty {
+                "DynamoDB" => {
+                    let Some((table, attr)) = get_att(&p["Stream"]) else {
+                        errors.push(format!("{what}: Stream must be !GetAtt <Table>.StreamArn"));
+                        continue;
+                    };
+                    if attr != "StreamArn" {
+                        errors.push(format!("{what}: Stream must be a StreamArn"));
+                    }
+                    streams.insert((function.to_string(), table.clone()));
+                    if p["BisectBatchOnFunctionError"].as_bool() != Some(true) {
+                        errors.push(format!("{what}: BisectBatchOnFunctionError must be true"));
+                    }
+                    match p["MaximumRetryAttempts"].as_i64() {
+                        Some(n) if (0..=10_000).contains(&n) => {}
+                        other => {
+                            errors.push(format!("{what}: MaximumRetryAttempts must be a finite count, found {other:?}"))
+                        }
+                    }
+                    if !response_types_ok(p) {
+                        errors.push(format!("{what}: FunctionResponseTypes must include ReportBatchItemFailures"));
+                    }
+                    if p["StartingPosition"].as_str() != Some("TRIM_HORIZON") {
+                        errors.push(format!("{what}: StartingPosition must be TRIM_HORIZON (nothing written before the mapping exists is skipped)"));
+                    }
+                    match get_att(&p["DestinationConfig"]["OnFailure"]["Destination"]) {
+                        Some((q, a)) if a == "Arn" && type_of(t, &q) == Some("AWS::SQS::Queue") => {
+                            if !grants.contains(&("sqs:SendMessage".to_string(), q.clone())) {
+                                errors.push(format!("{what}: {role} cannot send to its on-failure destination {q}"));
+                            }
+                        }
+                        other => errors.push(format!("{what}: needs DestinationConfig.OnFailure.Destination = !GetAtt <queue>.Arn, found {other:?}")),
+                    }
+                    for r in STREAM_READ {
+                        if !grants.contains(&(r.to_string(), format!("{table}/stream"))) {
+                            errors.push(format!("{what}: {role} lacks {r} on the {table} stream"));
+                        }
+                    }
+                }
+                "SQS" => {
+                    let Some((queue, _)) = get_att(&p["Queue"]) else {
+                        errors.push(format!("{what}: Queue must be !GetAtt <queue>.Arn"));
+                        continue;
+                    };
+                    consumed.insert((function.to_string(), queue.clone()));
+                    if !response_types_ok(p) {
+                        errors.push(format!("{what}: FunctionResponseTypes must include ReportBatchItemFailures"));
+                    }
+                    let visibility =
+                        t["Resources"][queue.as_str()]["Properties"]["VisibilityTimeout"].as_i64().unwrap_or(30);
+                    if visibility < timeout_of(t, function) {
+                        errors.push(format!(
+                            "{what}: {queue} VisibilityTimeout {visibility} is shorter than the function's Timeout {}",
+                            timeout_of(t, function)
+                        ));
+                    }
+                    for a in CONSUME {
+                        if !grants.contains(&(a.to_string(), queue.clone())) {
+                            errors.push(format!("{what}: {role} lacks {a} on {queue}"));
+                        }
+                    }
+                }
+                "HttpApi" => {}
+                other => errors.push(format!("{what}: unexpected event source type {other}")),
+            }
+        }
+    }
+    let want_streams: BTreeSet<(String, String)> =
+        [("RouterFunction", "EventsTable"), ("SagaFunction", "SagasTable"), ("SagaFunction", "AttemptsTable")]
+            .iter()
+            .map(|(f, s)| (f.to_string(), s.to_string()))
+            .collect();
+    if streams != want_streams {
+        errors.push(format!("stream event sources are {streams:?}, the pipeline needs {want_streams:?}"));
+    }
+    let want_queues: BTreeSet<(String, String)> = [
+        ("IngestFunction", "IngestQueue"),
+        ("SagaFunction", "RetriesQueue"),
+        ("DeliveryFunction", "DeliveriesQueue"),
+        ("RequeueFunction", "RequeueQueue"),
+    ]
+    .iter()
+    .map(|(f, q)| (f.to_string(), q.to_string()))
+    .collect();
+    if consumed != want_queues {
+        errors.push(format!("SQS event sources are {consumed:?}, the pipeline needs {want_queues:?}"));
+    }
+    // The saga step starts a saga on its INSERT only: its own status
+    // updates must not come back as inputs.
+    let sagas = &t["Resources"]["SagaFunction"]["Properties"]["Events"]["SagasStream"]["Properties"]["FilterCriteria"]
+        ["Filters"];
+    let patterns: Vec<serde_json::Value> = strings(sagas)
+        .iter()
+        .filter_map(|f| f["Pattern"].as_str())
+        .filter_map(|p| serde_json::from_str(p).ok())
+        .collect();
+    if patterns != vec![serde_json::json!({"eventName": ["INSERT"]})] {
+        errors.push(format!("SagaFunction.SagasStream: FilterCriteria must pass INSERTs only, found {patterns:?}"));
+    }
+    errors
+}
+
+/// Every value a queue's ARN can be written as in this template.
+fn arn_forms(t: &Value, queue: &str) -> Vec<String> {
+    let mut forms = vec![format!("GetAtt {queue}.Arn")];
+    if let Some(name) = sub_of(&t["Resources"][queue]["Properties"]["QueueName"]) {
+        forms.push(format!("Sub arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{name}"));
+    }
+    forms
+}
+
+fn arn_form(v: &Value) -> String {
+    if let Some((id, attr)) = get_att(v) {
+        return format!("GetAtt {id}.{attr}");
+    }
+    if let Some(s) = sub_of(v) {
+        return format!("Sub {s}");
+    }
+    format!("{v:?}")
+}
+
+/// Every work queue redrives to its own DLQ, every DLQ allows only its
+/// source back, every DLQ (and the stream failures queue) has an alarm.
+fn check_queues_and_alarms(t: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let queues = ids_of_type(t, "AWS::SQS::Queue");
+    let want: BTreeSet<&str> = QUEUES.iter().copied().collect();
+    let have: BTreeSet<&str> = queues.iter().copied().collect();
+    if have != want {
+        errors.push(format!("queues are {have:?}, the resource model has {want:?}"));
+    }
+    let dlqs: BTreeSet<&str> = REDRIVE.iter().map(|(_, d)| *d).collect();
+    for q in &queues {
+        let p = &t["Resources"][*q]["Properties"];
+        let redrive = &p["RedrivePolicy"];
+        let is_dlq = dlqs.contains(q) || *q == "StreamFailuresQueue";
+        match (is_dlq, redrive.is_null()) {
+            (true, false) => errors.push(format!("{q}: a dead-letter queue must not redrive further")),
+            (false, true) => errors.push(format!("{q}: a work queue needs a RedrivePolicy to its DLQ")),
+            _ => {}
+        }
+        if is_dlq && p["MessageRetentionPeriod"].as_i64() != Some(1_209_600) {
+            errors.push(format!("{q}: a dead-letter queue keeps messages 14 days (MessageRetentionPeriod 1209600)"));
+        }
+    }
+    for (source, dlq) in REDRIVE {
+        let redrive = &t["Resources"][*source]["Properties"]["RedrivePolicy"];
+        match get_att(&redrive["deadLetterTargetArn"]) {
+            Some((d, a)) if d == *dlq && a == "Arn" => {}
+            other => errors.push(format!(
+                "{source}: RedrivePolicy.deadLetterTargetArn must be !GetAtt {dlq}.Arn, found {other:?}"
+            )),
+        }
+        match redrive["maxReceiveCount"].as_i64() {
+            Some(n) if n >= 1 => {}
+            other => {
+                errors.push(format!("{source}: RedrivePolicy.maxReceiveCount must be at least 1, found {other:?}"))
+            }
+        }
+        if type_of(t, dlq) != Some("AWS::SQS::Queue") {
+            errors.push(format!("{source}: its DLQ {dlq} does not exist"));
+            continue;
+        }
+        let allow = &t["Resources"][*dlq]["Properties"]["RedriveAllowPolicy"];
+        if allow["redrivePermission"].as_str() != Some("byQueue") {
+            errors.push(format!("{dlq}: RedriveAllowPolicy.redrivePermission must be byQueue"));
+        }
+        let named: Vec<String> = strings(&allow["sourceQueueArns"]).iter().map(|v| arn_form(v)).collect();
+        let forms = arn_forms(t, source);
+        if named.len() != 1 || !forms.contains(&named[0]) {
+            errors.push(format!("{dlq}: RedriveAllowPolicy.sourceQueueArns must name {source} only, found {named:?}"));
+        }
+        // Naming the source by !GetAtt while the source names the DLQ by
+        // !GetAtt is a dependency cycle CloudFormation rejects.
+        if named.iter().any(|n| n.starts_with("GetAtt ")) {
+            errors.push(format!("{dlq}: sourceQueueArns by !GetAtt makes a circular dependency with {source}"));
+        }
+    }
+
+    // Alarms: (queue, metric) → threshold.
+    let mut alarms: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for a in ids_of_type(t, "AWS::CloudWatch::Alarm") {
+        let p = &t["Resources"][a]["Properties"];
+        if p["Namespace"].as_str() != Some("AWS/SQS")
+            || p["ComparisonOperator"].as_str() != Some("GreaterThanThreshold")
+        {
+            continue;
+        }
+        let dims = strings(&p["Dimensions"]);
+        let Some(queue) = dims
+            .iter()
+            .find(|d| d["Name"].as_str() == Some("QueueName"))
+            .and_then(|d| get_att(&d["Value"]))
+            .filter(|(_, attr)| attr == "QueueName")
+            .map(|(q, _)| q)
+        else {
+            continue;
+        };
+        let threshold =
+            p["Threshold"].as_f64().or_else(|| p["Threshold"].as_i64().map(|n| n as f64)).unwrap_or(f64::NAN);
+        alarms.insert((queue, p["MetricName"].as_str().unwrap_or("").to_string()), threshold);
+    }
+    for q in dlqs.iter().copied().chain(["StreamFailuresQueue"]) {
+        match alarms.get(&(q.to_string(), "ApproximateNumberOfMessagesVisible".to_string())) {
+            Some(th) if *th == 0.0 => {}
+            other => errors.push(format!(
+                "{q}: needs an alarm on ApproximateNumberOfMessagesVisible > 0, found threshold {other:?}"
+            )),
+        }
+    }
+    match alarms.get(&("DeliveriesQueue".to_string(), "ApproximateAgeOfOldestMessage".to_string())) {
+        Some(th) if *th == 300.0 => {}
+        other => errors.push(format!(
+            "DeliveriesQueue: needs an alarm on ApproximateAgeOfOldestMessage > 300, found threshold {other:?}"
+        )),
+    }
+    errors
+}
+
+/// The HTTP API: IAM authorization by default, every route of the design
+/// on the right function and nothing else; EventBridge feeds IngestQueue
+/// through a queue policy scoped to the rule.
+fn check_api_and_bus(t: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let auth = &t["Resources"]["HttpApi"]["Properties"]["Auth"];
+    if type_of(t, "HttpApi") != Some("AWS::Serverless::HttpApi")
+        || auth["DefaultAuthorizer"].as_str() != Some("AWS_IAM")
+    {
+        errors.push("HttpApi: must be an AWS::Serverless::HttpApi with Auth.DefaultAuthorizer AWS_IAM".into());
+    }
+    let mut routes = BTreeSet::new();
+    for (function, _, _) in FUNCTIONS {
+        for (name, ty, p) in events(t, function) {
+            if ty != "HttpApi" {
+                continue;
+            }
+            if ref_of(&p["ApiId"]).as_deref() != Some("HttpApi") {
+                errors.push(format!("{function}.{name}: ApiId must be !Ref HttpApi"));
+            }
+            if !p["Auth"].is_null() {
+                errors.push(format!("{function}.{name}: overrides the API's IAM authorization"));
+            }
+            routes.insert((
+                p["Method"].as_str().unwrap_or("?").to_uppercase(),
+                p["Path"].as_str().unwrap_or("?").to_string(),
+                function.to_string(),
+            ));
+        }
+    }
+    let want: BTreeSet<(String, String, String)> =
+        ROUTES.iter().map(|(m, p, f)| (m.to_string(), p.to_string(), f.to_string())).collect();
+    for r in routes.difference(&want) {
+        errors.push(format!("unexpected route {r:?}"));
+    }
+    for r in want.difference(&routes) {
+        errors.push(format!("missing route {r:?}"));
+    }
+
+    let rules = ids_of_type(t, "AWS::Events::Rule");
+    let feeding: Vec<&str> = rules
+        .iter()
+        .copied()
+        .filter(|r| {
+            strings(&t["Resources"][*r]["Properties"]["Targets"])
+                .iter()
+                .any(|tg| get_att(&tg["Arn"]).is_some_and(|(q, _)| q == "IngestQueue"))
+        })
+        .collect();
+    if feeding.len() != 1 {
+        errors.push(format!("exactly one EventBridge rule must target IngestQueue, found {feeding:?}"));
+    } else {
+        let rule = feeding[0];
+        if ref_of(&t["Resources"][rule]["Properties"]["EventBusName"]).as_deref() != Some("EventBusName") {
+            errors.push(format!("{rule}: EventBusName must be !Ref EventBusName"));
+        }
+        let scoped = ids_of_type(t, "AWS::SQS::QueuePolicy").iter().any(|p| {
+            let pp = &t["Resources"][*p]["Properties"];
+            strings(&pp["Queues"]).iter().any(|q| ref_of(q).as_deref() == Some("IngestQueue"))
+                && strings(&pp["PolicyDocument"]["Statement"]).iter().any(|s| {
+                    s["Principal"]["Service"].as_str() == Some("events.amazonaws.com")
+                        && strings(&s["Action"]).iter().any(|a| a.as_str() == Some("sqs:SendMessage"))
+                        && resource_key(&s["Resource"]) == "IngestQueue"
+                        && get_att(&s["Condition"]["ArnEquals"]["aws:SourceArn"])
+                            .is_some_and(|(r, a)| r == rule && a == "Arn")
+                })
+        });
+        if !scoped {
+            errors.push(format!("IngestQueue: needs a queue policy letting events.amazonaws.com SendMessage with aws:SourceArn = {rule}"));
+        }
+    }
+    for table in TABLES {
+        if type_of(t, table) != Some("AWS::DynamoDB::Table") {
+            errors.push(format!("{table}: missing"));
+        }
+    }
+    errors
+}
+
+fn all_checks(t: &Value) -> Vec<String> {
+    let mut e = check_policies(t);
+    e.extend(check_functions(t));
+    e.extend(check_event_sources(t));
+    e.extend(check_queues_and_alarms(t));
+    e.extend(check_api_and_bus(t));
+    e
+}
+
+fn assert_clean(errors: Vec<String>) {
+    assert!(errors.is_empty(), "template.yaml breaks the design:\n  {}", errors.join("\n  "));
+}
+
+// ------------------------------------------------------------------ the template as it is
+
+#[test]
+fn every_function_role_grants_exactly_its_stage() {
+    assert_clean(check_policies(&load()));
+}
+
+#[test]
+fn functions_are_rust_arm64_built_by_cargo_lambda() {
+    assert_clean(check_functions(&load()));
+}
+
+#[test]
+fn event_sources_bisect_retry_report_failures_and_have_a_destination() {
+    assert_clean(check_event_sources(&load()));
+}
+
+#[test]
+fn queues_redrive_to_dlqs_that_allow_them_and_every_dlq_alarms() {
+    assert_clean(check_queues_and_alarms(&load()));
+}
+
+#[test]
+fn http_api_is_iam_authorized_and_eventbridge_feeds_ingest() {
+    assert_clean(check_api_and_bus(&load()));
+}
+
+// ------------------------------------------------------------------ the checks can fail
+
+fn yaml(s: &str) -> Value {
+    serde_yaml::from_str(s).expect("test yaml")
+}
+
+fn statements_mut<'a>(t: &'a mut Value, role: &str) -> &'a mut Vec<Value> {
+    t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_sequence_mut()
+        .expect("statements")
+}
+
+fn broken_by(mutate: impl FnOnce(&mut Value), expect: &str) {
+    let mut t = load();
+    assert_clean(all_checks(&t));
+    mutate(&mut t);
+    let errors = all_checks(&t);
+    assert!(
+        errors.iter().any(|e| e.contains(expect)),
+        "expected an error containing {expect:?}, got:\n  {}",
+        errors.join("\n  ")
+    );
+}
+
+#[test]
+fn router_updating_sagas_is_caught() {
+    broken_by(
+        |t| {
+            statements_mut(t, "RouterRole")
+                .push(yaml("{Effect: Allow, Action: dynamodb:UpdateItem, Resource: !GetAtt SagasTable.Arn}"))
+        },
+        "RouterFunction: dynamodb:UpdateItem on SagasTable is forbidden",
+    );
+}
+
+#[test]
+fn delivery_updating_sagas_is_caught() {
+    broken_by(
+        |t| {
+            statements_mut(t, "DeliveryRole")
+                .push(yaml("{Effect: Allow, Action: [dynamodb:UpdateItem], Resource: [!GetAtt SagasTable.Arn]}"))
+        },
+        "DeliveryFunction: grants dynamodb:UpdateItem on SagasTable",
+    );
+}
+
+#[test]
+fn ingest_reading_events_is_caught() {
+    broken_by(
+        |t| {
+            statements_mut(t, "IngestRole")[0] =
+                yaml("{Effect: Allow, Action: [dynamodb:PutItem, dynamodb:GetItem], Resource: !GetAtt EventsTable.Arn}")
+        },
+        "IngestFunction: grants dynamodb:GetItem on EventsTable",
+    );
+}
+
+#[test]
+fn wildcards_are_caught() {
+    broken_by(
+        |t| statements_mut(t, "ApiRole").push(yaml("{Effect: Allow, Action: 'sqs:*', Resource: '*'}")),
+        "wildcard action sqs:*",
+    );
+    broken_by(
+        |t| statements_mut(t, "SagaRole").push(yaml("{Effect: Allow, Action: dynamodb:GetItem, Resource: '*'}")),
+        "SagaFunction: wildcard resource *",
+    );
+}
+
+#[test]
+fn a_missing_grant_is_caught() {
+    broken_by(
+        |t| statements_mut(t, "RequeueRole").retain(|s| s["Sid"].as_str() != Some("RequeueConsume")),
+        "RequeueFunction: lacks sqs:ReceiveMessage on RequeueQueue",
+    );
+}
+
+#[test]
+fn an_extra_managed_policy_is_caught() {
+    broken_by(
+        |t| {
+            t["Resources"]["RouterRole"]["Properties"]["ManagedPolicyArns"]
+                .as_sequence_mut()
+                .expect("managed")
+                .push(Value::String("arn:aws:iam::aws:policy/AmazonDynamoDBFullAccess".into()))
+        },
+        "RouterRole: ManagedPolicyArns must be exactly AWSLambdaBasicExecutionRole",
+    );
+}
+
+#[test]
+fn a_stream_source_without_bisect_or_destination_is_caught() {
+    broken_by(
+        |t| {
+            let p = &mut t["Resources"]["RouterFunction"]["Properties"]["Events"]["EventsStream"]["Properties"];
+            p.as_mapping_mut().expect("props").remove("BisectBatchOnFunctionError");
+        },
+        "RouterFunction.EventsStream: BisectBatchOnFunctionError must be true",
+    );
+    broken_by(
+        |t| {
+            let p = &mut t["Resources"]["SagaFunction"]["Properties"]["Events"]["AttemptsStream"]["Properties"];
+            p.as_mapping_mut().expect("props").remove("DestinationConfig");
+        },
+        "SagaFunction.AttemptsStream: needs DestinationConfig.OnFailure.Destination",
+    );
+    broken_by(
+        |t| {
+            t["Resources"]["SagaFunction"]["Properties"]["Events"]["SagasStream"]["Properties"]
+                ["MaximumRetryAttempts"] = Value::from(-1)
+        },
+        "SagaFunction.SagasStream: MaximumRetryAttempts must be a finite count",
+    );
+}
+
+#[test]
+fn a_queue_without_redrive_or_alarm_is_caught() {
+    broken_by(
+        |t| {
+            t["Resources"]["RetriesQueue"]["Properties"].as_mapping_mut().expect("props").remove("RedrivePolicy");
+        },
+        "RetriesQueue: a work queue needs a RedrivePolicy",
+    );
+    broken_by(
+        |t| {
+            t["Resources"]["IngestDLQ"]["Properties"].as_mapping_mut().expect("props").remove("RedriveAllowPolicy");
+        },
+        "IngestDLQ: RedriveAllowPolicy.redrivePermission must be byQueue",
+    );
+    broken_by(
+        |t| {
+            t["Resources"].as_mapping_mut().expect("resources").remove("RequeueDLQAlarm");
+        },
+        "RequeueDLQ: needs an alarm",
+    );
+}
+
+#[test]
+fn an_x86_or_non_cargo_lambda_function_is_caught() {
+    broken_by(
+        |t| t["Resources"]["DeliveryFunction"]["Properties"]["Architectures"] = yaml("[x86_64]"),
+        "DeliveryFunction: Architectures must be [arm64]",
+    );
+    broken_by(
+        |t| t["Resources"]["ApiFunction"]["Metadata"]["BuildMethod"] = Value::String("makefile".into()),
+        "ApiFunction: Metadata.BuildMethod must be rust-cargolambda",
+    );
+}
+
+#[test]
+fn a_visibility_timeout_shorter_than_the_consumer_is_caught() {
+    broken_by(
+        |t| t["Resources"]["DeliveriesQueue"]["Properties"]["VisibilityTimeout"] = Value::from(30),
+        "DeliveriesQueue VisibilityTimeout 30 is shorter than the function's Timeout 60",
+    );
+}
