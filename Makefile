@@ -1,16 +1,24 @@
 # `make test` is the one command that checks everything on a fresh machine:
-# it creates the repo-local Python venv (the published standardwebhooks
-# package the signature test verifies with), builds the hookline binary the
-# end-to-end tests run, and runs every test of the workspace.
+# it creates the repo-local Python venv (the AWS emulator, moto, and the
+# published standardwebhooks package the signature test verifies with),
+# lints template.yaml with cfn-lint and `sam validate --lint` (their own venv),
+# builds the hookline binary the end-to-end tests run, starts the emulator on
+# a free loopback port, runs every test of the workspace against both
+# backends, and stops the emulator.
 
 VENV ?= .venv
 PYTHON ?= python3
 CARGO ?= cargo
 
-.PHONY: test build venv bench clean-venv
+.PHONY: test build venv lint-template bench bench-cost bench-cold-start lambda clean-venv
 
-test: venv build
-	HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python $(CARGO) test --workspace --locked
+test: venv lint-template build
+	@endpoint=$$(infra/emulator.sh start) || exit 1; \
+	echo "AWS emulator at $$endpoint"; \
+	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
+	$(CARGO) test --workspace --locked; status=$$?; \
+	infra/emulator.sh stop; exit $$status
 
 build:
 	$(CARGO) build -p hookline --locked
@@ -22,8 +30,21 @@ $(VENV)/.ok: tests/python/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 	touch $@
 
+lint-template:
+	infra/lint.sh
+
+# Benchmarks (commands that print figures; not part of `make test`).
 bench:
+	$(CARGO) build --release -p hookline
 	$(CARGO) run --release -p hookline-tests --bin bench -- $(ARGS)
 
+bench-cold-start:
+	$(CARGO) build --release -p ingest -p router -p saga -p delivery -p requeue -p api
+	$(CARGO) run --release -p hookline-tests --bin cold_start -- $(ARGS)
+
+# The Lambda bootstraps for deployment (needs cargo-lambda and zig; not in CI).
+lambda:
+	cargo lambda build --release --arm64
+
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-lint

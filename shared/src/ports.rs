@@ -134,7 +134,9 @@ pub trait JobQueue: Send + Sync {
     async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()>;
     /// Takes up to `max` visible messages for `visibility`.
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>>;
-    /// Deletes received messages (stale receipts are ignored).
+    /// Deletes received messages. A receipt from an earlier receive may or
+    /// may not delete (SQLite ignores it; SQS may honour it), so callers
+    /// delete only what they hold a live lease on.
     async fn delete(&self, receipts: &[String]) -> StoreResult<()>;
     /// Makes a received message visible again after `delay`.
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()>;

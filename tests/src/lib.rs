@@ -1,6 +1,8 @@
-//! Test harness for the end-to-end scenarios: a real HTTP receiver on
-//! 127.0.0.1 whose behaviour each test scripts, and a real `hookline serve`
-//! process that tests can `kill -9` and restart on the same SQLite file.
+//! Test harness: a real HTTP receiver on 127.0.0.1 whose behaviour each test
+//! scripts; the two backends behind one [`pipeline::Pipeline`] trait (a real
+//! `hookline serve` process that tests can `kill -9` and restart, and the
+//! Lambda handlers on the AWS emulator driven by [`lambda_driver`]); the
+//! scenario suite both run; and the port conformance suite.
 
 pub mod receiver;
 pub mod server;
@@ -25,5 +27,9 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
 }
+pub mod aws_pipeline;
+pub mod conformance;
+pub mod emulator;
+pub mod lambda_driver;
 pub mod pipeline;
 pub mod scenarios;

@@ -203,7 +203,12 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     assert_eq!(d[0]["status"], "DeadLettered");
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 3);
     let dead_saga = d[0]["saga_id"].as_str().unwrap().to_string();
-    let (_, dls) = s.get("/v1/dead-letters?state=open").await;
+    // The dead letter is written right after the saga's terminal transition.
+    let dls = eventually(10, "the dead letter", || async {
+        let (_, v) = s.get("/v1/dead-letters?state=open").await;
+        (v["dead_letters"].as_array().is_some_and(|a| !a.is_empty())).then_some(v)
+    })
+    .await;
     let dl = &dls["dead_letters"][0];
     assert_eq!(dl["id"], dead_saga.as_str());
     assert_eq!(dl["subscription_id"], sub.as_str());
@@ -259,6 +264,7 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(v["active"], false, "410 Gone deactivates the subscription");
     let dl = d[0]["saga_id"].as_str().unwrap();
+    eventually(10, "the dead letter", || async { (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(()) }).await;
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/skip"), &json!({"reason": "customer left"})).await;
     assert_eq!(st, 200);
     let (_, v) = s.get(&format!("/v1/dead-letters/{dl}")).await;

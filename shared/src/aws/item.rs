@@ -423,18 +423,17 @@ mod tests {
         let s = saga();
         let a = saga_to_attrs(&s, chrono::Duration::days(30)).unwrap();
         // DynamoDB JSON as a stream record carries it (what serde_dynamo::Item serializes to).
-        let image: serde_json::Map<String, serde_json::Value> = a
-            .0
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    Attr::S(s) => serde_json::json!({ "S": s }),
-                    Attr::N(n) => serde_json::json!({ "N": n }),
-                    _ => unreachable!(),
-                };
-                (k.clone(), v)
-            })
-            .collect();
+        let image: serde_json::Map<String, serde_json::Value> =
+            a.0.iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Attr::S(s) => serde_json::json!({ "S": s }),
+                        Attr::N(n) => serde_json::json!({ "N": n }),
+                        _ => unreachable!(),
+                    };
+                    (k.clone(), v)
+                })
+                .collect();
         assert_eq!(saga_from_attrs(&Attrs::from_json(&image).unwrap()).unwrap(), s);
         let item: serde_dynamo::Item = serde_json::from_value(serde_json::Value::Object(image)).unwrap();
         assert_eq!(saga_from_image(&item).unwrap(), s);

@@ -110,7 +110,11 @@ pub fn retention_from_env() -> Result<chrono::Duration, String> {
 fn retention_from(v: Option<&str>) -> Result<chrono::Duration, String> {
     let days = match v.map(str::trim).filter(|v| !v.is_empty()) {
         None => DEFAULT_RETENTION_DAYS,
-        Some(v) => v.parse::<i64>().ok().filter(|d| *d >= 1).ok_or_else(|| format!("RETENTION_DAYS must be a whole number of days >= 1, got {v:?}"))?,
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|d| *d >= 1)
+            .ok_or_else(|| format!("RETENTION_DAYS must be a whole number of days >= 1, got {v:?}"))?,
     };
     chrono::Duration::try_days(days).ok_or_else(|| format!("RETENTION_DAYS {days} is too large"))
 }
@@ -219,8 +223,9 @@ mod tests {
     fn names_from_lookup_report_every_missing_variable() {
         let err = AwsNames::from_lookup(|k| (k == "EVENTS_TABLE").then(|| "ev".to_string())).unwrap_err();
         assert!(err.contains("SAGAS_TABLE") && err.contains("RETRIES_QUEUE_URL") && !err.contains("EVENTS_TABLE"));
-        let all = AwsNames::from_lookup(|k| (k == "DELIVERIES_DLQ_URL" || !k.contains("DLQ")).then(|| k.to_lowercase()))
-            .unwrap();
+        let all =
+            AwsNames::from_lookup(|k| (k == "DELIVERIES_DLQ_URL" || !k.contains("DLQ")).then(|| k.to_lowercase()))
+                .unwrap();
         assert_eq!(all.sagas_table, "sagas_table");
         assert_eq!(all.deliveries_dlq_url, "deliveries_dlq_url");
         assert_eq!(all.retries_dlq_url, None);

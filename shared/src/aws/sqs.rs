@@ -162,10 +162,7 @@ impl SqsQueue {
             .await
             .map_err(|e| backend("GetQueueAttributes", url, e))?;
         let attrs = out.attributes();
-        Ok(names
-            .iter()
-            .map(|n| attrs.and_then(|a| a.get(n)).and_then(|v| v.parse().ok()).unwrap_or(0))
-            .collect())
+        Ok(names.iter().map(|n| attrs.and_then(|a| a.get(n)).and_then(|v| v.parse().ok()).unwrap_or(0)).collect())
     }
 }
 

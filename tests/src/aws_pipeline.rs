@@ -1,0 +1,190 @@
+//! Hookline on the AWS backend, in-process: the Lambda handlers of
+//! `shared::lambda` over DynamoDB and SQS in the emulator, fed by
+//! [`crate::lambda_driver`] as Lambda's event source mappings would, with
+//! API calls made as API Gateway events. A crash is a panic at a failpoint:
+//! the invocation fails and the platform retries it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use shared::api::{Api, Verification};
+use shared::aws::AwsBackend;
+use shared::context::{Config, Hookline};
+use shared::http_client::ClientConfig;
+use shared::lambda;
+use shared::ssrf::AddressPolicy;
+
+use crate::emulator;
+use crate::lambda_driver::{Driver, Moto, Sources};
+
+/// One Hookline deployment in the emulator, with its own tables and queues.
+pub struct AwsPipeline {
+    /// The context every handler shares (one "container" per function would
+    /// each have their own; the stages never rely on sharing it).
+    pub hookline: Arc<Hookline>,
+    /// The backend (clients, typed queues, names).
+    pub backend: AwsBackend,
+    /// The emulator's raw API.
+    pub moto: Moto,
+    api: Api,
+    _driver: Driver,
+}
+
+/// A unique resource prefix per test.
+fn prefix(tag: &str) -> String {
+    let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000;
+    format!("hl{}-{}-{n}", std::process::id(), tag.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>())
+}
+
+impl AwsPipeline {
+    /// Creates the template's tables and queues under a fresh prefix and
+    /// starts the event source mappings.
+    pub async fn start(tag: &str) -> AwsPipeline {
+        let sdk = emulator::aws_config().await;
+        let names = emulator::create_resources(&prefix(tag)).await;
+        let backend = AwsBackend::new(&sdk, names.clone(), chrono::Duration::days(30));
+        let config = Config {
+            address_policy: AddressPolicy::AllowLoopback,
+            http: ClientConfig {
+                connect_timeout: Duration::from_millis(1000),
+                total_timeout: Duration::from_millis(1500),
+                ..ClientConfig::default()
+            },
+            ..lambda::config_from_env()
+        };
+        let hookline = Arc::new(Hookline::new(backend.stores.clone(), config));
+        let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
+        let moto = Moto::from_env();
+        let q = |logical: &str| {
+            let url = names.queue_urls.get(logical).unwrap_or_else(|| panic!("template has no queue {logical}")).clone();
+            let arn = queue_arn(&url);
+            (url, arn)
+        };
+        let sources = Sources {
+            events_stream: names.stream_arns["EventsTable"].clone(),
+            sagas_stream: names.stream_arns["SagasTable"].clone(),
+            attempts_stream: names.stream_arns["AttemptsTable"].clone(),
+            ingest_queue: q("IngestQueue"),
+            retries_queue: q("RetriesQueue"),
+            deliveries_queue: q("DeliveriesQueue"),
+            requeue_queue: q("RequeueQueue"),
+            stream_failures_url: q("StreamFailuresQueue").0,
+        };
+        let rejects = Arc::new(backend.ingest_dlq.clone().expect("the template has an IngestDLQ"));
+        let driver = Driver::start(moto.clone(), hookline.clone(), sources, rejects);
+        AwsPipeline { hookline, backend, moto, api, _driver: driver }
+    }
+
+    /// The URL of a queue by the template's logical id.
+    pub fn queue_url(&self, logical: &str) -> String {
+        self.backend.names.queue_urls[logical].clone()
+    }
+
+    /// Sends an EventBridge event, as the bus rule does, to the ingest queue.
+    pub async fn put_bus_event(&self, detail_type: &str, source: &str, detail: &str) {
+        let body = format!(
+            r#"{{"version":"0","id":"{}","detail-type":"{detail_type}","source":"{source}","account":"123456789012","time":"2026-11-25T00:00:00Z","region":"us-east-1","resources":[],"detail":{detail}}}"#,
+            shared::ids::random_token("")
+        );
+        self.moto.call("sqs", "AmazonSQS.SendMessage", json!({"QueueUrl": self.queue_url("IngestQueue"), "MessageBody": body})).await;
+    }
+
+    /// Receives (and deletes) every message currently in a queue.
+    pub async fn drain(&self, logical: &str) -> Vec<Value> {
+        let url = self.queue_url(logical);
+        let mut out = Vec::new();
+        loop {
+            let got = self
+                .moto
+                .call("sqs", "AmazonSQS.ReceiveMessage", json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "MessageAttributeNames": ["All"], "AttributeNames": ["All"]}))
+                .await;
+            let msgs = got["Messages"].as_array().cloned().unwrap_or_default();
+            if msgs.is_empty() {
+                return out;
+            }
+            for m in msgs {
+                self.moto.call("sqs", "AmazonSQS.DeleteMessage", json!({"QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"]})).await;
+                out.push(m);
+            }
+        }
+    }
+
+    /// The console's "Start DLQ redrive" (StartMessageMoveTask), which the
+    /// emulator lacks, done as SQS does it: receive from `from`, send the same
+    /// body and attributes to `to`, delete. Returns how many moved.
+    pub async fn redrive(&self, from: &str, to: &str) -> usize {
+        let to_url = self.queue_url(to);
+        let moved = self.drain(from).await;
+        for m in &moved {
+            let mut msg = json!({"QueueUrl": to_url, "MessageBody": m["Body"]});
+            if let Some(attrs) = m.get("MessageAttributes") {
+                msg["MessageAttributes"] = attrs.clone();
+            }
+            self.moto.call("sqs", "AmazonSQS.SendMessage", msg).await;
+        }
+        moved.len()
+    }
+}
+
+/// SQS queue ARN from its emulator URL (`…/123456789012/name`).
+fn queue_arn(url: &str) -> String {
+    let mut parts = url.rsplit('/');
+    let name = parts.next().unwrap_or_default();
+    let account = parts.next().unwrap_or("123456789012");
+    format!("arn:aws:sqs:us-east-1:{account}:{name}")
+}
+
+impl crate::pipeline::Pipeline for AwsPipeline {
+    async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let req = json!({
+            "version": "2.0",
+            "routeKey": format!("{method} {path}"),
+            "rawPath": path,
+            "rawQueryString": query,
+            "headers": {"content-type": "application/json"},
+            "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
+                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
+            "body": body.map(|b| String::from_utf8_lossy(b).into_owned()),
+            "isBase64Encoded": false,
+        });
+        let req = serde_json::from_value(req).expect("an API Gateway v2 request");
+        // A crashed invocation is a 500 to the caller, as API Gateway answers.
+        let api = self.api.clone();
+        let Ok(res) = tokio::spawn(async move { lambda::http(&api, req).await }).await else {
+            return (500, json!({"message": "Internal Server Error"}));
+        };
+        let text = match res.body {
+            Some(shared::lambda::events::encodings::Body::Text(t)) => t,
+            _ => String::new(),
+        };
+        (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn metrics(&self) -> String {
+        let (path, method) = ("/metrics", "GET");
+        let req = json!({
+            "version": "2.0", "routeKey": "GET /metrics", "rawPath": path, "rawQueryString": "", "headers": {},
+            "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
+                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
+            "isBase64Encoded": false,
+        });
+        let res = lambda::http(&self.api, serde_json::from_value(req).unwrap()).await;
+        match res.body {
+            Some(shared::lambda::events::encodings::Body::Text(t)) => t,
+            _ => String::new(),
+        }
+    }
+
+    /// Arms a panic at the failpoint: the next invocation to reach it crashes.
+    async fn crash_at(&mut self, failpoint: &str) {
+        shared::failpoint::arm_panic(failpoint);
+    }
+
+    /// Waits until the crash happened; the driver retries the failed
+    /// invocation as Lambda would.
+    async fn recover(&mut self) {
+        crate::eventually(30, "the armed failpoint was reached", || async { (!shared::failpoint::panic_armed()).then_some(()) }).await;
+    }
+}

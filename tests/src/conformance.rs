@@ -1,0 +1,624 @@
+//! One conformance suite for the ports of `shared::ports`, run on every
+//! backend: `tests/ports_sqlite.rs` (the embedded SQLite backend) and
+//! `tests/ports_aws.rs` (DynamoDB and SQS in the emulator). Each case takes a
+//! fresh [`Stores`] and checks the guarantees the stages rely on:
+//! conditional inserts, conditional saga transitions that never leave a
+//! terminal status, versioned subscription updates, dead letters resolved
+//! once, and SQS queue semantics.
+//!
+//! A backend's test file lists no case by hand: it defines a `case!` macro
+//! and calls [`for_each_conformance_case!`](crate::for_each_conformance_case),
+//! which expands it once per case.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use serde_json::json;
+use shared::attempt::{Attempt, DeadLetter};
+use shared::context::Stores;
+use shared::envelope::Format;
+use shared::event::EventRecord;
+use shared::ports::{JobQueue, Received, Transition, TransitionOutcome};
+use shared::retry::RetryPolicy;
+use shared::saga::{AttemptResult, Origin, Saga, SagaState, SagaStatus};
+use shared::signing::Secret;
+use shared::subscription::{PayloadFormat, SigningKey, Subscription};
+
+/// Expands `$m!(case)` for every conformance case, so each backend's test
+/// file generates one `#[test]` per case and none can be forgotten. A test
+/// file may match a case by name in its `case!` macro to mark it ignored,
+/// with the reason.
+#[macro_export]
+macro_rules! for_each_conformance_case {
+    ($m:ident) => {
+        $m!(events_insert_is_conditional);
+        $m!(sagas_create_is_idempotent);
+        $m!(sagas_list_for_event);
+        $m!(saga_transition_applies_and_stores_the_new_state);
+        $m!(saga_transition_conflict_returns_current_state);
+        $m!(saga_terminal_status_never_changes);
+        $m!(saga_transition_missing);
+        $m!(saga_transition_batch_keeps_order);
+        $m!(attempts_unique_per_saga_and_attempt);
+        $m!(subscriptions_versioned_update_and_delete);
+        $m!(dead_letters_put_once);
+        $m!(dead_letters_resolve_once);
+        $m!(dead_letters_list_newest_first);
+        $m!(queue_send_receive_delete);
+        $m!(queue_receive_respects_max);
+        $m!(queue_delay);
+        $m!(queue_visibility_timeout_redelivers);
+        $m!(queue_stale_receipt_cannot_delete);
+        $m!(queue_change_visibility);
+        $m!(queue_depth_counts);
+        $m!(queue_dead_letters_after_max_receives);
+    };
+}
+
+// ----------------------------------------------------------------- records
+
+/// Now, rounded to microseconds (short, readable times in failure output).
+fn now() -> DateTime<Utc> {
+    Utc::now().round_subsecs(6)
+}
+
+/// An event with every optional field set, so a round trip checks them all.
+pub fn event(id: &str, event_type: &str) -> EventRecord {
+    let at = now();
+    EventRecord {
+        id: id.to_string(),
+        event_type: event_type.to_string(),
+        tenant_id: Some("tenant-1".into()),
+        partition_key: Some("Opportunity:tenant-1:rec-1".into()),
+        sequence: Some("42".into()),
+        trace_id: Some("trace-1".into()),
+        producer: Some("crm".into()),
+        occurred_at: at - chrono::Duration::seconds(5),
+        received_at: at,
+        expires_at: at + chrono::Duration::days(30),
+        format: Format::Native,
+        body: format!(r#"{{"id":"{id}","type":"{event_type}","data":{{"n":1,"s":"é\"q"}}}}"#).into_bytes(),
+    }
+}
+
+/// A new Pending saga of `event_id` → `subscription_id`.
+pub fn saga(id: &str, event_id: &str, subscription_id: &str) -> Saga {
+    Saga::new(id.to_string(), event_id, subscription_id, None, now())
+}
+
+/// A state with no due time or error.
+pub fn state(status: SagaStatus, attempts: u32) -> SagaState {
+    SagaState { status, attempts, next_attempt_at: None, last_error: None }
+}
+
+/// Attempt `n` of `saga_id`.
+pub fn attempt(saga_id: &str, n: u32, result: AttemptResult) -> Attempt {
+    Attempt {
+        saga_id: saga_id.to_string(),
+        attempt: n,
+        event_id: "evt_a".into(),
+        subscription_id: "sub_a".into(),
+        status_code: Some(500),
+        error: Some("HTTP 500".into()),
+        latency_ms: 12,
+        at: now(),
+        result,
+    }
+}
+
+/// A subscription at `version`.
+pub fn subscription(id: &str, version: u64) -> Subscription {
+    let at = now();
+    Subscription {
+        id: id.to_string(),
+        callback_url: format!("https://example.com/hooks/{id}"),
+        event_types: vec!["task.*".into(), "quota.committed".into()],
+        tenant_id: Some("tenant-1".into()),
+        description: Some("conformance".into()),
+        headers: BTreeMap::from([("x-team".to_string(), "payments".to_string())]),
+        retry_policy: RetryPolicy { max_attempts: 4, base_delay_ms: 100, max_delay_ms: 1000 },
+        payload_format: PayloadFormat::Hookline,
+        active: true,
+        verified: true,
+        verification_error: None,
+        signing_keys: vec![SigningKey { secret: Secret::generate(), expires_at: None }],
+        created_at: at,
+        updated_at: at,
+        version,
+    }
+}
+
+/// An open dead letter created at `created_at`.
+pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
+    DeadLetter {
+        id: id.to_string(),
+        event_id: "evt_a".into(),
+        subscription_id: "sub_a".into(),
+        event_type: "task.failed".into(),
+        reason: "gave up after 3 attempts; last error: HTTP 500".into(),
+        attempts: 3,
+        saga_snapshot: json!({ "id": id, "status": "DeadLettered" }),
+        created_at,
+        state: "open".into(),
+        resolution: None,
+    }
+}
+
+fn sorted_by_id(mut sagas: Vec<Saga>) -> Vec<Saga> {
+    sagas.sort_by(|a, b| a.id.cmp(&b.id));
+    sagas
+}
+
+// ------------------------------------------------------------------ events
+
+/// Inserting an event whose id exists changes nothing and reports `false`;
+/// the stored record reads back exactly as written.
+pub async fn events_insert_is_conditional(s: &Stores) {
+    let (e1, e2) = (event("evt_1", "task.succeeded"), event("evt_2", "task.failed"));
+    assert_eq!(s.events.insert(&[e1.clone(), e2.clone()]).await.unwrap(), vec![true, true]);
+    let mut e1_again = event("evt_1", "something.else");
+    e1_again.tenant_id = None;
+    let e3 = event("evt_3", "quota.committed");
+    assert_eq!(s.events.insert(&[e1_again, e3.clone()]).await.unwrap(), vec![false, true]);
+    assert_eq!(s.events.get("evt_1").await.unwrap(), Some(e1));
+    assert_eq!(s.events.get("evt_2").await.unwrap(), Some(e2));
+    assert_eq!(s.events.get("evt_3").await.unwrap(), Some(e3));
+    assert_eq!(s.events.get("evt_missing").await.unwrap(), None);
+    // The same id twice in one batch: exactly one is inserted.
+    let e4 = event("evt_4", "task.succeeded");
+    let res = s.events.insert(&[e4.clone(), e4.clone()]).await.unwrap();
+    assert_eq!(res.iter().filter(|b| **b).count(), 1, "{res:?}");
+    assert_eq!(s.events.insert(&[]).await.unwrap(), Vec::<bool>::new());
+}
+
+// ------------------------------------------------------------------- sagas
+
+/// Creating a saga whose id exists changes nothing and reports `false`.
+pub async fn sagas_create_is_idempotent(s: &Stores) {
+    let (a, b) = (saga("sg_a", "evt_1", "sub_1"), saga("sg_b", "evt_1", "sub_2"));
+    assert_eq!(s.sagas.create(&[a.clone(), b.clone()]).await.unwrap(), vec![true, true]);
+    let mut a_again = saga("sg_a", "evt_9", "sub_9");
+    a_again.state = state(SagaStatus::InProgress, 3);
+    let mut c = saga("sg_c", "evt_2", "sub_1");
+    c.origin = Some(Origin {
+        kind: "requeue".into(),
+        previous_saga_id: Some("sg_a".into()),
+        actor: "ops@example.com".into(),
+        reason: "receiver fixed".into(),
+        at: now(),
+    });
+    assert_eq!(s.sagas.create(&[a_again, c.clone()]).await.unwrap(), vec![false, true]);
+    assert_eq!(s.sagas.get("sg_a").await.unwrap(), Some(a));
+    assert_eq!(s.sagas.get("sg_b").await.unwrap(), Some(b));
+    assert_eq!(s.sagas.get("sg_c").await.unwrap(), Some(c));
+    assert_eq!(s.sagas.get("sg_missing").await.unwrap(), None);
+}
+
+/// Every saga of an event, and only those.
+pub async fn sagas_list_for_event(s: &Stores) {
+    let of_a = vec![saga("sg_1", "evt_a", "sub_1"), saga("sg_2", "evt_a", "sub_2"), saga("sg_3", "evt_a", "sub_3")];
+    let of_b = saga("sg_4", "evt_b", "sub_1");
+    let mut all = of_a.clone();
+    all.push(of_b.clone());
+    s.sagas.create(&all).await.unwrap();
+    assert_eq!(sorted_by_id(s.sagas.list_for_event("evt_a").await.unwrap()), of_a);
+    assert_eq!(s.sagas.list_for_event("evt_b").await.unwrap(), vec![of_b]);
+    assert!(s.sagas.list_for_event("evt_none").await.unwrap().is_empty());
+}
+
+/// An applied transition stores the whole new state (due time and error
+/// set and cleared) and `updated_at`, and nothing else.
+pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
+    let sg = saga("sg_t", "evt_1", "sub_1");
+    s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
+    let t1 = now() + chrono::Duration::seconds(1);
+    let start =
+        Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: t1 };
+    assert_eq!(s.sagas.transition(&[start]).await.unwrap(), vec![TransitionOutcome::Applied]);
+    let got = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    assert_eq!(got, Saga { state: state(SagaStatus::InProgress, 1), updated_at: t1, ..sg.clone() });
+
+    let t2 = t1 + chrono::Duration::seconds(1);
+    let retry = SagaState {
+        status: SagaStatus::PendingRetry,
+        attempts: 1,
+        next_attempt_at: Some(t2 + chrono::Duration::milliseconds(30_500)),
+        last_error: Some("HTTP 503 \"busy\"".into()),
+    };
+    let fail = Transition { saga_id: sg.id.clone(), from: state(SagaStatus::InProgress, 1), to: retry.clone(), at: t2 };
+    assert_eq!(s.sagas.transition(&[fail]).await.unwrap(), vec![TransitionOutcome::Applied]);
+    let got = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    assert_eq!(got, Saga { state: retry.clone(), updated_at: t2, ..sg.clone() });
+
+    let t3 = t2 + chrono::Duration::seconds(1);
+    let again = SagaState {
+        status: SagaStatus::InProgress,
+        attempts: 2,
+        next_attempt_at: None,
+        last_error: retry.last_error.clone(),
+    };
+    let due = Transition { saga_id: sg.id.clone(), from: retry, to: again.clone(), at: t3 };
+    assert_eq!(s.sagas.transition(&[due]).await.unwrap(), vec![TransitionOutcome::Applied]);
+    let got = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    assert_eq!(got, Saga { state: again, updated_at: t3, ..sg.clone() });
+    assert_eq!(s.sagas.list_for_event("evt_1").await.unwrap(), vec![got]);
+}
+
+/// A transition from a state the saga is no longer in changes nothing and
+/// returns the saga's current state (status, attempts, due time, error).
+pub async fn saga_transition_conflict_returns_current_state(s: &Stores) {
+    let sg = saga("sg_c", "evt_1", "sub_1");
+    s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
+    let current = SagaState {
+        status: SagaStatus::PendingRetry,
+        attempts: 2,
+        next_attempt_at: Some(now() + chrono::Duration::seconds(60)),
+        last_error: Some("timeout".into()),
+    };
+    let at = now();
+    let t = Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: current.clone(), at };
+    assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Applied]);
+    let stored = s.sagas.get(&sg.id).await.unwrap().unwrap();
+
+    // Stale status.
+    let stale =
+        Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: now() };
+    assert_eq!(s.sagas.transition(&[stale]).await.unwrap(), vec![TransitionOutcome::Conflict(current.clone())]);
+    // Same status, other attempt count.
+    let stale = Transition {
+        saga_id: sg.id.clone(),
+        from: state(SagaStatus::PendingRetry, 1),
+        to: state(SagaStatus::InProgress, 2),
+        at: now(),
+    };
+    assert_eq!(s.sagas.transition(&[stale]).await.unwrap(), vec![TransitionOutcome::Conflict(current.clone())]);
+    assert_eq!(s.sagas.get(&sg.id).await.unwrap(), Some(stored));
+}
+
+/// Completed and DeadLettered sagas never change, even when the transition
+/// names their exact state.
+pub async fn saga_terminal_status_never_changes(s: &Stores) {
+    for (i, terminal) in [SagaStatus::Completed, SagaStatus::DeadLettered].into_iter().enumerate() {
+        let sg = saga(&format!("sg_{i}"), "evt_1", "sub_1");
+        s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
+        let end = SagaState { status: terminal, attempts: 0, next_attempt_at: None, last_error: Some("done".into()) };
+        let t = Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: end.clone(), at: now() };
+        assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Applied]);
+        let stored = s.sagas.get(&sg.id).await.unwrap().unwrap();
+        for to in [state(SagaStatus::InProgress, 1), state(SagaStatus::Pending, 0), state(terminal, 0)] {
+            let t = Transition { saga_id: sg.id.clone(), from: end.clone(), to, at: now() };
+            assert_eq!(
+                s.sagas.transition(&[t]).await.unwrap(),
+                vec![TransitionOutcome::Conflict(end.clone())],
+                "{terminal:?} changed"
+            );
+        }
+        assert_eq!(s.sagas.get(&sg.id).await.unwrap(), Some(stored));
+    }
+}
+
+/// A transition of a saga that does not exist reports `Missing` and creates
+/// nothing.
+pub async fn saga_transition_missing(s: &Stores) {
+    let t = Transition {
+        saga_id: "sg_nope".into(),
+        from: state(SagaStatus::Pending, 0),
+        to: state(SagaStatus::InProgress, 1),
+        at: now(),
+    };
+    assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Missing]);
+    assert_eq!(s.sagas.get("sg_nope").await.unwrap(), None);
+}
+
+/// A batch reports one outcome per transition, in order.
+pub async fn saga_transition_batch_keeps_order(s: &Stores) {
+    let sagas: Vec<Saga> = (0..12).map(|i| saga(&format!("sg_{i:02}"), "evt_1", "sub_1")).collect();
+    s.sagas.create(&sagas).await.unwrap();
+    let mut batch = Vec::new();
+    let mut want = Vec::new();
+    for (i, sg) in sagas.iter().enumerate() {
+        let from = if i % 3 == 1 { state(SagaStatus::InProgress, 1) } else { sg.state.clone() };
+        batch.push(Transition { saga_id: sg.id.clone(), from, to: state(SagaStatus::InProgress, 1), at: now() });
+        want.push(if i % 3 == 1 { TransitionOutcome::Conflict(sg.state.clone()) } else { TransitionOutcome::Applied });
+        if i % 4 == 0 {
+            batch.push(Transition {
+                saga_id: format!("sg_missing_{i}"),
+                from: state(SagaStatus::Pending, 0),
+                to: state(SagaStatus::InProgress, 1),
+                at: now(),
+            });
+            want.push(TransitionOutcome::Missing);
+        }
+    }
+    assert_eq!(s.sagas.transition(&batch).await.unwrap(), want);
+    assert_eq!(s.sagas.transition(&[]).await.unwrap(), vec![]);
+}
+
+// ---------------------------------------------------------------- attempts
+
+/// One record per `(saga, attempt)`; a saga's attempts list oldest first.
+pub async fn attempts_unique_per_saga_and_attempt(s: &Stores) {
+    let fail = || AttemptResult::Failed { error: "HTTP 500".into(), retry_after_ms: Some(1500) };
+    let a1 = attempt("sg_a", 1, fail());
+    let a2 = attempt("sg_a", 2, AttemptResult::Rejected { error: "private address".into() });
+    assert_eq!(s.attempts.record(&[a2.clone(), a1.clone()]).await.unwrap(), vec![true, true]);
+    let a1_again = attempt("sg_a", 1, AttemptResult::Delivered);
+    let a3 = attempt("sg_a", 3, AttemptResult::Delivered);
+    let other = attempt("sg_b", 1, AttemptResult::Gone);
+    assert_eq!(s.attempts.record(&[a1_again, a3.clone(), other.clone()]).await.unwrap(), vec![false, true, true]);
+    assert_eq!(s.attempts.list("sg_a").await.unwrap(), vec![a1, a2, a3]);
+    assert_eq!(s.attempts.list("sg_b").await.unwrap(), vec![other]);
+    assert!(s.attempts.list("sg_none").await.unwrap().is_empty());
+}
+
+// ----------------------------------------------------------- subscriptions
+
+/// Create once, list by id, update only from the expected version, delete once.
+pub async fn subscriptions_versioned_update_and_delete(s: &Stores) {
+    let (a, b) = (subscription("sub_a", 1), subscription("sub_b", 1));
+    s.subscriptions.create(&b).await.unwrap();
+    s.subscriptions.create(&a).await.unwrap();
+    assert!(s.subscriptions.create(&subscription("sub_a", 1)).await.is_err(), "a second create of one id must fail");
+    assert_eq!(s.subscriptions.get("sub_a").await.unwrap(), Some(a.clone()));
+    assert_eq!(s.subscriptions.list().await.unwrap(), vec![a.clone(), b.clone()]);
+
+    let mut a2 = a.clone();
+    a2.version = 2;
+    a2.active = false;
+    a2.callback_url = "https://example.com/v2".into();
+    assert!(s.subscriptions.update(&a2, 1).await.unwrap());
+    let mut lost = a.clone();
+    lost.version = 2;
+    lost.description = Some("lost update".into());
+    assert!(!s.subscriptions.update(&lost, 1).await.unwrap(), "an update from a stale version must fail");
+    assert_eq!(s.subscriptions.get("sub_a").await.unwrap(), Some(a2.clone()));
+    assert!(!s.subscriptions.update(&subscription("sub_none", 2), 1).await.unwrap());
+    assert_eq!(s.subscriptions.get("sub_none").await.unwrap(), None);
+
+    assert!(s.subscriptions.delete("sub_a").await.unwrap());
+    assert!(!s.subscriptions.delete("sub_a").await.unwrap());
+    assert_eq!(s.subscriptions.get("sub_a").await.unwrap(), None);
+    assert_eq!(s.subscriptions.list().await.unwrap(), vec![b]);
+}
+
+// ------------------------------------------------------------ dead letters
+
+/// One dead letter per id: a second put changes nothing.
+pub async fn dead_letters_put_once(s: &Stores) {
+    let d = dead_letter("sg_dead", now());
+    assert!(s.dead_letters.put(&d).await.unwrap());
+    let mut again = dead_letter("sg_dead", now());
+    again.reason = "other".into();
+    assert!(!s.dead_letters.put(&again).await.unwrap());
+    assert_eq!(s.dead_letters.get("sg_dead").await.unwrap(), Some(d));
+    assert_eq!(s.dead_letters.get("sg_none").await.unwrap(), None);
+}
+
+/// An open dead letter is resolved once, with its audit record.
+pub async fn dead_letters_resolve_once(s: &Stores) {
+    let d = dead_letter("sg_dead", now());
+    s.dead_letters.put(&d).await.unwrap();
+    let audit = json!({ "actor": "ops@example.com", "reason": "receiver fixed", "at": now(), "new_saga_id": "sg_new" });
+    assert!(s.dead_letters.resolve("sg_dead", "requeued", audit.clone()).await.unwrap());
+    assert!(!s.dead_letters.resolve("sg_dead", "skipped", json!({ "actor": "late" })).await.unwrap());
+    let got = s.dead_letters.get("sg_dead").await.unwrap().unwrap();
+    assert_eq!(got, DeadLetter { state: "requeued".into(), resolution: Some(audit), ..d });
+    assert!(!s.dead_letters.resolve("sg_none", "skipped", json!({})).await.unwrap());
+    assert_eq!(s.dead_letters.get("sg_none").await.unwrap(), None);
+}
+
+/// Lists are newest first, filtered by state when asked, and limited.
+pub async fn dead_letters_list_newest_first(s: &Stores) {
+    let t0 = now();
+    let at = |secs| t0 + chrono::Duration::seconds(secs);
+    let (d1, d2, d3, d4) = (
+        dead_letter("sg_1", at(1)),
+        dead_letter("sg_2", at(2)),
+        dead_letter("sg_3", at(3)),
+        dead_letter("sg_4", at(4)),
+    );
+    for d in [&d2, &d4, &d1, &d3] {
+        assert!(s.dead_letters.put(d).await.unwrap());
+    }
+    assert!(s.dead_letters.resolve("sg_3", "skipped", json!({ "actor": "ops" })).await.unwrap());
+    let d3 = s.dead_letters.get("sg_3").await.unwrap().unwrap();
+    let ids = |v: Vec<DeadLetter>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
+
+    assert_eq!(s.dead_letters.list(Some("open"), 10).await.unwrap(), vec![d4.clone(), d2.clone(), d1.clone()]);
+    assert_eq!(ids(s.dead_letters.list(Some("open"), 2).await.unwrap()), ["sg_4", "sg_2"]);
+    assert_eq!(s.dead_letters.list(Some("skipped"), 10).await.unwrap(), vec![d3.clone()]);
+    assert!(s.dead_letters.list(Some("requeued"), 10).await.unwrap().is_empty());
+    assert_eq!(s.dead_letters.list(None, 10).await.unwrap(), vec![d4, d3, d2, d1]);
+    assert_eq!(ids(s.dead_letters.list(None, 3).await.unwrap()), ["sg_4", "sg_3", "sg_2"]);
+    assert!(s.dead_letters.list(None, 0).await.unwrap().is_empty());
+}
+
+// ------------------------------------------------------------------ queues
+
+const LONG: Duration = Duration::from_secs(60);
+const SHORT: Duration = Duration::from_secs(1);
+/// A little more than [`SHORT`], for the visibility to run out.
+const PAST_SHORT: Duration = Duration::from_millis(1600);
+
+async fn send(q: &dyn JobQueue, bodies: &[&str]) {
+    let msgs: Vec<(String, Duration)> = bodies.iter().map(|b| (b.to_string(), Duration::ZERO)).collect();
+    q.send(&msgs).await.unwrap();
+}
+
+/// Receives until `want` messages came or `secs` passed (emulators and SQS
+/// may return fewer than are visible on one short poll).
+async fn receive_n(q: &dyn JobQueue, want: usize, visibility: Duration, secs: u64) -> Vec<Received> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut got = Vec::new();
+    while got.len() < want && tokio::time::Instant::now() < deadline {
+        let batch = q.receive(want - got.len(), visibility).await.unwrap();
+        assert!(batch.len() <= want - got.len(), "receive returned more than asked for");
+        if batch.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        got.extend(batch);
+    }
+    got
+}
+
+/// One message, received within 5 s; panics with `what` otherwise.
+async fn receive_one(q: &dyn JobQueue, visibility: Duration, what: &str) -> Received {
+    receive_n(q, 1, visibility, 5).await.pop().unwrap_or_else(|| panic!("no message received within 5 s: {what}"))
+}
+
+fn bodies(msgs: &[Received]) -> Vec<String> {
+    let mut b: Vec<String> = msgs.iter().map(|m| m.body.clone()).collect();
+    b.sort();
+    b
+}
+
+/// Sent messages are received once each (count 1), stay invisible while
+/// held, and are gone once deleted.
+pub async fn queue_send_receive_delete(s: &Stores) {
+    let q = &*s.deliveries;
+    let body = r#"{"saga_id":"sg_1","attempt":1,"note":"ünïcode & <xml>"}"#;
+    send(q, &[body, "b", "c"]).await;
+    let got = receive_n(q, 3, LONG, 5).await;
+    assert_eq!(bodies(&got), vec!["b".to_string(), "c".into(), body.into()]);
+    assert!(got.iter().all(|m| m.receive_count == 1), "{got:?}");
+    assert!(q.receive(10, LONG).await.unwrap().is_empty(), "held messages must be invisible");
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth { visible: 0, not_visible: 3, dead: 0 });
+    q.delete(&got.iter().map(|m| m.receipt.clone()).collect::<Vec<_>>()).await.unwrap();
+    q.delete(&[]).await.unwrap();
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
+}
+
+/// `receive` never returns more than `max`; sends and receives of more than
+/// one SQS batch (10) work.
+pub async fn queue_receive_respects_max(s: &Stores) {
+    let q = &*s.deliveries;
+    let names: Vec<String> = (0..25).map(|i| format!("m{i:02}")).collect();
+    send(q, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let first = q.receive(12, LONG).await.unwrap();
+    assert!(!first.is_empty() && first.len() <= 12, "got {}", first.len());
+    let mut all = first;
+    all.extend(receive_n(q, 25 - all.len(), LONG, 10).await);
+    let mut want = names.clone();
+    want.sort();
+    assert_eq!(bodies(&all), want);
+    q.delete(&all.iter().map(|m| m.receipt.clone()).collect::<Vec<_>>()).await.unwrap();
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
+}
+
+/// A delayed message is invisible (and counted as not visible) until its
+/// delay has passed.
+pub async fn queue_delay(s: &Stores) {
+    let q = &*s.retries;
+    q.send(&[("later".to_string(), Duration::from_secs(2)), ("now".to_string(), Duration::ZERO)]).await.unwrap();
+    let got = receive_n(q, 1, LONG, 5).await;
+    assert_eq!(bodies(&got), ["now"]);
+    assert!(q.receive(10, LONG).await.unwrap().is_empty(), "delayed message received early");
+    let d = q.depth().await.unwrap();
+    assert_eq!((d.visible, d.not_visible), (0, 2), "{d:?}");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let later = receive_one(q, LONG, "the delayed message after its delay").await;
+    assert_eq!((later.body.as_str(), later.receive_count), ("later", 1));
+}
+
+/// A message not deleted before its visibility timeout ends is received
+/// again, with its receive count one higher; deleting with the newest
+/// receipt removes it.
+pub async fn queue_visibility_timeout_redelivers(s: &Stores) {
+    let q = &*s.deliveries;
+    send(q, &["job"]).await;
+    let first = receive_one(q, SHORT, "the message sent").await;
+    assert_eq!(first.receive_count, 1);
+    assert!(q.receive(1, SHORT).await.unwrap().is_empty());
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = receive_one(q, SHORT, "the message again after its visibility timeout").await;
+    assert_eq!((second.body.as_str(), second.receive_count), ("job", 2));
+    q.delete(std::slice::from_ref(&second.receipt)).await.unwrap();
+    tokio::time::sleep(PAST_SHORT).await;
+    assert!(q.receive(1, SHORT).await.unwrap().is_empty(), "deleted message came back");
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
+}
+
+/// A worker whose lease ran out cannot delete (or hide) the message another
+/// worker now holds: its receipt is stale and ignored.
+pub async fn queue_stale_receipt_cannot_delete(s: &Stores) {
+    let q = &*s.deliveries;
+    send(q, &["job"]).await;
+    let first = receive_one(q, SHORT, "the message sent").await;
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = receive_one(q, SHORT, "the message again after its visibility timeout").await;
+    assert_eq!(second.receive_count, 2);
+    q.delete(std::slice::from_ref(&first.receipt)).await.unwrap();
+    q.change_visibility(&first.receipt, LONG).await.unwrap();
+    tokio::time::sleep(PAST_SHORT).await;
+    let third = receive_one(q, LONG, "the message, which a stale receipt deleted or hid").await;
+    assert_eq!((third.body.as_str(), third.receive_count), ("job", 3));
+    q.delete(std::slice::from_ref(&third.receipt)).await.unwrap();
+}
+
+/// `change_visibility` makes a held message visible again after the given
+/// delay (0: at once); an unknown receipt is ignored.
+pub async fn queue_change_visibility(s: &Stores) {
+    let q = &*s.deliveries;
+    send(q, &["job"]).await;
+    let first = receive_one(q, LONG, "the message sent").await;
+    q.change_visibility(&first.receipt, Duration::ZERO).await.unwrap();
+    let second = receive_one(q, LONG, "the message released with visibility 0").await;
+    assert_eq!(second.receive_count, 2);
+    q.change_visibility(&second.receipt, SHORT).await.unwrap();
+    assert!(q.receive(1, LONG).await.unwrap().is_empty());
+    tokio::time::sleep(PAST_SHORT).await;
+    let third = receive_one(q, LONG, "the message after its changed visibility ran out").await;
+    assert_eq!(third.receive_count, 3);
+    q.delete(std::slice::from_ref(&third.receipt)).await.unwrap();
+    q.change_visibility(&third.receipt, SHORT).await.unwrap();
+}
+
+/// Depth counts visible, held or delayed, and dead messages.
+pub async fn queue_depth_counts(s: &Stores) {
+    let q = &*s.deliveries;
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
+    q.send(&[("a".to_string(), Duration::ZERO), ("b".to_string(), Duration::ZERO), ("c".to_string(), LONG)])
+        .await
+        .unwrap();
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth { visible: 2, not_visible: 1, dead: 0 });
+    let got = receive_n(q, 1, LONG, 5).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth { visible: 1, not_visible: 2, dead: 0 });
+    // A delay longer than SQS's 900 s is capped (callers re-delay): still held.
+    s.retries.send(&[("far".to_string(), Duration::from_secs(3600))]).await.unwrap();
+    assert_eq!(s.retries.depth().await.unwrap(), shared::ports::QueueDepth { visible: 0, not_visible: 1, dead: 0 });
+}
+
+/// A message received too many times without being deleted stops being
+/// received and lands in the queue's dead-letter queue (`dead_jobs` for the
+/// deliveries queue), body intact. The limit differs per backend (the
+/// template's maxReceiveCount, SQLite's `DELIVERY_MAX_RECEIVES`); both are
+/// at most 10.
+pub async fn queue_dead_letters_after_max_receives(s: &Stores) {
+    let q = &*s.deliveries;
+    send(q, &["poison"]).await;
+    let mut counts = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "message neither received nor dead-lettered; counts {counts:?}"
+        );
+        let got = q.receive(1, Duration::ZERO).await.unwrap();
+        if let Some(m) = got.first() {
+            counts.push(m.receive_count);
+            assert!(counts.len() <= 10, "received more than 10 times: {counts:?}");
+            continue;
+        }
+        let d = q.depth().await.unwrap();
+        if d.dead == 1 && d.visible == 0 && d.not_visible == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!counts.is_empty());
+    assert_eq!(counts, (1..=counts.len() as u32).collect::<Vec<_>>(), "receive counts must go up by one");
+    let dead = receive_one(&*s.dead_jobs, LONG, "the message in the dead-letter queue").await;
+    assert_eq!(dead.body, "poison");
+}

@@ -1,0 +1,140 @@
+//! The scenario suite (`hookline_tests::scenarios`) on the AWS backend: the
+//! Lambda handlers over DynamoDB and SQS in the emulator, driven as Lambda's
+//! event source mappings would. Plus what only this backend has: EventBridge
+//! ingest with its DLQ, the stream on-failure queue, and console redrive.
+
+use std::time::Duration;
+
+use hookline_tests::aws_pipeline::AwsPipeline;
+use hookline_tests::pipeline::Pipeline;
+use hookline_tests::{eventually, scenarios, Behaviour, Receiver};
+use serde_json::json;
+
+macro_rules! on_aws {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            scenarios::$name(&AwsPipeline::start(stringify!($name)).await).await;
+        }
+    )*};
+}
+
+on_aws!(
+    verification_handshake_passes_and_fails,
+    delivers_every_producer_format_signed_and_unchanged,
+    retries_on_500_and_timeout_then_succeeds,
+    dead_letter_after_max_attempts_then_requeue_and_replay,
+    skip_closes_a_dead_letter_with_audit_and_gone_deactivates,
+    duplicate_events_are_one_event_and_one_delivery,
+    unverified_inactive_and_other_tenants_get_nothing,
+    bad_input_gets_a_clear_error_and_writes_nothing,
+    rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
+);
+
+/// EventBridge events reach subscribers through the ingest queue; a detail
+/// that is not a valid envelope goes to the ingest DLQ with the reason, and
+/// the rest of its batch is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
+    let p = AwsPipeline::start("bus").await;
+    let r = Receiver::start().await;
+    p.subscribe(json!({"callback_url": r.url("/bus", Behaviour::Ok), "event_types": ["*"]})).await;
+    // A native envelope without a type takes the bus event's detail-type.
+    p.put_bus_event("order.created", "shop.orders", r#"{"id": "bus-1", "data": {"order": 7}}"#).await;
+    p.put_bus_event("x", "shop", r#"{"eventId": "bad", "eventType": "task.failed"}"#).await;
+    p.put_bus_event("task.failed", "worker", &String::from_utf8(std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/seed003_task_failed.json", env!("CARGO_MANIFEST_DIR"))).unwrap()).unwrap()).await;
+    let d = p.settled_deliveries("bus-1", 1, 30).await;
+    assert_eq!(d[0]["status"], "Completed");
+    p.settled_deliveries("evt_task_failed_001", 1, 30).await;
+    let (_, ev) = p.get("/v1/events/bus-1").await;
+    assert_eq!(ev["type"], "order.created");
+    assert_eq!(ev["producer"], "shop.orders");
+    let rejected = eventually(20, "the bad envelope in the ingest DLQ", || async {
+        let m = p.drain("IngestDLQ").await;
+        (!m.is_empty()).then_some(m)
+    })
+    .await;
+    assert_eq!(rejected.len(), 1);
+    let reason = rejected[0]["MessageAttributes"]["hookline-error"]["StringValue"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("missing required field"), "reason: {reason}");
+    assert!(rejected[0]["Body"].as_str().unwrap().contains("\"eventId\": \"bad\""));
+    let (st, _) = p.get("/v1/events/bad").await;
+    assert_eq!(st, 404, "a rejected envelope is not stored");
+}
+
+/// A stream record the router cannot read is retried, then described on the
+/// on-failure queue, and the shard goes on with the records after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_stream_record_lands_in_the_on_failure_queue_without_stopping_the_shard() {
+    let p = AwsPipeline::start("poison").await;
+    let r = Receiver::start().await;
+    p.subscribe(json!({"callback_url": r.url("/p", Behaviour::Ok), "event_types": ["*"]})).await;
+    p.moto
+        .call(
+            "dynamodb",
+            "DynamoDB_20120810.PutItem",
+            json!({"TableName": p.backend.names.events_table, "Item": {"id": {"S": "poison"}, "data": {"S": "{not json"}}}),
+        )
+        .await;
+    let (st, _) = p.post("/v1/events", &json!({"id": "after-poison", "type": "t", "data": 1})).await;
+    assert_eq!(st, 202);
+    let d = p.settled_deliveries("after-poison", 1, 60).await;
+    assert_eq!(d[0]["status"], "Completed");
+    let failures = eventually(30, "the poison record on the on-failure queue", || async {
+        let m = p.drain("StreamFailuresQueue").await;
+        (!m.is_empty()).then_some(m)
+    })
+    .await;
+    let body: serde_json::Value = serde_json::from_str(failures[0]["Body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["condition"], "RetryAttemptsExhausted");
+}
+
+/// The console path: a dead-lettered saga's job is in the deliveries DLQ;
+/// after the subscriber is fixed, "Start DLQ redrive" to the requeue queue
+/// creates one new saga, delivered with the same webhook-id; the dead saga
+/// stays as it was; a second redrive of the same message, and an API requeue
+/// on top, create nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_redrive_of_the_deliveries_dlq_requeues_once() {
+    let p = AwsPipeline::start("redrive").await;
+    let r = Receiver::start().await;
+    p.subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["*"],
+                       "retry_policy": {"max_attempts": 2, "base_delay_ms": 50, "max_delay_ms": 100}}))
+        .await;
+    r.set("/down", Behaviour::Always(500));
+    p.post("/v1/events", &json!({"id": "rd-1", "type": "t", "data": {}})).await;
+    let d = p.settled_deliveries("rd-1", 1, 30).await;
+    assert_eq!(d[0]["status"], "DeadLettered");
+    let dead = d[0]["saga_id"].as_str().unwrap().to_string();
+    r.set("/down", Behaviour::Ok);
+
+    // Keep a copy of the DLQ message to redrive it a second time later.
+    let jobs = eventually(20, "the dead job in the deliveries DLQ", || async {
+        let m = p.drain("DeliveriesDLQ").await;
+        (!m.is_empty()).then_some(m)
+    })
+    .await;
+    assert_eq!(jobs.len(), 1);
+    let job_body = jobs[0]["Body"].as_str().unwrap().to_string();
+    let requeue_url = p.queue_url("RequeueQueue");
+    p.moto.call("sqs", "AmazonSQS.SendMessage", json!({"QueueUrl": requeue_url, "MessageBody": job_body})).await;
+    let d = p.settled_deliveries("rd-1", 2, 30).await;
+    let new = d.iter().find(|s| s["saga_id"] != dead.as_str()).unwrap().clone();
+    assert_eq!(new["status"], "Completed");
+    assert_eq!(new["origin"]["actor"], "dlq-redrive");
+    let old = d.iter().find(|s| s["saga_id"] == dead.as_str()).unwrap();
+    assert_eq!(old["status"], "DeadLettered");
+    assert_eq!(old["attempts"].as_array().unwrap().len(), 2, "the dead saga is untouched");
+
+    // The same message again, and an API requeue: still one new saga.
+    p.moto.call("sqs", "AmazonSQS.SendMessage", json!({"QueueUrl": requeue_url, "MessageBody": job_body})).await;
+    let (st, v) = p.post(&format!("/v1/dead-letters/{dead}/requeue"), &json!({"reason": "again"})).await;
+    assert_eq!(st, 202, "{v}");
+    assert_eq!(v["saga_id"], new["saga_id"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, all) = p.get("/v1/events/rd-1/deliveries").await;
+    assert_eq!(all["deliveries"].as_array().unwrap().len(), 2);
+    let got = r.deliveries("/down");
+    assert_eq!(got.len(), 3, "two failed attempts and one redriven delivery");
+    assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
+}

@@ -1,0 +1,25 @@
+//! The port conformance suite (`hookline_tests::conformance`) on the embedded
+//! SQLite backend: every case on a fresh database file.
+
+use hookline_tests::server::TempDir;
+use shared::sqlite::Backend;
+
+/// A fresh backend on its own database file; the directory lives as long as
+/// the returned guard.
+fn fresh(tag: &str) -> (TempDir, Backend) {
+    let dir = TempDir::new(tag);
+    let backend = Backend::open(&dir.0.join("hookline.db")).expect("open the SQLite backend");
+    (dir, backend)
+}
+
+macro_rules! case {
+    ($name:ident) => {
+        #[tokio::test]
+        async fn $name() {
+            let (_dir, backend) = fresh(stringify!($name));
+            hookline_tests::conformance::$name(&backend.stores).await;
+        }
+    };
+}
+
+hookline_tests::for_each_conformance_case!(case);
