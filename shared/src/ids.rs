@@ -48,6 +48,25 @@ pub fn webhook_id(event_id: &str, subscription_id: &str) -> String {
     format!("msg_{}", digest(&["webhook", event_id, subscription_id]))
 }
 
+/// A W3C `traceparent` carrying the producer's trace id to the subscriber:
+/// the id itself when it is already 32 hex digits, else a stable hash of it,
+/// so one producer trace maps to one trace everywhere; the parent id is
+/// derived from `span_seed` (the saga and attempt).
+pub fn traceparent(trace_id: &str, span_seed: &str) -> String {
+    let hex32 = |s: &str| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) && s.bytes().any(|b| b != b'0');
+    let trace = if hex32(trace_id) { trace_id.to_ascii_lowercase() } else { full_hex(&["trace", trace_id])[..32].to_string() };
+    format!("00-{trace}-{}-01", &full_hex(&["span", span_seed])[..16])
+}
+
+fn full_hex(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A fresh random token (verification challenges, generated API keys).
 pub fn random_token(prefix: &str) -> String {
     use rand::RngCore;
@@ -70,5 +89,17 @@ mod tests {
         assert_eq!(webhook_id("e", "s"), webhook_id("e", "s"));
         assert!(webhook_id("e", "s").starts_with("msg_"));
         assert_ne!(random_token("x"), random_token("x"));
+    }
+
+    #[test]
+    fn traceparent_keeps_w3c_ids_and_hashes_others() {
+        let tp = traceparent("4bf92f3577b34da6a3ce929d0e0e4736", "sag_1#1");
+        assert!(tp.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"), "{tp}");
+        let tp = traceparent("req_abcd", "sag_1#1");
+        let parts: Vec<&str> = tp.split('-').collect();
+        assert_eq!(parts.len(), 4);
+        assert_eq!((parts[0], parts[1].len(), parts[2].len(), parts[3]), ("00", 32, 16, "01"));
+        assert_eq!(tp, traceparent("req_abcd", "sag_1#1"), "stable");
+        assert_ne!(traceparent("req_abcd", "sag_1#2"), tp, "one parent id per attempt");
     }
 }

@@ -121,7 +121,13 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
     // The producer's trace id travels to the subscriber.
     let contract = got.iter().find(|d| d.header("hookline-event-type") == "task.failed").unwrap();
     assert_eq!(contract.header("hookline-trace-id"), "req_abcd");
+    assert_eq!(contract.header("traceparent"), shared::ids::traceparent("req_abcd", &format!("{}#1", contract_saga(s, "evt_task_failed_001").await)));
     verify_with_published_library(&captured);
+}
+
+async fn contract_saga<P: Pipeline>(s: &P, event_id: &str) -> String {
+    let (_, d) = s.get(&format!("/v1/events/{event_id}/deliveries")).await;
+    d["deliveries"][0]["saga_id"].as_str().unwrap_or_default().to_string()
 }
 
 fn base64_encode(b: &[u8]) -> String {
@@ -219,9 +225,11 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     r.set("/down", Behaviour::Ok);
     let (st, rq) = s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "fixed", "actor": "ops"})).await;
     assert_eq!(st, 202, "{rq}");
+    s.settled_deliveries(id, 2, 20).await;
     let (st, rq2) = s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "again"})).await;
     assert_eq!(st, 202);
     assert_eq!(rq["saga_id"], rq2["saga_id"], "requeue is idempotent per dead letter");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let d = s.settled_deliveries(id, 2, 20).await;
     let old = d.iter().find(|x| x["saga_id"] == dead_saga.as_str()).unwrap();
     let new = d.iter().find(|x| x["saga_id"] == rq["saga_id"]).unwrap();
@@ -261,8 +269,12 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
     assert_eq!(d[0]["status"], "DeadLettered");
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "410 is not retried");
-    let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
-    assert_eq!(v["active"], false, "410 Gone deactivates the subscription");
+    // Deactivation follows the saga's terminal transition.
+    eventually(10, "410 Gone deactivates the subscription", || async {
+        let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+        (v["active"] == false).then_some(())
+    })
+    .await;
     let dl = d[0]["saga_id"].as_str().unwrap();
     eventually(10, "the dead letter", || async { (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(()) }).await;
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/skip"), &json!({"reason": "customer left"})).await;

@@ -54,10 +54,10 @@ async fn ingest_crash_after_storing_the_event() {
     assert_eq!(r.deliveries("/i").len(), 1);
 }
 
-/// The requeue invocation dies after creating the new saga: the message is
-/// retried and the dead letter is marked requeued, with one new saga.
+/// The requeue invocation dies after resolving the dead letter, before the
+/// new saga exists: the message is retried and creates the one new saga.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requeue_crash_after_creating_the_saga() {
+async fn requeue_crash_after_resolving_the_dead_letter() {
     let _g = ONE_AT_A_TIME.lock().await;
     let mut p = AwsPipeline::start("requeue").await;
     let r = Receiver::start().await;
@@ -70,7 +70,7 @@ async fn requeue_crash_after_creating_the_saga() {
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
     r.set("/q", Behaviour::Ok);
     hookline_tests::eventually(10, "the dead letter", || async { (p.get(&format!("/v1/dead-letters/{dead}")).await.0 == 200).then_some(()) }).await;
-    p.crash_at("requeue.after_saga").await;
+    p.crash_at("requeue.after_resolve").await;
     let (st, _) = p.post(&format!("/v1/dead-letters/{dead}/requeue"), &json!({"reason": "fixed"})).await;
     assert_eq!(st, 202);
     p.recover().await;

@@ -29,6 +29,8 @@ pub enum Attr {
     S(String),
     /// A number (`N`), kept as DynamoDB sends it: decimal text.
     N(String),
+    /// A binary (`B`): the compressed `data_z` of large events.
+    B(Vec<u8>),
     /// An explicit `NULL`; read like an absent attribute.
     Null,
     /// Any other type (binary, bool, sets, lists, maps), named by its
@@ -117,6 +119,7 @@ impl Attrs {
                 let v = match v {
                     Attr::S(s) => AttributeValue::S(s),
                     Attr::N(n) => AttributeValue::N(n),
+                    Attr::B(b) => AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b)),
                     Attr::Null => AttributeValue::Null(true),
                     // Never produced by the mappings below; not writable back.
                     Attr::Other(_) => return None,
@@ -135,7 +138,7 @@ impl Attrs {
                         AttributeValue::S(s) => Attr::S(s.clone()),
                         AttributeValue::N(n) => Attr::N(n.clone()),
                         AttributeValue::Null(_) => Attr::Null,
-                        AttributeValue::B(_) => Attr::Other("B".into()),
+                        AttributeValue::B(b) => Attr::B(b.clone().into_inner()),
                         AttributeValue::Bool(_) => Attr::Other("BOOL".into()),
                         AttributeValue::L(_) => Attr::Other("L".into()),
                         AttributeValue::M(_) => Attr::Other("M".into()),
@@ -163,7 +166,7 @@ impl Attrs {
                         V::N(n) => Attr::N(n.clone()),
                         V::Null(_) => Attr::Null,
                         V::Bool(_) => Attr::Other("BOOL".into()),
-                        V::B(_) => Attr::Other("B".into()),
+                        V::B(b) => Attr::B(b.clone()),
                         V::M(_) => Attr::Other("M".into()),
                         V::L(_) => Attr::Other("L".into()),
                         V::Ss(_) => Attr::Other("SS".into()),
@@ -197,6 +200,12 @@ impl Attrs {
                 ("S", serde_json::Value::String(s)) => Attr::S(s),
                 ("N", serde_json::Value::String(n)) => Attr::N(n),
                 ("NULL", _) => Attr::Null,
+                ("B", serde_json::Value::String(b)) => {
+                    use base64::Engine;
+                    Attr::B(base64::engine::general_purpose::STANDARD.decode(b).map_err(|e| {
+                        StoreError::Corrupt(format!("item image attribute `{name}` is not base64: {e}"))
+                    })?)
+                }
                 (other, _) => Attr::Other(other.to_string()),
             };
             out.insert(name, attr);
@@ -213,6 +222,7 @@ fn wrong_type(name: &str, want: &str, got: &Attr) -> StoreError {
     let got = match got {
         Attr::S(_) => "S",
         Attr::N(_) => "N",
+        Attr::B(_) => "B",
         Attr::Null => "NULL",
         Attr::Other(t) => t.as_str(),
     };
@@ -247,21 +257,44 @@ pub fn ttl(at: DateTime<Utc>, retention: chrono::Duration) -> i64 {
 
 // ------------------------------------------------------------------ events
 
-/// The Events item: `id`, `event_type`, `expires_at` (epoch s), `data`.
+/// Records larger than this are stored deflated in `data_z`.
+pub const COMPRESS_ABOVE: usize = 640;
+
+/// Largest record `data_z` may inflate to (DynamoDB's item limit is 400 KB).
+const MAX_INFLATED: usize = 4 * 1024 * 1024;
+
+/// The Events item: `id`, `event_type`, `expires_at` (epoch s), and the
+/// record as JSON: in `data`, or deflated in `data_z` (binary) when it is
+/// larger than [`COMPRESS_ABOVE`] and compresses. DynamoDB bills writes per
+/// KB of item, so a 1 KiB JSON event compressed under 1 KB costs one write
+/// unit instead of two (the largest single line item of a delivery).
 /// `expires_at` is the later of the record's own `expires_at` and
 /// `received_at + retention`, so an event is never dropped before either.
 pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
     a.put_s("id", &e.id)
         .put_s("event_type", &e.event_type)
-        .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()))
-        .put_s("data", encode_json(e)?);
+        .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
+    let json = encode_json(e)?;
+    let deflated = (json.len() > COMPRESS_ABOVE).then(|| miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6));
+    match deflated {
+        Some(z) if z.len() < json.len() => a.0.insert("data_z".into(), Attr::B(z)),
+        _ => a.0.insert("data".into(), Attr::S(json)),
+    };
     Ok(a)
 }
 
-/// Decodes an Events item.
+/// Decodes an Events item (`data`, or `data_z` deflated).
 pub fn event_from_attrs(a: &Attrs) -> Result<EventRecord, StoreError> {
-    a.data()
+    match a.0.get("data_z") {
+        Some(Attr::B(z)) => {
+            let json = miniz_oxide::inflate::decompress_to_vec_with_limit(z, MAX_INFLATED)
+                .map_err(|e| StoreError::Corrupt(format!("attribute `data_z` does not inflate: {e:?}")))?;
+            serde_json::from_slice(&json).map_err(|e| StoreError::Corrupt(format!("attribute `data_z`: {e}")))
+        }
+        Some(other) => Err(wrong_type("data_z", "B", other)),
+        None => a.data(),
+    }
 }
 
 /// Decodes the `NewImage` of an Events stream record (the router's input).
@@ -429,7 +462,7 @@ mod tests {
                     let v = match v {
                         Attr::S(s) => serde_json::json!({ "S": s }),
                         Attr::N(n) => serde_json::json!({ "N": n }),
-                        _ => unreachable!(),
+                        other => panic!("sagas use S and N only, got {other:?}"),
                     };
                     (k.clone(), v)
                 })
@@ -453,5 +486,34 @@ mod tests {
     #[test]
     fn ttl_saturates() {
         assert!(ttl(Utc::now(), chrono::Duration::MAX) > 0);
+    }
+
+    #[test]
+    fn large_events_are_stored_deflated_and_read_back_from_every_form() {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "type": "order.created",
+            "data": {"items": (0..20).map(|i| serde_json::json!({"sku": format!("SKU-{i:04}"), "qty": i, "name": "Blue widget, large"})).collect::<Vec<_>>()}
+        }))
+        .unwrap();
+        let n = crate::envelope::normalize(&body, None).unwrap();
+        let e = EventRecord::from_normalized(n, Utc::now(), chrono::Duration::days(30));
+        let a = event_to_attrs(&e, chrono::Duration::days(30)).unwrap();
+        let Some(Attr::B(z)) = a.0.get("data_z") else { panic!("a {} byte record is deflated", body.len()) };
+        assert!(z.len() < body.len() / 2, "{} → {}", body.len(), z.len());
+        assert!(!a.0.contains_key("data"));
+        assert_eq!(event_from_attrs(&a).unwrap(), e);
+        assert_eq!(event_from_attrs(&Attrs::from_sdk(&a.clone().into_sdk())).unwrap(), e);
+        use base64::Engine;
+        let image = serde_json::json!({
+            "id": {"S": e.id}, "event_type": {"S": e.event_type}, "expires_at": {"N": "1"},
+            "data_z": {"B": base64::engine::general_purpose::STANDARD.encode(z)},
+        });
+        let item: serde_dynamo::Item = serde_json::from_value(image.clone()).unwrap();
+        assert_eq!(event_from_image(&item).unwrap(), e);
+        assert_eq!(event_from_attrs(&Attrs::from_json(&image).unwrap()).unwrap(), e);
+        // Small events stay readable JSON.
+        let small = EventRecord { body: b"{}".to_vec(), ..e };
+        let a = event_to_attrs(&small, chrono::Duration::days(30)).unwrap();
+        assert!(matches!(a.0.get("data"), Some(Attr::S(_))));
     }
 }

@@ -113,7 +113,12 @@ pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (V
         ("hookline-attempt", job.attempt.to_string()),
     ]
     .into_iter()
-    .chain(event.trace_id.as_ref().map(|t| ("hookline-trace-id", t.clone())))
+    .chain(event.trace_id.iter().flat_map(|t| {
+        [
+            ("hookline-trace-id", t.clone()),
+            ("traceparent", crate::ids::traceparent(t, &format!("{}#{}", job.saga_id, job.attempt))),
+        ]
+    }))
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     headers.extend(sub.headers.iter().map(|(k, v)| (k.clone(), v.clone())));

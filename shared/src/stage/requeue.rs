@@ -164,35 +164,45 @@ pub async fn handle_message(h: &Hookline, body: &str) -> Result<(), RequeueError
 /// subscription (same `webhook-id`). Idempotent: requeueing it again returns
 /// the saga the first requeue created.
 pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<Saga, RequeueError> {
-    let dl = h
-        .stores
-        .dead_letters
-        .get(dead_letter_id)
-        .await?
-        .ok_or_else(|| RequeueError::NotFound(format!("dead letter {dead_letter_id}")))?;
+    let load = || async {
+        h.stores
+            .dead_letters
+            .get(dead_letter_id)
+            .await?
+            .ok_or_else(|| RequeueError::NotFound(format!("dead letter {dead_letter_id}")))
+    };
+    let mut dl = load().await?;
     let new_id = ids::requeue_saga_id(&dl.id);
-    if dl.state == "skipped" {
+    // The dead letter is resolved first: of concurrent requeues (a redrive
+    // and an API call), the one whose conditional resolve wins writes the
+    // audit record, and the new saga carries that same record.
+    if dl.state == "open" {
+        let resolution = serde_json::json!({
+            "action": "requeue", "actor": audit.actor, "reason": audit.reason, "at": Utc::now(), "new_saga_id": new_id,
+        });
+        h.stores.dead_letters.resolve(&dl.id, "requeued", resolution).await?;
+        dl = load().await?;
+    }
+    if dl.state != "requeued" {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
-    if dl.state == "requeued" {
-        if let Some(s) = h.stores.sagas.get(&new_id).await? {
-            return Ok(s);
-        }
+    crate::failpoint::hit("requeue.after_resolve");
+    if let Some(s) = h.stores.sagas.get(&new_id).await? {
+        return Ok(s);
     }
-    let now = Utc::now();
+    let r = dl.resolution.clone().unwrap_or_default();
+    let text = |k: &str, default: &str| r[k].as_str().unwrap_or(default).to_string();
+    let at = r["at"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map_or_else(Utc::now, |t| t.with_timezone(&Utc));
     let origin = Origin {
         kind: "requeue".into(),
         previous_saga_id: Some(dl.id.clone()),
-        actor: audit.actor.clone(),
-        reason: audit.reason.clone(),
-        at: now,
+        actor: text("actor", &audit.actor),
+        reason: text("reason", &audit.reason),
+        at,
     };
-    let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), now);
+    let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now());
     h.stores.sagas.create(std::slice::from_ref(&saga)).await?;
-    crate::failpoint::hit("requeue.after_saga");
-    let resolution = serde_json::json!({"action": "requeue", "actor": audit.actor, "reason": audit.reason, "at": now, "new_saga_id": new_id});
-    h.stores.dead_letters.resolve(&dl.id, "requeued", resolution).await?;
-    tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %audit.actor, "dead letter requeued");
+    tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %saga.origin.as_ref().map_or("", |o| o.actor.as_str()), "dead letter requeued");
     Ok(h.stores.sagas.get(&new_id).await?.unwrap_or(saga))
 }
 
