@@ -296,7 +296,7 @@ pub fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
-        .with_current_span(false)
+        .with_current_span(true)
         .without_time()
         .with_target(false)
         .try_init();

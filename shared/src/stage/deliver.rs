@@ -31,8 +31,15 @@ pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), Stor
     Ok(())
 }
 
-/// Makes one attempt and describes it; does not store it.
+/// Makes one attempt and describes it; does not store it. Every log line
+/// of the attempt carries the saga, event and subscription ids.
 pub async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreError> {
+    use tracing::Instrument;
+    let span = tracing::info_span!("attempt", saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, attempt = job.attempt);
+    attempt_in_span(h, job).instrument(span).await
+}
+
+async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreError> {
     let sub = h.subscription_cache.get(h.stores.subscriptions.as_ref(), &job.subscription_id).await?;
     let event = h.stores.events.get(&job.event_id).await?;
     let refused = |error: &str| Attempt {
@@ -71,8 +78,7 @@ pub async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreEr
         AttemptResult::Gone => Some("HTTP 410 Gone".into()),
     };
     tracing::info!(
-        saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id,
-        trace_id = event.trace_id.as_deref().unwrap_or(""), attempt = job.attempt,
+        trace_id = event.trace_id.as_deref().unwrap_or(""),
         status = res.status, latency_ms, error = error.as_deref().unwrap_or(""), "delivery attempt"
     );
     Ok(Attempt {
