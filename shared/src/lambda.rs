@@ -26,6 +26,8 @@ use crate::stage::{deliver, ingest, requeue, route, saga};
 
 /// The Lambda event types, for the function binaries.
 pub use aws_lambda_events as events;
+/// What a handler may fail with (a failed invocation; Lambda retries it).
+pub use lambda_runtime::Error;
 
 /// The longest delay SQS allows on one message.
 pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
@@ -315,4 +317,26 @@ pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::aws:
     let backend = crate::aws::AwsBackend::from_env(&sdk)?;
     let config = Config { retention: backend.retention, ..config_from_env() };
     Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config)), backend))
+}
+
+/// The Lambda runtime loop of one function: each invocation's payload goes
+/// to `handler` with the context built once at init, and the invocation's
+/// metrics are flushed as EMF after it.
+pub async fn run<E, R, F, Fut>(function: &'static str, h: std::sync::Arc<Hookline>, handler: F) -> Result<(), Error>
+where
+    E: serde::de::DeserializeOwned + Send + 'static,
+    R: serde::Serialize + Send + 'static,
+    F: Fn(std::sync::Arc<Hookline>, E) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<R, Error>> + Send,
+{
+    let handler = &handler;
+    lambda_runtime::run(lambda_runtime::service_fn(move |e: lambda_runtime::LambdaEvent<E>| {
+        let h = h.clone();
+        async move {
+            let res = handler(h.clone(), e.payload).await;
+            flush_metrics(&h, function);
+            res
+        }
+    }))
+    .await
 }

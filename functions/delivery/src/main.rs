@@ -2,20 +2,11 @@
 //! attempts recorded, partial batch failures reported. Wiring only:
 //! `shared::lambda::deliver_batch` decides.
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
-use shared::lambda::{self, events::sqs::SqsEvent};
+use shared::lambda::{self, events::sqs::SqsEvent, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda::init_logging();
     let h = lambda::hookline_from_env().await?;
-    lambda_runtime::run(service_fn(|e: LambdaEvent<SqsEvent>| {
-        let h = h.clone();
-        async move {
-            let res = lambda::deliver_batch(&h, e.payload).await;
-            lambda::flush_metrics(&h, "delivery");
-            Ok::<_, Error>(res)
-        }
-    }))
-    .await
+    lambda::run("delivery", h, |h, e: SqsEvent| async move { Ok(lambda::deliver_batch(&h, e).await) }).await
 }

@@ -4,10 +4,9 @@
 
 use std::sync::Arc;
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::{to_value, Value};
 use shared::api::{Api, Verification};
-use shared::lambda::{self, Incoming};
+use shared::lambda::{self, Error, Incoming};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -15,17 +14,15 @@ async fn main() -> Result<(), Error> {
     let (h, backend) = lambda::backend_from_env().await?;
     let api = Api::behind_gateway(h.clone(), Verification::Inline);
     let rejects = Arc::new(backend.ingest_dlq.ok_or("INGEST_DLQ_URL is not set")?);
-    lambda_runtime::run(service_fn(|e: LambdaEvent<Value>| {
-        let (h, api, rejects) = (h.clone(), api.clone(), rejects.clone());
+    lambda::run("ingest", h, move |h, e: Value| {
+        let (api, rejects) = (api.clone(), rejects.clone());
         async move {
-            let res = match Incoming::parse(e.payload)? {
+            Ok(match Incoming::parse(e)? {
                 Incoming::Http(req) => to_value(lambda::http(&api, *req).await)?,
                 Incoming::Sqs(ev) => to_value(lambda::ingest_from_bus(&h, &rejects, ev).await)?,
                 Incoming::Stream(_) => return Err(Error::from("the ingest function takes HTTP and SQS events only")),
-            };
-            lambda::flush_metrics(&h, "ingest");
-            Ok::<_, Error>(res)
+            })
         }
-    }))
+    })
     .await
 }

@@ -92,15 +92,14 @@ pub enum RequeueMessage {
     DeadJob(DeliveryJob),
 }
 
+async fn load_dead_letter(h: &Hookline, id: &str) -> Result<crate::attempt::DeadLetter, RequeueError> {
+    h.stores.dead_letters.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("dead letter {id}")))
+}
+
 /// Checks a requeue request and queues it; returns the id the new saga will
 /// have (the same for every requeue of this dead letter).
 pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<String, RequeueError> {
-    let dl = h
-        .stores
-        .dead_letters
-        .get(dead_letter_id)
-        .await?
-        .ok_or_else(|| RequeueError::NotFound(format!("dead letter {dead_letter_id}")))?;
+    let dl = load_dead_letter(h, dead_letter_id).await?;
     if dl.state == "skipped" {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
@@ -164,14 +163,7 @@ pub async fn handle_message(h: &Hookline, body: &str) -> Result<(), RequeueError
 /// subscription (same `webhook-id`). Idempotent: requeueing it again returns
 /// the saga the first requeue created.
 pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<Saga, RequeueError> {
-    let load = || async {
-        h.stores
-            .dead_letters
-            .get(dead_letter_id)
-            .await?
-            .ok_or_else(|| RequeueError::NotFound(format!("dead letter {dead_letter_id}")))
-    };
-    let mut dl = load().await?;
+    let mut dl = load_dead_letter(h, dead_letter_id).await?;
     let new_id = ids::requeue_saga_id(&dl.id);
     // The dead letter is resolved first: of concurrent requeues (a redrive
     // and an API call), the one whose conditional resolve wins writes the
@@ -181,7 +173,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
             "action": "requeue", "actor": audit.actor, "reason": audit.reason, "at": Utc::now(), "new_saga_id": new_id,
         });
         h.stores.dead_letters.resolve(&dl.id, "requeued", resolution).await?;
-        dl = load().await?;
+        dl = load_dead_letter(h, dead_letter_id).await?;
     }
     if dl.state != "requeued" {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
@@ -208,12 +200,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
 
 /// Closes a dead letter without delivering it, with the audit record.
 pub async fn skip(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<(), RequeueError> {
-    let dl = h
-        .stores
-        .dead_letters
-        .get(dead_letter_id)
-        .await?
-        .ok_or_else(|| RequeueError::NotFound(format!("dead letter {dead_letter_id}")))?;
+    let dl = load_dead_letter(h, dead_letter_id).await?;
     let resolution = serde_json::json!({"action": "skip", "actor": audit.actor, "reason": audit.reason, "at": Utc::now()});
     if !h.stores.dead_letters.resolve(&dl.id, "skipped", resolution).await? {
         let cur = h.stores.dead_letters.get(&dl.id).await?.map(|d| d.state).unwrap_or_default();
