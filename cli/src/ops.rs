@@ -10,9 +10,14 @@ pub struct Target {
     /// Base URL of the Hookline API.
     #[arg(long, env = "HOOKLINE_URL", default_value = "http://127.0.0.1:8080", global = true)]
     url: String,
-    /// API key.
+    /// API key (`hookline serve`).
     #[arg(long, env = "HOOKLINE_API_KEY", global = true, hide_env_values = true)]
     api_key: Option<String>,
+    /// Sign requests with SigV4 for this AWS region instead of using an API
+    /// key: the deployed HTTP API uses IAM authorization. Credentials come
+    /// from the usual AWS chain (environment, profile, SSO, instance role).
+    #[arg(long, env = "HOOKLINE_AWS_REGION", global = true)]
+    aws_region: Option<String>,
 }
 
 /// Inspect, requeue, skip and replay.
@@ -122,18 +127,50 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
 }
 
 async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-    let Some(key) = &t.api_key else { bail!("no API key: pass --api-key or set HOOKLINE_API_KEY") };
     let client = reqwest::Client::new();
     let url = format!("{}{}", t.url.trim_end_matches('/'), path);
-    let mut req = client.request(method.parse()?, &url).bearer_auth(key);
-    if let Some(b) = body {
-        req = req.json(&b);
+    let body = body.map(|b| serde_json::to_vec(&b)).transpose()?.unwrap_or_default();
+    let mut req = client.request(method.parse()?, &url).header("content-type", "application/json");
+    match (&t.aws_region, &t.api_key) {
+        (Some(region), _) => {
+            for (name, value) in sigv4_headers(region, method, &url, &body).await? {
+                req = req.header(name, value);
+            }
+        }
+        (None, Some(key)) => req = req.bearer_auth(key),
+        (None, None) => bail!("no credentials: pass --api-key (HOOKLINE_API_KEY) for hookline serve, or --aws-region (HOOKLINE_AWS_REGION) for a deployment"),
     }
-    let res = req.send().await.with_context(|| format!("calling {url}"))?;
+    let res = req.body(body).send().await.with_context(|| format!("calling {url}"))?;
     let status = res.status();
     let v: Value = res.json().await.unwrap_or(Value::Null);
     if !status.is_success() {
         bail!("{status}: {}", v["error"]["message"].as_str().unwrap_or("request failed"));
     }
     Ok(v)
+}
+
+/// The SigV4 headers (service `execute-api`) for one request to the
+/// deployed HTTP API.
+async fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
+    use aws_credential_types::provider::ProvideCredentials;
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_string()))
+        .load()
+        .await;
+    let provider = sdk.credentials_provider().context("no AWS credentials provider configured")?;
+    let identity: aws_smithy_runtime_api::client::identity::Identity =
+        provider.provide_credentials().await.context("loading AWS credentials")?.into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("execute-api")
+        .time(std::time::SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()?
+        .into();
+    let headers = [("content-type", "application/json")];
+    let signable = SignableRequest::new(method, url, headers.into_iter(), SignableBody::Bytes(body))?;
+    let (instructions, _) = sign(signable, &params)?.into_parts();
+    Ok(instructions.headers().map(|(k, v)| (k.to_string(), v.to_string())).collect())
 }

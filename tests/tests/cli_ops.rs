@@ -1,0 +1,85 @@
+//! The `hookline` ops commands against a running Hookline: inspect, dead
+//! letters, requeue and replay over the API with the key, and SigV4 signing
+//! (the deployed HTTP API's IAM authorization) with `--aws-region`.
+
+use hookline_tests::pipeline::Pipeline;
+use hookline_tests::server::binary;
+use hookline_tests::{Behaviour, Receiver, Server};
+use serde_json::{json, Value};
+
+fn hookline(args: &[&str], env: &[(&str, &str)]) -> (bool, Value, String) {
+    let out = std::process::Command::new(binary())
+        .args(args)
+        .env_remove("HOOKLINE_API_KEY")
+        .env_remove("HOOKLINE_AWS_REGION")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run hookline");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    (out.status.success(), serde_json::from_str(&stdout).unwrap_or(Value::Null), String::from_utf8_lossy(&out.stderr).to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_commands_inspect_requeue_skip_and_replay() {
+    let s = Server::start("cli");
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/c", Behaviour::Always(500)), "event_types": ["*"],
+                       "retry_policy": {"max_attempts": 1, "base_delay_ms": 50, "max_delay_ms": 100}}))
+        .await;
+    s.post("/v1/events", &json!({"id": "cli-1", "type": "t", "data": {}})).await;
+    let d = s.settled_deliveries("cli-1", 1, 20).await;
+    let dead = d[0]["saga_id"].as_str().unwrap().to_string();
+    let env = [("HOOKLINE_URL", s.base.as_str()), ("HOOKLINE_API_KEY", s.key.as_str())];
+
+    let (ok, v, err) = hookline(&["inspect", "cli-1"], &env);
+    assert!(ok, "{err}");
+    assert_eq!(v["event"]["id"], "cli-1");
+    assert_eq!(v["deliveries"][0]["status"], "DeadLettered");
+
+    let listed = hookline_tests::eventually(10, "the dead letter listed", || async {
+        let (ok, v, _) = hookline(&["dead-letters", "list"], &env);
+        (ok && v["dead_letters"].as_array().is_some_and(|a| !a.is_empty())).then_some(v)
+    })
+    .await;
+    assert_eq!(listed["dead_letters"][0]["id"], dead.as_str());
+
+    r.set("/c", Behaviour::Ok);
+    let (ok, v, err) = hookline(&["dead-letters", "requeue", &dead, "--reason", "fixed"], &env);
+    assert!(ok, "{err}");
+    let d = s.settled_deliveries("cli-1", 2, 20).await;
+    let new = d.iter().find(|x| x["saga_id"] == v["saga_id"]).expect("the requeued saga");
+    assert_eq!(new["status"], "Completed");
+    assert!(new["origin"]["actor"].as_str().unwrap().starts_with("cli"));
+
+    let (ok, _, err) = hookline(&["replay", "cli-1", "--reason", "lost"], &env);
+    assert!(ok, "{err}");
+    s.settled_deliveries("cli-1", 3, 20).await;
+
+    let (ok, _, err) = hookline(&["dead-letters", "skip", &dead, "--reason", "late"], &env);
+    assert!(!ok, "a requeued dead letter cannot be skipped");
+    assert!(err.contains("409"), "{err}");
+
+    let (ok, _, err) = hookline(&["dead-letters", "list"], &[("HOOKLINE_URL", s.base.as_str())]);
+    assert!(!ok);
+    assert!(err.contains("no credentials"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_commands_sign_with_sigv4_for_a_deployment() {
+    let r = Receiver::start().await;
+    let url = r.url("", Behaviour::Ok);
+    let env = [
+        ("HOOKLINE_URL", url.as_str()),
+        ("HOOKLINE_AWS_REGION", "eu-west-1"),
+        ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let (ok, _, err) = hookline(&["dead-letters", "list"], &env);
+    assert!(ok, "{err}");
+    let req = r.requests("/v1/dead-letters").pop().expect("the request arrived");
+    let auth = req.header("authorization");
+    assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/"), "{auth}");
+    assert!(auth.contains("/eu-west-1/execute-api/aws4_request"), "{auth}");
+    assert!(!req.header("x-amz-date").is_empty());
+}
