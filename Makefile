@@ -38,6 +38,17 @@ bench:
 	$(CARGO) build --release -p hookline
 	$(CARGO) run --release -p hookline-tests --bin bench -- $(ARGS)
 
+# AWS cost per delivery on the emulator (counts requests, DynamoDB units and
+# invocations; prices from infra/prices.json). ARGS e.g. "--events 500
+# --batch-events 1000 --fanout-events 500 --scenarios ABC".
+bench-cost: venv
+	@endpoint=$$(infra/emulator.sh start) || exit 1; \
+	echo "AWS emulator at $$endpoint"; \
+	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+	AWS_EC2_METADATA_DISABLED=true \
+	$(CARGO) run --release -p hookline-tests --bin cost -- $(ARGS); status=$$?; \
+	infra/emulator.sh stop; exit $$status
+
 bench-cold-start:
 	$(CARGO) build --release -p ingest -p router -p saga -p delivery -p requeue -p api
 	$(CARGO) run --release -p hookline-tests --bin cold_start -- $(ARGS)

@@ -16,7 +16,7 @@ use shared::lambda;
 use shared::ssrf::AddressPolicy;
 
 use crate::emulator;
-use crate::lambda_driver::{Driver, Moto, Sources};
+use crate::lambda_driver::{Driver, DriverStats, Moto, Sources};
 
 /// One Hookline deployment in the emulator, with its own tables and queues.
 pub struct AwsPipeline {
@@ -29,6 +29,7 @@ pub struct AwsPipeline {
     pub moto: Moto,
     api: Api,
     _driver: Driver,
+    stats: Arc<DriverStats>,
 }
 
 /// A unique resource prefix per test.
@@ -42,8 +43,19 @@ impl AwsPipeline {
     /// starts the event source mappings.
     pub async fn start(tag: &str) -> AwsPipeline {
         let sdk = emulator::aws_config().await;
+        Self::start_with_clients(tag, aws_sdk_dynamodb::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk)).await
+    }
+
+    /// [`AwsPipeline::start`] with the backend on these SDK clients (e.g.
+    /// clients with an interceptor that meters requests); the resources are
+    /// created and the event source mappings read through other clients.
+    pub async fn start_with_clients(
+        tag: &str,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+    ) -> AwsPipeline {
         let names = emulator::create_resources(&prefix(tag)).await;
-        let backend = AwsBackend::new(&sdk, names.clone(), chrono::Duration::days(30));
+        let backend = AwsBackend::with_clients(dynamodb, sqs, names.clone(), chrono::Duration::days(30));
         let config = Config {
             address_policy: AddressPolicy::AllowLoopback,
             http: ClientConfig {
@@ -72,8 +84,17 @@ impl AwsPipeline {
             stream_failures_url: q("StreamFailuresQueue").0,
         };
         let rejects = Arc::new(backend.ingest_dlq.clone().expect("the template has an IngestDLQ"));
-        let driver = Driver::start(moto.clone(), hookline.clone(), sources, rejects);
-        AwsPipeline { hookline, backend, moto, api, _driver: driver }
+        let stats = Arc::new(DriverStats::default());
+        let driver = Driver::start_with_stats(moto.clone(), hookline.clone(), sources, rejects, stats.clone());
+        AwsPipeline { hookline, backend, moto, api, _driver: driver, stats }
+    }
+
+    /// Invocations per function (the event source mappings' and one per API
+    /// call: `IngestFunction` for `POST /v1/events` and `/v1/events/batch`,
+    /// `ApiFunction` for the rest), API Gateway requests, and the requests
+    /// the mappings made on Lambda's behalf.
+    pub fn stats(&self) -> Arc<DriverStats> {
+        self.stats.clone()
     }
 
     /// The URL of a queue by the template's logical id.
@@ -127,6 +148,15 @@ impl AwsPipeline {
     }
 }
 
+/// The function behind an HTTP API route in the template: ingest takes
+/// `POST /v1/events` and `POST /v1/events/batch`, the API function the rest.
+fn http_function(method: &str, path: &str) -> &'static str {
+    match (method, path.trim_end_matches('/')) {
+        ("POST", "/v1/events" | "/v1/events/batch") => "IngestFunction",
+        _ => "ApiFunction",
+    }
+}
+
 /// SQS queue ARN from its emulator URL (`…/123456789012/name`).
 fn queue_arn(url: &str) -> String {
     let mut parts = url.rsplit('/');
@@ -152,7 +182,12 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
         // A crashed invocation is a 500 to the caller, as API Gateway answers.
         let api = self.api.clone();
-        let Ok(res) = tokio::spawn(async move { lambda::http(&api, req).await }).await else {
+        let function = http_function(method, path);
+        self.stats.record_api_gateway();
+        let started = std::time::Instant::now();
+        let res = tokio::spawn(async move { lambda::http(&api, req).await }).await;
+        self.stats.record_invocation(function, 1, started.elapsed(), res.is_err());
+        let Ok(res) = res else {
             return (500, json!({"message": "Internal Server Error"}));
         };
         let text = match res.body {
@@ -170,7 +205,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
                                "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
             "isBase64Encoded": false,
         });
+        self.stats.record_api_gateway();
+        let started = std::time::Instant::now();
         let res = lambda::http(&self.api, serde_json::from_value(req).unwrap()).await;
+        self.stats.record_invocation(http_function(method, path), 1, started.elapsed(), false);
         match res.body {
             Some(shared::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),

@@ -8,12 +8,12 @@
 //! that panics counts as a crashed invocation: nothing of its batch is
 //! acknowledged.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use shared::context::Hookline;
@@ -82,12 +82,114 @@ pub const TEST_VISIBILITY_SECS: u64 = 4;
 /// MaximumRetryAttempts of the stream mappings in the template.
 pub const STREAM_MAX_RETRIES: u32 = 5;
 
+/// What one function did, as Lambda would bill it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FunctionCounts {
+    /// Invocations (crashed ones included: Lambda bills them too).
+    pub invocations: u64,
+    /// Of which crashed (the handler panicked).
+    pub crashed: u64,
+    /// Records (messages, stream records, HTTP requests) handed to it.
+    pub records: u64,
+    /// Wall time of the handlers, summed.
+    pub wall: Duration,
+    /// Billed duration: each invocation's wall time rounded up to 1 ms, summed.
+    pub billed_ms: u64,
+}
+
+/// Requests of one kind that the driver made on Lambda's behalf.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestCounts {
+    /// Requests.
+    pub requests: u64,
+    /// Payload bytes (request body plus response body, as JSON).
+    pub bytes: u64,
+    /// Requests as SQS bills them: one per started 64 KB of payload.
+    pub billed: u64,
+    /// Messages or records they carried.
+    pub items: u64,
+}
+
+/// Counts of what the driver (Lambda's event source mappings, and API
+/// Gateway in [`crate::aws_pipeline::AwsPipeline::call`]) did: invocations
+/// per function (by the template's logical id, e.g. `DeliveryFunction`) and
+/// the requests made on Lambda's behalf. Read by the cost benchmark.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DriverCounts {
+    /// Per function.
+    pub functions: BTreeMap<String, FunctionCounts>,
+    /// SQS requests of the event source mappings, by (function, operation):
+    /// `ReceiveMessage` (non-empty), `ReceiveMessage (empty)`,
+    /// `DeleteMessageBatch`, `SendMessage` (stream on-failure destination).
+    pub sqs: BTreeMap<(String, String), RequestCounts>,
+    /// DynamoDB Streams requests of the stream mappings, by (function,
+    /// operation): `GetRecords`, `GetRecords (empty)`, `GetShardIterator`,
+    /// `DescribeStream`.
+    pub streams: BTreeMap<(String, String), RequestCounts>,
+    /// API Gateway requests (one per HTTP API call).
+    pub api_gateway_requests: u64,
+}
+
+/// Shared, thread-safe [`DriverCounts`].
+#[derive(Debug, Default)]
+pub struct DriverStats(Mutex<DriverCounts>);
+
+/// 64 KB: SQS bills one request per started chunk of this size.
+pub const SQS_BILLING_CHUNK: u64 = 64 * 1024;
+
+impl DriverStats {
+    /// A copy of the counts so far.
+    pub fn snapshot(&self) -> DriverCounts {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// One invocation of `function` with `records` records that took `wall`.
+    pub fn record_invocation(&self, function: &str, records: usize, wall: Duration, crashed: bool) {
+        let mut g = self.0.lock().unwrap();
+        let f = g.functions.entry(function.to_string()).or_default();
+        f.invocations += 1;
+        f.crashed += u64::from(crashed);
+        f.records += records as u64;
+        f.wall += wall;
+        f.billed_ms += (wall.as_nanos().div_ceil(1_000_000) as u64).max(1);
+    }
+
+    /// One API Gateway request.
+    pub fn record_api_gateway(&self) {
+        self.0.lock().unwrap().api_gateway_requests += 1;
+    }
+
+    fn record(map: &mut BTreeMap<(String, String), RequestCounts>, function: &str, op: &str, bytes: usize, items: usize) {
+        let r = map.entry((function.to_string(), op.to_string())).or_default();
+        r.requests += 1;
+        r.bytes += bytes as u64;
+        r.billed += (bytes as u64).div_ceil(SQS_BILLING_CHUNK).max(1);
+        r.items += items as u64;
+    }
+
+    /// One SQS request made on behalf of `function`.
+    pub fn record_sqs(&self, function: &str, op: &str, bytes: usize, items: usize) {
+        Self::record(&mut self.0.lock().unwrap().sqs, function, op, bytes, items);
+    }
+
+    /// One DynamoDB Streams request made on behalf of `function`.
+    pub fn record_stream(&self, function: &str, op: &str, bytes: usize, items: usize) {
+        Self::record(&mut self.0.lock().unwrap().streams, function, op, bytes, items);
+    }
+}
+
+/// Payload size of one raw call: request and response JSON.
+fn json_len(req: &Value, res: &Value) -> usize {
+    req.to_string().len() + res.to_string().len()
+}
+
 type Handler<E, R> = Arc<dyn Fn(Arc<Hookline>, E) -> Pin<Box<dyn Future<Output = R> + Send>> + Send + Sync>;
 
 /// The running driver: one task per event source mapping.
 pub struct Driver {
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    stats: Arc<DriverStats>,
 }
 
 impl Drop for Driver {
@@ -102,16 +204,27 @@ impl Drop for Driver {
 impl Driver {
     /// Starts polling every source and invoking the handlers.
     pub fn start(moto: Moto, h: Arc<Hookline>, src: Sources, rejects: Arc<shared::aws::sqs::SqsQueue>) -> Driver {
+        Self::start_with_stats(moto, h, src, rejects, Arc::new(DriverStats::default()))
+    }
+
+    /// [`Driver::start`], counting invocations and requests into `stats`.
+    pub fn start_with_stats(
+        moto: Moto,
+        h: Arc<Hookline>,
+        src: Sources,
+        rejects: Arc<shared::aws::sqs::SqsQueue>,
+        stats: Arc<DriverStats>,
+    ) -> Driver {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
         let route: Handler<lambda::events::dynamodb::Event, _> =
             Arc::new(|h, e| Box::pin(async move { lambda::route_stream(&h, e).await }));
         let saga_stream: Handler<lambda::events::dynamodb::Event, _> =
             Arc::new(|h, e| Box::pin(async move { lambda::saga_stream(&h, e).await }));
-        for (arn, handler, only_inserts) in [
-            (src.events_stream.clone(), route, false),
-            (src.sagas_stream.clone(), saga_stream.clone(), true),
-            (src.attempts_stream.clone(), saga_stream, false),
+        for (arn, handler, only_inserts, function) in [
+            (src.events_stream.clone(), route, false, "RouterFunction"),
+            (src.sagas_stream.clone(), saga_stream.clone(), true, "SagaFunction"),
+            (src.attempts_stream.clone(), saga_stream, false, "SagaFunction"),
         ] {
             tasks.push(tokio::spawn(stream_mapping(
                 moto.clone(),
@@ -121,6 +234,7 @@ impl Driver {
                 only_inserts,
                 src.stream_failures_url.clone(),
                 stop.clone(),
+                (stats.clone(), function),
             )));
         }
         let rj = rejects.clone();
@@ -131,17 +245,25 @@ impl Driver {
         let timers: Handler<lambda::events::sqs::SqsEvent, _> = Arc::new(|h, e| Box::pin(async move { lambda::saga_timers(&h, e).await }));
         let deliver: Handler<lambda::events::sqs::SqsEvent, _> = Arc::new(|h, e| Box::pin(async move { lambda::deliver_batch(&h, e).await }));
         let requeue: Handler<lambda::events::sqs::SqsEvent, _> = Arc::new(|h, e| Box::pin(async move { lambda::requeue_batch(&h, e).await }));
-        for (q, handler) in [
-            (src.ingest_queue.clone(), ingest),
-            (src.retries_queue.clone(), timers),
-            (src.deliveries_queue.clone(), deliver),
-            (src.requeue_queue.clone(), requeue),
+        for (q, handler, function) in [
+            (src.ingest_queue.clone(), ingest, "IngestFunction"),
+            (src.retries_queue.clone(), timers, "SagaFunction"),
+            (src.deliveries_queue.clone(), deliver, "DeliveryFunction"),
+            (src.requeue_queue.clone(), requeue, "RequeueFunction"),
         ] {
-            tasks.push(tokio::spawn(queue_mapping(moto.clone(), h.clone(), q, handler, stop.clone())));
+            tasks.push(tokio::spawn(queue_mapping(moto.clone(), h.clone(), q, handler, stop.clone(), (stats.clone(), function))));
         }
-        Driver { stop, tasks }
+        Driver { stop, tasks, stats }
+    }
+
+    /// The counts of invocations and of requests made on Lambda's behalf.
+    pub fn stats(&self) -> Arc<DriverStats> {
+        self.stats.clone()
     }
 }
+
+/// Where a mapping counts: the stats and the function's logical id.
+type Counted = (Arc<DriverStats>, &'static str);
 
 const POLL: Duration = Duration::from_millis(20);
 
@@ -155,6 +277,21 @@ async fn invoke<E: Send + 'static, R: Send + 'static>(h: &Arc<Hookline>, handler
     }
 }
 
+/// [`invoke`], counted as one invocation of `counted.1` with `records` records.
+async fn invoke_counted<E: Send + 'static, R: Send + 'static>(
+    h: &Arc<Hookline>,
+    handler: &Handler<E, R>,
+    event: E,
+    records: usize,
+    counted: &Counted,
+) -> Option<R> {
+    let started = Instant::now();
+    let r = invoke(h, handler, event).await;
+    counted.0.record_invocation(counted.1, records, started.elapsed(), r.is_none());
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn stream_mapping(
     moto: Moto,
     h: Arc<Hookline>,
@@ -163,8 +300,11 @@ async fn stream_mapping(
     only_inserts: bool,
     failures_url: String,
     stop: Arc<AtomicBool>,
+    counted: Counted,
 ) {
-    let desc = moto.call("dynamodb", "DynamoDBStreams_20120810.DescribeStream", json!({"StreamArn": arn})).await;
+    let req = json!({"StreamArn": arn});
+    let desc = moto.call("dynamodb", "DynamoDBStreams_20120810.DescribeStream", req.clone()).await;
+    counted.0.record_stream(counted.1, "DescribeStream", json_len(&req, &desc), 0);
     let shards: Vec<String> = desc["StreamDescription"]["Shards"]
         .as_array()
         .map(|a| a.iter().filter_map(|s| s["ShardId"].as_str().map(str::to_string)).collect())
@@ -174,6 +314,7 @@ async fn stream_mapping(
         let it = moto
             .call("dynamodb", "DynamoDBStreams_20120810.GetShardIterator", json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}))
             .await;
+        counted.0.record_stream(counted.1, "GetShardIterator", 0, 0);
         iterators.insert(shard.clone(), it["ShardIterator"].as_str().unwrap_or_default().to_string());
     }
     let mut retries: HashMap<String, u32> = HashMap::new();
@@ -181,9 +322,12 @@ async fn stream_mapping(
         let mut idle = true;
         for shard in &shards {
             let it = iterators[shard].clone();
-            let got = moto.call("dynamodb", "DynamoDBStreams_20120810.GetRecords", json!({"ShardIterator": it, "Limit": 100})).await;
+            let req = json!({"ShardIterator": it, "Limit": 100});
+            let got = moto.call("dynamodb", "DynamoDBStreams_20120810.GetRecords", req.clone()).await;
             let next = got["NextShardIterator"].as_str().unwrap_or(&it).to_string();
             let mut records: Vec<Value> = got["Records"].as_array().cloned().unwrap_or_default();
+            let op = if records.is_empty() { "GetRecords (empty)" } else { "GetRecords" };
+            counted.0.record_stream(counted.1, op, json_len(&req, &got), records.len());
             if records.is_empty() {
                 iterators.insert(shard.clone(), next);
                 continue;
@@ -199,9 +343,10 @@ async fn stream_mapping(
             let failed_at: Option<String> = if delivered.is_empty() {
                 None
             } else {
+                let n = delivered.len();
                 let event: lambda::events::dynamodb::Event =
                     serde_json::from_value(json!({"Records": delivered})).expect("stream records in Lambda's shape");
-                match invoke(&h, &handler, event).await {
+                match invoke_counted(&h, &handler, event, n, &counted).await {
                     Some(resp) => resp.batch_item_failures.first().and_then(|f| f.item_identifier.clone()),
                     None => Some(seqs[0].clone()),
                 }
@@ -216,12 +361,9 @@ async fn stream_mapping(
                     let kind = if *n > STREAM_MAX_RETRIES {
                         // Give up on this record: its description goes to the
                         // on-failure destination and the shard moves on.
-                        moto.call(
-                            "sqs",
-                            "AmazonSQS.SendMessage",
-                            json!({"QueueUrl": failures_url, "MessageBody": json!({"streamArn": arn, "shardId": shard, "sequenceNumber": seq, "condition": "RetryAttemptsExhausted"}).to_string()}),
-                        )
-                        .await;
+                        let req = json!({"QueueUrl": failures_url, "MessageBody": json!({"streamArn": arn, "shardId": shard, "sequenceNumber": seq, "condition": "RetryAttemptsExhausted"}).to_string()});
+                        let res = moto.call("sqs", "AmazonSQS.SendMessage", req.clone()).await;
+                        counted.0.record_sqs(counted.1, "SendMessage", json_len(&req, &res), 1);
                         "AFTER_SEQUENCE_NUMBER"
                     } else {
                         "AT_SEQUENCE_NUMBER"
@@ -233,6 +375,7 @@ async fn stream_mapping(
                             json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": kind, "SequenceNumber": seq}),
                         )
                         .await;
+                    counted.0.record_stream(counted.1, "GetShardIterator", 0, 0);
                     iterators.insert(shard.clone(), it["ShardIterator"].as_str().unwrap_or_default().to_string());
                 }
             }
@@ -249,17 +392,15 @@ async fn queue_mapping(
     (url, arn): (String, String),
     handler: Handler<lambda::events::sqs::SqsEvent, lambda::events::sqs::SqsBatchResponse>,
     stop: Arc<AtomicBool>,
+    counted: Counted,
 ) {
     while !stop.load(Ordering::SeqCst) {
-        let got = moto
-            .call(
-                "sqs",
-                "AmazonSQS.ReceiveMessage",
-                json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": TEST_VISIBILITY_SECS,
-                       "AttributeNames": ["All"], "MessageAttributeNames": ["All"]}),
-            )
-            .await;
+        let req = json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": TEST_VISIBILITY_SECS,
+                         "AttributeNames": ["All"], "MessageAttributeNames": ["All"]});
+        let got = moto.call("sqs", "AmazonSQS.ReceiveMessage", req.clone()).await;
         let msgs = got["Messages"].as_array().cloned().unwrap_or_default();
+        let op = if msgs.is_empty() { "ReceiveMessage (empty)" } else { "ReceiveMessage" };
+        counted.0.record_sqs(counted.1, op, json_len(&req, &got), msgs.len());
         if msgs.is_empty() {
             tokio::time::sleep(POLL).await;
             continue;
@@ -283,7 +424,7 @@ async fn queue_mapping(
             })
             .collect();
         let event: lambda::events::sqs::SqsEvent = serde_json::from_value(json!({"Records": records})).expect("SQS event in Lambda's shape");
-        let failed: Vec<String> = match invoke(&h, &handler, event).await {
+        let failed: Vec<String> = match invoke_counted(&h, &handler, event, msgs.len(), &counted).await {
             Some(resp) => resp.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
             None => msgs.iter().filter_map(|m| m["MessageId"].as_str().map(str::to_string)).collect(),
         };
@@ -294,7 +435,10 @@ async fn queue_mapping(
             .map(|(i, m)| json!({"Id": format!("m{i}"), "ReceiptHandle": m["ReceiptHandle"]}))
             .collect();
         if !done.is_empty() {
-            moto.call("sqs", "AmazonSQS.DeleteMessageBatch", json!({"QueueUrl": url, "Entries": done})).await;
+            let n = done.len();
+            let req = json!({"QueueUrl": url, "Entries": done});
+            let res = moto.call("sqs", "AmazonSQS.DeleteMessageBatch", req.clone()).await;
+            counted.0.record_sqs(counted.1, "DeleteMessageBatch", json_len(&req, &res), n);
         }
     }
 }

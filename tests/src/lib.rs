@@ -31,5 +31,6 @@ pub mod aws_pipeline;
 pub mod conformance;
 pub mod emulator;
 pub mod lambda_driver;
+pub mod metering;
 pub mod pipeline;
 pub mod scenarios;
