@@ -333,11 +333,13 @@ impl SagaStore for DynamoSagas {
         all(join_all(transitions.iter().map(|t| self.transition_one(t))).await)
     }
 
-    /// Queries GSI `by_event` (eventually consistent, like every GSI read);
-    /// ordered by creation time then id, as close as DynamoDB gets to the
-    /// SQLite adapter's insertion order.
+    /// Queries GSI `by_event` for the saga ids (the index projects keys
+    /// only, so a saga's status updates never write to it: one write unit
+    /// per delivery saved), then reads each saga. The index is eventually
+    /// consistent, like every GSI read. Ordered by creation time then id, as
+    /// close as DynamoDB gets to the SQLite adapter's insertion order.
     async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>> {
-        let items = query_all(
+        let keys = query_all(
             &self.client,
             &self.table,
             Some("by_event"),
@@ -347,7 +349,9 @@ impl SagaStore for DynamoSagas {
             false,
         )
         .await?;
-        let mut sagas = items.iter().map(item::saga_from_attrs).collect::<StoreResult<Vec<_>>>()?;
+        let ids: Vec<String> = keys.iter().map(|k| k.s("id").map(str::to_string)).collect::<StoreResult<_>>()?;
+        let found = all(join_all(ids.iter().map(|id| self.get(id))).await)?;
+        let mut sagas: Vec<Saga> = found.into_iter().flatten().collect();
         sagas.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(sagas)
     }
