@@ -132,7 +132,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         64,
         Duration::from_secs(30),
         move |msgs| { let (hk, q) = (hk.clone(), q.clone()); async move { on_timers(&hk, &q, msgs).await } },
-        backend.db.watch(Stream::Queue),
+        backend.db.watch(Stream::Control),
         stop.clone(),
     ));
     let hk = h.clone();
@@ -142,7 +142,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         16,
         Duration::from_secs(30),
         move |msgs| { let hk = hk.clone(); async move { on_requeues(&hk, msgs).await } },
-        backend.db.watch(Stream::Queue),
+        backend.db.watch(Stream::Control),
         stop.clone(),
     ));
     for _ in 0..args.delivery_workers.max(1) {
@@ -153,7 +153,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.batch.max(1),
             h.config.delivery_visibility,
             move |msgs| { let hk = hk.clone(); async move { on_jobs(&hk, msgs).await } },
-            backend.db.watch(Stream::Queue),
+            backend.db.watch(Stream::Deliveries),
             stop.clone(),
         ));
     }

@@ -69,11 +69,14 @@ pub enum Stream {
     Sagas,
     /// New attempts (the saga stage's input).
     Attempts,
-    /// A job queue got a message.
-    Queue,
+    /// The delivery queue got (or released) a message.
+    Deliveries,
+    /// Another queue (retry timers, requeues, dead-letter queues) did; kept
+    /// apart so the busy delivery queue does not wake their consumers.
+    Control,
 }
 
-const STREAMS: [Stream; 4] = [Stream::Events, Stream::Sagas, Stream::Attempts, Stream::Queue];
+const STREAMS: [Stream; 5] = [Stream::Events, Stream::Sagas, Stream::Attempts, Stream::Deliveries, Stream::Control];
 
 impl Stream {
     fn index(self) -> usize {
@@ -85,19 +88,20 @@ impl Stream {
             Stream::Events => "events",
             Stream::Sagas => "sagas",
             Stream::Attempts => "attempts",
-            Stream::Queue => "queue",
+            Stream::Deliveries => "deliveries",
+            Stream::Control => "control",
         }
     }
 }
 
 type Finisher = Box<dyn FnOnce(Result<(), String>) + Send>;
-type Op = Box<dyn FnOnce(&Connection, &mut [bool; 4]) -> Finisher + Send>;
+type Op = Box<dyn FnOnce(&Connection, &mut [bool; 5]) -> Finisher + Send>;
 
 /// A handle on the database: cheap to clone, shared by every adapter.
 #[derive(Clone)]
 pub struct Db {
     ops: mpsc::Sender<Op>,
-    changes: Arc<[watch::Sender<u64>; 4]>,
+    changes: Arc<[watch::Sender<u64>; 5]>,
 }
 
 /// Largest number of calls committed together.
@@ -114,7 +118,7 @@ impl Db {
         .map_err(StoreError::backend)?;
         migrate(&conn)?;
         let (tx, rx) = mpsc::channel::<Op>();
-        let changes: Arc<[watch::Sender<u64>; 4]> = Arc::new(std::array::from_fn(|_| watch::channel(0u64).0));
+        let changes: Arc<[watch::Sender<u64>; 5]> = Arc::new(std::array::from_fn(|_| watch::channel(0u64).0));
         let notify = changes.clone();
         std::thread::Builder::new()
             .name("hookline-sqlite".into())
@@ -155,7 +159,7 @@ impl Db {
 }
 
 /// Which streams a call wrote to, so their consumers are woken after commit.
-pub struct Marks([bool; 4]);
+pub struct Marks([bool; 5]);
 
 impl Marks {
     /// Records that this call wrote to `stream`.
@@ -178,7 +182,7 @@ fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R, S
     }
 }
 
-fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<u64>; 4]>) {
+fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<u64>; 5]>) {
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -187,7 +191,7 @@ fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<
                 Err(_) => break,
             }
         }
-        let mut marks = [false; 4];
+        let mut marks = [false; 5];
         // Another process may hold the write lock past busy_timeout: wait for
         // it rather than run the group outside a transaction.
         while let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
@@ -198,7 +202,7 @@ fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<
         let commit = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
         if commit.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
-            marks = [false; 4];
+            marks = [false; 5];
         }
         for f in finishers {
             f(commit.clone());
@@ -271,10 +275,11 @@ impl Backend {
     /// Opens the database at `path` and builds every adapter on it.
     pub fn open(path: &Path) -> Result<Backend, StoreError> {
         let db = Db::open(path)?;
-        let deliveries = SqliteQueue::new(db.clone(), "deliveries", Some(("deliveries-dlq", DELIVERY_MAX_RECEIVES)));
-        let deliveries_dlq = SqliteQueue::new(db.clone(), "deliveries-dlq", None);
-        let retries = SqliteQueue::new(db.clone(), "retries", Some(("retries-dlq", DELIVERY_MAX_RECEIVES)));
-        let requeues = SqliteQueue::new(db.clone(), "requeue", Some(("requeue-dlq", DELIVERY_MAX_RECEIVES)));
+        let deliveries =
+            SqliteQueue::new(db.clone(), "deliveries", Some(("deliveries-dlq", DELIVERY_MAX_RECEIVES)), Stream::Deliveries);
+        let deliveries_dlq = SqliteQueue::new(db.clone(), "deliveries-dlq", None, Stream::Control);
+        let retries = SqliteQueue::new(db.clone(), "retries", Some(("retries-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
+        let requeues = SqliteQueue::new(db.clone(), "requeue", Some(("requeue-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
         let stores = crate::context::Stores {
             events: Arc::new(SqliteEvents(db.clone())),
             subscriptions: Arc::new(SqliteSubscriptions(db.clone())),

@@ -18,13 +18,15 @@ pub struct SqliteQueue {
     db: Db,
     name: &'static str,
     dlq: Option<(&'static str, u32)>,
+    stream: Stream,
 }
 
 impl SqliteQueue {
     /// The queue `name`; with `dlq = Some((dlq_name, max_receives))`, a
     /// message received `max_receives` times moves to the queue `dlq_name`.
-    pub fn new(db: Db, name: &'static str, dlq: Option<(&'static str, u32)>) -> Self {
-        SqliteQueue { db, name, dlq }
+    /// Sends wake the consumers watching `stream`.
+    pub fn new(db: Db, name: &'static str, dlq: Option<(&'static str, u32)>, stream: Stream) -> Self {
+        SqliteQueue { db, name, dlq, stream }
     }
 
     /// When the next message becomes visible, if any (lets a worker sleep
@@ -41,7 +43,7 @@ impl SqliteQueue {
     /// Moves every message of this queue to `to`, as SQS's "start DLQ
     /// redrive" (StartMessageMoveTask) does; returns how many moved.
     pub async fn move_all_to(&self, to: &SqliteQueue) -> StoreResult<usize> {
-        let (from, to) = (self.name, to.name);
+        let (from, to, stream) = (self.name, to.name, to.stream);
         self.db
             .call(move |c, marks| {
                 let n = c
@@ -51,7 +53,7 @@ impl SqliteQueue {
                     )
                     .map_err(sql)?;
                 if n > 0 {
-                    marks.mark(Stream::Queue);
+                    marks.mark(stream);
                 }
                 Ok(n)
             })
@@ -71,7 +73,7 @@ fn parse_receipt(r: &str) -> Option<(i64, u32)> {
 #[async_trait]
 impl JobQueue for SqliteQueue {
     async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()> {
-        let name = self.name;
+        let (name, stream) = (self.name, self.stream);
         let messages = messages.to_vec();
         self.db
             .call(move |c, marks| {
@@ -82,7 +84,7 @@ impl JobQueue for SqliteQueue {
                 for (body, delay) in &messages {
                     st.execute(params![name, body, now + delay.as_millis() as i64, now]).map_err(sql)?;
                 }
-                marks.mark(Stream::Queue);
+                marks.mark(stream);
                 Ok(())
             })
             .await
@@ -140,6 +142,7 @@ impl JobQueue for SqliteQueue {
 
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
         let Some((id, count)) = parse_receipt(receipt) else { return Ok(()) };
+        let stream = self.stream;
         self.db
             .call(move |c, marks| {
                 c.execute(
@@ -147,7 +150,7 @@ impl JobQueue for SqliteQueue {
                     params![now_ms() + delay.as_millis() as i64, id, count],
                 )
                 .map_err(sql)?;
-                marks.mark(Stream::Queue);
+                marks.mark(stream);
                 Ok(())
             })
             .await
