@@ -292,8 +292,8 @@ async fn main() -> anyhow::Result<()> {
     let log_dir = std::env::temp_dir();
 
     println!(
-        "{:<10} {:>8} {:>8} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8}  {}",
-        "function", "size MB", "symbols", "runs", "first ms", "p50 ms", "p90 ms", "max ms", "cpu p50", "verdict"
+        "{:<10} {:>8} {:>8} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8}  verdict",
+        "function", "size MB", "symbols", "runs", "first ms", "p50 ms", "p90 ms", "max ms", "cpu p50"
     );
     let mut failures: HashMap<&str, String> = HashMap::new();
     for name in &names {
