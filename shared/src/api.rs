@@ -604,7 +604,7 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'%' if i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 => {
+            b'%' if i + 2 < b.len() => {
                 match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
                     Ok(x) => {
                         out.push(x);

@@ -200,21 +200,6 @@ impl AwsBackend {
     }
 }
 
-/// Every port from the function environment (see `infra/README.md`).
-pub fn stores_from_env(config: &aws_config::SdkConfig) -> Result<Stores, String> {
-    AwsBackend::from_env(config).map(|b| b.stores)
-}
-
-/// The ingest DLQ (`INGEST_DLQ_URL`), where ingest sends envelopes that fail
-/// validation with the reason in the `hookline-error` attribute.
-pub fn rejects_from_env(config: &aws_config::SdkConfig) -> Result<SqsQueue, String> {
-    let url = std::env::var("INGEST_DLQ_URL")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| "missing environment variable: INGEST_DLQ_URL".to_string())?;
-    Ok(SqsQueue::new(aws_sdk_sqs::Client::new(config), url, None))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
