@@ -87,6 +87,8 @@ pub struct DeliveryJob {
 /// Messages on the retry-timer queue: wake the saga when its backoff ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryTimer {
+    /// The saga's event (with the id, the saga's key).
+    pub event_id: String,
     /// The saga.
     pub saga_id: String,
     /// The attempt that is due.

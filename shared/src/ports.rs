@@ -56,6 +56,8 @@ pub enum TransitionOutcome {
 /// One conditional saga transition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
+    /// The saga's event (part of its key: sagas are stored by event).
+    pub event_id: String,
     /// The saga.
     pub saga_id: String,
     /// Status and attempt count it must still have.
@@ -67,12 +69,16 @@ pub struct Transition {
 }
 
 /// Delivery sagas, unique per id (ids derive from `(event, subscription)`).
+/// A saga is found by its event and its id: sagas are stored grouped by
+/// event, so listing an event's sagas needs no secondary index (on DynamoDB
+/// an index entry would cost a write unit per saga).
 #[async_trait]
 pub trait SagaStore: Send + Sync {
     /// Inserts each saga unless its id exists; `true` where inserted.
     async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>>;
-    /// One saga by id.
-    async fn get(&self, id: &str) -> StoreResult<Option<Saga>>;
+    /// One saga of `event_id` by id; `None` when there is none, also when
+    /// the id belongs to another event.
+    async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>>;
     /// Applies each transition only if the saga's status and attempt count
     /// are still those of `from`. Terminal sagas therefore never change.
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>>;

@@ -174,11 +174,12 @@ pub async fn events_insert_is_conditional(s: &Stores) {
 
 // ------------------------------------------------------------------- sagas
 
-/// Creating a saga whose id exists changes nothing and reports `false`.
+/// Creating a saga whose id exists changes nothing and reports `false`; a
+/// saga is found by its event and id, and only by them.
 pub async fn sagas_create_is_idempotent(s: &Stores) {
     let (a, b) = (saga("sg_a", "evt_1", "sub_1"), saga("sg_b", "evt_1", "sub_2"));
     assert_eq!(s.sagas.create(&[a.clone(), b.clone()]).await.unwrap(), vec![true, true]);
-    let mut a_again = saga("sg_a", "evt_9", "sub_9");
+    let mut a_again = saga("sg_a", "evt_1", "sub_9");
     a_again.state = state(SagaStatus::InProgress, 3);
     let mut c = saga("sg_c", "evt_2", "sub_1");
     c.origin = Some(Origin {
@@ -189,10 +190,11 @@ pub async fn sagas_create_is_idempotent(s: &Stores) {
         at: now(),
     });
     assert_eq!(s.sagas.create(&[a_again, c.clone()]).await.unwrap(), vec![false, true]);
-    assert_eq!(s.sagas.get("sg_a").await.unwrap(), Some(a));
-    assert_eq!(s.sagas.get("sg_b").await.unwrap(), Some(b));
-    assert_eq!(s.sagas.get("sg_c").await.unwrap(), Some(c));
-    assert_eq!(s.sagas.get("sg_missing").await.unwrap(), None);
+    assert_eq!(s.sagas.get("evt_1", "sg_a").await.unwrap(), Some(a));
+    assert_eq!(s.sagas.get("evt_1", "sg_b").await.unwrap(), Some(b));
+    assert_eq!(s.sagas.get("evt_2", "sg_c").await.unwrap(), Some(c));
+    assert_eq!(s.sagas.get("evt_1", "sg_missing").await.unwrap(), None);
+    assert_eq!(s.sagas.get("evt_1", "sg_c").await.unwrap(), None, "sg_c belongs to evt_2");
 }
 
 /// Every saga of an event, and only those.
@@ -214,9 +216,9 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
     s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
     let t1 = now() + chrono::Duration::seconds(1);
     let start =
-        Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: t1 };
+        Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: t1 };
     assert_eq!(s.sagas.transition(&[start]).await.unwrap(), vec![TransitionOutcome::Applied]);
-    let got = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: state(SagaStatus::InProgress, 1), updated_at: t1, ..sg.clone() });
 
     let t2 = t1 + chrono::Duration::seconds(1);
@@ -226,9 +228,9 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
         next_attempt_at: Some(t2 + chrono::Duration::milliseconds(30_500)),
         last_error: Some("HTTP 503 \"busy\"".into()),
     };
-    let fail = Transition { saga_id: sg.id.clone(), from: state(SagaStatus::InProgress, 1), to: retry.clone(), at: t2 };
+    let fail = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: state(SagaStatus::InProgress, 1), to: retry.clone(), at: t2 };
     assert_eq!(s.sagas.transition(&[fail]).await.unwrap(), vec![TransitionOutcome::Applied]);
-    let got = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: retry.clone(), updated_at: t2, ..sg.clone() });
 
     let t3 = t2 + chrono::Duration::seconds(1);
@@ -238,9 +240,9 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
         next_attempt_at: None,
         last_error: retry.last_error.clone(),
     };
-    let due = Transition { saga_id: sg.id.clone(), from: retry, to: again.clone(), at: t3 };
+    let due = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: retry, to: again.clone(), at: t3 };
     assert_eq!(s.sagas.transition(&[due]).await.unwrap(), vec![TransitionOutcome::Applied]);
-    let got = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: again, updated_at: t3, ..sg.clone() });
     assert_eq!(s.sagas.list_for_event("evt_1").await.unwrap(), vec![got]);
 }
@@ -257,23 +259,24 @@ pub async fn saga_transition_conflict_returns_current_state(s: &Stores) {
         last_error: Some("timeout".into()),
     };
     let at = now();
-    let t = Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: current.clone(), at };
+    let t = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: current.clone(), at };
     assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Applied]);
-    let stored = s.sagas.get(&sg.id).await.unwrap().unwrap();
+    let stored = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
 
     // Stale status.
     let stale =
-        Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: now() };
+        Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: now() };
     assert_eq!(s.sagas.transition(&[stale]).await.unwrap(), vec![TransitionOutcome::Conflict(current.clone())]);
     // Same status, other attempt count.
     let stale = Transition {
+        event_id: sg.event_id.clone(),
         saga_id: sg.id.clone(),
         from: state(SagaStatus::PendingRetry, 1),
         to: state(SagaStatus::InProgress, 2),
         at: now(),
     };
     assert_eq!(s.sagas.transition(&[stale]).await.unwrap(), vec![TransitionOutcome::Conflict(current.clone())]);
-    assert_eq!(s.sagas.get(&sg.id).await.unwrap(), Some(stored));
+    assert_eq!(s.sagas.get(&sg.event_id, &sg.id).await.unwrap(), Some(stored));
 }
 
 /// Completed and DeadLettered sagas never change, even when the transition
@@ -283,18 +286,18 @@ pub async fn saga_terminal_status_never_changes(s: &Stores) {
         let sg = saga(&format!("sg_{i}"), "evt_1", "sub_1");
         s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
         let end = SagaState { status: terminal, attempts: 0, next_attempt_at: None, last_error: Some("done".into()) };
-        let t = Transition { saga_id: sg.id.clone(), from: sg.state.clone(), to: end.clone(), at: now() };
+        let t = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: end.clone(), at: now() };
         assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Applied]);
-        let stored = s.sagas.get(&sg.id).await.unwrap().unwrap();
+        let stored = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
         for to in [state(SagaStatus::InProgress, 1), state(SagaStatus::Pending, 0), state(terminal, 0)] {
-            let t = Transition { saga_id: sg.id.clone(), from: end.clone(), to, at: now() };
+            let t = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: end.clone(), to, at: now() };
             assert_eq!(
                 s.sagas.transition(&[t]).await.unwrap(),
                 vec![TransitionOutcome::Conflict(end.clone())],
                 "{terminal:?} changed"
             );
         }
-        assert_eq!(s.sagas.get(&sg.id).await.unwrap(), Some(stored));
+        assert_eq!(s.sagas.get(&sg.event_id, &sg.id).await.unwrap(), Some(stored));
     }
 }
 
@@ -302,13 +305,28 @@ pub async fn saga_terminal_status_never_changes(s: &Stores) {
 /// nothing.
 pub async fn saga_transition_missing(s: &Stores) {
     let t = Transition {
+        event_id: "evt_1".into(),
         saga_id: "sg_nope".into(),
         from: state(SagaStatus::Pending, 0),
         to: state(SagaStatus::InProgress, 1),
         at: now(),
     };
     assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Missing]);
-    assert_eq!(s.sagas.get("sg_nope").await.unwrap(), None);
+    assert_eq!(s.sagas.get("evt_1", "sg_nope").await.unwrap(), None);
+
+    // A saga named under another event is missing there too.
+    let sg = saga("sg_here", "evt_1", "sub_1");
+    s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
+    let t = Transition {
+        event_id: "evt_2".into(),
+        saga_id: sg.id.clone(),
+        from: sg.state.clone(),
+        to: state(SagaStatus::InProgress, 1),
+        at: now(),
+    };
+    assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Missing]);
+    assert_eq!(s.sagas.get("evt_2", &sg.id).await.unwrap(), None);
+    assert_eq!(s.sagas.get("evt_1", &sg.id).await.unwrap(), Some(sg), "the saga is unchanged");
 }
 
 /// A batch reports one outcome per transition, in order.
@@ -319,10 +337,11 @@ pub async fn saga_transition_batch_keeps_order(s: &Stores) {
     let mut want = Vec::new();
     for (i, sg) in sagas.iter().enumerate() {
         let from = if i % 3 == 1 { state(SagaStatus::InProgress, 1) } else { sg.state.clone() };
-        batch.push(Transition { saga_id: sg.id.clone(), from, to: state(SagaStatus::InProgress, 1), at: now() });
+        batch.push(Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from, to: state(SagaStatus::InProgress, 1), at: now() });
         want.push(if i % 3 == 1 { TransitionOutcome::Conflict(sg.state.clone()) } else { TransitionOutcome::Applied });
         if i % 4 == 0 {
             batch.push(Transition {
+                event_id: "evt_1".into(),
                 saga_id: format!("sg_missing_{i}"),
                 from: state(SagaStatus::Pending, 0),
                 to: state(SagaStatus::InProgress, 1),

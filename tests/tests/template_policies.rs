@@ -149,7 +149,7 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     );
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
-    grant(&mut g, &["dynamodb:Query"], &["SagasTable/index/*", "AttemptsTable", "DeadLettersTable/index/*"]);
+    grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
     grant(
         &mut g,
         &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"],

@@ -62,11 +62,21 @@ async fn put_if_absent(client: &Client, table: &str, key: &str, item: Attrs) -> 
 
 /// Strongly consistent `GetItem` by partition key `id`.
 async fn get_by_id(client: &Client, table: &str, id: &str) -> StoreResult<Option<Attrs>> {
+    get_item(client, table, HashMap::from([("id".to_string(), s(id))]), true).await
+}
+
+/// `GetItem` by full key, strongly consistent or not.
+async fn get_item(
+    client: &Client,
+    table: &str,
+    key: HashMap<String, AttributeValue>,
+    consistent: bool,
+) -> StoreResult<Option<Attrs>> {
     let out = client
         .get_item()
         .table_name(table)
-        .key("id", s(id))
-        .consistent_read(true)
+        .set_key(Some(key))
+        .consistent_read(consistent)
         .send()
         .await
         .map_err(|e| backend("GetItem", table, e))?;
@@ -159,8 +169,17 @@ impl EventStore for DynamoEvents {
         all(join_all(calls).await)
     }
 
+    /// An eventually consistent read first (half the read units: events
+    /// are immutable and read long after their write, by the delivery of
+    /// every job), and a strongly consistent one only when that finds
+    /// nothing, so a just-written event is never reported missing.
     async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>> {
-        get_by_id(&self.client, &self.table, id).await?.map(|a| item::event_from_attrs(&a)).transpose()
+        let key = || HashMap::from([("id".to_string(), s(id))]);
+        let found = match get_item(&self.client, &self.table, key(), false).await? {
+            Some(a) => Some(a),
+            None => get_item(&self.client, &self.table, key(), true).await?,
+        };
+        found.map(|a| item::event_from_attrs(&a)).transpose()
     }
 }
 
@@ -239,7 +258,13 @@ impl SubscriptionStore for DynamoSubscriptions {
 
 // ------------------------------------------------------------------- sagas
 
-/// SagasTable: conditional creates, conditional transitions, GSI `by_event`.
+/// The full key of a Sagas item.
+fn saga_key(event_id: &str, id: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([("event_id".to_string(), s(event_id)), ("id".to_string(), s(id))])
+}
+
+/// SagasTable, keyed `(event_id, id)`: conditional creates, conditional
+/// transitions, an event's sagas by `Query` (no index, so no index writes).
 #[derive(Clone)]
 pub struct DynamoSagas {
     client: Client,
@@ -264,7 +289,7 @@ impl DynamoSagas {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("id", s(&t.saga_id))
+            .set_key(Some(saga_key(&t.event_id, &t.saga_id)))
             .condition_expression(
                 "attribute_exists(id) AND #status = :from_status AND attempts = :from_attempts \
                  AND NOT (#status IN (:completed, :dead_lettered))",
@@ -325,33 +350,32 @@ impl SagaStore for DynamoSagas {
         all(join_all(calls).await)
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<Saga>> {
-        get_by_id(&self.client, &self.table, id).await?.map(|a| item::saga_from_attrs(&a)).transpose()
+    async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>> {
+        get_item(&self.client, &self.table, saga_key(event_id, id), true)
+            .await?
+            .map(|a| item::saga_from_attrs(&a))
+            .transpose()
     }
 
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>> {
         all(join_all(transitions.iter().map(|t| self.transition_one(t))).await)
     }
 
-    /// Queries GSI `by_event` for the saga ids (the index projects keys
-    /// only, so a saga's status updates never write to it: one write unit
-    /// per delivery saved), then reads each saga. The index is eventually
-    /// consistent, like every GSI read. Ordered by creation time then id, as
-    /// close as DynamoDB gets to the SQLite adapter's insertion order.
+    /// One consistent `Query` of the event's partition. Ordered by creation
+    /// time then id, as close as DynamoDB gets to the SQLite adapter's
+    /// insertion order.
     async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>> {
-        let keys = query_all(
+        let items = query_all(
             &self.client,
             &self.table,
-            Some("by_event"),
+            None,
             "event_id = :e",
             HashMap::new(),
             HashMap::from([(":e".to_string(), s(event_id))]),
-            false,
+            true,
         )
         .await?;
-        let ids: Vec<String> = keys.iter().map(|k| k.s("id").map(str::to_string)).collect::<StoreResult<_>>()?;
-        let found = all(join_all(ids.iter().map(|id| self.get(id))).await)?;
-        let mut sagas: Vec<Saga> = found.into_iter().flatten().collect();
+        let mut sagas: Vec<Saga> = items.iter().map(item::saga_from_attrs).collect::<StoreResult<_>>()?;
         sagas.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(sagas)
     }

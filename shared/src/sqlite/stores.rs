@@ -152,14 +152,14 @@ impl SagaStore for SqliteSagas {
             .await
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<Saga>> {
-        let id = id.to_string();
+    async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>> {
+        let (event_id, id) = (event_id.to_string(), id.to_string());
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
-                    .prepare_cached("SELECT data FROM sagas WHERE id = ?1")
+                    .prepare_cached("SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2")
                     .map_err(sql)?
-                    .query_row([id], |r| r.get(0))
+                    .query_row([id, event_id], |r| r.get(0))
                     .optional()
                     .map_err(sql)?;
                 data.map(|d| decode(&d)).transpose()
@@ -171,13 +171,13 @@ impl SagaStore for SqliteSagas {
         let transitions = transitions.to_vec();
         self.0
             .call(move |c, _| {
-                let mut sel = c.prepare_cached("SELECT data FROM sagas WHERE id = ?1").map_err(sql)?;
+                let mut sel = c.prepare_cached("SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2").map_err(sql)?;
                 let mut upd = c
                     .prepare_cached("UPDATE sagas SET status = ?1, attempts = ?2, data = ?3 WHERE id = ?4 AND status = ?5 AND attempts = ?6")
                     .map_err(sql)?;
                 let mut res = Vec::with_capacity(transitions.len());
                 for t in &transitions {
-                    let data: Option<String> = sel.query_row([&t.saga_id], |r| r.get(0)).optional().map_err(sql)?;
+                    let data: Option<String> = sel.query_row([&t.saga_id, &t.event_id], |r| r.get(0)).optional().map_err(sql)?;
                     let Some(data) = data else {
                         res.push(TransitionOutcome::Missing);
                         continue;

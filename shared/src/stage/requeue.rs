@@ -179,7 +179,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
     crate::failpoint::hit("requeue.after_resolve");
-    if let Some(s) = h.stores.sagas.get(&new_id).await? {
+    if let Some(s) = h.stores.sagas.get(&dl.event_id, &new_id).await? {
         return Ok(s);
     }
     let r = dl.resolution.clone().unwrap_or_default();
@@ -195,7 +195,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
     let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now());
     h.stores.sagas.create(std::slice::from_ref(&saga)).await?;
     tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %saga.origin.as_ref().map_or("", |o| o.actor.as_str()), "dead letter requeued");
-    Ok(h.stores.sagas.get(&new_id).await?.unwrap_or(saga))
+    Ok(h.stores.sagas.get(&dl.event_id, &new_id).await?.unwrap_or(saga))
 }
 
 /// Closes a dead letter without delivering it, with the audit record.

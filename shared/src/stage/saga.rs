@@ -82,8 +82,8 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
     if timer.due_at > now {
         return Ok(TimerOutcome::NotYet((timer.due_at - now).to_std().unwrap_or_default()));
     }
-    // The timer carries only the saga id; the job needs the rest.
-    let Some(saga) = h.stores.sagas.get(&timer.saga_id).await? else { return Ok(TimerOutcome::Done) };
+    // The timer carries only the saga's key; the job needs the rest.
+    let Some(saga) = h.stores.sagas.get(&timer.event_id, &timer.saga_id).await? else { return Ok(TimerOutcome::Done) };
     let step = Step {
         job: job_of(&saga, timer.attempt),
         from: SagaState {
@@ -125,7 +125,10 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     let transitions: Vec<Transition> = planned
         .iter()
         .filter(|(s, d)| d.next != s.from)
-        .map(|(s, d)| Transition { saga_id: s.job.saga_id.clone(), from: s.from.clone(), to: d.next.clone(), at: now })
+        .map(|(s, d)| Transition {
+            event_id: s.job.event_id.clone(),
+            saga_id: s.job.saga_id.clone(),
+            from: s.from.clone(), to: d.next.clone(), at: now })
         .collect();
     let mut stored = h.stores.sagas.transition(&transitions).await?.into_iter();
     crate::failpoint::hit("saga.after_transition");
@@ -162,7 +165,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                 }
                 Effect::ScheduleRetry { attempt, at } => {
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
-                    timers.push(timer_message(&step.job.saga_id, attempt, at, now));
+                    timers.push(timer_message(&step.job, attempt, at, now));
                 }
                 Effect::DeadLetter { reason } => {
                     dead_letter(h, &step.job, &reason).await?;
@@ -186,14 +189,15 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The timer message for attempt `attempt` of a saga, delayed until `at`.
-pub fn timer_message(saga_id: &str, attempt: u32, at: DateTime<Utc>, now: DateTime<Utc>) -> (String, Duration) {
-    let body = serde_json::to_string(&RetryTimer { saga_id: saga_id.to_string(), attempt, due_at: at }).expect("timer serializes");
+/// The timer message for attempt `attempt` of a job's saga, delayed until `at`.
+pub fn timer_message(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, now: DateTime<Utc>) -> (String, Duration) {
+    let timer = RetryTimer { event_id: job.event_id.clone(), saga_id: job.saga_id.clone(), attempt, due_at: at };
+    let body = serde_json::to_string(&timer).expect("timer serializes");
     (body, (at - now).to_std().unwrap_or_default())
 }
 
 async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<(), StoreError> {
-    let saga = h.stores.sagas.get(&job.saga_id).await?;
+    let saga = h.stores.sagas.get(&job.event_id, &job.saga_id).await?;
     let event_type = h.stores.events.get(&job.event_id).await?.map(|e| e.event_type).unwrap_or_default();
     let dl = DeadLetter {
         id: job.saga_id.clone(),
