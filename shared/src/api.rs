@@ -183,7 +183,7 @@ impl Api {
         if let Ok(d) = h.stores.retries.depth().await {
             queues.push(("retries", d));
         }
-        let open = h.stores.dead_letters.list(Some("open"), 100_000).await.ok().map(|v| v.len() as u64);
+        let open = h.stores.dead_letters.count("open").await.ok();
         let text = h.metrics.render(&queues, open);
         Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes() }
     }

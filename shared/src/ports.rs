@@ -104,6 +104,9 @@ pub trait DeadLetterStore: Send + Sync {
     async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>>;
     /// Newest first, optionally only those in `state`.
     async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>>;
+    /// How many are in `state`, without reading them (the `/metrics` gauge of
+    /// open dead letters is scraped often).
+    async fn count(&self, state: &str) -> StoreResult<u64>;
     /// Moves an `open` dead letter to `state` with its audit record; `false`
     /// if it was not open.
     async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool>;

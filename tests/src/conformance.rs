@@ -451,6 +451,9 @@ pub async fn dead_letters_list_newest_first(s: &Stores) {
     assert_eq!(s.dead_letters.list(None, 10).await.unwrap(), vec![d4, d3, d2, d1]);
     assert_eq!(ids(s.dead_letters.list(None, 3).await.unwrap()), ["sg_4", "sg_3", "sg_2"]);
     assert!(s.dead_letters.list(None, 0).await.unwrap().is_empty());
+    assert_eq!(s.dead_letters.count("open").await.unwrap(), 3);
+    assert_eq!(s.dead_letters.count("skipped").await.unwrap(), 1);
+    assert_eq!(s.dead_letters.count("requeued").await.unwrap(), 0);
 }
 
 // ------------------------------------------------------------------ queues

@@ -504,6 +504,33 @@ impl DeadLetterStore for DynamoDeadLetters {
         Ok(all)
     }
 
+    /// A `Select: COUNT` query of GSI `by_state` (all pages): counted by
+    /// DynamoDB, nothing returned; eventually consistent like every GSI read.
+    async fn count(&self, state: &str) -> StoreResult<u64> {
+        let mut total = 0u64;
+        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name("by_state")
+                .key_condition_expression("#state = :s")
+                .expression_attribute_names("#state", "state")
+                .expression_attribute_values(":s", s(state))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| backend("Query", &self.table, e))?;
+            total += page.count().max(0) as u64;
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => return Ok(total),
+            }
+        }
+    }
+
     /// Reads the dead letter, then rewrites `state` and `data` on condition
     /// that it is still `open`: while it is open nothing else writes it, so
     /// the data read is the data replaced.

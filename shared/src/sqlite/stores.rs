@@ -2,9 +2,10 @@
 //! beside the columns that conditions and lookups need.
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
-use super::{decode, encode, sql, Db, Stream};
+use super::{decode, encode, sql, Db, Marks, Stream};
 use crate::attempt::{Attempt, DeadLetter};
 use crate::event::EventRecord;
 use crate::ports::{
@@ -12,6 +13,34 @@ use crate::ports::{
 };
 use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
+
+/// Inserts each item's row unless its key exists and, for each row inserted,
+/// its outbox row in the same transaction: SQLite's stream of new records,
+/// which the next stage reads (DynamoDB Streams on AWS). `rows` gives an
+/// item's insert and outbox parameters. `true` where inserted.
+fn insert_announced<T>(
+    c: &Connection,
+    marks: &mut Marks,
+    stream: Stream,
+    insert: &str,
+    announce: &str,
+    items: &[T],
+    rows: impl Fn(&T) -> (Vec<Value>, Vec<Value>),
+) -> StoreResult<Vec<bool>> {
+    let mut ins = c.prepare_cached(insert).map_err(sql)?;
+    let mut out = c.prepare_cached(announce).map_err(sql)?;
+    let mut res = Vec::with_capacity(items.len());
+    for item in items {
+        let (row, outbox) = rows(item);
+        let inserted = ins.execute(params_from_iter(row)).map_err(sql)? == 1;
+        if inserted {
+            out.execute(params_from_iter(outbox)).map_err(sql)?;
+            marks.mark(stream);
+        }
+        res.push(inserted);
+    }
+    Ok(res)
+}
 
 /// Events table; inserts also append to the `events` outbox stream.
 #[derive(Clone)]
@@ -23,24 +52,24 @@ impl EventStore for SqliteEvents {
         let events = events.to_vec();
         self.0
             .call(move |c, marks| {
-                let mut ins = c
-                    .prepare_cached(
-                        "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
-                    )
-                    .map_err(sql)?;
-                let mut out = c.prepare_cached("INSERT INTO outbox (stream, key) VALUES ('events', ?1)").map_err(sql)?;
-                let mut res = Vec::with_capacity(events.len());
-                for e in &events {
-                    let n = ins
-                        .execute(params![e.id, e.event_type, e.received_at.timestamp_millis(), e.expires_at.timestamp_millis(), encode(e)])
-                        .map_err(sql)?;
-                    if n == 1 {
-                        out.execute(params![e.id]).map_err(sql)?;
-                        marks.mark(Stream::Events);
-                    }
-                    res.push(n == 1);
-                }
-                Ok(res)
+                insert_announced(
+                    c,
+                    marks,
+                    Stream::Events,
+                    "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO outbox (stream, key) VALUES ('events', ?1)",
+                    &events,
+                    |e| {
+                        let row = vec![
+                            Value::from(e.id.clone()),
+                            Value::from(e.event_type.clone()),
+                            Value::from(e.received_at.timestamp_millis()),
+                            Value::from(e.expires_at.timestamp_millis()),
+                            Value::from(encode(e)),
+                        ];
+                        (row, vec![Value::from(e.id.clone())])
+                    },
+                )
             })
             .await
     }
@@ -130,24 +159,25 @@ impl SagaStore for SqliteSagas {
         let sagas = sagas.to_vec();
         self.0
             .call(move |c, marks| {
-                let mut ins = c
-                    .prepare_cached(
-                        "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
-                    )
-                    .map_err(sql)?;
-                let mut out = c.prepare_cached("INSERT INTO outbox (stream, key) VALUES ('sagas', ?1)").map_err(sql)?;
-                let mut res = Vec::with_capacity(sagas.len());
-                for s in &sagas {
-                    let n = ins
-                        .execute(params![s.id, s.event_id, s.subscription_id, s.state.status.as_str(), s.state.attempts, encode(s)])
-                        .map_err(sql)?;
-                    if n == 1 {
-                        out.execute([&s.id]).map_err(sql)?;
-                        marks.mark(Stream::Sagas);
-                    }
-                    res.push(n == 1);
-                }
-                Ok(res)
+                insert_announced(
+                    c,
+                    marks,
+                    Stream::Sagas,
+                    "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO outbox (stream, key) VALUES ('sagas', ?1)",
+                    &sagas,
+                    |s| {
+                        let row = vec![
+                            Value::from(s.id.clone()),
+                            Value::from(s.event_id.clone()),
+                            Value::from(s.subscription_id.clone()),
+                            Value::from(s.state.status.as_str().to_string()),
+                            Value::from(s.state.attempts),
+                            Value::from(encode(s)),
+                        ];
+                        (row, vec![Value::from(s.id.clone())])
+                    },
+                )
             })
             .await
     }
@@ -233,20 +263,20 @@ impl AttemptStore for SqliteAttempts {
         let attempts = attempts.to_vec();
         self.0
             .call(move |c, marks| {
-                let mut ins = c
-                    .prepare_cached("INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
-                    .map_err(sql)?;
-                let mut out = c.prepare_cached("INSERT INTO outbox (stream, key, attempt) VALUES ('attempts', ?1, ?2)").map_err(sql)?;
-                let mut res = Vec::with_capacity(attempts.len());
-                for a in &attempts {
-                    let n = ins.execute(params![a.saga_id, a.attempt, encode(a)]).map_err(sql)?;
-                    if n == 1 {
-                        out.execute(params![a.saga_id, a.attempt]).map_err(sql)?;
-                        marks.mark(Stream::Attempts);
-                    }
-                    res.push(n == 1);
-                }
-                Ok(res)
+                insert_announced(
+                    c,
+                    marks,
+                    Stream::Attempts,
+                    "INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    "INSERT INTO outbox (stream, key, attempt) VALUES ('attempts', ?1, ?2)",
+                    &attempts,
+                    |a| {
+                        let key = [Value::from(a.saga_id.clone()), Value::from(a.attempt)];
+                        let mut row = key.to_vec();
+                        row.push(Value::from(encode(a)));
+                        (row, key.to_vec())
+                    },
+                )
             })
             .await
     }
@@ -306,6 +336,19 @@ impl DeadLetterStore for SqliteDeadLetters {
                     .map_err(sql)?;
                 let rows = st.query_map(params![state, limit as i64], |r| r.get::<_, String>(0)).map_err(sql)?;
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            })
+            .await
+    }
+
+    async fn count(&self, state: &str) -> StoreResult<u64> {
+        let state = state.to_string();
+        self.0
+            .call(move |c, _| {
+                c.prepare_cached("SELECT COUNT(*) FROM dead_letters WHERE state = ?1")
+                    .map_err(sql)?
+                    .query_row([state], |r| r.get::<_, i64>(0))
+                    .map(|n| n as u64)
+                    .map_err(sql)
             })
             .await
     }
