@@ -53,9 +53,20 @@ bench-cold-start:
 	$(CARGO) build --release -p ingest -p router -p saga -p delivery -p requeue -p api
 	$(CARGO) run --release -p hookline-tests --bin cold_start -- $(ARGS)
 
-# The Lambda bootstraps for deployment (needs cargo-lambda and zig; not in CI).
-lambda:
-	cargo lambda build --release --arm64
+# The Lambda bootstraps for deployment, cross-compiled to arm64 (not in CI:
+# cargo-lambda and zig come from PyPI into their own venv, ~500 MB; the arm64
+# standard library from rustup). Output: target/lambda/<function>/bootstrap.
+LAMBDA_VENV ?= .venv-lambda
+
+lambda: $(LAMBDA_VENV)/.ok
+	rustup target add aarch64-unknown-linux-gnu
+	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH cargo lambda build --release --arm64 $(ARGS)
+	@ls -l target/lambda/*/bootstrap
+
+$(LAMBDA_VENV)/.ok: infra/requirements-lambda.txt
+	$(PYTHON) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/pip install --quiet --disable-pip-version-check -r infra/requirements-lambda.txt
+	touch $@
 
 clean-venv:
-	rm -rf $(VENV) .venv-lint
+	rm -rf $(VENV) .venv-lint $(LAMBDA_VENV)
