@@ -441,19 +441,24 @@ impl DynamoDeadLetters {
         DynamoDeadLetters { client, table: table.into() }
     }
 
+    /// A query of GSI `by_state` for the dead letters in `state`.
+    fn by_state(&self, state: &str) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name("by_state")
+            .key_condition_expression("#state = :s")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":s", s(state))
+    }
+
     /// Newest first from GSI `by_state`, stopping at `limit`.
     async fn list_state(&self, state: &str, limit: usize) -> StoreResult<Vec<DeadLetter>> {
         let mut out = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         while out.len() < limit {
             let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name("by_state")
-                .key_condition_expression("#state = :s")
-                .expression_attribute_names("#state", "state")
-                .expression_attribute_values(":s", s(state))
+                .by_state(state)
                 .scan_index_forward(false)
                 .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start.take())
@@ -511,13 +516,7 @@ impl DeadLetterStore for DynamoDeadLetters {
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         loop {
             let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name("by_state")
-                .key_condition_expression("#state = :s")
-                .expression_attribute_names("#state", "state")
-                .expression_attribute_values(":s", s(state))
+                .by_state(state)
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .set_exclusive_start_key(start.take())
                 .send()
