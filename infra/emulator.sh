@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The local AWS emulator for the AWS-backend tests: moto server (DynamoDB,
-# DynamoDB Streams, SQS) from the repo venv, on a free loopback port.
+# DynamoDB Streams, SQS, EventBridge) from the repo venv, on a free loopback port.
 #
 #   infra/emulator.sh start     start it unless running; print its endpoint
 #   infra/emulator.sh endpoint  print the endpoint of the running one

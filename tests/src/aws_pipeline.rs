@@ -27,6 +27,8 @@ pub struct AwsPipeline {
     pub backend: AwsBackend,
     /// The emulator's raw API.
     pub moto: Moto,
+    /// The EventBridge bus the ingest rule listens on.
+    pub bus: String,
     api: Api,
     _driver: Driver,
     stats: Arc<DriverStats>,
@@ -54,7 +56,8 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
-        let names = emulator::create_resources(&prefix(tag)).await;
+        let prefix = prefix(tag);
+        let names = emulator::create_resources(&prefix).await;
         let backend = AwsBackend::with_clients(dynamodb, sqs, names.clone(), chrono::Duration::days(30));
         let config = Config {
             address_policy: AddressPolicy::AllowLoopback,
@@ -86,7 +89,7 @@ impl AwsPipeline {
         let rejects = Arc::new(backend.ingest_dlq.clone().expect("the template has an IngestDLQ"));
         let stats = Arc::new(DriverStats::default());
         let driver = Driver::start_with_stats(moto.clone(), hookline.clone(), sources, rejects, stats.clone());
-        AwsPipeline { hookline, backend, moto, api, _driver: driver, stats }
+        AwsPipeline { hookline, backend, moto, bus: emulator::bus_name(&prefix), api, _driver: driver, stats }
     }
 
     /// Invocations per function (the event source mappings' and one per API
@@ -102,13 +105,12 @@ impl AwsPipeline {
         self.backend.names.queue_urls[logical].clone()
     }
 
-    /// Sends an EventBridge event, as the bus rule does, to the ingest queue.
+    /// Puts an event on the test's EventBridge bus (`PutEvents`); the
+    /// template's rule decides whether it reaches the ingest queue.
     pub async fn put_bus_event(&self, detail_type: &str, source: &str, detail: &str) {
-        let body = format!(
-            r#"{{"version":"0","id":"{}","detail-type":"{detail_type}","source":"{source}","account":"123456789012","time":"2026-11-25T00:00:00Z","region":"us-east-1","resources":[],"detail":{detail}}}"#,
-            shared::ids::random_token("")
-        );
-        self.moto.call("sqs", "AmazonSQS.SendMessage", json!({"QueueUrl": self.queue_url("IngestQueue"), "MessageBody": body})).await;
+        let entry = json!({"EventBusName": self.bus, "Source": source, "DetailType": detail_type, "Detail": detail});
+        let out = self.moto.call("events", "AWSEvents.PutEvents", json!({"Entries": [entry]})).await;
+        assert_eq!(out["FailedEntryCount"], 0, "PutEvents failed: {out}");
     }
 
     /// Receives (and deletes) every message currently in a queue.

@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::json;
 use serde_yaml::Value as Yaml;
 use shared::aws::AwsNames;
 
@@ -92,7 +93,12 @@ pub async fn create_resources_with(sdk: &SdkConfig, prefix: &str) -> AwsNames {
         .unwrap_or_else(|| panic!("{} has no Resources", template_path().display()));
     let ddb = aws_sdk_dynamodb::Client::new(sdk);
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let mut created = Created { stack_name: prefix.to_string(), ..Created::default() };
+    let mut created = Created {
+        stack_name: prefix.to_string(),
+        parameters: parameter_defaults(&template, prefix),
+        conditions: template.get("Conditions").cloned().unwrap_or(Yaml::Null),
+        ..Created::default()
+    };
 
     let of_type = |ty: &'static str| {
         resources.iter().filter_map(move |(id, r)| {
@@ -157,7 +163,56 @@ pub async fn create_resources_with(sdk: &SdkConfig, prefix: &str) -> AwsNames {
             req.send().await.unwrap_or_else(|e| panic!("SetQueueAttributes {id}: {}", err(e)));
         }
     }
+
+    // EventBridge rules, on the test's own bus, with their targets (the
+    // emulator puts matching events on the target queues as EventBridge does).
+    let moto = crate::lambda_driver::Moto::from_env();
+    for (id, props) in of_type("AWS::Events::Rule") {
+        let props = created.resolve(&props);
+        let bus = props["EventBusName"].as_str().unwrap_or("default").to_string();
+        if bus != "default" {
+            moto.call("events", "AWSEvents.CreateEventBus", json!({"Name": bus})).await;
+        }
+        let rule = resource_name(prefix, id);
+        moto.call(
+            "events",
+            "AWSEvents.PutRule",
+            json!({"Name": rule, "EventBusName": bus, "EventPattern": props["EventPattern"].to_string(), "State": props["State"]}),
+        )
+        .await;
+        let targets: Vec<serde_json::Value> =
+            props["Targets"].as_array().into_iter().flatten().map(|t| json!({"Id": t["Id"], "Arn": t["Arn"]})).collect();
+        moto.call("events", "AWSEvents.PutTargets", json!({"Rule": rule, "EventBusName": bus, "Targets": targets})).await;
+    }
     created.names()
+}
+
+/// The EventBridge bus the resources made under `prefix` listen on: the
+/// template's `EventBusName` parameter, one bus per test.
+pub fn bus_name(prefix: &str) -> String {
+    format!("{prefix}-bus")
+}
+
+/// The template's parameters at their defaults, but `EventBusName`, which
+/// names the test's own bus.
+fn parameter_defaults(template: &Yaml, prefix: &str) -> HashMap<String, String> {
+    let mut out: HashMap<String, String> = template
+        .get("Parameters")
+        .and_then(Yaml::as_mapping)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let value = match v.get("Default")? {
+                Yaml::String(s) => s.clone(),
+                Yaml::Number(n) => n.to_string(),
+                Yaml::Bool(b) => b.to_string(),
+                _ => return None,
+            };
+            Some((k.as_str()?.to_string(), value))
+        })
+        .collect();
+    out.insert("EventBusName".into(), bus_name(prefix));
+    out
 }
 
 /// What has been created so far, by logical id, to resolve `!Ref`,
@@ -165,6 +220,8 @@ pub async fn create_resources_with(sdk: &SdkConfig, prefix: &str) -> AwsNames {
 #[derive(Default)]
 struct Created {
     stack_name: String,
+    parameters: HashMap<String, String>,
+    conditions: Yaml,
     tables: HashMap<String, String>,
     stream_arns: HashMap<String, String>,
     queue_urls: HashMap<String, String>,
@@ -189,6 +246,7 @@ impl Created {
                         Some("Ref") => return J::String(self.reference(arg)),
                         Some("Fn::GetAtt") => return J::String(self.get_att(arg)),
                         Some("Fn::Sub") => return J::String(self.sub(arg)),
+                        Some("Fn::If") => return self.resolve(self.choose(arg)),
                         _ => {}
                     }
                 }
@@ -202,8 +260,37 @@ impl Created {
                 "Ref" => J::String(self.reference(&t.value)),
                 "GetAtt" => J::String(self.get_att(&t.value)),
                 "Sub" => J::String(self.sub(&t.value)),
+                "If" => self.resolve(self.choose(&t.value)),
                 other => panic!("template intrinsic !{other} is not supported by the test harness"),
             },
+        }
+    }
+
+    /// The branch `!If [Condition, then, else]` takes.
+    fn choose<'a>(&self, arg: &'a Yaml) -> &'a Yaml {
+        let [cond, then, otherwise] = arg.as_sequence().map(Vec::as_slice).unwrap_or_default() else {
+            panic!("!If {arg:?}: expected [condition, then, else]")
+        };
+        let name = cond.as_str().expect("!If names a condition");
+        let expr = self.conditions.get(name).unwrap_or_else(|| panic!("!If {name}: no such condition"));
+        if self.holds(expr) { then } else { otherwise }
+    }
+
+    /// Evaluates a condition (`!Not`, `!Equals` over `!Ref`s and literals).
+    fn holds(&self, expr: &Yaml) -> bool {
+        let (f, args) = match expr {
+            Yaml::Tagged(t) => (t.tag.to_string().trim_start_matches('!').to_string(), &t.value),
+            Yaml::Mapping(m) if m.len() == 1 => {
+                let (k, v) = m.iter().next().expect("one entry");
+                (k.as_str().unwrap_or_default().trim_start_matches("Fn::").to_string(), v)
+            }
+            other => panic!("condition {other:?} is not supported by the test harness"),
+        };
+        let args = args.as_sequence().map(Vec::as_slice).unwrap_or_default();
+        match (f.as_str(), args) {
+            ("Not", [x]) => !self.holds(x),
+            ("Equals", [a, b]) => self.resolve(a) == self.resolve(b),
+            _ => panic!("condition !{f} {args:?} is not supported by the test harness"),
         }
     }
 
@@ -244,6 +331,9 @@ impl Created {
         let id = arg.as_str().expect("!Ref takes a logical id");
         if id == "AWS::StackName" {
             return self.stack_name.clone();
+        }
+        if let Some(p) = self.parameters.get(id) {
+            return p.clone();
         }
         self.tables
             .get(id)

@@ -31,14 +31,16 @@ on_aws!(
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
 );
 
-/// EventBridge events reach subscribers through the ingest queue; a detail
-/// that is not a valid envelope goes to the ingest DLQ with the reason, and
-/// the rest of its batch is delivered.
+/// Events put on the bus reach subscribers through the template's rule and
+/// the ingest queue; AWS's own events (`aws.*` sources) are not taken; a
+/// detail that is not a valid envelope goes to the ingest DLQ with the
+/// reason, and the rest of its batch is delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     let p = AwsPipeline::start("bus").await;
     let r = Receiver::start().await;
     p.subscribe(json!({"callback_url": r.url("/bus", Behaviour::Ok), "event_types": ["*"]})).await;
+    p.put_bus_event("EC2 Instance State-change Notification", "aws.ec2", r#"{"id": "from-aws", "data": {}}"#).await;
     // A native envelope without a type takes the bus event's detail-type.
     p.put_bus_event("order.created", "shop.orders", r#"{"id": "bus-1", "data": {"order": 7}}"#).await;
     p.put_bus_event("x", "shop", r#"{"eventId": "bad", "eventType": "task.failed"}"#).await;
@@ -57,9 +59,12 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     assert_eq!(rejected.len(), 1);
     let reason = rejected[0]["MessageAttributes"]["hookline-error"]["StringValue"].as_str().unwrap_or_default().to_string();
     assert!(reason.contains("missing required field"), "reason: {reason}");
-    assert!(rejected[0]["Body"].as_str().unwrap().contains("\"eventId\": \"bad\""));
+    let body: serde_json::Value = serde_json::from_str(rejected[0]["Body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["detail"]["eventId"], "bad", "the DLQ keeps the bus event as it came: {body}");
     let (st, _) = p.get("/v1/events/bad").await;
     assert_eq!(st, 404, "a rejected envelope is not stored");
+    let (st, _) = p.get("/v1/events/from-aws").await;
+    assert_eq!(st, 404, "the rule does not take aws.* sources");
 }
 
 /// A stream record the router cannot read is retried, then described on the
