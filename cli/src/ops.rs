@@ -154,7 +154,7 @@ async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyh
 async fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
     use aws_credential_types::provider::ProvideCredentials;
     use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let sdk = shared::aws::sdk_config_loader()
         .region(aws_config::Region::new(region.to_string()))
         .load()
         .await;

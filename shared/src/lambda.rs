@@ -313,7 +313,7 @@ pub async fn hookline_from_env() -> Result<std::sync::Arc<Hookline>, String> {
 /// [`hookline_from_env`], plus the backend for the queues the ports do not
 /// cover (the ingest DLQ).
 pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::aws::AwsBackend), String> {
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let sdk = crate::aws::sdk_config_loader().load().await;
     let backend = crate::aws::AwsBackend::from_env(&sdk)?;
     let config = Config { retention: backend.retention, ..config_from_env() };
     Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config)), backend))

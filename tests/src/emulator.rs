@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
     ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
@@ -28,7 +28,7 @@ pub async fn aws_config() -> SdkConfig {
     if endpoint.trim().is_empty() {
         panic!("AWS_ENDPOINT_URL is not set: run `make test`, which starts the emulator");
     }
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).endpoint_url(endpoint);
+    let mut loader = shared::aws::sdk_config_loader().endpoint_url(endpoint);
     if std::env::var("AWS_REGION").map_or(true, |r| r.is_empty()) {
         loader = loader.region(aws_config::Region::new("us-east-1"));
     }
