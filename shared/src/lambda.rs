@@ -291,17 +291,30 @@ pub fn flush_metrics(h: &Hookline, function: &str) {
     }
 }
 
-/// JSON log lines (CloudWatch Logs Insights reads the fields), level from
-/// `RUST_LOG` (default info).
+/// JSON log lines (CloudWatch Logs Insights reads the fields) at the level
+/// Lambda's log-level setting gives (`AWS_LAMBDA_LOG_LEVEL`), else
+/// `RUST_LOG`, else info. One level, not per-module directives: a directive
+/// parser would put a regex engine in every bootstrap.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(filter)
+        .with_max_level(log_level(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().or_else(|| std::env::var("RUST_LOG").ok())))
         .with_current_span(true)
         .without_time()
         .with_target(false)
         .try_init();
+}
+
+/// The level a log setting names (`error`, `warn`, `info`, `debug`, `trace`,
+/// any case; Lambda's `FATAL` is `error`); info when unset or unknown.
+fn log_level(setting: Option<String>) -> tracing::Level {
+    match setting.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        Some("error" | "fatal") => tracing::Level::ERROR,
+        Some("warn") => tracing::Level::WARN,
+        Some("debug") => tracing::Level::DEBUG,
+        Some("trace") => tracing::Level::TRACE,
+        _ => tracing::Level::INFO,
+    }
 }
 
 /// Builds the context once per container from the environment: SDK clients
@@ -339,4 +352,20 @@ where
         }
     }))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_level;
+    use tracing::Level;
+
+    #[test]
+    fn log_level_reads_lambda_and_rust_log_names() {
+        assert_eq!(log_level(None), Level::INFO);
+        assert_eq!(log_level(Some("DEBUG".into())), Level::DEBUG);
+        assert_eq!(log_level(Some("fatal".into())), Level::ERROR);
+        assert_eq!(log_level(Some("warn".into())), Level::WARN);
+        assert_eq!(log_level(Some("trace".into())), Level::TRACE);
+        assert_eq!(log_level(Some("shared=debug".into())), Level::INFO, "directives are not parsed");
+    }
 }
