@@ -9,6 +9,8 @@
 VENV ?= .venv
 PYTHON ?= python3
 CARGO ?= cargo
+# The Lambda functions (functions/<name>/), one bootstrap each.
+FUNCTIONS := ingest router saga delivery requeue api
 
 .PHONY: test build venv lint-template bench bench-cost bench-cold-start lambda clean-venv
 
@@ -50,7 +52,7 @@ bench-cost: venv
 	infra/emulator.sh stop; exit $$status
 
 bench-cold-start:
-	$(CARGO) build --release -p ingest -p router -p saga -p delivery -p requeue -p api
+	$(CARGO) build --release $(foreach f,$(FUNCTIONS),-p $(f))
 	$(CARGO) run --release -p hookline-tests --bin cold_start -- $(ARGS)
 
 # The Lambda bootstraps for deployment, cross-compiled to arm64 (not in CI:
@@ -60,7 +62,7 @@ LAMBDA_VENV ?= .venv-lambda
 
 lambda: $(LAMBDA_VENV)/.ok
 	rustup target add aarch64-unknown-linux-gnu
-	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH cargo lambda build --release --arm64 $(ARGS)
+	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH cargo lambda build --release --arm64 $(foreach f,$(FUNCTIONS),-p $(f)) $(ARGS)
 	@ls -l target/lambda/*/bootstrap
 
 $(LAMBDA_VENV)/.ok: infra/requirements-lambda.txt
