@@ -12,7 +12,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api
 
-.PHONY: test build venv lint-template bench bench-cost bench-cold-start lambda clean-venv
+.PHONY: test build venv lint-template bench bench-cost bench-cold-start lambda sam-build clean-venv
 
 test: venv lint-template build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -64,6 +64,11 @@ lambda: $(LAMBDA_VENV)/.ok
 	rustup target add aarch64-unknown-linux-gnu
 	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH cargo lambda build --release --arm64 $(foreach f,$(FUNCTIONS),-p $(f)) $(ARGS)
 	@ls -l target/lambda/*/bootstrap
+
+# `sam build` of template.yaml: SAM runs cargo-lambda once per function.
+sam-build: $(LAMBDA_VENV)/.ok
+	infra/lint.sh >/dev/null
+	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH SAM_CLI_TELEMETRY=0 .venv-lint/bin/sam build --beta-features
 
 $(LAMBDA_VENV)/.ok: infra/requirements-lambda.txt
 	$(PYTHON) -m venv $(LAMBDA_VENV)
