@@ -35,13 +35,23 @@ pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), Stor
 /// of the attempt carries the saga, event and subscription ids.
 pub async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreError> {
     use tracing::Instrument;
-    let span = tracing::info_span!("attempt", saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, attempt = job.attempt);
+    let span = tracing::info_span!(
+        "attempt",
+        saga_id = %job.saga_id,
+        event_id = %job.event_id,
+        subscription_id = %job.subscription_id,
+        attempt = job.attempt,
+        trace_id = tracing::field::Empty,
+    );
     attempt_in_span(h, job).instrument(span).await
 }
 
 async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreError> {
     let sub = h.subscription_cache.get(h.stores.subscriptions.as_ref(), &job.subscription_id).await?;
     let event = h.stores.events.get(&job.event_id).await?;
+    if let Some(t) = event.as_ref().and_then(|e| e.trace_id.as_deref()) {
+        tracing::Span::current().record("trace_id", t);
+    }
     let refused = |error: &str| Attempt {
         saga_id: job.saga_id.clone(),
         attempt: job.attempt,
@@ -78,7 +88,6 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, Sto
         AttemptResult::Gone => Some("HTTP 410 Gone".into()),
     };
     tracing::info!(
-        trace_id = event.trace_id.as_deref().unwrap_or(""),
         status = res.status, latency_ms, error = error.as_deref().unwrap_or(""), "delivery attempt"
     );
     Ok(Attempt {

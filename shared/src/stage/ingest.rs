@@ -73,14 +73,15 @@ pub async fn ingest_with_defaults(
     let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
     crate::failpoint::hit("ingest.after_insert");
-    Ok(count(h, record.id, inserted[0]))
+    Ok(count(h, &record, inserted[0]))
 }
 
-fn count(h: &Hookline, event_id: String, inserted: bool) -> Accepted {
+fn count(h: &Hookline, record: &EventRecord, inserted: bool) -> Accepted {
     let counter = if inserted { &h.metrics.events_accepted } else { &h.metrics.events_duplicate };
     counter.fetch_add(1, Relaxed);
-    tracing::debug!(event_id = %event_id, duplicate = !inserted, "event accepted");
-    Accepted { event_id, duplicate: !inserted }
+    let trace_id = record.trace_id.as_deref().unwrap_or("");
+    tracing::debug!(event_id = %record.id, trace_id, duplicate = !inserted, "event accepted");
+    Accepted { event_id: record.id.clone(), duplicate: !inserted }
 }
 
 /// Accepts a JSON array of envelopes. Each valid item is stored; invalid
@@ -128,7 +129,7 @@ pub async fn ingest_batch(h: &Hookline, raw: &[u8], format: Option<Format>) -> R
         .map(|r| {
             r.unwrap_or_else(|| {
                 let (rec, ins) = stored.next().expect("one insert result per valid item");
-                Ok(count(h, rec.id, ins))
+                Ok(count(h, &rec, ins))
             })
         })
         .collect())

@@ -198,7 +198,9 @@ pub fn timer_message(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, now: Da
 
 async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<(), StoreError> {
     let saga = h.stores.sagas.get(&job.event_id, &job.saga_id).await?;
-    let event_type = h.stores.events.get(&job.event_id).await?.map(|e| e.event_type).unwrap_or_default();
+    let event = h.stores.events.get(&job.event_id).await?;
+    let event_type = event.as_ref().map(|e| e.event_type.clone()).unwrap_or_default();
+    let trace_id = event.as_ref().and_then(|e| e.trace_id.clone()).unwrap_or_default();
     let dl = DeadLetter {
         id: job.saga_id.clone(),
         event_id: job.event_id.clone(),
@@ -213,7 +215,7 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
     };
     if h.stores.dead_letters.put(&dl).await? {
         h.metrics.dead_letters.fetch_add(1, Relaxed);
-        tracing::warn!(saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, reason, "saga dead-lettered");
+        tracing::warn!(saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, trace_id, reason, "saga dead-lettered");
     }
     Ok(())
 }
