@@ -174,7 +174,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKLINE_LOG").unwrap_or_else(|_| "hookline=info,shared=info,warn".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 async fn shutdown_signal() {

@@ -296,7 +296,16 @@ pub fn flush_metrics(h: &Hookline, function: &str) {
 /// `RUST_LOG`, else info. One level, not per-module directives: a directive
 /// parser would put a regex engine in every bootstrap.
 pub fn init_logging() {
+    init_logging_with(std::io::stdout);
+}
+
+/// [`init_logging`] writing to `writer` (tests read what a function logs).
+pub fn init_logging_with<W>(writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let _ = tracing_subscriber::fmt()
+        .with_writer(writer)
         .json()
         .with_max_level(log_level(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().or_else(|| std::env::var("RUST_LOG").ok())))
         .with_current_span(true)

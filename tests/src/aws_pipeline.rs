@@ -34,6 +34,31 @@ pub struct AwsPipeline {
     stats: Arc<DriverStats>,
 }
 
+/// What the handlers of this test process log, in the functions' own
+/// format (`shared::lambda::init_logging_with`), installed once.
+fn log_capture() -> &'static Arc<std::sync::Mutex<Vec<u8>>> {
+    static CAPTURE: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let buf = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        shared::lambda::init_logging_with(move || Capture(sink.clone()));
+        buf
+    })
+}
+
+/// One writer into the shared capture buffer.
+struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A unique resource prefix per test.
 fn prefix(tag: &str) -> String {
     let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000;
@@ -56,6 +81,7 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
+        log_capture();
         let prefix = prefix(tag);
         let names = emulator::create_resources(&prefix).await;
         let backend = AwsBackend::with_clients(dynamodb, sqs, names.clone(), chrono::Duration::days(30));
@@ -197,6 +223,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             _ => String::new(),
         };
         (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn logs(&self) -> String {
+        String::from_utf8_lossy(&log_capture().lock().unwrap()).into_owned()
     }
 
     async fn metrics(&self) -> String {

@@ -16,6 +16,10 @@ pub trait Pipeline: Sync {
     /// The `/metrics` text.
     fn metrics(&self) -> impl Future<Output = String> + Send;
 
+    /// Everything the backend has logged so far (for one test's own ids;
+    /// on the AWS backend the handlers of all tests in the process share it).
+    fn logs(&self) -> impl Future<Output = String> + Send;
+
     /// Arms a failpoint: the stage that reaches it next crashes there.
     fn crash_at(&mut self, failpoint: &str) -> impl Future<Output = ()> + Send;
 

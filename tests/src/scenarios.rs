@@ -59,7 +59,7 @@ pub async fn verification_handshake_passes_and_fails<P: Pipeline>(s: &P) {
 
 pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    let (_, secret) = s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
+    let (sub_id, secret) = s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
     let secret = Secret::parse(&secret).unwrap();
     let bodies: Vec<(Option<&str>, Vec<u8>)> = vec![
         (None, br#"{"type":"task.created","data":{"taskId":"t1"},"tenant_id":"acme"}"#.to_vec()),
@@ -105,8 +105,23 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
     // The producer's trace id travels to the subscriber.
     let contract = got.iter().find(|d| d.header("hookline-event-type") == "task.failed").unwrap();
     assert_eq!(contract.header("hookline-trace-id"), "req_abcd");
-    assert_eq!(contract.header("traceparent"), shared::ids::traceparent("req_abcd", &format!("{}#1", contract_saga(s, "evt_task_failed_001").await)));
+    let saga = contract_saga(s, "evt_task_failed_001").await;
+    assert_eq!(contract.header("traceparent"), shared::ids::traceparent("req_abcd", &format!("{saga}#1")));
     verify_with_published_library(&captured);
+
+    // Every log line of an attempt names its saga, event, subscription and
+    // trace; no log line carries the signing secret.
+    let logs = crate::eventually(10, "the attempt's log line", || async {
+        let logs = s.logs().await;
+        logs.lines().any(|l| l.contains("delivery attempt") && l.contains(&saga)).then_some(logs)
+    })
+    .await;
+    let line = logs.lines().find(|l| l.contains("delivery attempt") && l.contains(&saga)).unwrap();
+    for id in ["evt_task_failed_001", sub_id.as_str(), "req_abcd"] {
+        assert!(line.contains(id), "{id} missing from the attempt's log line: {line}");
+    }
+    assert!(!logs.contains(secret.expose()), "the signing secret appears in the logs");
+    assert!(!logs.contains(secret.expose().trim_start_matches("whsec_")), "the signing key appears in the logs");
 }
 
 /// Checks a delivery's Standard Webhooks signature against one secret, now.

@@ -89,7 +89,9 @@ impl Server {
             .env_remove("HOOKLINE_API_KEY")
             .env("HOOKLINE_FAILPOINT", failpoint.unwrap_or(""))
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::from(
+                std::fs::OpenOptions::new().create(true).append(true).open(log_path(&dir)).expect("serve log file"),
+            ));
         let mut child = cmd.spawn().expect("spawn hookline serve");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
@@ -189,6 +191,10 @@ impl crate::pipeline::Pipeline for Server {
         self.call_with_key(method, path, body, Some(&self.key)).await
     }
 
+    async fn logs(&self) -> String {
+        std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default()
+    }
+
     async fn metrics(&self) -> String {
         self.client.get(format!("{}/metrics", self.base)).send().await.expect("metrics").text().await.unwrap_or_default()
     }
@@ -206,8 +212,22 @@ impl crate::pipeline::Pipeline for Server {
     }
 }
 
+/// Where a server's log (its stderr, across restarts) is written.
+fn log_path(dir: &TempDir) -> PathBuf {
+    dir.0.join("serve.log")
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
+        // A failing test shows what the server logged.
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(200).collect();
+            eprintln!("--- hookline serve log (last {} lines) ---", tail.len());
+            for l in tail.into_iter().rev() {
+                eprintln!("{l}");
+            }
+        }
     }
 }
