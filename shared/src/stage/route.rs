@@ -29,9 +29,12 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
     }
     let created = h.stores.sagas.create(&sagas).await?;
     crate::failpoint::hit("route.after_sagas");
-    for (s, new) in sagas.iter().zip(&created) {
-        let trace_id = events.iter().find(|e| e.id == s.event_id).and_then(|e| e.trace_id.as_deref()).unwrap_or("");
-        tracing::debug!(event_id = %s.event_id, saga_id = %s.id, subscription_id = %s.subscription_id, trace_id, new, "routed");
+    // The per-saga lines look up each saga's event: only when they are logged.
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        for (s, new) in sagas.iter().zip(&created) {
+            let trace_id = events.iter().find(|e| e.id == s.event_id).and_then(|e| e.trace_id.as_deref()).unwrap_or("");
+            tracing::debug!(event_id = %s.event_id, saga_id = %s.id, subscription_id = %s.subscription_id, trace_id, new, "routed");
+        }
     }
     Ok(created.into_iter().filter(|c| *c).count())
 }
