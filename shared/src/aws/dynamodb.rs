@@ -60,6 +60,20 @@ async fn put_if_absent(client: &Client, table: &str, key: &str, item: Attrs) -> 
     }
 }
 
+/// [`put_if_absent`] for each item, concurrently (`BatchWriteItem` takes no
+/// conditions); `true` where written, in input order.
+async fn put_all_if_absent<T: Sync>(
+    client: &Client,
+    table: &str,
+    key: &str,
+    items: &[T],
+    to_attrs: impl Fn(&T) -> StoreResult<Attrs> + Sync,
+) -> StoreResult<Vec<bool>> {
+    let to_attrs = &to_attrs;
+    let calls = items.iter().map(|x| async move { put_if_absent(client, table, key, to_attrs(x)?).await });
+    all(join_all(calls).await)
+}
+
 /// Strongly consistent `GetItem` by partition key `id`.
 async fn get_by_id(client: &Client, table: &str, id: &str) -> StoreResult<Option<Attrs>> {
     get_item(client, table, HashMap::from([("id".to_string(), s(id))]), true).await
@@ -162,11 +176,7 @@ impl DynamoEvents {
 #[async_trait]
 impl EventStore for DynamoEvents {
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>> {
-        let calls = events.iter().map(|e| async move {
-            let item = item::event_to_attrs(e, self.retention)?;
-            put_if_absent(&self.client, &self.table, "id", item).await
-        });
-        all(join_all(calls).await)
+        put_all_if_absent(&self.client, &self.table, "id", events, |e| item::event_to_attrs(e, self.retention)).await
     }
 
     /// An eventually consistent read first (half the read units: events
@@ -343,11 +353,7 @@ impl DynamoSagas {
 #[async_trait]
 impl SagaStore for DynamoSagas {
     async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>> {
-        let calls = sagas.iter().map(|sg| async move {
-            let item = item::saga_to_attrs(sg, self.retention)?;
-            put_if_absent(&self.client, &self.table, "id", item).await
-        });
-        all(join_all(calls).await)
+        put_all_if_absent(&self.client, &self.table, "id", sagas, |sg| item::saga_to_attrs(sg, self.retention)).await
     }
 
     async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>> {
@@ -401,13 +407,10 @@ impl DynamoAttempts {
 #[async_trait]
 impl AttemptStore for DynamoAttempts {
     async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
-        let calls = attempts.iter().map(|a| async move {
-            // With a composite key, attribute_not_exists on the partition key
-            // checks the item with this exact (saga_id, attempt).
-            let item = item::attempt_to_attrs(a, self.retention)?;
-            put_if_absent(&self.client, &self.table, "saga_id", item).await
-        });
-        all(join_all(calls).await)
+        // With a composite key, attribute_not_exists on the partition key
+        // checks the item with this exact (saga_id, attempt).
+        put_all_if_absent(&self.client, &self.table, "saga_id", attempts, |a| item::attempt_to_attrs(a, self.retention))
+            .await
     }
 
     async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>> {
