@@ -34,3 +34,4 @@ pub mod lambda_driver;
 pub mod metering;
 pub mod pipeline;
 pub mod scenarios;
+pub mod input_scenarios;
