@@ -12,7 +12,6 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use base64::Engine;
-use futures_util::future::join_all;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -21,6 +20,7 @@ use crate::attempt::{DeliveryJob, RetryTimer};
 use crate::aws::item;
 use crate::aws::sqs::SqsQueue;
 use crate::context::{Config, Hookline};
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::retry::RetryPolicy;
 use crate::stage::{deliver, ingest, requeue, route, saga};
 
@@ -39,7 +39,7 @@ pub fn config_from_env() -> Config {
     let d = Config::default();
     let p = RetryPolicy::default();
     Config {
-        retention: num("RETENTION_DAYS").map(|n| chrono::Duration::days(n as i64)).unwrap_or(d.retention),
+        retention: crate::aws::retention_from_env().unwrap_or(d.retention),
         default_retry_policy: RetryPolicy {
             max_attempts: num("MAX_ATTEMPTS").map(|n| n as u32).unwrap_or(p.max_attempts),
             base_delay_ms: num("RETRY_BASE_MS").unwrap_or(p.base_delay_ms),
@@ -123,7 +123,7 @@ struct BusEvent<'a> {
 /// validation goes to the ingest DLQ with the reason in the `hookline-error`
 /// attribute and does not hold up its batch; a storage failure is retried.
 pub async fn ingest_from_bus(h: &Hookline, rejects: &SqsQueue, event: SqsEvent) -> SqsBatchResponse {
-    let results = join_all(event.records.iter().map(|m| async move {
+    let results = all_bounded(event.records.iter().map(|m| async move {
         let body = m.body.as_deref().unwrap_or("");
         let outcome = match serde_json::from_str::<BusEvent>(body) {
             Err(e) => Err(format!("not an EventBridge event with a detail: {e}")),
@@ -151,7 +151,7 @@ pub async fn ingest_from_bus(h: &Hookline, rejects: &SqsQueue, event: SqsEvent) 
                 rejects.send_with_attributes(body, &[("hookline-error", &reason)]).await.err().map(|_| message_id(m))
             }
         }
-    }))
+    }).collect(), MAX_STORE_IN_FLIGHT)
     .await;
     failures(results.into_iter().flatten())
 }
@@ -166,43 +166,78 @@ fn stream_failure(r: &StreamRecord) -> DynamoDbEventResponse {
     }
 }
 
-/// Events stream → sagas. A record that cannot be read fails from there on
-/// (Lambda bisects, retries, then sends it to the on-failure queue); the
-/// shard is never blocked for good.
-pub async fn route_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventResponse {
-    let mut events = Vec::new();
-    for r in event.records.iter().filter(|r| r.event_name == "INSERT") {
-        match item::event_from_image(&r.change.new_image) {
-            Ok(e) => events.push(e),
+/// The records of a stream batch, decoded in order up to the first one that
+/// cannot be read: `(decoded, the unreadable record if any)`. Records other
+/// than inserts are skipped (the mappings filter them out; a TTL delete
+/// must never be read as work).
+fn decode_prefix<'a, T>(
+    records: &'a [StreamRecord],
+    decode: impl Fn(&StreamRecord) -> Result<T, crate::error::StoreError>,
+) -> (Vec<T>, Option<&'a StreamRecord>) {
+    let mut out = Vec::new();
+    for r in records.iter().filter(|r| r.event_name == "INSERT") {
+        match decode(r) {
+            Ok(x) => out.push(x),
             Err(e) => {
-                tracing::error!(error = %e, "router: unreadable event record");
-                return stream_failure(r);
+                tracing::error!(error = %e, sequence_number = ?r.change.sequence_number, "unreadable stream record");
+                return (out, Some(r));
             }
         }
     }
-    match route::route(h, &events).await {
-        Ok(_) => stream_ok(),
-        Err(e) => {
-            tracing::error!(error = %e, "router: routing failed; batch retried");
+    (out, None)
+}
+
+/// The response for a batch whose records before `bad` were handled with
+/// `result`: Lambda checkpoints past every record before the one named, so
+/// a failure of the handled prefix names the batch's first record, and an
+/// unreadable record is named itself (Lambda retries from it, bisects, and
+/// finally sends it to the on-failure destination) only once everything
+/// before it is done.
+fn stream_response<E: std::fmt::Display>(
+    event: &StreamEvent,
+    result: Result<(), E>,
+    bad: Option<&StreamRecord>,
+    stage: &str,
+) -> DynamoDbEventResponse {
+    match (result, bad) {
+        (Err(e), _) => {
+            tracing::error!(error = %e, stage, "stream batch failed; retried");
             event.records.first().map(stream_failure).unwrap_or_else(stream_ok)
         }
+        (Ok(()), Some(r)) => stream_failure(r),
+        (Ok(()), None) => stream_ok(),
     }
 }
 
-/// Sagas stream (inserts) and Attempts stream → jobs, transitions, dead letters.
+/// Events stream → sagas. The events before an unreadable record are routed
+/// first; see [`stream_response`].
+pub async fn route_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventResponse {
+    let (events, bad) = decode_prefix(&event.records, |r| item::event_from_image(&r.change.new_image));
+    let res = route::route(h, &events).await.map(|_| ());
+    stream_response(&event, res, bad, "router")
+}
+
+/// Sagas stream (inserts) and Attempts stream → jobs, transitions, dead
+/// letters. The records before an unreadable one are handled first; see
+/// [`stream_response`].
 pub async fn saga_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventResponse {
-    let mut sagas = Vec::new();
-    let mut attempts = Vec::new();
-    for r in event.records.iter().filter(|r| r.event_name == "INSERT") {
+    enum Input {
+        Saga(crate::saga::Saga),
+        Attempt(crate::attempt::Attempt),
+    }
+    let (inputs, bad) = decode_prefix(&event.records, |r| {
         let img = &r.change.new_image;
-        let decoded = if img.contains_key("attempt") {
-            item::attempt_from_image(img).map(|a| attempts.push(a))
+        if img.contains_key("attempt") {
+            item::attempt_from_image(img).map(Input::Attempt)
         } else {
-            item::saga_from_image(img).map(|s| sagas.push(s))
-        };
-        if let Err(e) = decoded {
-            tracing::error!(error = %e, "saga: unreadable stream record");
-            return stream_failure(r);
+            item::saga_from_image(img).map(Input::Saga)
+        }
+    });
+    let (mut sagas, mut attempts) = (Vec::new(), Vec::new());
+    for i in inputs {
+        match i {
+            Input::Saga(s) => sagas.push(s),
+            Input::Attempt(a) => attempts.push(a),
         }
     }
     let res = async {
@@ -210,19 +245,13 @@ pub async fn saga_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventRespo
         saga::on_attempts(h, &attempts).await
     }
     .await;
-    match res {
-        Ok(()) => stream_ok(),
-        Err(e) => {
-            tracing::error!(error = %e, "saga: batch failed; retried");
-            event.records.first().map(stream_failure).unwrap_or_else(stream_ok)
-        }
-    }
+    stream_response(&event, res, bad, "saga")
 }
 
 /// Retry timers → next attempts; a timer not yet due is sent again with the
 /// remaining delay (at most SQS's 15 minutes at a time).
 pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let results = join_all(event.records.iter().map(|m| async move {
+    let results = all_bounded(event.records.iter().map(|m| async move {
         let Ok(timer) = serde_json::from_str::<RetryTimer>(m.body.as_deref().unwrap_or("")) else {
             tracing::error!("timers: unreadable message; left for the DLQ");
             return Some(message_id(m));
@@ -238,7 +267,7 @@ pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
                 Some(message_id(m))
             }
         }
-    }))
+    }).collect(), MAX_STORE_IN_FLIGHT)
     .await;
     failures(results.into_iter().flatten())
 }
@@ -270,7 +299,7 @@ pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
 
 /// Requeue queue → new sagas (API requeues and replays, console redrives).
 pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let results = join_all(event.records.iter().map(|m| async move {
+    let results = all_bounded(event.records.iter().map(|m| async move {
         match requeue::handle_message(h, m.body.as_deref().unwrap_or("")).await {
             Ok(()) => None,
             Err(e) => {
@@ -278,7 +307,7 @@ pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
                 Some(message_id(m))
             }
         }
-    }))
+    }).collect(), MAX_STORE_IN_FLIGHT)
     .await;
     failures(results.into_iter().flatten())
 }

@@ -20,6 +20,7 @@ pub mod error;
 pub mod event;
 pub mod failpoint;
 pub mod ids;
+pub mod limits;
 pub mod metrics;
 pub mod ports;
 pub mod retry;

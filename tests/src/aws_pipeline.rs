@@ -17,6 +17,7 @@ use shared::ssrf::AddressPolicy;
 
 use crate::emulator;
 use crate::lambda_driver::{Driver, DriverStats, Moto, Sources};
+use crate::strict::Strict;
 
 /// One Hookline deployment in the emulator, with its own tables and queues.
 pub struct AwsPipeline {
@@ -32,6 +33,20 @@ pub struct AwsPipeline {
     api: Api,
     _driver: Driver,
     stats: Arc<DriverStats>,
+    /// The strict checker on the backend's clients (when started with
+    /// [`AwsPipeline::start`]); checked when the pipeline is dropped.
+    pub strict: Option<Strict>,
+}
+
+impl Drop for AwsPipeline {
+    /// Fails the test if any request broke a rule of the strict checker.
+    fn drop(&mut self) {
+        if let Some(s) = &self.strict {
+            if !std::thread::panicking() {
+                s.assert_clean();
+            }
+        }
+    }
 }
 
 /// What the handlers of this test process log, in the functions' own
@@ -68,9 +83,14 @@ fn prefix(tag: &str) -> String {
 impl AwsPipeline {
     /// Creates the template's tables and queues under a fresh prefix and
     /// starts the event source mappings.
+    /// The backend's clients carry the strict checker ([`crate::strict`]):
+    /// a request AWS would reject fails, and fails the test.
     pub async fn start(tag: &str) -> AwsPipeline {
         let sdk = emulator::aws_config().await;
-        Self::start_with_clients(tag, aws_sdk_dynamodb::Client::new(&sdk), aws_sdk_sqs::Client::new(&sdk)).await
+        let strict = Strict::new();
+        let mut p = Self::start_with_clients(tag, strict.dynamodb_client(&sdk), strict.sqs_client(&sdk)).await;
+        p.strict = Some(strict);
+        p
     }
 
     /// [`AwsPipeline::start`] with the backend on these SDK clients (e.g.
@@ -115,7 +135,7 @@ impl AwsPipeline {
         let rejects = Arc::new(backend.ingest_dlq.clone().expect("the template has an IngestDLQ"));
         let stats = Arc::new(DriverStats::default());
         let driver = Driver::start_with_stats(moto.clone(), hookline.clone(), sources, rejects, stats.clone());
-        AwsPipeline { hookline, backend, moto, bus: emulator::bus_name(&prefix), api, _driver: driver, stats }
+        AwsPipeline { hookline, backend, moto, bus: emulator::bus_name(&prefix), api, _driver: driver, stats, strict: None }
     }
 
     /// Invocations per function (the event source mappings' and one per API

@@ -51,6 +51,37 @@ pub fn template() -> Yaml {
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))
 }
 
+/// Whether the template's event source mapping on `table`'s stream
+/// (logical id, e.g. `EventsTable`) lets only inserts through: its
+/// `FilterCriteria` has exactly the pattern `{"eventName": ["INSERT"]}`.
+pub fn stream_filter_inserts_only(table: &str) -> bool {
+    let t = template();
+    let wanted = format!("{table}.StreamArn");
+    let resources = t.get("Resources").and_then(Yaml::as_mapping).cloned().unwrap_or_default();
+    for (_, r) in resources {
+        let events = r.get("Properties").and_then(|p| p.get("Events")).and_then(Yaml::as_mapping).cloned().unwrap_or_default();
+        for (_, e) in events {
+            let props = e.get("Properties");
+            let stream = props.and_then(|p| p.get("Stream"));
+            let names_table = match stream {
+                Some(Yaml::Tagged(t)) => t.value.as_str() == Some(wanted.as_str()),
+                _ => false,
+            };
+            if names_table {
+                let patterns: Vec<String> = props
+                    .and_then(|p| p.get("FilterCriteria"))
+                    .and_then(|f| f.get("Filters"))
+                    .and_then(Yaml::as_sequence)
+                    .map(|s| s.iter().filter_map(|f| f.get("Pattern").and_then(Yaml::as_str).map(str::to_string)).collect())
+                    .unwrap_or_default();
+                return patterns.len() == 1
+                    && serde_json::from_str::<serde_json::Value>(&patterns[0]).ok() == Some(json!({"eventName": ["INSERT"]}));
+            }
+        }
+    }
+    panic!("no event source mapping reads {table}'s stream in template.yaml")
+}
+
 /// A prefix no other test (in this or another test process) uses, short
 /// enough for SQS queue names (80 characters with the logical id).
 pub fn fresh_prefix(tag: &str) -> String {

@@ -221,10 +221,12 @@ impl Driver {
             Arc::new(|h, e| Box::pin(async move { lambda::route_stream(&h, e).await }));
         let saga_stream: Handler<lambda::events::dynamodb::Event, _> =
             Arc::new(|h, e| Box::pin(async move { lambda::saga_stream(&h, e).await }));
+        // Each mapping filters as the template says (FilterCriteria).
+        let inserts_only = crate::emulator::stream_filter_inserts_only;
         for (arn, handler, only_inserts, function) in [
-            (src.events_stream.clone(), route, false, "RouterFunction"),
-            (src.sagas_stream.clone(), saga_stream.clone(), true, "SagaFunction"),
-            (src.attempts_stream.clone(), saga_stream, false, "SagaFunction"),
+            (src.events_stream.clone(), route, inserts_only("EventsTable"), "RouterFunction"),
+            (src.sagas_stream.clone(), saga_stream.clone(), inserts_only("SagasTable"), "SagaFunction"),
+            (src.attempts_stream.clone(), saga_stream, inserts_only("AttemptsTable"), "SagaFunction"),
         ] {
             tasks.push(tokio::spawn(stream_mapping(
                 moto.clone(),

@@ -32,6 +32,7 @@ pub mod conformance;
 pub mod emulator;
 pub mod lambda_driver;
 pub mod metering;
+pub mod strict;
 pub mod pipeline;
 pub mod scenarios;
 pub mod input_scenarios;

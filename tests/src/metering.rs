@@ -376,7 +376,7 @@ fn number_size(n: &str) -> usize {
 }
 
 /// The size of one DynamoDB JSON value (`{"S": "…"}`, `{"N": "…"}`, …).
-fn value_size(v: &Value) -> usize {
+pub(crate) fn value_size(v: &Value) -> usize {
     let Some((t, x)) = v.as_object().and_then(|o| o.iter().next()) else { return 0 };
     let strs = || x.as_array().into_iter().flatten().filter_map(Value::as_str);
     match t.as_str() {

@@ -4,13 +4,18 @@
 //! queues created from `template.yaml` under a fresh prefix.
 
 use hookline_tests::emulator;
+use hookline_tests::strict::Strict;
 use shared::aws::AwsBackend;
 
-/// A fresh backend on new tables and queues.
-async fn fresh(tag: &str) -> AwsBackend {
+/// A fresh backend on new tables and queues, its clients under the strict
+/// checker (a request AWS would reject fails the case).
+async fn fresh(tag: &str) -> (AwsBackend, Strict) {
     let sdk = emulator::aws_config().await;
     let names = emulator::create_resources_with(&sdk, &emulator::fresh_prefix(tag)).await;
-    AwsBackend::new(&sdk, names, chrono::Duration::days(30))
+    let strict = Strict::new();
+    let backend =
+        AwsBackend::with_clients(strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), names, chrono::Duration::days(30));
+    (backend, strict)
 }
 
 macro_rules! case {
@@ -23,8 +28,9 @@ macro_rules! case {
     ($name:ident) => {
         #[tokio::test]
         async fn $name() {
-            let backend = fresh(stringify!($name)).await;
+            let (backend, strict) = fresh(stringify!($name)).await;
             hookline_tests::conformance::$name(&backend.stores).await;
+            strict.assert_clean();
         }
     };
 }

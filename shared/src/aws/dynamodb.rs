@@ -13,12 +13,12 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
-use futures_util::future::join_all;
 
 use super::item::{self, Attrs};
 use crate::attempt::{Attempt, DeadLetter};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
 };
@@ -60,8 +60,8 @@ async fn put_if_absent(client: &Client, table: &str, key: &str, item: Attrs) -> 
     }
 }
 
-/// [`put_if_absent`] for each item, concurrently (`BatchWriteItem` takes no
-/// conditions); `true` where written, in input order.
+/// [`put_if_absent`] for each item, concurrently up to the store cap
+/// (`BatchWriteItem` takes no conditions); `true` where written, in input order.
 async fn put_all_if_absent<T: Sync>(
     client: &Client,
     table: &str,
@@ -71,7 +71,7 @@ async fn put_all_if_absent<T: Sync>(
 ) -> StoreResult<Vec<bool>> {
     let to_attrs = &to_attrs;
     let calls = items.iter().map(|x| async move { put_if_absent(client, table, key, to_attrs(x)?).await });
-    all(join_all(calls).await)
+    all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)
 }
 
 /// Strongly consistent `GetItem` by partition key `id`.
@@ -115,8 +115,10 @@ async fn query_all(
             .table_name(table)
             .set_index_name(index.map(str::to_string))
             .key_condition_expression(key_condition)
-            .set_expression_attribute_names(Some(names.clone()))
-            .set_expression_attribute_values(Some(values.clone()))
+            // DynamoDB rejects an empty map ("ExpressionAttributeNames must
+            // not be empty"), and the SDK sends one when given one.
+            .set_expression_attribute_names((!names.is_empty()).then(|| names.clone()))
+            .set_expression_attribute_values((!values.is_empty()).then(|| values.clone()))
             .set_consistent_read(consistent.then_some(true))
             .set_exclusive_start_key(start.take())
             .send()
@@ -364,7 +366,7 @@ impl SagaStore for DynamoSagas {
     }
 
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>> {
-        all(join_all(transitions.iter().map(|t| self.transition_one(t))).await)
+        all(all_bounded(transitions.iter().map(|t| self.transition_one(t)).collect(), MAX_STORE_IN_FLIGHT).await)
     }
 
     /// One consistent `Query` of the event's partition. Ordered by creation

@@ -13,9 +13,9 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use futures_util::future::join_all;
 
 use crate::error::StoreError;
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
 
 /// Most entries SQS takes in one batch request, and most messages one
@@ -171,7 +171,7 @@ impl JobQueue for SqsQueue {
     /// `SendMessageBatch` in chunks of ten (sent concurrently); each delay is
     /// rounded up to whole seconds and capped at 900 s.
     async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()> {
-        let results = join_all(messages.chunks(SQS_BATCH).map(|c| self.send_chunk(c))).await;
+        let results = all_bounded(messages.chunks(SQS_BATCH).map(|c| self.send_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
         results.into_iter().collect()
     }
 
@@ -215,7 +215,7 @@ impl JobQueue for SqsQueue {
 
     /// `DeleteMessageBatch` in chunks of ten; invalid receipts are ignored.
     async fn delete(&self, receipts: &[String]) -> StoreResult<()> {
-        let results = join_all(receipts.chunks(SQS_BATCH).map(|c| self.delete_chunk(c))).await;
+        let results = all_bounded(receipts.chunks(SQS_BATCH).map(|c| self.delete_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
         results.into_iter().collect()
     }
 

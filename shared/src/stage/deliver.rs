@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use chrono::Utc;
-use futures_util::future::join_all;
+use crate::limits::{all_bounded, MAX_DELIVERIES_IN_FLIGHT};
 
 use crate::attempt::{Attempt, DeliveryJob};
 use crate::context::Hookline;
@@ -20,7 +20,10 @@ use crate::subscription::{PayloadFormat, Subscription};
 /// write. On `Ok` each job's attempt is recorded (or already was, when the
 /// job was a duplicate), so the caller may delete the messages.
 pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), StoreError> {
-    let attempts: Vec<Attempt> = join_all(jobs.iter().map(|j| attempt(h, j))).await.into_iter().collect::<Result<_, _>>()?;
+    let attempts: Vec<Attempt> = all_bounded(jobs.iter().map(|j| attempt(h, j)).collect(), MAX_DELIVERIES_IN_FLIGHT)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
     crate::failpoint::hit("deliver.before_record");
     let inserted = h.stores.attempts.record(&attempts).await?;
     for (a, new) in attempts.iter().zip(inserted) {
