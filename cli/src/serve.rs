@@ -1,7 +1,10 @@
 //! `hookline serve`: the whole pipeline in one process on SQLite. This is
-//! wiring only: an axum server in front of [`shared::api::Api`], and one loop
-//! per stage that reads the outbox or a queue and calls the same stage
-//! function a Lambda handler calls.
+//! wiring only: an HTTP listener ([`listener`]: header, body and idle
+//! timeouts, a connection cap) in front of [`shared::api::Api`], one loop per
+//! stage that reads the outbox or a queue and calls the same stage function
+//! a Lambda handler calls, and the background loops (the retention purge).
+
+mod listener;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,11 +15,14 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::body::Body;
 use axum::http::{header, Request, Response, StatusCode};
+use hyper::body::Incoming;
 use shared::api::{self, Api, Verification};
 use shared::attempt::{DeliveryJob, RetryTimer};
 use shared::context::{Config, Hookline};
 use shared::http_client::ClientConfig;
 use shared::error::StoreError;
+use shared::retention::{parse_duration, parse_std_duration, Display as ShowDuration};
+use shared::sqlite::purge::{PurgePolicy, Purger};
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::{deliver, requeue, route, saga, verify};
@@ -44,9 +50,46 @@ pub struct ServeArgs {
     /// Jobs each delivery loop takes at a time.
     #[arg(long, default_value_t = 64)]
     batch: usize,
-    /// Days events are kept for replay.
-    #[arg(long, default_value_t = 30)]
-    retention_days: i64,
+    /// How long events, with their sagas and attempts, are kept for replay:
+    /// a whole number and a unit (s, m, h, d), e.g. 30d or 12h. Past it they
+    /// are purged in the background (not while a saga of the event is in
+    /// flight or has an open dead letter).
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_duration)]
+    retention: chrono::Duration,
+    /// Former spelling of --retention, in whole days.
+    #[arg(long, value_name = "DAYS", hide = true, conflicts_with = "retention")]
+    retention_days: Option<u32>,
+    /// How long requeued and skipped dead letters (and messages in the
+    /// dead-letter queues) are kept, from when their saga was dead-lettered;
+    /// at least --retention. Default: twice --retention. Open dead letters
+    /// are never purged.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    dead_letter_retention: Option<chrono::Duration>,
+    /// How often the purge looks for rows past their retention.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_std_duration)]
+    purge_interval: Duration,
+    /// Most expired events the purge deletes in one write transaction (it
+    /// holds the writer a few milliseconds per batch).
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    purge_batch: usize,
+    /// Longest time from the first byte of a request to the end of its
+    /// header; a client still sending its header is then disconnected.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_std_duration)]
+    header_timeout: Duration,
+    /// Longest time to receive a request body once the header is in; then
+    /// the request gets 408 and the connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_std_duration)]
+    body_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_std_duration)]
+    idle_timeout: Duration,
+    /// Most client connections open at once (lowered to fit the open-files
+    /// limit: half of what is left after a reserve goes to deliveries). At
+    /// the cap, a new connection replaces the one that has waited longest
+    /// without a request in progress; if every one has a request in
+    /// progress, it is refused with 503.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    max_connections: usize,
     /// Connect timeout of deliveries, in milliseconds.
     #[arg(long, default_value_t = 5_000)]
     connect_timeout_ms: u64,
@@ -58,6 +101,20 @@ pub struct ServeArgs {
 /// Runs until SIGINT/SIGTERM, then stops taking jobs and finishes those in flight.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
+    let retention = match args.retention_days {
+        Some(0) => anyhow::bail!("--retention-days must be at least 1"),
+        Some(days) => chrono::Duration::days(days.into()),
+        None => args.retention,
+    };
+    let dead_letter_retention = args.dead_letter_retention.unwrap_or(retention * 2);
+    anyhow::ensure!(
+        dead_letter_retention >= retention,
+        "--dead-letter-retention ({}) must be at least --retention ({})",
+        ShowDuration(dead_letter_retention),
+        ShowDuration(retention)
+    );
+    let open_files = raise_open_files_limit();
+    let max_connections = connection_cap(args.max_connections, open_files);
     let backend = Backend::open(&args.db).with_context(|| format!("opening database {}", args.db.display()))?;
     let (api_key, key_source) = match &args.api_key {
         Some(k) if !k.trim().is_empty() => (k.trim().to_string(), "from HOOKLINE_API_KEY / --api-key"),
@@ -67,7 +124,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let config = Config {
-        retention: chrono::Duration::days(args.retention_days.max(1)),
+        retention,
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
         http: ClientConfig {
             connect_timeout: Duration::from_millis(args.connect_timeout_ms.max(1)),
@@ -91,6 +148,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("  listening on  http://{addr}");
     println!("  database      {}", args.db.display());
     println!("  API key       {api_key}  ({key_source})");
+    println!(
+        "  retention     events {}, resolved dead letters {} (purged every {})",
+        ShowDuration(retention),
+        ShowDuration(dead_letter_retention),
+        ShowDuration(chrono::Duration::from_std(args.purge_interval).unwrap_or(chrono::Duration::MAX))
+    );
+    println!(
+        "  connections   at most {max_connections}{}; timeouts: header {}, body {}, idle {}",
+        open_files.map(|n| format!(" (open files limit {n})")).unwrap_or_default(),
+        ShowStd(args.header_timeout),
+        ShowStd(args.body_timeout),
+        ShowStd(args.idle_timeout)
+    );
     if args.dev {
         println!("  WARNING: --dev allows http:// callbacks to loopback addresses; never use it in production");
         tracing::warn!("dev mode: http:// callbacks to loopback addresses are allowed");
@@ -157,14 +227,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             stop.clone(),
         ));
     }
+    // Background loops: each takes what it needs and `stop`.
+    let purge_policy = PurgePolicy { dead_letter_retention, batch: args.purge_batch.max(1), ..PurgePolicy::default() };
+    tasks.spawn(purge_loop(Purger::new(backend.db.clone(), purge_policy), h.clone(), args.purge_interval, stop.clone()));
     tokio::spawn(reverify_unverified(h.clone()));
 
-    let max_body = h.config.max_body_bytes;
-    let app = axum::Router::new().fallback(move |req: Request<Body>| {
+    let (max_body, body_timeout) = (h.config.max_body_bytes, args.body_timeout);
+    let limits = listener::Limits {
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
+        max_connections,
+    };
+    let app = move |req: Request<Incoming>| {
         let api = api.clone();
-        async move { handle(&api, req, max_body).await }
-    });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+        async move { handle(&api, req, max_body, body_timeout).await }
+    };
+    listener::serve(listener, limits, app, shutdown_signal()).await?;
     tracing::info!("shutting down: no new jobs are taken; finishing those in flight");
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(30), async { while tasks.join_next().await.is_some() {} }).await;
@@ -192,17 +270,27 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn handle(api: &Api, req: Request<Body>, max_body: usize) -> Response<Body> {
+async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout: Duration) -> Response<Body> {
     let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, max_body + 1).await {
-        Ok(b) => b,
-        Err(_) => {
+    let body = match tokio::time::timeout(body_timeout, axum::body::to_bytes(Body::new(body), max_body + 1)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             return to_http(api::Response::error(
                 413,
                 "payload_too_large",
                 format!("request body exceeds the limit of {max_body} bytes"),
                 None,
             ))
+        }
+        Err(_) => {
+            let mut res = to_http(api::Response::error(
+                408,
+                "request_timeout",
+                format!("the request body did not arrive within {}", ShowStd(body_timeout)),
+                None,
+            ));
+            res.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return res;
         }
     };
     let auth = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -224,6 +312,102 @@ fn to_http(r: api::Response) -> Response<Body> {
         .header(header::CONTENT_TYPE, r.content_type)
         .body(Body::from(r.body))
         .expect("valid response")
+}
+
+/// A `std::time::Duration` written as `--header-timeout` takes it.
+struct ShowStd(Duration);
+
+impl std::fmt::Display for ShowStd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match chrono::Duration::from_std(self.0) {
+            Ok(d) => ShowDuration(d).fmt(f),
+            Err(_) => write!(f, "{:?}", self.0),
+        }
+    }
+}
+
+/// File descriptors kept for the database, logs and the runtime before the
+/// rest is shared between client connections and deliveries.
+const RESERVED_FILES: u64 = 256;
+
+/// Raises the soft limit on open files to the hard limit (many idle client
+/// connections must not leave deliveries failing with "Too many open
+/// files"); returns the limit now in force, if known.
+#[cfg(unix)]
+fn raise_open_files_limit() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot read the open files limit");
+        return None;
+    }
+    let before = lim.rlim_cur;
+    // An unlimited hard limit is not a valid soft one on every system.
+    let target = if lim.rlim_max == libc::RLIM_INFINITY { 1 << 20 } else { lim.rlim_max };
+    if before != libc::RLIM_INFINITY && before < target {
+        let raised = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            tracing::info!(from = before as u64, to = target as u64, "raised the open files limit to the hard limit");
+            return Some(target as u64);
+        }
+        tracing::warn!(error = %std::io::Error::last_os_error(), limit = before as u64, "cannot raise the open files limit");
+    }
+    Some(before as u64)
+}
+
+#[cfg(not(unix))]
+fn raise_open_files_limit() -> Option<u64> {
+    None
+}
+
+/// `--max-connections`, lowered when the open files limit cannot hold it
+/// with as many descriptors again left for deliveries, after
+/// [`RESERVED_FILES`].
+fn connection_cap(wanted: usize, open_files: Option<u64>) -> usize {
+    let Some(limit) = open_files else { return wanted.max(1) };
+    let fits = (limit.saturating_sub(RESERVED_FILES) / 2).max(16) as usize;
+    if wanted > fits {
+        tracing::warn!(wanted, open_files = limit, cap = fits, "--max-connections lowered to fit the open files limit");
+    }
+    wanted.min(fits).max(1)
+}
+
+/// The retention purge ([`shared::sqlite::purge`]): every `every`, deletes
+/// what is past its retention in small batches through the writer, until
+/// caught up. A debug line per batch; an info line per run that deleted
+/// something.
+async fn purge_loop(mut purger: Purger, h: Arc<Hookline>, every: Duration, mut stop: watch::Receiver<bool>) {
+    while wait_or_stop(&mut stop, every).await {
+        let started = std::time::Instant::now();
+        let s = stop.clone();
+        match purger.run(chrono::Utc::now(), &h.metrics, PURGE_PAUSE, || !*s.borrow()).await {
+            Ok(p) if p.deleted() > 0 => tracing::info!(
+                events = p.events,
+                sagas = p.sagas,
+                attempts = p.attempts,
+                dead_letters = p.dead_letters,
+                other = p.outbox + p.queue_messages,
+                kept = p.held,
+                ms = started.elapsed().as_millis() as u64,
+                "purged rows past their retention"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "purge failed; retrying at the next interval"),
+        }
+    }
+}
+
+/// Pause between two purge batches, so other writes commit in between.
+const PURGE_PAUSE: Duration = Duration::from_millis(5);
+
+/// Sleeps `d`; false when asked to stop (at once).
+async fn wait_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.changed() => {}
+    }
+    !*stop.borrow()
 }
 
 /// Waits for the next change on `changes`, at most `max`; false when stopping.

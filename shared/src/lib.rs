@@ -23,6 +23,7 @@ pub mod ids;
 pub mod limits;
 pub mod metrics;
 pub mod ports;
+pub mod retention;
 pub mod retry;
 pub mod routing;
 pub mod saga;

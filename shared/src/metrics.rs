@@ -29,11 +29,31 @@ pub struct Metrics {
     pub retries_scheduled: AtomicU64,
     /// Sagas dead-lettered.
     pub dead_letters: AtomicU64,
+    /// Rows deleted by the retention purge of `hookline serve`
+    /// ([`crate::sqlite::purge`]), by table: storage stays bounded only if
+    /// these keep pace with ingest.
+    pub purged: PurgedCounters,
     latency_buckets: [AtomicU64; BUCKETS_MS.len()],
     latency_count: AtomicU64,
     latency_sum_ms: AtomicU64,
     /// What the last EMF line reported, and latencies since (Lambda only).
     emf: Mutex<EmfState>,
+}
+
+/// Rows the retention purge deleted since the process started, by table.
+#[derive(Default)]
+pub struct PurgedCounters {
+    /// Events past their retention.
+    pub events: AtomicU64,
+    /// Their sagas.
+    pub sagas: AtomicU64,
+    /// Their sagas' attempts.
+    pub attempts: AtomicU64,
+    /// Resolved dead letters past the dead-letter retention.
+    pub dead_letters: AtomicU64,
+    /// Outbox rows left behind by purged records, and dead-letter-queue
+    /// messages past the dead-letter retention.
+    pub other: AtomicU64,
 }
 
 #[derive(Default)]
@@ -118,6 +138,16 @@ impl Metrics {
         ] {
             let _ = writeln!(out, "hookline_deliveries_total{{outcome=\"{outcome}\"}} {}", v.load(Relaxed));
         }
+        let _ = writeln!(out, "# HELP hookline_purged_total Rows deleted by the retention purge, by table.\n# TYPE hookline_purged_total counter");
+        for (table, v) in [
+            ("events", &self.purged.events),
+            ("sagas", &self.purged.sagas),
+            ("attempts", &self.purged.attempts),
+            ("dead_letters", &self.purged.dead_letters),
+            ("other", &self.purged.other),
+        ] {
+            let _ = writeln!(out, "hookline_purged_total{{table=\"{table}\"}} {}", v.load(Relaxed));
+        }
         let _ = writeln!(
             out,
             "# HELP hookline_attempt_latency_ms Delivery attempt latency.\n# TYPE hookline_attempt_latency_ms histogram"
@@ -157,6 +187,7 @@ mod tests {
         assert!(text.contains("hookline_attempt_latency_ms_count 2"));
         assert!(text.contains("hookline_queue_depth{queue=\"deliveries\",state=\"visible\"} 2"));
         assert!(text.contains("hookline_dead_letters_open 4"));
+        assert!(text.contains("hookline_purged_total{table=\"events\"} 0"));
     }
 
     #[test]

@@ -102,12 +102,18 @@ impl AwsNames {
     }
 }
 
-/// Reads `RETENTION_DAYS` (default [`DEFAULT_RETENTION_DAYS`]).
+/// Reads `RETENTION`, a duration with a unit (`30d`, `12h`, `5m`:
+/// [`crate::retention::parse_duration`], the parser of `hookline serve
+/// --retention`), or else `RETENTION_DAYS` (whole days; default
+/// [`DEFAULT_RETENTION_DAYS`]).
 pub fn retention_from_env() -> Result<chrono::Duration, String> {
-    retention_from(std::env::var("RETENTION_DAYS").ok().as_deref())
+    retention_from(std::env::var("RETENTION").ok().as_deref(), std::env::var("RETENTION_DAYS").ok().as_deref())
 }
 
-fn retention_from(v: Option<&str>) -> Result<chrono::Duration, String> {
+fn retention_from(duration: Option<&str>, v: Option<&str>) -> Result<chrono::Duration, String> {
+    if let Some(d) = duration.filter(|d| !d.trim().is_empty()) {
+        return crate::retention::parse_duration(d).map_err(|e| format!("RETENTION: {e}"));
+    }
     let days = match v.map(str::trim).filter(|v| !v.is_empty()) {
         None => DEFAULT_RETENTION_DAYS,
         Some(v) => v
@@ -255,9 +261,13 @@ mod tests {
 
     #[test]
     fn retention_defaults_and_validates() {
-        assert_eq!(retention_from(None).unwrap(), chrono::Duration::days(30));
-        assert_eq!(retention_from(Some("7")).unwrap(), chrono::Duration::days(7));
-        assert!(retention_from(Some("0")).is_err());
-        assert!(retention_from(Some("x")).is_err());
+        assert_eq!(retention_from(None, None).unwrap(), chrono::Duration::days(30));
+        assert_eq!(retention_from(None, Some("7")).unwrap(), chrono::Duration::days(7));
+        assert!(retention_from(None, Some("0")).is_err());
+        assert!(retention_from(None, Some("x")).is_err());
+        assert_eq!(retention_from(Some("36h"), Some("7")).unwrap(), chrono::Duration::hours(36));
+        assert_eq!(retention_from(Some(" "), Some("7")).unwrap(), chrono::Duration::days(7));
+        let err = retention_from(Some("30"), None).unwrap_err();
+        assert!(err.starts_with("RETENTION:") && err.contains("30d"), "{err}");
     }
 }

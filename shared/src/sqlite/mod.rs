@@ -8,6 +8,7 @@
 //! queue is just another named queue there, as in SQS).
 
 mod outbox;
+pub mod purge;
 mod queue;
 mod stores;
 

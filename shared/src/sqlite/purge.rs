@@ -1,0 +1,340 @@
+//! Bounded storage for `hookline serve`: what is past its retention is
+//! deleted in small batches, off the hot path. Each batch is one call through
+//! the group-commit writer ([`Db::call`]), so it holds the writer for a few
+//! milliseconds at most and ingest and deliveries commit between batches;
+//! SQLite reuses the freed pages, so the file stops growing once the purge
+//! keeps pace with ingest (it does not shrink: no VACUUM).
+//!
+//! What is deleted:
+//! - an event whose `expires_at` (stamped at ingest: received + retention)
+//!   has passed, with its sagas and their attempts, **unless** one of its
+//!   sagas is still in flight (not `Completed` or `DeadLettered`) or has an
+//!   open dead letter. Those are kept: an in-flight saga would otherwise
+//!   deliver "event is no longer stored" and leave orphan rows, and an open
+//!   dead letter is work for an operator whose requeue needs the event. They
+//!   are looked at again on a later pass ([`PurgePolicy::rescan_every`]) and
+//!   go once the saga ends or the dead letter is requeued or skipped;
+//! - a dead letter that was requeued or skipped, once it is older (counted
+//!   from when its saga was dead-lettered) than the dead-letter retention;
+//!   open ones are never deleted;
+//! - messages in the dead-letter queues older than the dead-letter
+//!   retention (SQS's message retention period);
+//! - outbox rows whose record is gone (left when a stage had not yet
+//!   acknowledged a record the purge deleted).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{sql, Db};
+use crate::error::StoreError;
+use crate::metrics::Metrics;
+use crate::saga::SagaStatus;
+
+/// The dead-letter queues of the embedded backend ([`super::Backend::open`]).
+const DEAD_LETTER_QUEUES: [&str; 3] = ["deliveries-dlq", "retries-dlq", "requeue-dlq"];
+
+/// Oldest outbox rows per stream the orphan sweep checks in one run.
+const ORPHAN_SWEEP: usize = 256;
+
+/// What the purge keeps and how much it does at a time.
+#[derive(Debug, Clone)]
+pub struct PurgePolicy {
+    /// Resolved dead letters, and dead-letter-queue messages, are deleted
+    /// this long after they were created.
+    pub dead_letter_retention: chrono::Duration,
+    /// Most expired events examined in one batch (one write transaction);
+    /// the same bound applies to dead letters and queue messages.
+    pub batch: usize,
+    /// How often the purge goes back over expired events it kept (a saga in
+    /// flight, an open dead letter) to see whether they may go now.
+    pub rescan_every: Duration,
+}
+
+impl Default for PurgePolicy {
+    fn default() -> Self {
+        PurgePolicy { dead_letter_retention: chrono::Duration::days(60), batch: 500, rescan_every: Duration::from_secs(600) }
+    }
+}
+
+/// Rows deleted (and expired events kept) by one batch or one run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Purged {
+    /// Events past their retention.
+    pub events: u64,
+    /// Their sagas.
+    pub sagas: u64,
+    /// Their sagas' attempts.
+    pub attempts: u64,
+    /// Resolved dead letters past the dead-letter retention.
+    pub dead_letters: u64,
+    /// Outbox rows whose record was gone.
+    pub outbox: u64,
+    /// Dead-letter-queue messages past the dead-letter retention.
+    pub queue_messages: u64,
+    /// Expired events examined but kept (a saga in flight or an open dead letter).
+    pub held: u64,
+}
+
+impl Purged {
+    /// Rows deleted, all tables together.
+    pub fn deleted(&self) -> u64 {
+        self.events + self.sagas + self.attempts + self.dead_letters + self.outbox + self.queue_messages
+    }
+
+    fn add(&mut self, o: &Purged) {
+        self.events += o.events;
+        self.sagas += o.sagas;
+        self.attempts += o.attempts;
+        self.dead_letters += o.dead_letters;
+        self.outbox += o.outbox;
+        self.queue_messages += o.queue_messages;
+        self.held += o.held;
+    }
+
+    /// Adds these counts to the process metrics (`hookline_purged_total`).
+    pub fn record(&self, m: &Metrics) {
+        m.purged.events.fetch_add(self.events, Relaxed);
+        m.purged.sagas.fetch_add(self.sagas, Relaxed);
+        m.purged.attempts.fetch_add(self.attempts, Relaxed);
+        m.purged.dead_letters.fetch_add(self.dead_letters, Relaxed);
+        m.purged.other.fetch_add(self.outbox + self.queue_messages, Relaxed);
+    }
+}
+
+/// What one batch did.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch {
+    /// Rows deleted and events kept.
+    pub purged: Purged,
+    /// A full batch: more may be due right away.
+    pub more: bool,
+    /// How long the batch held the writer (its statements; the commit it
+    /// shares with other calls is not included).
+    pub writer_time: Duration,
+}
+
+/// The purge of one database. Keeps, in memory, its place among expired
+/// events it had to keep, so a batch does not examine them again; the place
+/// is forgotten at start-up and every [`PurgePolicy::rescan_every`].
+pub struct Purger {
+    db: Db,
+    policy: PurgePolicy,
+    /// `(expires_at, rowid)` of the last expired event examined.
+    cursor: Option<(i64, i64)>,
+    /// Events kept behind the cursor since it was last reset.
+    held_behind: u64,
+    last_rescan: Instant,
+}
+
+impl Purger {
+    /// A purge of `db` with `policy`.
+    pub fn new(db: Db, policy: PurgePolicy) -> Purger {
+        Purger { db, policy, cursor: None, held_behind: 0, last_rescan: Instant::now() }
+    }
+
+    /// One batch at `now`: up to `batch` expired events (each deleted with
+    /// its sagas and attempts, or kept), up to `batch` resolved dead letters
+    /// of each state and dead-letter-queue messages of each queue past the
+    /// dead-letter retention. One write transaction.
+    pub async fn batch(&mut self, now: DateTime<Utc>) -> Result<Batch, StoreError> {
+        let now_ms = now.timestamp_millis();
+        let dl_cutoff = now.checked_sub_signed(self.policy.dead_letter_retention).map_or(i64::MIN, |t| t.timestamp_millis());
+        let (limit, cursor) = (self.policy.batch.max(1), self.cursor);
+        let (purged, last, more, writer_time) = self
+            .db
+            .call(move |c, _| {
+                let t0 = Instant::now();
+                let (mut p, last, mut more) = expired_events(c, now_ms, cursor, limit)?;
+                let (dead_letters, dl_more) = resolved_dead_letters(c, dl_cutoff, limit)?;
+                let (messages, q_more) = dead_queue_messages(c, dl_cutoff, limit)?;
+                p.dead_letters = dead_letters;
+                p.queue_messages = messages;
+                more |= dl_more || q_more;
+                Ok((p, last, more, t0.elapsed()))
+            })
+            .await?;
+        if last.is_some() {
+            self.cursor = last;
+        }
+        self.held_behind += purged.held;
+        Ok(Batch { purged, more, writer_time })
+    }
+
+    /// Deletes outbox rows whose record is gone, among the oldest
+    /// [`ORPHAN_SWEEP`] rows of each stream (where rows left by purged
+    /// records sit). Bounded work whatever the backlog.
+    pub async fn sweep_orphans(&self) -> Result<u64, StoreError> {
+        self.db
+            .call(|c, _| {
+                let mut n = 0;
+                for (stream, exists) in [
+                    ("events", "SELECT 1 FROM events WHERE id = ?1"),
+                    ("sagas", "SELECT 1 FROM sagas WHERE id = ?1"),
+                    ("attempts", "SELECT 1 FROM attempts WHERE saga_id = ?1 AND attempt = ?2"),
+                ] {
+                    let rows: Vec<(i64, String, Option<i64>)> = c
+                        .prepare_cached("SELECT seq, key, attempt FROM outbox WHERE stream = ?1 ORDER BY seq LIMIT ?2")
+                        .map_err(sql)?
+                        .query_map(params![stream, ORPHAN_SWEEP as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .map_err(sql)?
+                        .collect::<Result<_, _>>()
+                        .map_err(sql)?;
+                    let mut check = c.prepare_cached(exists).map_err(sql)?;
+                    let mut del = c.prepare_cached("DELETE FROM outbox WHERE seq = ?1").map_err(sql)?;
+                    for (seq, key, attempt) in rows {
+                        let found = if stream == "attempts" {
+                            check.query_row(params![key, attempt], |_| Ok(())).optional()
+                        } else {
+                            check.query_row(params![key], |_| Ok(())).optional()
+                        }
+                        .map_err(sql)?;
+                        if found.is_none() {
+                            n += del.execute([seq]).map_err(sql)? as u64;
+                        }
+                    }
+                }
+                Ok(n)
+            })
+            .await
+    }
+
+    /// One run at `now`: the orphan sweep, then batches until nothing more
+    /// is due or `keep_going` says stop, sleeping `pause` between batches so
+    /// other writes commit in between. Each batch is counted in `metrics`
+    /// and logged at debug level; returns the run's totals.
+    pub async fn run(
+        &mut self,
+        now: DateTime<Utc>,
+        metrics: &Metrics,
+        pause: Duration,
+        keep_going: impl Fn() -> bool,
+    ) -> Result<Purged, StoreError> {
+        if self.held_behind == 0 || self.last_rescan.elapsed() >= self.policy.rescan_every {
+            self.cursor = None;
+            self.held_behind = 0;
+            self.last_rescan = Instant::now();
+        }
+        let mut total = Purged { outbox: self.sweep_orphans().await?, ..Purged::default() };
+        total.record(metrics);
+        loop {
+            let b = self.batch(now).await?;
+            b.purged.record(metrics);
+            total.add(&b.purged);
+            tracing::debug!(
+                events = b.purged.events,
+                sagas = b.purged.sagas,
+                attempts = b.purged.attempts,
+                dead_letters = b.purged.dead_letters,
+                queue_messages = b.purged.queue_messages,
+                kept = b.purged.held,
+                writer_ms = b.writer_time.as_secs_f64() * 1000.0,
+                "purge batch"
+            );
+            if !b.more || !keep_going() {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        Ok(total)
+    }
+}
+
+/// Up to `limit` expired events after `cursor`, each deleted with its sagas
+/// and attempts unless kept. Returns the counts, the last event examined,
+/// and whether the batch was full.
+fn expired_events(
+    c: &Connection,
+    now_ms: i64,
+    cursor: Option<(i64, i64)>,
+    limit: usize,
+) -> Result<(Purged, Option<(i64, i64)>, bool), StoreError> {
+    let (after_exp, after_row) = cursor.unwrap_or((i64::MIN, i64::MIN));
+    // A range on events_by_expiry (expires_at, rowid) starting at the cursor.
+    let rows: Vec<(i64, String, i64)> = c
+        .prepare_cached(
+            "SELECT rowid, id, expires_at FROM events INDEXED BY events_by_expiry \
+             WHERE expires_at <= ?1 AND expires_at >= ?2 AND NOT (expires_at = ?2 AND rowid <= ?3) \
+             ORDER BY expires_at, rowid LIMIT ?4",
+        )
+        .map_err(sql)?
+        .query_map(params![now_ms, after_exp, after_row, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .map_err(sql)?
+        .collect::<Result<_, _>>()
+        .map_err(sql)?;
+    let mut sagas_of = c.prepare_cached("SELECT id, status FROM sagas WHERE event_id = ?1").map_err(sql)?;
+    let mut open_dl = c.prepare_cached("SELECT 1 FROM dead_letters WHERE id = ?1 AND state = 'open'").map_err(sql)?;
+    let mut del_attempts = c.prepare_cached("DELETE FROM attempts WHERE saga_id = ?1").map_err(sql)?;
+    let mut del_sagas = c.prepare_cached("DELETE FROM sagas WHERE event_id = ?1").map_err(sql)?;
+    let mut del_event = c.prepare_cached("DELETE FROM events WHERE rowid = ?1").map_err(sql)?;
+    let mut p = Purged::default();
+    for (rowid, id, _) in &rows {
+        let sagas: Vec<(String, String)> = sagas_of
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
+        let mut keep = false;
+        for (saga_id, status) in &sagas {
+            keep = if status == SagaStatus::Completed.as_str() {
+                false
+            } else if status == SagaStatus::DeadLettered.as_str() {
+                open_dl.query_row([saga_id], |_| Ok(())).optional().map_err(sql)?.is_some()
+            } else {
+                true
+            };
+            if keep {
+                break;
+            }
+        }
+        if keep {
+            p.held += 1;
+            continue;
+        }
+        for (saga_id, _) in &sagas {
+            p.attempts += del_attempts.execute([saga_id]).map_err(sql)? as u64;
+        }
+        p.sagas += del_sagas.execute([id]).map_err(sql)? as u64;
+        p.events += del_event.execute([rowid]).map_err(sql)? as u64;
+    }
+    let last = rows.last().map(|(rowid, _, exp)| (*exp, *rowid));
+    Ok((p, last, rows.len() == limit))
+}
+
+/// Up to `limit` requeued and `limit` skipped dead letters created before
+/// `cutoff_ms`; whether either was a full batch.
+fn resolved_dead_letters(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(u64, bool), StoreError> {
+    let mut st = c
+        .prepare_cached(
+            "DELETE FROM dead_letters WHERE rowid IN \
+             (SELECT rowid FROM dead_letters WHERE state = ?1 AND created_at < ?2 ORDER BY created_at LIMIT ?3)",
+        )
+        .map_err(sql)?;
+    let (mut n, mut more) = (0, false);
+    for state in ["requeued", "skipped"] {
+        let k = st.execute(params![state, cutoff_ms, limit as i64]).map_err(sql)?;
+        n += k as u64;
+        more |= k == limit;
+    }
+    Ok((n, more))
+}
+
+/// Up to `limit` messages of each dead-letter queue that arrived there
+/// before `cutoff_ms`; whether any was a full batch.
+fn dead_queue_messages(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(u64, bool), StoreError> {
+    let mut st = c
+        .prepare_cached(
+            "DELETE FROM queue_messages WHERE id IN \
+             (SELECT id FROM queue_messages WHERE queue = ?1 AND visible_at < ?2 ORDER BY visible_at LIMIT ?3)",
+        )
+        .map_err(sql)?;
+    let (mut n, mut more) = (0, false);
+    for q in DEAD_LETTER_QUEUES {
+        let k = st.execute(params![q, cutoff_ms, limit as i64]).map_err(sql)?;
+        n += k as u64;
+        more |= k == limit;
+    }
+    Ok((n, more))
+}
