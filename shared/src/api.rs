@@ -10,7 +10,7 @@ use chrono::Utc;
 use serde_json::{json, Map, Value};
 
 use crate::context::Hookline;
-use crate::envelope::{EnvelopeError, Format};
+use crate::envelope::{self, check_id, show, EnvelopeError, Format, MAX_ID_BYTES};
 use crate::error::StoreError;
 use crate::ids;
 use crate::retry::RetryPolicy;
@@ -19,14 +19,17 @@ use crate::ssrf;
 use crate::stage::ingest::{self, IngestError};
 use crate::stage::requeue::{self, Audit, RequeueError};
 use crate::stage::verify;
-use crate::subscription::{validate_header_name, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription};
+use crate::subscription::{check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription};
 
 /// One HTTP request, as any server or API Gateway hands it over.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
     /// `GET`, `POST`, …
     pub method: &'a str,
-    /// The path without query string, e.g. `/v1/events`.
+    /// The path without query string, as the client sent it (still
+    /// percent-encoded), e.g. `/v1/events/order%2F7`. Each segment is
+    /// percent-decoded after the path is split at `/`, so an id holding `/`,
+    /// `%`, `?`, `#`, spaces or non-ASCII is reached by encoding it.
     pub path: &'a str,
     /// The raw query string, without `?`.
     pub query: Option<&'a str>,
@@ -97,7 +100,7 @@ pub struct Api {
 type ApiResult = Result<Response, Response>;
 
 fn not_found(what: &str, id: &str) -> Response {
-    Response::error(404, "not_found", format!("{what} '{id}' not found"), None)
+    Response::error(404, "not_found", format!("{what} {} not found", show(id)), None)
 }
 
 fn store_error(e: StoreError) -> Response {
@@ -132,15 +135,24 @@ impl Api {
     /// Answers one request. Never panics on input; every refusal names the
     /// problem and writes nothing.
     pub async fn handle(&self, req: Request<'_>) -> Response {
-        let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+        let Some(decoded) = path_segments(req.path) else {
+            return Response::error(400, "invalid_path", "the path is not valid percent-encoded UTF-8", None);
+        };
+        let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
         match (req.method, segments.as_slice()) {
             ("GET", ["healthz"]) => return Response::json(200, &json!({"status": "ok"})),
             ("GET", ["metrics"]) => return self.metrics().await,
             (_, ["v1", ..]) => {}
-            _ => return Response::error(404, "not_found", format!("no route for {} {}", req.method, req.path), None),
+            _ => return Response::error(404, "not_found", format!("no route for {} {}", req.method, show(req.path)), None),
         }
         if !self.authorized(req.authorization) {
             return Response::error(401, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)", None);
+        }
+        // No stored id is empty or longer than MAX_ID_BYTES (producer ids are
+        // limited to it, every other id is shorter): such a segment names
+        // nothing, and must not reach a store whose keys it cannot fit.
+        if segments[1..].iter().any(|s| s.is_empty() || s.len() > MAX_ID_BYTES) {
+            return Response::error(404, "not_found", format!("nothing at {} {}", req.method, show(req.path)), None);
         }
         let r = match (req.method, &segments[1..]) {
             ("POST", ["events"]) => self.post_event(&req).await,
@@ -159,7 +171,7 @@ impl Api {
             ("GET", ["dead-letters", id]) => self.get_dead_letter(id).await,
             ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(id, &req, true).await,
             ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(id, &req, false).await,
-            _ => Err(Response::error(404, "not_found", format!("no route for {} {}", req.method, req.path), None)),
+            _ => Err(Response::error(404, "not_found", format!("no route for {} {}", req.method, show(req.path)), None)),
         };
         r.unwrap_or_else(|e| e)
     }
@@ -231,7 +243,8 @@ impl Api {
         Ok(Response::json(
             200,
             &json!({
-                "id": e.id, "type": e.event_type, "tenant_id": e.tenant_id, "partition_key": e.partition_key,
+                "id": e.id, "producer_id": envelope::producer_id(&e.body, e.format),
+                "type": e.event_type, "tenant_id": e.tenant_id, "partition_key": e.partition_key,
                 "sequence": e.sequence, "trace_id": e.trace_id, "producer": e.producer, "format": e.format,
                 "occurred_at": e.occurred_at, "received_at": e.received_at, "expires_at": e.expires_at,
                 "body": e.body_json(),
@@ -289,10 +302,10 @@ impl Api {
             id: ids::new_subscription_id(),
             callback_url: url,
             event_types,
-            tenant_id: opt_str(&body, "tenant_id")?,
+            tenant_id: tenant(&body)?,
             description: opt_str(&body, "description")?,
             headers: headers(body.get("headers"))?,
-            retry_policy: retry_policy(body.get("retry_policy"), self.hookline.config.default_retry_policy)?,
+            retry_policy: retry_policy(body.get("retry_policy"), &self.hookline.config)?,
             payload_format: payload_format(body.get("payload_format"))?,
             active: opt_bool(&body, "active")?.unwrap_or(true),
             verified: false,
@@ -375,7 +388,7 @@ impl Api {
             sub.event_types = event_types(v)?;
         }
         if body.contains_key("tenant_id") {
-            sub.tenant_id = opt_str(&body, "tenant_id")?;
+            sub.tenant_id = tenant(&body)?;
         }
         if body.contains_key("description") {
             sub.description = opt_str(&body, "description")?;
@@ -384,7 +397,7 @@ impl Api {
             sub.headers = headers(body.get("headers"))?;
         }
         if body.contains_key("retry_policy") {
-            sub.retry_policy = retry_policy(body.get("retry_policy"), self.hookline.config.default_retry_policy)?;
+            sub.retry_policy = retry_policy(body.get("retry_policy"), &self.hookline.config)?;
         }
         if body.contains_key("payload_format") {
             sub.payload_format = payload_format(body.get("payload_format"))?;
@@ -517,7 +530,7 @@ fn json_object(body: &[u8], empty_ok: bool) -> Result<Map<String, Value>, Respon
 
 fn check_known(body: &Map<String, Value>, known: &[&str]) -> Result<(), Response> {
     match body.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(Response::error(400, "unknown_field", format!("unknown field `{k}`; known fields: {}", known.join(", ")), Some(k))),
+        Some(k) => Err(Response::error(400, "unknown_field", format!("unknown field {}; known fields: {}", show(k), known.join(", ")), Some(k))),
         None => Ok(()),
     }
 }
@@ -552,6 +565,21 @@ fn event_types(v: &Value) -> Result<Vec<String>, Response> {
         .collect()
 }
 
+/// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
+/// can equal an event's tenant.
+fn tenant(body: &Map<String, Value>) -> Result<Option<String>, Response> {
+    let t = opt_str(body, "tenant_id")?;
+    if let Some(t) = &t {
+        if t.trim().is_empty() {
+            return Err(field_error(FieldError::new("tenant_id", "must not be empty")));
+        }
+        check_id(t).map_err(|e| field_error(FieldError::new("tenant_id", e.to_string())))?;
+    }
+    Ok(t)
+}
+
+/// Custom headers: at most 20, each sendable ([`check_custom_header`]); a
+/// header that could never be sent is a `422` naming it (`headers.<name>`).
 fn headers(v: Option<&Value>) -> Result<BTreeMap<String, String>, Response> {
     let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(BTreeMap::new()) };
     let obj = v.as_object().ok_or_else(|| field_error(FieldError::new("headers", "expected an object of header names to values")))?;
@@ -560,21 +588,24 @@ fn headers(v: Option<&Value>) -> Result<BTreeMap<String, String>, Response> {
     }
     obj.iter()
         .map(|(k, v)| {
-            validate_header_name(k).map_err(|m| field_error(FieldError::new(format!("headers.{k}"), m)))?;
-            let v = v
-                .as_str()
-                .filter(|s| s.len() <= 1024 && !s.contains(['\r', '\n']))
-                .ok_or_else(|| field_error(FieldError::new(format!("headers.{k}"), "expected a single-line string of at most 1024 bytes")))?;
+            let field = format!("headers.{k}");
+            let v = v.as_str().ok_or_else(|| field_error(FieldError::new(field.clone(), "expected a string")))?;
+            check_custom_header(k, v).map_err(|e| Response::error(422, "invalid_header", e.to_string(), Some(&field)))?;
             Ok((k.clone(), v.to_string()))
         })
         .collect()
 }
 
-fn retry_policy(v: Option<&Value>, default: RetryPolicy) -> Result<RetryPolicy, Response> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(default) };
+/// A retry policy: well-formed ([`RetryPolicy::validate`], `400`), and no
+/// longer than the event retention ([`RetryPolicy::check_fits_retention`],
+/// `422` naming `retry_policy`). Absent or `null` is the configured default.
+fn retry_policy(v: Option<&Value>, config: &crate::context::Config) -> Result<RetryPolicy, Response> {
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(config.default_retry_policy) };
     let p: RetryPolicy = serde_json::from_value(v.clone())
         .map_err(|e| field_error(FieldError::new("retry_policy", format!("expected {{max_attempts, base_delay_ms, max_delay_ms}} as integers: {e}"))))?;
     p.validate().map_err(field_error)?;
+    p.check_fits_retention(config.retention)
+        .map_err(|e| Response::error(422, "retry_schedule_too_long", e.to_string(), Some("retry_policy")))?;
     Ok(p)
 }
 
@@ -598,28 +629,43 @@ pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     })
 }
 
+/// A query value: `+` is a space, `%XX` a byte; lossy on bad UTF-8.
 fn percent_decode(s: &str) -> String {
+    String::from_utf8_lossy(&percent_decode_bytes(s, true)).into_owned()
+}
+
+/// Decodes `%XX` escapes (a `%` not followed by two hex digits stays as it
+/// is); `+` is a space only when `plus_is_space` (query strings, not paths).
+fn percent_decode_bytes(s: &str, plus_is_space: bool) -> Vec<u8> {
     let b = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(x) => {
-                        out.push(x);
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push(h << 4 | l);
                         i += 3;
                         continue;
                     }
-                    Err(_) => out.push(b'%'),
+                    _ => out.push(b'%'),
                 }
             }
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             c => out.push(c),
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
+}
+
+/// A raw path's segments, split at `/` (leading and trailing ones ignored)
+/// and then each percent-decoded, so `%2F` inside an id stays inside it.
+/// `None` when a segment does not decode to UTF-8.
+fn path_segments(path: &str) -> Option<Vec<String>> {
+    path.trim_matches('/').split('/').map(|seg| String::from_utf8(percent_decode_bytes(seg, false)).ok()).collect()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -639,6 +685,16 @@ mod tests {
         assert_eq!(query_param(Some("a=%41b+c"), "a").as_deref(), Some("Ab c"));
         assert_eq!(query_param(Some("a=%4"), "a").as_deref(), Some("%4"));
         assert_eq!(query_param(None, "a"), None);
+    }
+
+    #[test]
+    fn path_segments_decode_after_splitting() {
+        let seg = |p: &str| path_segments(p).unwrap();
+        assert_eq!(seg("/v1/events/a%2Fb%20c%25d%3Fe%23f%C3%A9+g"), ["v1", "events", "a/b c%d?e#fé+g"]);
+        assert_eq!(seg("/v1/events/e1/deliveries/"), ["v1", "events", "e1", "deliveries"]);
+        assert_eq!(seg("/v1/events/100%"), ["v1", "events", "100%"], "a lone % stays");
+        assert_eq!(seg("/v1/events/%zz%4"), ["v1", "events", "%zz%4"]);
+        assert_eq!(path_segments("/v1/events/%FF"), None, "not UTF-8");
     }
 
     #[test]

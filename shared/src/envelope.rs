@@ -36,6 +36,20 @@ use serde_json::{Map, Value};
 /// that types fit routing patterns and storage keys.
 pub const MAX_EVENT_TYPE_LEN: usize = 100;
 
+/// Longest producer id Hookline accepts, in bytes of UTF-8: the event id
+/// (native and change-feed `id`, `eventId`), the tenant (`tenant_id`,
+/// `tenantId`, and a subscription's `tenant_id`) and the trace id
+/// (`trace_id`, `correlationId`, `traceId`).
+///
+/// One limit for both backends, chosen to fit the tightest store key with
+/// room to spare: the event id is the DynamoDB Events table's partition key
+/// (at most 2,048 bytes) and the Sagas table's partition key (`event_id`);
+/// every other key (saga, webhook, dead-letter ids, and the stored id of a
+/// tenant's event) is a fixed-length hash, so the producer's id is the only
+/// unbounded one. 256 bytes is far above real ids (UUIDs are 36, ULIDs 26,
+/// W3C trace ids 32) and keeps a log line that names an event short.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// The string that replaces the value of a sensitive field in a stored body.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -194,8 +208,11 @@ pub enum EnvelopeError {
         reason: String,
     },
     /// `?format=` named a format Hookline does not know.
+    /// The name is shown quoted with control characters escaped: it comes
+    /// from the request's query string.
     #[error(
-        "unknown envelope format `{0}`; accepted formats: native, change-feed, domain-event, contract"
+        "unknown envelope format {}; accepted formats: native, change-feed, domain-event, contract",
+        show(.0)
     )]
     UnknownFormat(String),
     /// No format was named and the keys of the body match none.
@@ -309,6 +326,7 @@ pub fn normalize_with_defaults(
         Format::DomainEvent => domain_event(obj)?,
         Format::Contract => contract(obj)?,
     };
+    check_producer_text(&fields, format)?;
 
     let (body, redacted) = match redact_valid(raw) {
         Some((body, paths)) => (body, paths),
@@ -653,6 +671,169 @@ fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
 }
 
 // ---------------------------------------------------------------------------
+// Producer text rules: ids, header values, log lines
+// ---------------------------------------------------------------------------
+
+/// Why a producer-supplied id or header value is refused; the `Display` text
+/// is the reason part of an [`EnvelopeError::InvalidField`] (or of a
+/// subscription's header error) and never contains a raw control character.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    /// Longer than the limit.
+    #[error("is {len} bytes long; the maximum is {max} bytes")]
+    TooLong {
+        /// Bytes given (UTF-8).
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A character the value may not hold.
+    #[error("contains {shown} at byte {at}; {rule}")]
+    Forbidden {
+        /// The character, quoted and escaped.
+        shown: String,
+        /// Its byte offset in the value.
+        at: usize,
+        /// What the value may hold.
+        rule: &'static str,
+    },
+    /// Leading or trailing space or tab, which HTTP strips from a header value.
+    #[error("must not start or end with a space or tab (HTTP strips them from header values)")]
+    EdgeWhitespace,
+}
+
+/// What an id may hold, for [`TextError::Forbidden`].
+const ID_RULE: &str = "ids are printable text (no control, line-separator or bidirectional-formatting characters)";
+
+/// What a header value may hold, for [`TextError::Forbidden`].
+const HEADER_RULE: &str =
+    "the value is sent in an HTTP header, which takes visible ASCII, space and tab only";
+
+/// Characters that can break or disguise a log line or a terminal: every
+/// control character (C0, DEL, C1, so CR, LF and NUL), the Unicode line and
+/// paragraph separators, and the bidirectional-formatting characters that
+/// reorder how text is displayed.
+pub fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Checks a producer id (event id, tenant): at most [`MAX_ID_BYTES`] bytes
+/// of printable text (see [`is_unprintable`]). Blank ids are refused earlier
+/// by the envelope rules. Any other character is allowed (`/`, `%`, `?`,
+/// `#`, spaces, non-ASCII): the API's paths take an id percent-encoded.
+///
+/// # Errors
+///
+/// [`TextError::TooLong`] or [`TextError::Forbidden`].
+pub fn check_id(s: &str) -> Result<(), TextError> {
+    if s.len() > MAX_ID_BYTES {
+        return Err(TextError::TooLong { len: s.len(), max: MAX_ID_BYTES });
+    }
+    match s.char_indices().find(|(_, c)| is_unprintable(*c)) {
+        Some((at, c)) => Err(TextError::Forbidden { shown: show_char(c), at, rule: ID_RULE }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a value Hookline sends in an HTTP header (a trace id, a
+/// subscription's custom header value): visible ASCII (`!` to `~`), with
+/// spaces and tabs inside but not at either end (RFC 9110 §5.5
+/// `field-value`). Non-ASCII (RFC 9110's obsolete `obs-text`) is refused:
+/// receivers cannot read it reliably. No length limit here.
+///
+/// # Errors
+///
+/// [`TextError::Forbidden`] or [`TextError::EdgeWhitespace`].
+pub fn check_header_value(s: &str) -> Result<(), TextError> {
+    let allowed = |c: char| matches!(c, ' '..='~' | '\t');
+    if let Some((at, c)) = s.char_indices().find(|(_, c)| !allowed(*c)) {
+        return Err(TextError::Forbidden { shown: show_char(c), at, rule: HEADER_RULE });
+    }
+    if s.starts_with([' ', '\t']) || s.ends_with([' ', '\t']) {
+        return Err(TextError::EdgeWhitespace);
+    }
+    Ok(())
+}
+
+/// Checks a trace id: a header value ([`check_header_value`], it is sent as
+/// `hookline-trace-id`) of at most [`MAX_ID_BYTES`] bytes.
+///
+/// # Errors
+///
+/// As [`check_header_value`], and [`TextError::TooLong`].
+pub fn check_trace_id(s: &str) -> Result<(), TextError> {
+    if s.len() > MAX_ID_BYTES {
+        return Err(TextError::TooLong { len: s.len(), max: MAX_ID_BYTES });
+    }
+    check_header_value(s)
+}
+
+/// A producer- or caller-supplied string made safe to put in a log line with
+/// `%` (Display): every [`is_unprintable`] character is written escaped
+/// (`\n`, `\u{2028}`, ...), so a CR or LF in a value cannot start a forged
+/// line. Other characters are written as they are.
+#[derive(Debug, Clone, Copy)]
+pub struct LogSafe<'a>(pub &'a str);
+
+impl fmt::Display for LogSafe<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if is_unprintable(c) {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The envelope field names of the id, tenant and trace id of each format
+/// (empty when the format has no such field).
+fn text_fields(format: Format) -> (&'static str, &'static str, &'static str) {
+    match format {
+        Format::Native => ("id", "tenant_id", "trace_id"),
+        Format::ChangeFeed => ("id", "", ""),
+        Format::DomainEvent => ("eventId", "tenantId", "correlationId"),
+        Format::Contract => ("eventId", "", "traceId"),
+    }
+}
+
+/// The rules every format shares for values that become store keys, log
+/// fields and outgoing headers: ids and the tenant by [`check_id`], the trace
+/// id by [`check_trace_id`]. (Event types are already limited to
+/// `A-Z a-z 0-9 . _ : -` by every format's type rule, so they are valid
+/// `hookline-event-type` values.)
+fn check_producer_text(fields: &Fields, format: Format) -> Result<(), EnvelopeError> {
+    let (id_field, tenant_field, trace_field) = text_fields(format);
+    let invalid = |field: &str, e: TextError| EnvelopeError::invalid(field, e.to_string());
+    if let Some(id) = &fields.id {
+        check_id(id).map_err(|e| invalid(id_field, e))?;
+    }
+    if let Some(t) = &fields.tenant_id {
+        check_id(t).map_err(|e| invalid(tenant_field, e))?;
+    }
+    if let Some(t) = &fields.trace_id {
+        check_trace_id(t).map_err(|e| invalid(trace_field, e))?;
+    }
+    Ok(())
+}
+
+/// The producer's own id inside a stored body of `format` (native and
+/// change-feed `id`, else `eventId`), to show next to the stored id: for an
+/// event with a tenant they differ (see [`crate::ids::stored_event_id`]).
+/// `None` when the body has none (a native envelope without `id`).
+pub fn producer_id(body: &[u8], format: Format) -> Option<String> {
+    let key = text_fields(format).0;
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.get(key)?.as_str().map(str::to_string)
+}
+
+// ---------------------------------------------------------------------------
 // Event type rules
 // ---------------------------------------------------------------------------
 
@@ -901,7 +1082,7 @@ fn kind(v: &Value) -> &'static str {
 
 /// Quotes a producer value for an error message: backquoted, control
 /// characters escaped, cut at 64 characters so a huge value cannot bloat a 400.
-fn show(s: &str) -> String {
+pub(crate) fn show(s: &str) -> String {
     const MAX: usize = 64;
     let mut out = String::from("`");
     for (i, c) in s.chars().enumerate() {
@@ -919,7 +1100,7 @@ fn show(s: &str) -> String {
 fn show_char(c: char) -> String {
     match c {
         ' ' => "a space".to_string(),
-        c if c.is_control() || c.is_whitespace() => format!("`{}`", c.escape_unicode()),
+        c if is_unprintable(c) || c.is_whitespace() => format!("`{}`", c.escape_unicode()),
         c => format!("`{c}`"),
     }
 }
@@ -1641,6 +1822,119 @@ mod tests {
             run(&m, None).unwrap().occurred_at.unwrap().to_rfc3339(),
             "2026-01-10T12:34:56.789+00:00"
         );
+    }
+
+    /// Ids (and tenants) over MAX_ID_BYTES or holding unprintable characters
+    /// are refused in every format, naming the format's field; the limit
+    /// itself and ids with `/`, `%`, `?`, `#`, spaces and non-ASCII pass.
+    #[test]
+    fn producer_ids_have_one_limit_and_charset() {
+        let at_limit = "é".repeat(MAX_ID_BYTES / 2);
+        let over = format!("{at_limit}x");
+        for (base, id_field, tenant_field) in [
+            (NATIVE, "id", Some("tenant_id")),
+            (CHANGE_FEED, "id", None),
+            (DOMAIN, "eventId", Some("tenantId")),
+            (CONTRACT, "eventId", None),
+        ] {
+            let mut m = obj(base);
+            m.insert(id_field.into(), json!(at_limit));
+            assert_eq!(run(&m, None).unwrap().id.as_deref(), Some(at_limit.as_str()));
+            m.insert(id_field.into(), json!("a/b c%d?e#fé"));
+            assert!(run(&m, None).is_ok());
+            m.insert(id_field.into(), json!(over));
+            let e = expect_err(run(&m, None), "invalid_field", Some(id_field));
+            assert!(e.to_string().contains("257 bytes long; the maximum is 256"), "{e}");
+            for bad in ["a\nb", "a\rb", "a\0b", "a\u{1b}[2J", "a\u{85}b", "a\u{2028}b", "a\u{202e}b"] {
+                m.insert(id_field.into(), json!(bad));
+                let e = expect_err(run(&m, None), "invalid_field", Some(id_field));
+                assert!(!e.to_string().chars().any(is_unprintable), "{e:?}");
+            }
+            if let Some(tf) = tenant_field {
+                let mut m = obj(base);
+                m.insert(tf.into(), json!(over));
+                expect_err(run(&m, None), "invalid_field", Some(tf));
+                m.insert(tf.into(), json!("acme\nINFO forged"));
+                expect_err(run(&m, None), "invalid_field", Some(tf));
+            }
+        }
+        // EventBridge ingest uses the same rules.
+        expect_err(
+            normalize_with_defaults(format!(r#"{{"id":"{over}","data":{{}}}}"#).as_bytes(), None, Some("t"), None),
+            "invalid_field",
+            Some("id"),
+        );
+    }
+
+    /// Trace ids become the `hookline-trace-id` header: visible ASCII, inner
+    /// spaces and tabs, at most MAX_ID_BYTES.
+    #[test]
+    fn trace_ids_must_be_header_values() {
+        for (base, field) in [(NATIVE, "trace_id"), (DOMAIN, "correlationId"), (CONTRACT, "traceId")] {
+            let mut m = obj(base);
+            for ok in ["4bf92f3577b34da6a3ce929d0e0e4736", "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1", "a b\tc", "!~"] {
+                m.insert(field.into(), json!(ok));
+                assert_eq!(run(&m, None).unwrap().trace_id.as_deref(), Some(ok));
+            }
+            for bad in ["req\n2026-01-01 INFO forged", "a\r\nX-Evil: 1", "a\0", "a\u{7f}", "caf\u{e9}", " a", "a\t"] {
+                m.insert(field.into(), json!(bad));
+                let e = expect_err(run(&m, None), "invalid_field", Some(field));
+                assert!(!e.to_string().chars().any(char::is_control), "{e:?}");
+            }
+            m.insert(field.into(), json!("t".repeat(MAX_ID_BYTES + 1)));
+            expect_err(run(&m, None), "invalid_field", Some(field));
+        }
+    }
+
+    /// Every event type a format accepts is a valid header value.
+    #[test]
+    fn accepted_event_types_are_header_values() {
+        for t in ["order.created", "a:b_c-d.E9", "RecordUpdated", "task.succeeded.v2"] {
+            assert_eq!(check_header_value(t), Ok(()));
+        }
+        expect_err(normalize(br#"{"type":"a\nINFO forged","data":{}}"#, None), "invalid_field", Some("type"));
+    }
+
+    /// LogSafe escapes what could forge or disguise a log line and nothing else.
+    #[test]
+    fn log_safe_escapes_unprintables() {
+        assert_eq!(LogSafe("a\nb\r\0\u{2028}\u{202e}").to_string(), "a\\nb\\r\\u{0}\\u{2028}\\u{202e}");
+        assert_eq!(LogSafe("plain id/é %20 \\n").to_string(), "plain id/é %20 \\n");
+    }
+
+    /// An unknown `?format=` is quoted with its control characters escaped.
+    #[test]
+    fn unknown_format_is_escaped() {
+        let e = "x\nINFO forged".parse::<Format>().unwrap_err();
+        assert!(!e.to_string().contains('\n'), "{e}");
+        assert!(e.to_string().contains("`x\\nINFO forged`"), "{e}");
+    }
+
+    /// The producer's id is read back from a stored body.
+    #[test]
+    fn producer_id_from_body() {
+        assert_eq!(producer_id(NATIVE.as_bytes(), Format::Native).as_deref(), Some("evt_1"));
+        assert_eq!(producer_id(DOMAIN.as_bytes(), Format::DomainEvent).as_deref(), Some("uuid"));
+        assert_eq!(producer_id(br#"{"type":"t","data":1}"#, Format::Native), None);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever the value, an accepted id holds no unprintable character,
+        /// an accepted trace id is a valid `http` header value, and LogSafe
+        /// output has no control character.
+        #[test]
+        fn text_rules_hold(s in "\\PC{0,8}[\\x00-\\x20\\x7f\\u{85}\\u{2028}a-z]{0,4}\\PC{0,8}") {
+            if check_id(&s).is_ok() {
+                prop_assert!(!s.chars().any(is_unprintable));
+            }
+            if check_trace_id(&s).is_ok() {
+                prop_assert!(reqwest::header::HeaderValue::from_str(&s).is_ok());
+                prop_assert!(s.is_ascii());
+            }
+            prop_assert!(!LogSafe(&s).to_string().chars().any(char::is_control));
+        }
     }
 
     /// Malformed JSON reports serde_json's position and a readable message.

@@ -10,7 +10,9 @@ use crate::envelope::{Format, Normalized};
 /// before its retention ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
-    /// The producer's id when its envelope has one, else generated.
+    /// The stored id: the producer's id for an event without a tenant, a
+    /// hash of (tenant, producer id) for one with a tenant (see
+    /// [`crate::ids::stored_event_id`]), generated when the envelope has no id.
     pub id: String,
     /// The event type subscriptions match against.
     pub event_type: String,
@@ -38,10 +40,14 @@ pub struct EventRecord {
 }
 
 impl EventRecord {
-    /// Builds the record for an envelope accepted now, with its retention.
+    /// Builds the record for an envelope accepted now, with its retention,
+    /// under its stored id (per-tenant, see [`crate::ids::stored_event_id`]).
     pub fn from_normalized(n: Normalized, now: DateTime<Utc>, retention: chrono::Duration) -> Self {
         EventRecord {
-            id: n.id.unwrap_or_else(crate::ids::new_event_id),
+            id: match &n.id {
+                Some(id) => crate::ids::stored_event_id(n.tenant_id.as_deref(), id),
+                None => crate::ids::new_event_id(),
+            },
             event_type: n.event_type,
             tenant_id: n.tenant_id,
             partition_key: n.partition_key,
@@ -72,5 +78,29 @@ mod body_text {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         Ok(String::deserialize(d)?.into_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(body: &str) -> EventRecord {
+        let n = crate::envelope::normalize(body.as_bytes(), None).unwrap();
+        EventRecord::from_normalized(n, Utc::now(), chrono::Duration::days(30))
+    }
+
+    #[test]
+    fn stored_id_is_per_tenant_and_the_body_is_untouched() {
+        let plain = r#"{"id":"e1","type":"t","data":{}}"#;
+        assert_eq!(record(plain).id, "e1");
+        let acme = r#"{"id":"e1","type":"t","tenant_id":"acme","data":{}}"#;
+        let globex = r#"{"id":"e1","type":"t","tenant_id":"globex","data":{}}"#;
+        let a = record(acme);
+        assert_eq!(a.id, crate::ids::stored_event_id(Some("acme"), "e1"));
+        assert_eq!(a.id, record(acme).id, "a retry by the same tenant has the same id");
+        assert_ne!(a.id, record(globex).id);
+        assert_eq!(a.body, acme.as_bytes(), "the producer's body is stored as posted");
+        assert!(record(r#"{"type":"t","tenant_id":"acme","data":{}}"#).id.starts_with("evt_"));
     }
 }

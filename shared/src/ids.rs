@@ -19,6 +19,23 @@ pub fn new_event_id() -> String {
     format!("evt_{}", uuid::Uuid::now_v7().simple())
 }
 
+/// The id an event is stored under, from the producer's id and the event's
+/// tenant; `GET /v1/events/{id}`, the sagas and the `webhook-id` all use it.
+///
+/// Deduplication is per tenant: only a repeat of the same id by the same
+/// tenant is a duplicate. So an event without a tenant keeps the producer's
+/// id (as before tenants were considered), and an event with a tenant is
+/// stored under `tev_` and 32 hex digits of a SHA-256 of (tenant, id):
+/// deterministic, so a retry by the same tenant lands on the same key and is
+/// a duplicate; different for another tenant; 36 bytes whatever the lengths
+/// of the tenant and the id, so it fits every store key; and URL-safe.
+pub fn stored_event_id(tenant: Option<&str>, producer_id: &str) -> String {
+    match tenant {
+        None => producer_id.to_string(),
+        Some(t) => format!("tev_{}", &full_hex(&["tenant-event", t, producer_id])[..32]),
+    }
+}
+
 /// A fresh subscription id.
 pub fn new_subscription_id() -> String {
     format!("sub_{}", uuid::Uuid::now_v7().simple())
@@ -89,6 +106,22 @@ mod tests {
         assert_eq!(webhook_id("e", "s"), webhook_id("e", "s"));
         assert!(webhook_id("e", "s").starts_with("msg_"));
         assert_ne!(random_token("x"), random_token("x"));
+    }
+
+    #[test]
+    fn stored_event_ids_are_per_tenant_and_deterministic() {
+        assert_eq!(stored_event_id(None, "e1"), "e1", "no tenant: the producer's id");
+        let a = stored_event_id(Some("acme"), "e1");
+        assert_eq!(a, stored_event_id(Some("acme"), "e1"), "same pair, same id");
+        assert_ne!(a, stored_event_id(Some("globex"), "e1"), "another tenant, another id");
+        assert_ne!(a, stored_event_id(Some("acme"), "e2"));
+        assert_ne!(a, "e1");
+        // Length-prefixed: ("a:b", "c") and ("a", "b:c") differ.
+        assert_ne!(stored_event_id(Some("a:b"), "c"), stored_event_id(Some("a"), "b:c"));
+        assert!(a.starts_with("tev_") && a.len() == 36, "{a}");
+        assert!(a[4..].bytes().all(|b| b.is_ascii_hexdigit()));
+        let long = "x".repeat(256);
+        assert_eq!(stored_event_id(Some(&long), &long).len(), 36);
     }
 
     #[test]

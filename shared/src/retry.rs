@@ -20,6 +20,37 @@ pub struct RetryPolicy {
     pub max_delay_ms: u64,
 }
 
+/// A retry schedule that can last longer than events are kept: its last
+/// attempts would find the event gone. The API answers it with a `422` naming
+/// `retry_policy`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "the schedule can last {} ({} waits of up to max_delay_ms = {} ms each, a Retry-After can stretch every wait to it), \
+     longer than the {} events are kept; lower max_attempts or max_delay_ms",
+    human(*longest),
+    policy.max_attempts.saturating_sub(1),
+    policy.max_delay_ms,
+    human(*retention)
+)]
+pub struct ScheduleTooLong {
+    /// The refused policy.
+    pub policy: RetryPolicy,
+    /// Its longest duration ([`RetryPolicy::longest_schedule`]).
+    pub longest: Duration,
+    /// How long events are kept.
+    pub retention: Duration,
+}
+
+/// A duration in days and hours for messages (`31 d 0 h`), else in seconds.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 86_400 {
+        format!("{} d {} h", s / 86_400, s % 86_400 / 3600)
+    } else {
+        format!("{s} s")
+    }
+}
+
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy { max_attempts: 6, base_delay_ms: 30_000, max_delay_ms: 3_600_000 }
@@ -41,6 +72,32 @@ impl RetryPolicy {
                 "retry_policy.max_delay_ms",
                 "must be at least base_delay_ms and at most 86400000",
             ));
+        }
+        Ok(())
+    }
+
+    /// The longest the whole schedule can last, from the first attempt to the
+    /// last: `max_attempts - 1` waits, each at its longest, `max_delay_ms`
+    /// (the doubling schedule stays below it, but a subscriber's
+    /// `Retry-After` can stretch any wait up to it). Saturates instead of
+    /// overflowing.
+    pub fn longest_schedule(&self) -> Duration {
+        let waits = u64::from(self.max_attempts.saturating_sub(1));
+        Duration::from_millis(self.max_delay_ms.saturating_mul(waits))
+    }
+
+    /// Refuses a schedule that can outlast the events it delivers: every
+    /// attempt must find its event still stored, so [`Self::longest_schedule`]
+    /// may not be longer than the event `retention`.
+    ///
+    /// # Errors
+    ///
+    /// [`ScheduleTooLong`] naming both durations.
+    pub fn check_fits_retention(&self, retention: chrono::Duration) -> Result<(), ScheduleTooLong> {
+        let longest = self.longest_schedule();
+        let retention_ms = u64::try_from(retention.num_milliseconds()).unwrap_or(0);
+        if longest.as_millis() > u128::from(retention_ms) {
+            return Err(ScheduleTooLong { policy: *self, longest, retention: Duration::from_millis(retention_ms) });
         }
         Ok(())
     }
@@ -102,6 +159,31 @@ mod tests {
         assert_eq!(bad.validate().unwrap_err().field, "retry_policy.max_attempts");
         let bad = RetryPolicy { base_delay_ms: 10, max_delay_ms: 5, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err().field, "retry_policy.max_delay_ms");
+    }
+
+    #[test]
+    fn schedule_must_fit_the_retention() {
+        let days30 = chrono::Duration::days(30);
+        let p = RetryPolicy::default();
+        assert_eq!(p.longest_schedule(), Duration::from_secs(5 * 3600));
+        assert!(p.check_fits_retention(days30).is_ok());
+        // 31 attempts: 30 waits of up to a day, exactly the retention: fits.
+        let edge = RetryPolicy { max_attempts: 31, base_delay_ms: 1000, max_delay_ms: 86_400_000 };
+        assert!(edge.check_fits_retention(days30).is_ok());
+        let over = RetryPolicy { max_attempts: 32, ..edge };
+        let e = over.check_fits_retention(days30).unwrap_err();
+        assert_eq!(e.longest, Duration::from_secs(31 * 86_400));
+        let text = e.to_string();
+        assert!(text.contains("31 d 0 h") && text.contains("30 d 0 h"), "{text}");
+        // Within validate()'s bounds, the largest schedule is 49 days.
+        let max = RetryPolicy { max_attempts: 50, base_delay_ms: 1, max_delay_ms: 86_400_000 };
+        assert!(max.validate().is_ok());
+        assert!(max.check_fits_retention(days30).is_err());
+        assert!(max.check_fits_retention(chrono::Duration::days(49)).is_ok());
+        // No overflow on absurd values.
+        let huge = RetryPolicy { max_attempts: u32::MAX, base_delay_ms: 1, max_delay_ms: u64::MAX };
+        assert_eq!(huge.longest_schedule(), Duration::from_millis(u64::MAX));
+        assert!(RetryPolicy { max_attempts: 1, ..huge }.check_fits_retention(chrono::Duration::zero()).is_ok());
     }
 
     proptest! {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::envelope::{check_header_value, show, TextError};
 use crate::retry::RetryPolicy;
 use crate::signing::Secret;
 
@@ -169,17 +170,105 @@ pub fn validate_pattern(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Headers a subscription may not set, because Hookline owns them.
-pub fn validate_header_name(name: &str) -> Result<(), String> {
-    let lower = name.to_ascii_lowercase();
-    let reserved = ["host", "content-length", "content-type", "transfer-encoding", "connection", "user-agent"];
-    if lower.starts_with("webhook-") || lower.starts_with("hookline-") || reserved.contains(&lower.as_str()) {
-        return Err(format!("header '{name}' is set by Hookline and cannot be overridden"));
+/// Header names a subscription's custom headers may not use (lower case):
+/// the hop-by-hop and connection-level ones (RFC 9110 §7.6.1, §7.8; RFC
+/// 9112), which would desynchronise a pooled connection or be dropped by any
+/// proxy, and the ones Hookline or its HTTP client set themselves.
+pub const RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "http2-settings",
+    "expect",
+    "content-length",
+    "host",
+    "content-type",
+    "user-agent",
+    "traceparent",
+];
+
+/// Name prefixes of the headers Hookline signs and sets on every delivery.
+pub const RESERVED_HEADER_PREFIXES: &[&str] = &["webhook-", "hookline-"];
+
+/// Longest custom header value, in bytes.
+pub const MAX_HEADER_VALUE_BYTES: usize = 1024;
+
+/// Why a custom header of a subscription cannot be sent. The API answers it
+/// with a `422` whose `field` is `headers.<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// A name Hookline or the connection owns ([`RESERVED_HEADERS`],
+    /// [`RESERVED_HEADER_PREFIXES`]).
+    #[error("header {} is set by Hookline or by the HTTP connection and cannot be set by a subscription", show(.0))]
+    Reserved(String),
+    /// Not an RFC 9110 token (`!#$%&'*+-.^_`|~`, digits and letters, at least one).
+    #[error("{} is not a valid header name: use letters, digits and !#$%&'*+-.^_`|~ (an RFC 9110 token)", show(.0))]
+    NotAToken(String),
+    /// The value holds something a header cannot carry.
+    #[error("the value of header {} {reason}", show(.name))]
+    Value {
+        /// The header.
+        name: String,
+        /// What is wrong with the value.
+        reason: TextError,
+    },
+    /// The value is longer than [`MAX_HEADER_VALUE_BYTES`].
+    #[error("the value of header {} is {len} bytes long; the maximum is {MAX_HEADER_VALUE_BYTES}", show(.name))]
+    TooLong {
+        /// The header.
+        name: String,
+        /// Its value's length in bytes.
+        len: usize,
+    },
+}
+
+/// Is `b` an RFC 9110 `tchar`?
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Checks a custom header name: an RFC 9110 token that is not reserved.
+///
+/// # Errors
+///
+/// [`HeaderError::NotAToken`] or [`HeaderError::Reserved`].
+pub fn check_header_name(name: &str) -> Result<(), HeaderError> {
+    if name.is_empty() || !name.bytes().all(is_tchar) {
+        return Err(HeaderError::NotAToken(name.to_string()));
     }
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-        return Err(format!("'{name}' is not a valid header name"));
+    let lower = name.to_ascii_lowercase();
+    if RESERVED_HEADERS.contains(&lower.as_str()) || RESERVED_HEADER_PREFIXES.iter().any(|p| lower.starts_with(p)) {
+        return Err(HeaderError::Reserved(name.to_string()));
     }
     Ok(())
+}
+
+/// Checks one custom header: a sendable name ([`check_header_name`]) and a
+/// value of at most [`MAX_HEADER_VALUE_BYTES`] that a header can carry
+/// ([`check_header_value`]: no CR, LF, NUL or other control character but
+/// tab, no non-ASCII, no space or tab at either end). An empty value is
+/// allowed.
+///
+/// # Errors
+///
+/// Any [`HeaderError`].
+pub fn check_custom_header(name: &str, value: &str) -> Result<(), HeaderError> {
+    check_header_name(name)?;
+    if value.len() > MAX_HEADER_VALUE_BYTES {
+        return Err(HeaderError::TooLong { name: name.to_string(), len: value.len() });
+    }
+    check_header_value(value).map_err(|reason| HeaderError::Value { name: name.to_string(), reason })
+}
+
+/// Headers a subscription may not set, because Hookline or the connection
+/// owns them, or that are not valid names; the reason as text. See
+/// [`check_header_name`].
+pub fn validate_header_name(name: &str) -> Result<(), String> {
+    check_header_name(name).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -203,5 +292,35 @@ mod tests {
         assert!(validate_header_name("webhook-signature").is_err());
         assert!(validate_header_name("Host").is_err());
         assert!(validate_header_name("bad header").is_err());
+    }
+
+    #[test]
+    fn custom_headers_must_be_sendable() {
+        for ok in ["X-Team", "x_team", "X.Api!#$%&'*+-^_`|~1"] {
+            assert_eq!(check_custom_header(ok, "v"), Ok(()), "{ok}");
+        }
+        for name in [
+            "Upgrade", "TE", "te", "Trailer", "Keep-Alive", "Proxy-Connection", "Connection", "Transfer-Encoding",
+            "Content-Length", "Host", "Content-Type", "webhook-id", "Webhook-Signature", "hookline-trace-id",
+            "HOOKLINE-X", "traceparent", "Expect", "User-Agent",
+        ] {
+            assert!(matches!(check_custom_header(name, "v"), Err(HeaderError::Reserved(_))), "{name}");
+        }
+        for name in ["", "X Team", "X:Team", ":authority", "X-Tëam", "X\nInjected", "X(1)", "X\"", "X/Y"] {
+            let e = check_custom_header(name, "v").unwrap_err();
+            assert!(matches!(e, HeaderError::NotAToken(_)), "{name}: {e:?}");
+            assert!(!e.to_string().contains(['\n', '\r']), "{e}");
+        }
+        // Values: tab inside is fine, control characters, non-ASCII and edge whitespace are not.
+        assert_eq!(check_custom_header("X-A", "a\tb c"), Ok(()));
+        assert_eq!(check_custom_header("X-A", ""), Ok(()));
+        for v in ["a\r\nX-Injected: 1", "a\nb", "a\0b", "a\u{7f}", "a\u{1b}[31m", "caf\u{e9}", " a", "a\t"] {
+            let e = check_custom_header("X-A", v).unwrap_err();
+            assert!(matches!(e, HeaderError::Value { .. }), "{v:?}: {e:?}");
+            assert!(!e.to_string().chars().any(char::is_control), "{e}");
+        }
+        let long = "v".repeat(MAX_HEADER_VALUE_BYTES + 1);
+        assert!(matches!(check_custom_header("X-A", &long), Err(HeaderError::TooLong { .. })));
+        assert!(check_custom_header("X-A", &long[1..]).is_ok());
     }
 }

@@ -7,14 +7,15 @@ use chrono::Utc;
 use serde_json::value::RawValue;
 
 use crate::context::Hookline;
-use crate::envelope::{self, EnvelopeError, Format};
+use crate::envelope::{self, EnvelopeError, Format, LogSafe};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 
 /// An accepted event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
-    /// Its id (the producer's when it had one).
+    /// The id it is stored under: the producer's id without a tenant, a hash
+    /// of (tenant, producer id) with one (see [`crate::ids::stored_event_id`]).
     pub event_id: String,
     /// It was accepted before; nothing new was stored.
     pub duplicate: bool,
@@ -79,8 +80,11 @@ pub async fn ingest_with_defaults(
 fn count(h: &Hookline, record: &EventRecord, inserted: bool) -> Accepted {
     let counter = if inserted { &h.metrics.events_accepted } else { &h.metrics.events_duplicate };
     counter.fetch_add(1, Relaxed);
+    // `&str` fields are written escaped (Debug); the id is printable by the
+    // id rule, and LogSafe keeps it so for events stored before the rule.
     let trace_id = record.trace_id.as_deref().unwrap_or("");
-    tracing::debug!(event_id = %record.id, trace_id, duplicate = !inserted, "event accepted");
+    let tenant_id = record.tenant_id.as_deref().unwrap_or("");
+    tracing::debug!(event_id = %LogSafe(&record.id), tenant_id, trace_id, duplicate = !inserted, "event accepted");
     Accepted { event_id: record.id.clone(), duplicate: !inserted }
 }
 

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::attempt::DeliveryJob;
 
 use crate::context::Hookline;
+use crate::envelope::LogSafe;
 use crate::error::StoreError;
 use crate::ids;
 use crate::routing;
@@ -194,7 +195,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
     };
     let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now());
     h.stores.sagas.create(std::slice::from_ref(&saga)).await?;
-    tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %saga.origin.as_ref().map_or("", |o| o.actor.as_str()), "dead letter requeued");
+    tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %LogSafe(saga.origin.as_ref().map_or("", |o| o.actor.as_str())), "dead letter requeued");
     Ok(h.stores.sagas.get(&dl.event_id, &new_id).await?.unwrap_or(saga))
 }
 
@@ -241,6 +242,6 @@ pub async fn replay(
     if !sagas.is_empty() {
         h.stores.sagas.create(&sagas).await?;
     }
-    tracing::info!(event_id, sagas = sagas.len(), actor = %audit.actor, "event replayed");
+    tracing::info!(event_id = %LogSafe(event_id), sagas = sagas.len(), actor = %LogSafe(&audit.actor), "event replayed");
     Ok(sagas)
 }
