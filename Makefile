@@ -10,9 +10,9 @@ VENV ?= .venv
 PYTHON ?= python3
 CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
-FUNCTIONS := ingest router saga delivery requeue api
+FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template bench bench-cost bench-cold-start lambda sam-build clean-venv
+.PHONY: test build venv lint-template bench bench-slowloris bench-retention bench-cost bench-cold-start lambda sam-build clean-venv
 
 test: venv lint-template build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -39,6 +39,19 @@ lint-template:
 bench:
 	$(CARGO) build --release -p hookline
 	$(CARGO) run --release -p hookline-tests --bin bench -- $(ARGS)
+
+# Ingest latency of `hookline serve` with N slow/idle connections held open
+# (ARGS e.g. "--connections 2000 --posts 2000"; target p99 under 50 ms).
+bench-slowloris:
+	$(CARGO) build --release -p hookline
+	$(CARGO) run --release -p hookline-tests --bin slowloris -- $(ARGS)
+
+# Bounded storage: database size every 30 s while events flow past a short
+# retention (ARGS e.g. "--events 1000000 --rate 3000 --retention 5m"; add
+# "--retention none" for the run without purging).
+bench-retention:
+	$(CARGO) build --release -p hookline
+	$(CARGO) run --release -p hookline-tests --bin retention -- $(ARGS)
 
 # AWS cost per delivery on the emulator (counts requests, DynamoDB units and
 # invocations; prices from infra/prices.json). ARGS e.g. "--events 500

@@ -228,7 +228,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ));
     }
     // Background loops: each takes what it needs and `stop`.
-    let purge_policy = PurgePolicy { dead_letter_retention, batch: args.purge_batch.max(1), ..PurgePolicy::default() };
+    let purge_policy = PurgePolicy {
+        dead_letter_retention,
+        batch: args.purge_batch.max(1),
+        // An expired event kept for a saga in flight or an open dead letter
+        // is looked at again within the retention, at most 10 minutes.
+        rescan_every: retention.to_std().unwrap_or(Duration::MAX).min(Duration::from_secs(600)),
+    };
     tasks.spawn(purge_loop(Purger::new(backend.db.clone(), purge_policy), h.clone(), args.purge_interval, stop.clone()));
     tokio::spawn(reverify_unverified(h.clone()));
 

@@ -120,7 +120,7 @@ impl Registry {
     /// Closes the connection that has waited longest without a request in
     /// progress; false when there is none.
     fn evict_oldest(g: &mut HashMap<u64, Arc<Conn>>, why: &str) -> bool {
-        let victim = g.iter().filter(|(_, c)| c.get().0 != BUSY).min_by_key(|(_, c)| c.get().1).map(|(id, _)| *id);
+        let victim = g.iter().filter(|(_, c)| c.get().0 != BUSY).min_by_key(|(id, c)| (c.get().1, **id)).map(|(id, _)| *id);
         match victim.and_then(|id| g.remove(&id)) {
             Some(c) => {
                 tracing::debug!(peer = %c.peer, reason = why, "closing the longest-waiting connection without a request in progress");
