@@ -1,2 +1,355 @@
 //! Scenarios of hostile or malformed input, run on both backends
-//! (`tests/input_serve.rs`, `tests/input_aws.rs`).
+//! (`tests/input_serve.rs`, `tests/input_aws.rs`): the producer id limit,
+//! values that could never be sent in a header, ids that need
+//! percent-encoding in a path, log-line forging, retry schedules longer than
+//! the retention, and per-tenant deduplication.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use shared::envelope::MAX_ID_BYTES;
+
+use crate::pipeline::Pipeline;
+use crate::{eventually, Behaviour, Receiver};
+
+/// Percent-encodes every byte but the RFC 3986 unreserved ones, as a client
+/// puts an id into a path segment.
+pub fn enc(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The marker a forged log line would start with.
+pub const FORGED: &str = "FORGED-LOG-LINE";
+
+/// Asserts no log line starts with [`FORGED`], i.e. no producer value broke a
+/// line; returns the logs.
+pub async fn assert_no_forged_line<P: Pipeline>(s: &P) -> String {
+    let logs = s.logs().await;
+    let forged: Vec<&str> = logs.lines().filter(|l| l.trim_start().starts_with(FORGED)).collect();
+    assert!(forged.is_empty(), "a producer value forged log lines: {forged:?}");
+    logs
+}
+
+async fn post_raw<P: Pipeline>(s: &P, path: &str, body: &[u8]) -> (u16, Value) {
+    s.call("POST", path, Some(body)).await
+}
+
+/// A seed 001 domain event of `tenant` with producer id `id`.
+fn domain_event(tenant: &str, id: &str) -> Value {
+    json!({"eventId": id, "schemaVersion": 1, "eventType": "RecordUpdated", "occurredAt": "2026-01-10T12:34:56.789Z",
+           "tenantId": tenant, "producer": {"service": "core", "instanceId": "p1"}, "correlationId": "c1",
+           "sequence": {"partitionKey": "Opportunity:t:r", "recordVersion": "1"}, "payload": {"who": tenant}})
+}
+
+/// Asserts a 400 `invalid_field` naming `field`, with no control character in the message.
+fn assert_refused(st: u16, v: &Value, field: &str) {
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["code"], "invalid_field", "{v}");
+    assert_eq!(v["error"]["field"], field, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(!msg.chars().any(char::is_control), "the message carries a raw control character: {msg:?}");
+}
+
+/// Item 1: one id limit ([`MAX_ID_BYTES`]) on every ingest route; over it is a
+/// 400 naming the field (never a 503 from a store key limit), per item in a
+/// batch; an id at the limit is stored and found.
+pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipeline>(s: &P) {
+    let at_limit = format!("lim-{}", "x".repeat(MAX_ID_BYTES - 4));
+    let over = format!("{at_limit}y");
+    let huge = "h".repeat(3000);
+    let (st, v) = s.post("/v1/events", &json!({"id": at_limit, "type": "t", "data": {}})).await;
+    assert_eq!((st, v["event_id"].as_str()), (202, Some(at_limit.as_str())), "{v}");
+    let (st, v) = s.get(&format!("/v1/events/{}", enc(&at_limit))).await;
+    assert_eq!((st, v["id"].as_str()), (200, Some(at_limit.as_str())), "{v}");
+
+    for id in [&over, &huge] {
+        let (st, v) = s.post("/v1/events", &json!({"id": id, "type": "t", "data": {}})).await;
+        assert_refused(st, &v, "id");
+        assert!(v["error"]["message"].as_str().unwrap().contains(&format!("the maximum is {MAX_ID_BYTES} bytes")), "{v}");
+    }
+    let (st, v) = s.post("/v1/events", &domain_event("acme", &over)).await;
+    assert_refused(st, &v, "eventId");
+    let (st, v) = s.post("/v1/events", &domain_event(&over, "d-1")).await;
+    assert_refused(st, &v, "tenantId");
+    let (st, v) = s.post("/v1/events", &json!({"id": "n-1", "type": "t", "tenant_id": huge, "data": {}})).await;
+    assert_refused(st, &v, "tenant_id");
+
+    let batch = json!([{"id": "ok-in-batch", "type": "t", "data": {}}, {"id": huge, "type": "t", "data": {}}]);
+    let (st, v) = s.post("/v1/events/batch", &batch).await;
+    assert_eq!(st, 207, "{v}");
+    assert_eq!(v["results"][0]["status"], 202, "{v}");
+    assert_eq!(v["results"][1]["status"], 400, "{v}");
+    assert_eq!(v["results"][1]["error"]["field"], "id", "{v}");
+
+    // A path id no stored id can equal is a 404, not a store error.
+    for path in [format!("/v1/events/{huge}"), format!("/v1/events/{huge}/deliveries"), format!("/v1/subscriptions/{huge}")] {
+        let (st, v) = s.get(&path).await;
+        assert_eq!(st, 404, "{v}");
+    }
+    let (st, v) = s.post(&format!("/v1/events/{huge}/replay"), &json!({})).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, _) = s.get(&format!("/v1/events/{}", enc(&over))).await;
+    assert_eq!(st, 404);
+    let m = s.metrics().await;
+    assert!(m.contains("hookline_events_accepted_total 2"), "only the two valid events were stored: {m}");
+}
+
+/// Item 2: ids holding `/`, space, `%`, `?`, `#` and non-ASCII are accepted
+/// and found by `GET /v1/events/{id}`, `/deliveries` and `/replay` with the
+/// id percent-encoded.
+pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/p", Behaviour::Ok), "event_types": ["*"]})).await;
+    let ids = ["orders/7", "a b", "100%", "q?x=1", "frag#1", "café-ü", "all /%?#é+&=;", "%2F"];
+    for id in ids {
+        let (st, v) = s.post("/v1/events", &json!({"id": id, "type": "t", "data": {"id": id}})).await;
+        assert_eq!((st, v["event_id"].as_str()), (202, Some(id)), "{v}");
+    }
+    for id in ids {
+        let path = format!("/v1/events/{}", enc(id));
+        let (st, v) = s.get(&path).await;
+        assert_eq!(st, 200, "GET {path}: {v}");
+        assert_eq!(v["id"], id);
+        assert_eq!(v["body"]["data"]["id"], id);
+        let d = s.settled_deliveries(&enc(id), 1, 30).await;
+        assert_eq!(d[0]["status"], "Completed", "{id}");
+        let (st, v) = s.post(&format!("{path}/replay"), &json!({"reason": "test", "replay_key": "k"})).await;
+        assert_eq!(st, 202, "replay {path}: {v}");
+        assert_eq!(v["event_id"], id);
+        s.settled_deliveries(&enc(id), 2, 30).await;
+    }
+    // `%2F` as an id is not `/`: the raw id "%2F" and "orders/7" are distinct.
+    let (_, v) = s.get("/v1/events/%252F").await;
+    assert_eq!(v["id"], "%2F");
+    assert_eq!(r.deliveries("/p").len(), ids.len() * 2);
+}
+
+/// Item 2: values that end up in an outgoing header (the trace id as
+/// `hookline-trace-id`, the event type as `hookline-event-type`) must be
+/// valid header values: otherwise 400 naming the field, per item in a batch;
+/// a valid trace id arrives unchanged.
+pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/h", Behaviour::Ok), "event_types": ["*"]})).await;
+    for (i, trace) in ["req\r\nX-Injected: 1", "a\u{0}b", "tab-at-end\t", "café", " lead", "x\u{7f}"].iter().enumerate() {
+        let (st, v) = s.post("/v1/events", &json!({"id": format!("bad-trace-{i}"), "type": "t", "trace_id": trace, "data": {}})).await;
+        assert_refused(st, &v, "trace_id");
+    }
+    let mut dom = domain_event("acme", "bad-corr");
+    dom["correlationId"] = json!("c\nINFO forged");
+    let (st, v) = s.post("/v1/events", &dom).await;
+    assert_refused(st, &v, "correlationId");
+    let (st, v) = s.post("/v1/events", &json!({"type": "order\ncreated", "data": {}})).await;
+    assert_refused(st, &v, "type");
+    let batch = json!([{"id": "good-trace", "type": "t", "trace_id": "Root=1-5759e988-bd862e3f;Sampled=1", "data": {}},
+                       {"id": "bad-trace-b", "type": "t", "trace_id": "a\rb", "data": {}}]);
+    let (st, v) = s.post("/v1/events/batch", &batch).await;
+    assert_eq!(st, 207, "{v}");
+    assert_eq!(v["results"][1]["error"]["field"], "trace_id", "{v}");
+    s.settled_deliveries("good-trace", 1, 20).await;
+    let got = r.deliveries("/h");
+    assert_eq!(got.len(), 1, "only the valid event was delivered");
+    assert_eq!(got[0].header("hookline-trace-id"), "Root=1-5759e988-bd862e3f;Sampled=1");
+    for id in ["bad-trace-0", "bad-corr", "bad-trace-b"] {
+        assert_eq!(s.get(&format!("/v1/events/{id}")).await.0, 404, "{id} was not stored");
+    }
+}
+
+/// Item 2: a subscription's custom headers must be sendable: reserved,
+/// hop-by-hop and non-token names and values with control characters or
+/// non-ASCII are a 422 naming the header, on create and PATCH, and nothing is
+/// written; valid ones arrive on every delivery.
+pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let url = r.url("/ch", Behaviour::Ok);
+    let names = [
+        "Upgrade", "TE", "Trailer", "Keep-Alive", "Proxy-Connection", "Connection", "Transfer-Encoding",
+        "Content-Length", "Host", "Content-Type", "webhook-id", "Webhook-Signature", "hookline-attempt",
+        "X Team", "X:Team", "X(1)", "X-Tëam", "",
+    ];
+    for name in names {
+        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "headers": {name: "v"}})).await;
+        assert_eq!(st, 422, "{name:?}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_header", "{v}");
+        assert_eq!(v["error"]["field"], format!("headers.{name}"), "{v}");
+    }
+    for value in ["a\r\nX-Injected: 1", "a\nb", "a\u{0}b", "a\u{1}b", "a\u{7f}", "caf\u{e9}", " a"] {
+        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "headers": {"X-Team": value}})).await;
+        assert_eq!(st, 422, "{value:?}: {v}");
+        assert_eq!(v["error"]["field"], "headers.X-Team", "{v}");
+        assert!(!v["error"]["message"].as_str().unwrap().chars().any(char::is_control), "{v}");
+    }
+    let (_, subs) = s.get("/v1/subscriptions").await;
+    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
+
+    let (id, _) = s.subscribe(json!({"callback_url": url, "event_types": ["*"], "headers": {"X-Team": "a\tb c", "X_Empty": "", "X-Tok!#$%&'*+.^_`|~": "1"}})).await;
+    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"headers": {"Upgrade": "h2c"}}"#)).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("headers.Upgrade")), "{v}");
+    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(b"{\"headers\": {\"X-Team\": \"a\\r\\nHost: evil\"}}")).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("headers.X-Team")), "{v}");
+    let (_, sub) = s.get(&format!("/v1/subscriptions/{id}")).await;
+    assert_eq!(sub["headers"]["X-Team"], "a\tb c", "a refused PATCH changes nothing: {sub}");
+    let (_, ev) = s.post("/v1/events", &json!({"type": "t", "data": {}})).await;
+    let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
+    assert_eq!(d[0]["status"], "Completed");
+    let got = &r.deliveries("/ch")[0];
+    assert_eq!(got.header("x-team"), "a\tb c");
+    assert_eq!(got.header("x-tok!#$%&'*+.^_`|~"), "1");
+}
+
+/// Item 2: a CR or LF in a producer- or caller-supplied value never forges a
+/// log line: ids, tenants and trace ids holding them are refused (400 with an
+/// escaped message), and free text that is logged (a replay's actor) is
+/// escaped.
+pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/l", Behaviour::Ok), "event_types": ["*"]})).await;
+    let line = format!("\n{FORGED} level=ERROR msg=\"forged\"");
+    let (st, v) = s.post("/v1/events", &json!({"id": format!("ev{line}"), "type": "t", "data": {}})).await;
+    assert_refused(st, &v, "id");
+    let (st, v) = s.post("/v1/events", &json!({"id": "lf-1", "type": "t", "tenant_id": format!("acme{line}"), "data": {}})).await;
+    assert_refused(st, &v, "tenant_id");
+    let (st, v) = s.post("/v1/events", &json!({"id": "lf-2", "type": "t", "trace_id": format!("req{line}"), "data": {}})).await;
+    assert_refused(st, &v, "trace_id");
+    let (st, v) = s.post("/v1/events", &json!({"id": "lf-3", "type": format!("t{line}"), "data": {}})).await;
+    assert_refused(st, &v, "type");
+    let (st, v) = s.call("POST", &format!("/v1/events?format=x%0A{FORGED}"), Some(br#"{"type":"t","data":1}"#)).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (400, Some("unknown_format")), "{v}");
+    assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
+    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": r.url("/l2", Behaviour::Ok), "event_types": ["*"], format!("x{line}"): 1})).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
+
+    // A valid event, delivered and replayed by an actor whose name holds a line break.
+    let (st, _) = s.post("/v1/events", &json!({"id": "lf-ok", "type": "t", "trace_id": "req-1", "data": {}})).await;
+    assert_eq!(st, 202);
+    s.settled_deliveries("lf-ok", 1, 20).await;
+    let (st, v) = s.post("/v1/events/lf-ok/replay", &json!({"reason": format!("r{line}"), "actor": format!("ops{line}-actor")})).await;
+    assert_eq!(st, 202, "{v}");
+    s.settled_deliveries("lf-ok", 2, 20).await;
+    eventually(10, "the replay's log line", || async {
+        let logs = s.logs().await;
+        logs.lines().any(|l| l.contains("event replayed") && l.contains("lf-ok") && l.contains(&format!("{FORGED} level=ERROR"))).then_some(())
+    })
+    .await;
+    assert_no_forged_line(s).await;
+}
+
+/// Item 3: a retry policy whose longest schedule ((max_attempts - 1) waits
+/// of max_delay_ms, as a Retry-After can stretch every wait) outlasts the
+/// event retention (30 days here) is a 422 naming `retry_policy`, on create
+/// and PATCH; one that fits is accepted.
+pub async fn retry_schedules_longer_than_the_retention_are_refused<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let url = r.url("/rp", Behaviour::Ok);
+    let day = 86_400_000u64;
+    for (attempts, max_delay) in [(50, day), (32, day), (50, 16 * 3_600_000)] {
+        let policy = json!({"max_attempts": attempts, "base_delay_ms": 1000, "max_delay_ms": max_delay});
+        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "retry_policy": policy})).await;
+        assert_eq!(st, 422, "{policy}: {v}");
+        assert_eq!(v["error"]["code"], "retry_schedule_too_long", "{v}");
+        assert_eq!(v["error"]["field"], "retry_policy", "{v}");
+    }
+    let (_, subs) = s.get("/v1/subscriptions").await;
+    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
+    // 30 waits of a day: exactly the retention, accepted.
+    let fits = json!({"max_attempts": 31, "base_delay_ms": 1000, "max_delay_ms": day});
+    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "retry_policy": fits})).await;
+    assert_eq!(st, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let patch = br#"{"retry_policy": {"max_attempts": 50, "base_delay_ms": 1000, "max_delay_ms": 86400000}}"#;
+    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(patch)).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("retry_policy")), "{v}");
+    let (_, sub) = s.get(&format!("/v1/subscriptions/{id}")).await;
+    assert_eq!(sub["retry_policy"]["max_attempts"], 31, "a refused PATCH changes nothing: {sub}");
+    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"retry_policy": null}"#)).await;
+    assert_eq!((st, v["retry_policy"]["max_attempts"].as_u64()), (200, Some(6)), "{v}");
+}
+
+/// Item 4: deduplication is per tenant. The same producer id from two
+/// tenants is two events, each stored under its own id, delivered to its own
+/// tenant's subscribers with the body unchanged; only a repeat by the same
+/// tenant is a duplicate (single, batch, every format); an event without a
+/// tenant keeps the producer's id; the webhook-id of one (event,
+/// subscription) stays the same on replay.
+pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let (acme_sub, _) = s.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["*"], "tenant_id": "acme"})).await;
+    s.subscribe(json!({"callback_url": r.url("/globex", Behaviour::Ok), "event_types": ["*"], "tenant_id": "globex"})).await;
+    s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
+    let acme: &[u8] = br#"{"id":"shared-1","type":"order.created","tenant_id":"acme","data":{"who":"acme"}}"#;
+    let globex: &[u8] = br#"{ "id": "shared-1", "type": "order.created", "tenant_id": "globex", "data": {"who": "globex"} }"#;
+    let plain: &[u8] = br#"{"id":"shared-1","type":"order.created","data":{"who":"nobody"}}"#;
+
+    let (st, a) = post_raw(s, "/v1/events", acme).await;
+    assert_eq!((st, &a["duplicate"]), (202, &json!(false)), "{a}");
+    let a_id = a["event_id"].as_str().unwrap().to_string();
+    assert_eq!(a_id, shared::ids::stored_event_id(Some("acme"), "shared-1"));
+    let (_, again) = post_raw(s, "/v1/events", acme).await;
+    assert_eq!((&again["duplicate"], &again["event_id"]), (&json!(true), &a["event_id"]), "a repeat by the same tenant is a duplicate");
+    let (st, g) = post_raw(s, "/v1/events", globex).await;
+    assert_eq!((st, &g["duplicate"]), (202, &json!(false)), "another tenant's event is not a duplicate: {g}");
+    let g_id = g["event_id"].as_str().unwrap().to_string();
+    assert_ne!(g_id, a_id);
+    let (_, p) = post_raw(s, "/v1/events", plain).await;
+    assert_eq!((&p["duplicate"], p["event_id"].as_str()), (&json!(false), Some("shared-1")), "no tenant: the producer's id: {p}");
+
+    for (id, tenant) in [(&a_id, "acme"), (&g_id, "globex")] {
+        let (st, ev) = s.get(&format!("/v1/events/{id}")).await;
+        assert_eq!(st, 200);
+        assert_eq!((ev["tenant_id"].as_str(), ev["producer_id"].as_str()), (Some(tenant), Some("shared-1")), "{ev}");
+        assert_eq!(ev["body"]["data"]["who"], tenant);
+    }
+
+    // Domain events (tenantId), and a batch mixing a repeat and new pairs.
+    let (_, da) = s.post("/v1/events", &domain_event("acme", "dom-1")).await;
+    let (_, dg) = s.post("/v1/events", &domain_event("globex", "dom-1")).await;
+    let (_, da2) = s.post("/v1/events", &domain_event("acme", "dom-1")).await;
+    assert_eq!((&da["duplicate"], &dg["duplicate"], &da2["duplicate"]), (&json!(false), &json!(false), &json!(true)));
+    assert_ne!(da["event_id"], dg["event_id"]);
+    let batch = format!(
+        "[{}, {}, {}]",
+        String::from_utf8_lossy(acme),
+        r#"{"id":"b-1","type":"t","tenant_id":"globex","data":1}"#,
+        r#"{"id":"b-1","type":"t","tenant_id":"acme","data":2}"#
+    );
+    let (st, b) = post_raw(s, "/v1/events/batch", batch.as_bytes()).await;
+    assert_eq!(st, 202, "{b}");
+    let dup: Vec<&Value> = (0..3).map(|i| &b["results"][i]["duplicate"]).collect();
+    assert_eq!(dup, [&json!(true), &json!(false), &json!(false)], "{b}");
+    assert_eq!(b["results"][0]["event_id"], a_id.as_str());
+    assert_ne!(b["results"][1]["event_id"], b["results"][2]["event_id"]);
+
+    let mut ids = vec![a_id.clone(), g_id.clone(), da["event_id"].as_str().unwrap().into(), dg["event_id"].as_str().unwrap().into()];
+    ids.extend((1..3).map(|i| b["results"][i]["event_id"].as_str().unwrap().to_string()));
+    for id in &ids {
+        let d = s.settled_deliveries(id, 2, 30).await;
+        assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
+    }
+    s.settled_deliveries("shared-1", 1, 30).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let to_acme: Vec<_> = r.deliveries("/acme").into_iter().filter(|d| d.body == acme).collect();
+    let to_globex: Vec<_> = r.deliveries("/globex").into_iter().filter(|d| d.body == globex).collect();
+    assert_eq!((to_acme.len(), to_globex.len()), (1, 1), "each tenant's subscriber got its own event once, body unchanged");
+    assert_eq!(r.deliveries("/acme").len(), 3, "acme: shared-1, dom-1, b-1");
+    assert_eq!(r.deliveries("/globex").len(), 3, "globex: shared-1, dom-1, b-1");
+    let all = r.deliveries("/all");
+    assert_eq!(all.len(), 7);
+    let mut webhook_ids: Vec<&str> = all.iter().map(|d| d.header("webhook-id")).collect();
+    webhook_ids.sort();
+    webhook_ids.dedup();
+    assert_eq!(webhook_ids.len(), 7, "one webhook-id per (event, subscription)");
+
+    // A replay of acme's event keeps its webhook-id for acme's subscription.
+    let (st, v) = s.post(&format!("/v1/events/{a_id}/replay"), &json!({"reason": "t", "subscription_id": acme_sub, "replay_key": "k1"})).await;
+    assert_eq!(st, 202, "{v}");
+    s.settled_deliveries(&a_id, 3, 30).await;
+    let to_acme: Vec<_> = r.deliveries("/acme").into_iter().filter(|d| d.body == acme).collect();
+    assert_eq!(to_acme.len(), 2);
+    assert_eq!(to_acme[0].header("webhook-id"), to_acme[1].header("webhook-id"));
+}

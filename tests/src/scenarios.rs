@@ -341,11 +341,12 @@ pub async fn unverified_inactive_and_other_tenants_get_nothing<P: Pipeline>(s: &
                "tenantId": tenant, "producer": {"service": "core", "instanceId": "p1"}, "correlationId": "c1",
                "sequence": {"partitionKey": "Opportunity:t:r", "recordVersion": "1"}, "payload": {}})
     };
-    let (st, _) = s.post("/v1/events", &mk("acme", "e-acme")).await;
+    let (st, a) = s.post("/v1/events", &mk("acme", "e-acme")).await;
     assert_eq!(st, 202);
-    s.post("/v1/events", &mk("globex", "e-globex")).await;
-    let a = s.settled_deliveries("e-acme", 2, 10).await;
-    let g = s.settled_deliveries("e-globex", 1, 10).await;
+    let (_, g) = s.post("/v1/events", &mk("globex", "e-globex")).await;
+    // An event with a tenant is stored under a per-tenant id (shared::ids::stored_event_id).
+    let a = s.settled_deliveries(a["event_id"].as_str().unwrap(), 2, 10).await;
+    let g = s.settled_deliveries(g["event_id"].as_str().unwrap(), 1, 10).await;
     let subs: Vec<&str> = a.iter().map(|d| d["subscription_id"].as_str().unwrap()).collect();
     assert!(subs.contains(&acme.as_str()) && subs.contains(&all.as_str()));
     assert_eq!(g[0]["subscription_id"], all.as_str());

@@ -1,0 +1,96 @@
+//! The input scenarios (`hookline_tests::input_scenarios`) on the AWS
+//! backend (the Lambda handlers over DynamoDB and SQS in the emulator, API
+//! calls as API Gateway events with the path in `rawPath`, percent-encoded
+//! as the client sent it), plus what only this backend has: EventBridge
+//! ingest, whose refusals go to the ingest DLQ with a `hookline-error` reason.
+
+use std::time::Duration;
+
+use hookline_tests::aws_pipeline::AwsPipeline;
+use hookline_tests::input_scenarios::{self, assert_no_forged_line, FORGED};
+use hookline_tests::pipeline::Pipeline;
+use hookline_tests::{eventually, Behaviour, Receiver};
+use serde_json::json;
+use shared::envelope::MAX_ID_BYTES;
+use shared::ids::stored_event_id;
+
+macro_rules! on_aws {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            input_scenarios::$name(&AwsPipeline::start(stringify!($name)).await).await;
+        }
+    )*};
+}
+
+on_aws!(
+    producer_ids_over_the_limit_are_refused_naming_the_field,
+    ids_with_path_characters_are_found_percent_encoded,
+    header_bound_values_must_be_valid_header_values,
+    custom_headers_that_cannot_be_sent_are_refused,
+    control_characters_cannot_forge_log_lines,
+    retry_schedules_longer_than_the_retention_are_refused,
+    deduplication_is_per_tenant,
+);
+
+/// EventBridge ingest applies the same rules: an id over the limit (and one
+/// over DynamoDB's key limit) and a trace id that is not a header value go to
+/// the ingest DLQ with a `hookline-error` reason naming the field (escaped,
+/// never a store error retried forever); the same id from two tenants is two
+/// events, each delivered to its tenant; a repeat by one tenant is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() {
+    let p = AwsPipeline::start("bus_input").await;
+    let r = Receiver::start().await;
+    p.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["*"], "tenant_id": "acme"})).await;
+    p.subscribe(json!({"callback_url": r.url("/globex", Behaviour::Ok), "event_types": ["*"], "tenant_id": "globex"})).await;
+    let over = "x".repeat(MAX_ID_BYTES + 1);
+    let huge = "h".repeat(3000);
+    let put = |detail: serde_json::Value| {
+        let p = &p;
+        async move { p.put_bus_event("order.created", "shop", &detail.to_string()).await }
+    };
+    put(json!({"id": over, "data": {}})).await;
+    put(json!({"id": huge, "data": {}})).await;
+    put(json!({"id": "bus-trace", "trace_id": format!("req\n{FORGED} level=ERROR"), "data": {}})).await;
+    let acme = json!({"id": "bus-t", "tenant_id": "acme", "data": {"who": "acme"}});
+    put(acme.clone()).await;
+    put(json!({"id": "bus-t", "tenant_id": "globex", "data": {"who": "globex"}})).await;
+
+    let a = stored_event_id(Some("acme"), "bus-t");
+    let g = stored_event_id(Some("globex"), "bus-t");
+    assert_eq!(p.settled_deliveries(&a, 1, 30).await[0]["status"], "Completed");
+    assert_eq!(p.settled_deliveries(&g, 1, 30).await[0]["status"], "Completed");
+    put(acme).await;
+
+    let mut rejected = Vec::new();
+    eventually(30, "three refusals in the ingest DLQ", || {
+        let rejected = &mut rejected;
+        let p = &p;
+        async move {
+            rejected.extend(p.drain("IngestDLQ").await);
+            (rejected.len() >= 3).then_some(())
+        }
+    })
+    .await;
+    let mut reasons: Vec<String> = rejected
+        .iter()
+        .map(|m| m["MessageAttributes"]["hookline-error"]["StringValue"].as_str().unwrap_or_default().to_string())
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    for r in &reasons {
+        assert!(!r.chars().any(char::is_control), "the reason carries a raw control character: {r:?}");
+    }
+    assert!(reasons[0].starts_with("invalid field `id`: is 257 bytes long"), "{reasons:?}");
+    assert!(reasons[1].starts_with("invalid field `id`: is 3000 bytes long"), "{reasons:?}");
+    assert!(reasons[2].starts_with("invalid field `trace_id`"), "{reasons:?}");
+    assert_eq!(p.get("/v1/events/bus-trace").await.0, 404);
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (acme_got, globex_got) = (r.deliveries("/acme"), r.deliveries("/globex"));
+    assert_eq!((acme_got.len(), globex_got.len()), (1, 1), "the repeat by acme is a duplicate");
+    assert_eq!(acme_got[0].json()["data"]["who"], "acme");
+    assert_eq!(globex_got[0].json()["data"]["who"], "globex");
+    assert_no_forged_line(&p).await;
+}
