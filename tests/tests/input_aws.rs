@@ -63,16 +63,15 @@ async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() 
     assert_eq!(p.settled_deliveries(&g, 1, 30).await[0]["status"], "Completed");
     put(acme).await;
 
-    let mut rejected = Vec::new();
-    eventually(30, "three refusals in the ingest DLQ", || {
-        let rejected = &mut rejected;
-        let p = &p;
-        async move {
-            rejected.extend(p.drain("IngestDLQ").await);
-            (rejected.len() >= 3).then_some(())
-        }
+    let rejected = std::sync::Mutex::new(Vec::new());
+    eventually(30, "three refusals in the ingest DLQ", || async {
+        let got = p.drain("IngestDLQ").await;
+        let mut all = rejected.lock().unwrap();
+        all.extend(got);
+        (all.len() >= 3).then_some(())
     })
     .await;
+    let rejected = rejected.into_inner().unwrap();
     let mut reasons: Vec<String> = rejected
         .iter()
         .map(|m| m["MessageAttributes"]["hookline-error"]["StringValue"].as_str().unwrap_or_default().to_string())
