@@ -553,20 +553,15 @@ async fn on_jobs(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
     let mut receipts = Vec::with_capacity(msgs.len());
     for m in msgs {
         match serde_json::from_str::<DeliveryJob>(&m.body) {
-            Ok(j) => {
-                jobs.push(j);
+            Ok(job) => {
+                jobs.push(deliver::ReceivedJob { job, receive_count: m.receive_count });
                 receipts.push(m.receipt);
             }
             Err(e) => tracing::error!(error = %e, "delivery: unreadable job left for the dead-letter queue"),
         }
     }
-    match deliver::deliver_jobs(h, &jobs).await {
-        Ok(()) => receipts,
-        Err(e) => {
-            tracing::error!(error = %e, "delivery: recording attempts failed; jobs will be retried");
-            vec![]
-        }
-    }
+    let done = deliver::deliver_received(h, &jobs).await;
+    receipts.into_iter().zip(done).filter(|(_, d)| *d).map(|(r, _)| r).collect()
 }
 
 /// Requeue and replay requests → new sagas.

@@ -66,6 +66,11 @@ pub struct DeadLetter {
     pub state: String,
     /// Who resolved it, when and why (requeue or skip audit).
     pub resolution: Option<serde_json::Value>,
+    /// The event as it would be delivered (envelope and the fields its
+    /// headers come from), so a requeue still works after the event itself
+    /// has expired: dead letters are kept longer than events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<crate::event::EventRecord>,
 }
 
 /// Messages on the delivery queue: everything a delivery needs to find its

@@ -9,7 +9,7 @@ use tokio::sync::RwLock;
 use crate::error::StoreError;
 use crate::http_client::{ClientConfig, HttpClient};
 use crate::metrics::Metrics;
-use crate::ports::{AttemptStore, DeadLetterStore, EventStore, JobQueue, SagaStore, SubscriptionStore};
+use crate::ports::{AttemptStore, DeadLetterStore, EventStore, JobQueue, SagaStore, StreamFailures, SubscriptionStore};
 use crate::ssrf::AddressPolicy;
 use crate::subscription::Subscription;
 
@@ -35,6 +35,8 @@ pub struct Stores {
     pub retries: Arc<dyn JobQueue>,
     /// Requeue and replay requests, and jobs redriven from `dead_jobs`.
     pub requeues: Arc<dyn JobQueue>,
+    /// Stream batches the pipeline gave up on, for the reconciler.
+    pub stream_failures: Arc<dyn StreamFailures>,
 }
 
 /// Settings that are the same for every stage.
@@ -83,12 +85,14 @@ impl Default for Config {
 pub struct SubscriptionCache {
     ttl: Duration,
     inner: RwLock<Option<(Instant, Arc<Vec<Subscription>>)>>,
+    /// Ids [`SubscriptionCache::confirm`] read from the store since the last fill.
+    confirmed: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl SubscriptionCache {
     /// An empty cache.
     pub fn new(ttl: Duration) -> Self {
-        SubscriptionCache { ttl, inner: RwLock::new(None) }
+        SubscriptionCache { ttl, inner: RwLock::new(None), confirmed: Default::default() }
     }
 
     /// All subscriptions, from the cache when fresh.
@@ -106,12 +110,32 @@ impl SubscriptionCache {
         }
         let subs = Arc::new(store.list().await?);
         *guard = Some((Instant::now(), subs.clone()));
+        self.confirmed.lock().expect("cache lock").clear();
         Ok(subs)
     }
 
     /// One subscription, from the cache when fresh.
     pub async fn get(&self, store: &dyn SubscriptionStore, id: &str) -> Result<Option<Subscription>, StoreError> {
         Ok(self.all(store).await?.iter().find(|s| s.id == id).cloned())
+    }
+
+    /// The store's copy of a subscription this cache would refuse (unknown
+    /// here, inactive or unverified): another container may have created,
+    /// verified or re-activated it since this cache was filled, so nothing
+    /// is rejected on this cache's word alone. Read from the store at most
+    /// once per subscription per cache fill; when the store's copy differs,
+    /// the cache is dropped so the next read refills it.
+    pub async fn confirm(&self, store: &dyn SubscriptionStore, id: &str) -> Result<Option<Subscription>, StoreError> {
+        let cached = self.get(store, id).await?;
+        if !self.confirmed.lock().expect("cache lock").insert(id.to_string()) {
+            return Ok(cached);
+        }
+        let fresh = store.get(id).await?;
+        if fresh.as_ref().map(|s| s.version) != cached.as_ref().map(|s| s.version) {
+            tracing::debug!(subscription_id = id, "subscription changed since this cache was filled; refreshing");
+            self.invalidate().await;
+        }
+        Ok(fresh)
     }
 
     /// Forgets what was read, after a write in this process.

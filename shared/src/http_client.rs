@@ -135,10 +135,21 @@ pub enum PostError {
     /// The callback URL is unusable (unparseable, not https, credentials).
     #[error("invalid URL: {0}")]
     InvalidUrl(String),
-    /// Anything else: invalid header names, protocol errors, ...
+    /// A fault on Hookline's side, not the subscriber's: no file
+    /// descriptor or local port for the connection, memory or buffers
+    /// exhausted, or a header Hookline itself cannot encode. The request
+    /// was not (fully) made, so it must not count as the subscriber's attempt.
+    #[error("local fault: {0}")]
+    Local(String),
+    /// Anything else: protocol errors, ...
     #[error("request failed: {0}")]
     Other(String),
 }
+
+/// OS errors that mean this host ran out of something, not that the
+/// subscriber failed: EMFILE, ENFILE, ENOMEM, ENOBUFS, EADDRNOTAVAIL (Linux
+/// numbers; Lambda and `hookline serve` run on Linux).
+const LOCAL_OS_ERRORS: [i32; 5] = [24, 23, 12, 105, 99];
 
 /// The shared, pooled HTTP client for calls to subscribers. Cheap to clone
 /// (clones share the connection pool).
@@ -257,20 +268,20 @@ fn build_headers(headers: &[(&str, String)]) -> Result<HeaderMap, PostError> {
     let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-            PostError::Other(format!(
+            PostError::Local(format!(
                 "invalid header name {:?}",
                 name.escape_debug().to_string()
             ))
         })?;
         if RESERVED_HEADERS.contains(&name.as_str()) {
-            return Err(PostError::Other(format!(
+            return Err(PostError::Local(format!(
                 "header {name} is managed by the HTTP client and cannot be set"
             )));
         }
         // The value is never part of the message: it may be a signature or a
         // subscriber's credential.
         let value = HeaderValue::from_str(value)
-            .map_err(|_| PostError::Other(format!("invalid value for header {name}")))?;
+            .map_err(|_| PostError::Local(format!("invalid value for header {name}")))?;
         map.append(name, value);
     }
     Ok(map)
@@ -283,6 +294,9 @@ fn request_error(e: reqwest::Error) -> PostError {
     }
     if e.is_timeout() {
         return PostError::Timeout;
+    }
+    if let Some(io) = find_source::<std::io::Error>(&e).filter(|io| io.raw_os_error().is_some_and(|c| LOCAL_OS_ERRORS.contains(&c))) {
+        return PostError::Local(io.to_string());
     }
     let is_connect = e.is_connect();
     let is_builder = e.is_builder();

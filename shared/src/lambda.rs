@@ -22,7 +22,7 @@ use crate::aws::sqs::SqsQueue;
 use crate::context::{Config, Hookline};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::retry::RetryPolicy;
-use crate::stage::{deliver, ingest, requeue, route, saga};
+use crate::stage::{deliver, ingest, reconcile, requeue, route, saga};
 
 /// The Lambda event types, for the function binaries.
 pub use aws_lambda_events as events;
@@ -273,15 +273,17 @@ pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
 }
 
 /// Delivery queue → attempts: the batch's jobs are delivered concurrently
-/// and recorded together.
+/// and recorded together; each job knows how often SQS has handed it out
+/// (`ApproximateReceiveCount`). A job not done is a batch item failure.
 pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
     let mut jobs = Vec::new();
     let mut ids = Vec::new();
     let mut failed = Vec::new();
     for m in &event.records {
         match serde_json::from_str::<DeliveryJob>(m.body.as_deref().unwrap_or("")) {
-            Ok(j) => {
-                jobs.push(j);
+            Ok(job) => {
+                let receive_count = m.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+                jobs.push(deliver::ReceivedJob { job, receive_count });
                 ids.push(message_id(m));
             }
             Err(e) => {
@@ -290,10 +292,8 @@ pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
             }
         }
     }
-    if let Err(e) = deliver::deliver_jobs(h, &jobs).await {
-        tracing::error!(error = %e, "delivery: recording attempts failed; jobs retried");
-        failed.extend(ids);
-    }
+    let done = deliver::deliver_received(h, &jobs).await;
+    failed.extend(ids.into_iter().zip(done).filter(|(_, d)| !d).map(|(id, _)| id));
     failures(failed)
 }
 
@@ -310,6 +310,36 @@ pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
     }).collect(), MAX_STORE_IN_FLIGHT)
     .await;
     failures(results.into_iter().flatten())
+}
+
+/// The reconciler's bounds from the environment: `RECONCILE_MAX_BATCHES`,
+/// `RECONCILE_MAX_SAGAS` (whole numbers) and `RECONCILE_STALL_MARGIN` (a
+/// duration with a unit, e.g. `1h`); the defaults of
+/// [`reconcile::ReconcileLimits`] otherwise.
+pub fn reconcile_limits_from_env() -> Result<reconcile::ReconcileLimits, String> {
+    let d = reconcile::ReconcileLimits::default();
+    let num = |k: &str, default: usize| match std::env::var(k).ok().filter(|v| !v.trim().is_empty()) {
+        None => Ok(default),
+        Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("{k} must be a whole number >= 1, got {v:?}")),
+    };
+    let stall_margin = match std::env::var("RECONCILE_STALL_MARGIN").ok().filter(|v| !v.trim().is_empty()) {
+        None => d.stall_margin,
+        Some(v) => crate::retention::parse_duration(&v).map_err(|e| format!("RECONCILE_STALL_MARGIN: {e}"))?,
+    };
+    Ok(reconcile::ReconcileLimits {
+        max_batches: num("RECONCILE_MAX_BATCHES", d.max_batches)?,
+        max_sagas: num("RECONCILE_MAX_SAGAS", d.max_sagas)?,
+        stall_margin,
+    })
+}
+
+/// One scheduled run of the reconciler; prints its report as an EMF line
+/// (the open-dead-letters alarm reads `OpenDeadLetters` from it). A failure
+/// to read its work fails the invocation (the schedule runs it again).
+pub async fn reconcile_scheduled(h: &Hookline, limits: &reconcile::ReconcileLimits) -> Result<reconcile::ReconcileReport, Error> {
+    let report = reconcile::reconcile(h, limits).await.map_err(|e| Error::from(format!("reconciler: {e}")))?;
+    println!("{}", reconcile::emf_line(&report, "reconciler", chrono::Utc::now().timestamp_millis()));
+    Ok(report)
 }
 
 /// Prints this invocation's metrics as one CloudWatch Embedded Metric Format

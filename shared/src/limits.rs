@@ -15,6 +15,25 @@ pub const MAX_STORE_IN_FLIGHT: usize = 32;
 /// Most outbound deliveries one batch has in flight at once.
 pub const MAX_DELIVERIES_IN_FLIGHT: usize = 64;
 
+/// Receives after which the delivery stage stops trying a job and records
+/// it as a dead attempt (so its saga dead-letters with a record and a
+/// snapshot, like any other dead saga): a job received this often crashed or
+/// timed out its worker every time. Local faults (see
+/// [`crate::stage::deliver`]) re-send a job instead, so they never count.
+pub const JOB_RECEIVE_LIMIT: u32 = 5;
+
+/// The redrive `maxReceiveCount` of every queue, on both backends (the
+/// template's `RedrivePolicy`, SQLite's dead-letter move): one receive more
+/// than [`JOB_RECEIVE_LIMIT`], so a delivery job reaches the dead-letter
+/// queue only if even its last receive crashed; the reconciler then finds
+/// its stalled saga.
+pub const QUEUE_MAX_RECEIVES: u32 = JOB_RECEIVE_LIMIT + 1;
+
+/// Retries of a failing stream batch before it is given up to the
+/// on-failure destination (the template's `MaximumRetryAttempts`; `hookline
+/// serve`'s outbox loops do the same).
+pub const STREAM_MAX_RETRIES: u32 = 5;
+
 /// Runs the futures with at most `cap` of them in flight, and returns their
 /// outputs in input order (as `join_all` would, without its unbounded fan-out).
 /// Takes a `Vec` (not any iterator) so that the future it returns is `Send`

@@ -25,6 +25,8 @@ pub struct Metrics {
     pub deliveries_failed: AtomicU64,
     /// Attempts refused or answered 410.
     pub deliveries_rejected: AtomicU64,
+    /// Jobs deferred by a fault on Hookline's side (no attempt counted).
+    pub deliveries_deferred: AtomicU64,
     /// Retries scheduled.
     pub retries_scheduled: AtomicU64,
     /// Sagas dead-lettered.
@@ -33,6 +35,8 @@ pub struct Metrics {
     /// ([`crate::sqlite::purge`]), by table: storage stays bounded only if
     /// these keep pace with ingest.
     pub purged: PurgedCounters,
+    /// What the reconciler ([`crate::stage::reconcile`]) re-drove.
+    pub reconciled: ReconcileCounters,
     latency_buckets: [AtomicU64; BUCKETS_MS.len()],
     latency_count: AtomicU64,
     latency_sum_ms: AtomicU64,
@@ -54,6 +58,17 @@ pub struct PurgedCounters {
     /// Outbox rows left behind by purged records, and dead-letter-queue
     /// messages past the dead-letter retention.
     pub other: AtomicU64,
+}
+
+/// Stuck work the reconciler found and re-drove since the process started.
+#[derive(Default)]
+pub struct ReconcileCounters {
+    /// Events of given-up stream batches routed again.
+    pub events_rerouted: AtomicU64,
+    /// Sagas started, attempts replayed, or stalled sagas re-driven.
+    pub sagas_redriven: AtomicU64,
+    /// Given-up batches that could not be resolved (ops must look).
+    pub unresolved: AtomicU64,
 }
 
 #[derive(Default)]
@@ -135,6 +150,7 @@ impl Metrics {
             ("delivered", &self.deliveries_delivered),
             ("failed", &self.deliveries_failed),
             ("rejected", &self.deliveries_rejected),
+            ("deferred", &self.deliveries_deferred),
         ] {
             let _ = writeln!(out, "hookline_deliveries_total{{outcome=\"{outcome}\"}} {}", v.load(Relaxed));
         }
@@ -147,6 +163,14 @@ impl Metrics {
             ("other", &self.purged.other),
         ] {
             let _ = writeln!(out, "hookline_purged_total{{table=\"{table}\"}} {}", v.load(Relaxed));
+        }
+        let _ = writeln!(out, "# HELP hookline_reconciled_total Stuck work the reconciler re-drove, by kind.\n# TYPE hookline_reconciled_total counter");
+        for (kind, v) in [
+            ("events_rerouted", &self.reconciled.events_rerouted),
+            ("sagas_redriven", &self.reconciled.sagas_redriven),
+            ("unresolved", &self.reconciled.unresolved),
+        ] {
+            let _ = writeln!(out, "hookline_reconciled_total{{kind=\"{kind}\"}} {}", v.load(Relaxed));
         }
         let _ = writeln!(
             out,

@@ -84,6 +84,15 @@ pub trait SagaStore: Send + Sync {
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>>;
     /// Every saga of one event.
     async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>>;
+    /// Up to `limit` sagas that are not terminal and were due before
+    /// `before` (created, retry due, or job sent, and no progress since),
+    /// oldest first, found through an index of waiting sagas (never a scan).
+    /// Eventually consistent: the caller re-reads a saga before acting.
+    async fn stalled(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Saga>>;
+    /// Moves a waiting saga's due time to `until` if it is still in
+    /// `expected` (the reconciler re-drove it and gives it time to
+    /// progress); `false` if it changed meanwhile.
+    async fn defer(&self, event_id: &str, id: &str, expected: &SagaState, until: DateTime<Utc>) -> StoreResult<bool>;
 }
 
 /// Attempt records, unique per `(saga_id, attempt)`.
@@ -151,4 +160,32 @@ pub trait JobQueue: Send + Sync {
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
     /// Message counts.
     async fn depth(&self) -> StoreResult<QueueDepth>;
+}
+
+/// A batch of stream records a stream consumer gave up on (the on-failure
+/// destination of a DynamoDB stream mapping on AWS; the failed outbox rows
+/// of `hookline serve`), resolved back into the records it points at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GivenUp {
+    /// Acknowledges this batch to [`StreamFailures::done`].
+    pub receipt: String,
+    /// New events that were never routed.
+    pub events: Vec<EventRecord>,
+    /// New sagas that were never started.
+    pub sagas: Vec<Saga>,
+    /// Recorded attempts the saga stage never read.
+    pub attempts: Vec<Attempt>,
+    /// Why some of the batch could not be resolved (records gone from the
+    /// stream, or unreadable); such a batch is left for an operator.
+    pub unresolved: Option<String>,
+}
+
+/// Stream batches given up on, so the reconciler can re-drive them while
+/// the stream still holds them (a DynamoDB stream keeps records 24 hours).
+#[async_trait]
+pub trait StreamFailures: Send + Sync {
+    /// Up to `max` given-up batches, each resolved to its records.
+    async fn take(&self, max: usize) -> StoreResult<Vec<GivenUp>>;
+    /// Forgets batches that were re-driven.
+    async fn done(&self, receipts: &[String]) -> StoreResult<()>;
 }

@@ -18,11 +18,16 @@ pub fn pattern_matches(pattern: &str, event_type: &str) -> bool {
     }
 }
 
-/// Does this subscription want this event? Active, verified, a matching
-/// pattern, and the same tenant when the subscription is tenant-scoped.
+/// Does this subscription want this event? Active, verified, and in scope
+/// ([`in_scope`]).
 pub fn wants(sub: &Subscription, event: &EventRecord) -> bool {
-    sub.is_routable()
-        && sub.tenant_id.as_ref().map_or(true, |t| event.tenant_id.as_ref() == Some(t))
+    sub.is_routable() && in_scope(sub, event)
+}
+
+/// Is the event in the subscription's scope, whatever its state: a matching
+/// pattern, and the same tenant when the subscription is tenant-scoped.
+pub fn in_scope(sub: &Subscription, event: &EventRecord) -> bool {
+    sub.tenant_id.as_ref().map_or(true, |t| event.tenant_id.as_ref() == Some(t))
         && sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type))
 }
 

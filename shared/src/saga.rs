@@ -271,6 +271,18 @@ pub fn decide(
     }
 }
 
+/// When a saga in `state`, last changed at `changed_at`, is next expected
+/// to make progress: a Pending or InProgress saga at once (its job was just
+/// sent), a PendingRetry saga when its retry is due, a terminal one never.
+/// The reconciler looks for sagas well past this time.
+pub fn due_at(state: &SagaState, changed_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    match state.status {
+        s if s.is_terminal() => None,
+        SagaStatus::PendingRetry => Some(state.next_attempt_at.unwrap_or(changed_at)),
+        _ => Some(changed_at),
+    }
+}
+
 /// The attempt an input is about (0 for Start).
 fn input_attempt(input: &Input) -> u32 {
     match input {

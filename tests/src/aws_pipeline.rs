@@ -104,7 +104,8 @@ impl AwsPipeline {
         log_capture();
         let prefix = prefix(tag);
         let names = emulator::create_resources(&prefix).await;
-        let backend = AwsBackend::with_clients(dynamodb, sqs, names.clone(), chrono::Duration::days(30));
+        let streams = aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await);
+        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), chrono::Duration::days(30));
         let config = Config {
             address_policy: AddressPolicy::AllowLoopback,
             http: ClientConfig {

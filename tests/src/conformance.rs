@@ -142,6 +142,8 @@ pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
         created_at,
         state: "open".into(),
         resolution: None,
+        // Round-trips through every backend (DynamoDB keeps it deflated apart).
+        event: Some(event(&format!("evt_of_{id}"), "task.failed")),
     }
 }
 

@@ -408,6 +408,7 @@ impl Created {
             requeue_queue_url: queue("RequeueQueue"),
             requeue_dlq_url: Some(queue("RequeueDLQ")),
             ingest_dlq_url: Some(queue("IngestDLQ")),
+            stream_failures_queue_url: Some(queue("StreamFailuresQueue")),
             stream_arns: self.stream_arns,
             queue_urls: self.queue_urls,
         }

@@ -110,6 +110,11 @@ impl Strict {
         aws_sdk_dynamodb::Client::from_conf(conf)
     }
 
+    /// A DynamoDB Streams client on `sdk` (reads only; counted in flight).
+    pub fn streams_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodbstreams::Client {
+        aws_sdk_dynamodbstreams::Client::new(sdk)
+    }
+
     /// An SQS client on `sdk` with the checker installed.
     pub fn sqs_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
         let conf =

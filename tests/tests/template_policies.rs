@@ -26,6 +26,7 @@ const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("DeliveryFunction", "DeliveryRole", "delivery"),
     ("RequeueFunction", "RequeueRole", "requeue"),
     ("ApiFunction", "ApiRole", "api"),
+    ("ReconcilerFunction", "ReconcilerRole", "reconciler"),
 ];
 
 const TABLES: &[&str] = &["EventsTable", "SubscriptionsTable", "SagasTable", "AttemptsTable", "DeadLettersTable"];
@@ -104,7 +105,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"], &["SubscriptionsTable"]);
-    grant(&mut g, &["dynamodb:PutItem"], &["DeadLettersTable"]);
+    // DeadLettersTable GetItem: a requeued saga's event snapshot.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
     grant(&mut g, CONSUME, &["RetriesQueue"]);
     m.insert("SagaFunction", g);
@@ -117,7 +119,30 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable", "SagasTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["AttemptsTable"]);
+    // A requeued saga whose event expired delivers its dead letter's
+    // snapshot; a job hit by a fault on Hookline's side is sent again.
+    grant(&mut g, &["dynamodb:GetItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
     m.insert("DeliveryFunction", g);
+
+    // reconciler: re-drives what the router and saga step gave up on
+    // (StreamFailuresQueue pointers, read back from the streams) and sagas
+    // that stopped progressing (SagasTable index by_due), through their
+    // normal conditional paths; reports open dead letters. Never delivers.
+    let mut g = Grants::new();
+    grant(&mut g, CONSUME, &["StreamFailuresQueue"]);
+    grant(&mut g, STREAM_READ, &["EventsTable/stream", "SagasTable/stream", "AttemptsTable/stream"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+        &["SagasTable", "SagasTable/index/*"],
+    );
+    grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], &["DeadLettersTable", "DeadLettersTable/index/*"]);
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ"]);
+    m.insert("ReconcilerFunction", g);
 
     // requeue: reads the requeue queue; writes a new saga linked to the old
     // one (conditional put); never touches the old saga. DeadLettersTable
@@ -178,7 +203,9 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
     (Some("DeliveryFunction"), "dynamodb:UpdateItem", "*", "delivery never changes a saga (nor anything else)"),
     (Some("DeliveryFunction"), "dynamodb:PutItem", "SagasTable", "delivery never changes a saga"),
     (Some("DeliveryFunction"), "dynamodb:PutItem", "DeadLettersTable", "delivery never decides a dead letter"),
-    (Some("DeliveryFunction"), "sqs:SendMessage", "*", "delivery never queues anything (the saga step decides)"),
+    (Some("DeliveryFunction"), "sqs:SendMessage", "RetriesQueue", "delivery never schedules retries (the saga step decides)"),
+    (Some("DeliveryFunction"), "sqs:SendMessage", "DeliveriesDLQ", "delivery never decides a dead letter"),
+    (Some("ReconcilerFunction"), "dynamodb:PutItem", "AttemptsTable", "the reconciler never delivers"),
     (Some("IngestFunction"), "dynamodb:UpdateItem", "*", "ingest never updates"),
     (Some("IngestFunction"), "dynamodb:DeleteItem", "*", "ingest never deletes"),
     (Some("RequeueFunction"), "dynamodb:UpdateItem", "SagasTable", "requeue never touches the old saga"),
@@ -564,11 +591,23 @@ fn check_event_sources(t: &Value) -> Vec<String> {
                     if p["BisectBatchOnFunctionError"].as_bool() != Some(true) {
                         errors.push(format!("{what}: BisectBatchOnFunctionError must be true"));
                     }
-                    match p["MaximumRetryAttempts"].as_i64() {
-                        Some(n) if (0..=10_000).contains(&n) => {}
-                        other => {
-                            errors.push(format!("{what}: MaximumRetryAttempts must be a finite count, found {other:?}"))
-                        }
+                    // The same figure as `hookline serve`'s outbox loops (defined once).
+                    let retries = i64::from(shared::limits::STREAM_MAX_RETRIES);
+                    if p["MaximumRetryAttempts"].as_i64() != Some(retries) {
+                        errors.push(format!(
+                            "{what}: MaximumRetryAttempts must be shared::limits::STREAM_MAX_RETRIES ({retries}), found {:?}",
+                            p["MaximumRetryAttempts"]
+                        ));
+                    }
+                    // Inserts only: a TTL delete (REMOVE) or a status update must
+                    // not cost an invocation or come back as an input.
+                    let patterns: Vec<serde_json::Value> = strings(&p["FilterCriteria"]["Filters"])
+                        .iter()
+                        .filter_map(|f| f["Pattern"].as_str())
+                        .filter_map(|p| serde_json::from_str(p).ok())
+                        .collect();
+                    if patterns != vec![serde_json::json!({"eventName": ["INSERT"]})] {
+                        errors.push(format!("{what}: FilterCriteria must pass INSERTs only, found {patterns:?}"));
                     }
                     if !response_types_ok(p) {
                         errors.push(format!("{what}: FunctionResponseTypes must include ReportBatchItemFailures"));
@@ -614,6 +653,11 @@ fn check_event_sources(t: &Value) -> Vec<String> {
                     }
                 }
                 "HttpApi" => {}
+                "Schedule" if *function == "ReconcilerFunction" => {
+                    if p["Schedule"].as_str().is_none_or(|s| !s.starts_with("rate(")) {
+                        errors.push(format!("{what}: the reconciler runs on a rate() schedule"));
+                    }
+                }
                 other => errors.push(format!("{what}: unexpected event source type {other}")),
             }
         }
@@ -704,11 +748,13 @@ fn check_queues_and_alarms(t: &Value) -> Vec<String> {
                 "{source}: RedrivePolicy.deadLetterTargetArn must be !GetAtt {dlq}.Arn, found {other:?}"
             )),
         }
-        match redrive["maxReceiveCount"].as_i64() {
-            Some(n) if n >= 1 => {}
-            other => {
-                errors.push(format!("{source}: RedrivePolicy.maxReceiveCount must be at least 1, found {other:?}"))
-            }
+        // The same receive limit as `hookline serve`'s queues (defined once).
+        let max = i64::from(shared::limits::QUEUE_MAX_RECEIVES);
+        if redrive["maxReceiveCount"].as_i64() != Some(max) {
+            errors.push(format!(
+                "{source}: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES ({max}), found {:?}",
+                redrive["maxReceiveCount"]
+            ));
         }
         if type_of(t, dlq) != Some("AWS::SQS::Queue") {
             errors.push(format!("{source}: its DLQ {dlq} does not exist"));
@@ -753,7 +799,20 @@ fn check_queues_and_alarms(t: &Value) -> Vec<String> {
             p["Threshold"].as_f64().or_else(|| p["Threshold"].as_i64().map(|n| n as f64)).unwrap_or(f64::NAN);
         alarms.insert((queue, p["MetricName"].as_str().unwrap_or("").to_string()), threshold);
     }
-    for q in dlqs.iter().copied().chain(["StreamFailuresQueue"]) {
+    // DeliveriesDLQ: every job in it is an open dead letter (with a record);
+    // the alarm is on those, so it clears when ops requeue or skip them
+    // through the API (which cannot take the job out of the queue).
+    let open_dead_letters = ids_of_type(t, "AWS::CloudWatch::Alarm").into_iter().any(|a| {
+        let p = &t["Resources"][a]["Properties"];
+        p["Namespace"].as_str() == Some("Hookline")
+            && p["MetricName"].as_str() == Some("OpenDeadLetters")
+            && p["ComparisonOperator"].as_str() == Some("GreaterThanThreshold")
+            && p["Threshold"].as_i64() == Some(0)
+    });
+    if !open_dead_letters {
+        errors.push("needs an alarm on Hookline OpenDeadLetters > 0 (the reconciler's metric)".into());
+    }
+    for q in dlqs.iter().copied().filter(|q| *q != "DeliveriesDLQ").chain(["StreamFailuresQueue"]) {
         match alarms.get(&(q.to_string(), "ApproximateNumberOfMessagesVisible".to_string())) {
             Some(th) if *th == 0.0 => {}
             other => errors.push(format!(
@@ -1000,7 +1059,21 @@ fn a_stream_source_without_bisect_or_destination_is_caught() {
             t["Resources"]["SagaFunction"]["Properties"]["Events"]["SagasStream"]["Properties"]
                 ["MaximumRetryAttempts"] = Value::from(-1)
         },
-        "SagaFunction.SagasStream: MaximumRetryAttempts must be a finite count",
+        "SagaFunction.SagasStream: MaximumRetryAttempts must be shared::limits::STREAM_MAX_RETRIES",
+    );
+    // TTL deletes (REMOVE records) must not invoke the router.
+    broken_by(
+        |t| {
+            let p = &mut t["Resources"]["RouterFunction"]["Properties"]["Events"]["EventsStream"]["Properties"];
+            p.as_mapping_mut().expect("props").remove("FilterCriteria");
+        },
+        "RouterFunction.EventsStream: FilterCriteria must pass INSERTs only",
+    );
+    broken_by(
+        |t| {
+            t["Resources"]["DeliveriesQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] = Value::from(10);
+        },
+        "DeliveriesQueue: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES",
     );
 }
 

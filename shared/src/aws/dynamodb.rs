@@ -22,7 +22,8 @@ use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
 };
-use crate::saga::{Saga, SagaStatus};
+use crate::saga::{Saga, SagaState, SagaStatus};
+use chrono::{DateTime, Utc};
 use crate::subscription::Subscription;
 
 /// A `StoreError` for a failed DynamoDB call, with the service's message.
@@ -329,6 +330,17 @@ impl DynamoSagas {
             }
             None => remove.push("last_error"),
         }
+        // The due index holds waiting sagas only: a terminal saga leaves it.
+        match crate::saga::due_at(&t.to, t.at) {
+            Some(due) => {
+                set.push("due_shard = :shard");
+                set.push("due_at = :due");
+                req = req
+                    .expression_attribute_values(":shard", s(item::due_shard(&t.saga_id)))
+                    .expression_attribute_values(":due", n(due.timestamp_millis()));
+            }
+            None => remove.extend(["due_shard", "due_at"]),
+        }
         let mut update = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             update.push_str(&format!(" REMOVE {}", remove.join(", ")));
@@ -367,6 +379,60 @@ impl SagaStore for DynamoSagas {
 
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>> {
         all(all_bounded(transitions.iter().map(|t| self.transition_one(t)).collect(), MAX_STORE_IN_FLIGHT).await)
+    }
+
+    /// One `Query` of index `by_due` per shard (due before `before`,
+    /// oldest first, at most `limit` each), merged and cut to `limit`.
+    async fn stalled(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Saga>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let page = i32::try_from(limit).unwrap_or(i32::MAX);
+        let queries = (0..item::DUE_SHARDS)
+            .map(|shard| {
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name("by_due")
+                    .key_condition_expression("due_shard = :s AND due_at < :b")
+                    .expression_attribute_values(":s", s(shard.to_string()))
+                    .expression_attribute_values(":b", n(before.timestamp_millis()))
+                    .limit(page)
+                    .send()
+            })
+            .collect();
+        let mut sagas = Vec::new();
+        for res in all_bounded(queries, MAX_STORE_IN_FLIGHT).await {
+            let out = res.map_err(|e| backend("Query", &self.table, e))?;
+            for it in out.items() {
+                let a = Attrs::from_sdk(it);
+                let due: i64 = a.n("due_at")?;
+                sagas.push((due, item::saga_from_attrs(&a)?));
+            }
+        }
+        sagas.sort_by_key(|(due, _)| *due);
+        Ok(sagas.into_iter().take(limit).map(|(_, s)| s).collect())
+    }
+
+    async fn defer(&self, event_id: &str, id: &str, expected: &SagaState, until: DateTime<Utc>) -> StoreResult<bool> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(saga_key(event_id, id)))
+            .update_expression("SET due_at = :until")
+            .condition_expression("attribute_exists(due_at) AND #status = :status AND attempts = :attempts")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .expression_attribute_values(":status", s(expected.status.as_str()))
+            .expression_attribute_values(":attempts", n(expected.attempts))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
+            Err(e) => Err(backend("UpdateItem", &self.table, e)),
+        }
     }
 
     /// One consistent `Query` of the event's partition. Ordered by creation
@@ -434,16 +500,19 @@ impl AttemptStore for DynamoAttempts {
 // ------------------------------------------------------------ dead letters
 
 /// DeadLettersTable: one per dead saga; GSI `by_state` lists them newest first.
+/// Open dead letters are kept until ops resolve them; a resolved one
+/// expires `retention` after its resolution (TTL `expires_at`).
 #[derive(Clone)]
 pub struct DynamoDeadLetters {
     client: Client,
     table: String,
+    retention: chrono::Duration,
 }
 
 impl DynamoDeadLetters {
-    /// The adapter over `table`.
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoDeadLetters { client, table: table.into() }
+    /// The adapter over `table`; resolved dead letters are kept `retention`.
+    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
+        DynamoDeadLetters { client, table: table.into(), retention }
     }
 
     /// A query of GSI `by_state` for the dead letters in `state`.
@@ -551,12 +620,13 @@ impl DeadLetterStore for DynamoDeadLetters {
             .update_item()
             .table_name(&self.table)
             .key("id", s(id))
-            .update_expression("SET #state = :state, #data = :data")
+            .update_expression("SET #state = :state, #data = :data, expires_at = :expires")
             .condition_expression("#state = :open")
             .expression_attribute_names("#state", "state")
             .expression_attribute_names("#data", "data")
             .expression_attribute_values(":state", s(state))
             .expression_attribute_values(":data", s(data))
+            .expression_attribute_values(":expires", n((chrono::Utc::now() + self.retention).timestamp()))
             .expression_attribute_values(":open", s("open"))
             .send()
             .await;

@@ -336,7 +336,20 @@ pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, Sto
         .put_s("created_at", rfc3339(s.created_at))
         .put_s("updated_at", rfc3339(s.updated_at))
         .put_n("expires_at", ttl(s.created_at, retention));
+    if let Some(due) = crate::saga::due_at(&s.state, s.created_at) {
+        a.put_s("due_shard", due_shard(&s.id)).put_n("due_at", due.timestamp_millis());
+    }
     Ok(a)
+}
+
+/// Partitions of the Sagas index `by_due`: waiting sagas spread over this
+/// many index keys, so the index takes thousands of writes a second.
+pub const DUE_SHARDS: u32 = 16;
+
+/// The `by_due` partition of a saga: a stable hash of its id.
+pub fn due_shard(saga_id: &str) -> String {
+    let h = saga_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (h % DUE_SHARDS).to_string()
 }
 
 /// Decodes the mutable part of a Sagas item (what a transition compares).
@@ -398,19 +411,37 @@ pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreEr
 // ------------------------------------------------------------ dead letters
 
 /// The DeadLetters item: `id`, `state`, `created_at` (epoch ms, the sort key
-/// of GSI `by_state`), `data`.
+/// of GSI `by_state`), `data` (the record without its event snapshot), and
+/// the snapshot deflated in `event_z` (an event may be 256 KiB; the item
+/// limit is 400 KB). `expires_at` is set only when the dead letter is
+/// resolved (see `DynamoDeadLetters::resolve`): open ones are kept.
 pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
+    let record = DeadLetter { event: None, ..d.clone() };
     a.put_s("id", &d.id)
         .put_s("state", &d.state)
         .put_n("created_at", d.created_at.timestamp_millis())
-        .put_s("data", encode_json(d)?);
+        .put_s("data", encode_json(&record)?);
+    if let Some(e) = &d.event {
+        let json = encode_json(e)?;
+        a.0.insert("event_z".into(), Attr::B(miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6)));
+    }
     Ok(a)
 }
 
 /// Decodes a DeadLetters item.
 pub fn dead_letter_from_attrs(a: &Attrs) -> Result<DeadLetter, StoreError> {
-    a.data()
+    let mut d: DeadLetter = a.data()?;
+    d.event = match a.0.get("event_z") {
+        Some(Attr::B(z)) => {
+            let json = miniz_oxide::inflate::decompress_to_vec_with_limit(z, MAX_INFLATED)
+                .map_err(|e| StoreError::Corrupt(format!("attribute `event_z` does not inflate: {e:?}")))?;
+            Some(serde_json::from_slice(&json).map_err(|e| StoreError::Corrupt(format!("attribute `event_z`: {e}")))?)
+        }
+        Some(other) => return Err(wrong_type("event_z", "B", other)),
+        None => None,
+    };
+    Ok(d)
 }
 
 #[cfg(test)]

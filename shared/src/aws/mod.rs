@@ -6,6 +6,7 @@
 pub mod dynamodb;
 pub mod item;
 pub mod sqs;
+pub mod stream_failures;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub struct AwsNames {
     /// `INGEST_DLQ_URL` (optional): where ingest sends envelopes that fail
     /// validation; only the ingest function needs it.
     pub ingest_dlq_url: Option<String>,
+    /// `STREAM_FAILURES_QUEUE_URL` (optional): the stream mappings'
+    /// on-failure destination; only the reconciler reads it.
+    pub stream_failures_queue_url: Option<String>,
     /// Stream ARN of each table with a stream, by the template's logical id
     /// (`EventsTable`, …). Filled by the test harness; Lambda gets its
     /// streams from event source mappings and leaves this empty.
@@ -91,6 +95,7 @@ impl AwsNames {
             retries_dlq_url: opt("RETRIES_DLQ_URL"),
             requeue_dlq_url: opt("REQUEUE_DLQ_URL"),
             ingest_dlq_url: opt("INGEST_DLQ_URL"),
+            stream_failures_queue_url: opt("STREAM_FAILURES_QUEUE_URL"),
             stream_arns: HashMap::new(),
             queue_urls: HashMap::new(),
         };
@@ -123,6 +128,18 @@ fn retention_from(duration: Option<&str>, v: Option<&str>) -> Result<chrono::Dur
             .ok_or_else(|| format!("RETENTION_DAYS must be a whole number of days >= 1, got {v:?}"))?,
     };
     chrono::Duration::try_days(days).ok_or_else(|| format!("RETENTION_DAYS {days} is too large"))
+}
+
+/// How long a resolved dead letter is kept: `DEAD_LETTER_RETENTION` (a
+/// duration with a unit, e.g. `90d`), else twice the event retention, and
+/// never less than the event retention (a dead letter outlives its event so
+/// its snapshot can still be requeued).
+pub fn dead_letter_retention(retention: chrono::Duration) -> chrono::Duration {
+    std::env::var("DEAD_LETTER_RETENTION")
+        .ok()
+        .and_then(|v| crate::retention::parse_duration(&v).ok())
+        .unwrap_or(retention * 2)
+        .max(retention)
 }
 
 /// The loader of every AWS SDK configuration Hookline builds (the Lambda
@@ -194,7 +211,8 @@ impl AwsBackend {
     pub fn new(config: &aws_config::SdkConfig, names: AwsNames, retention: chrono::Duration) -> AwsBackend {
         let dynamodb = aws_sdk_dynamodb::Client::new(config);
         let sqs = aws_sdk_sqs::Client::new(config);
-        Self::with_clients(dynamodb, sqs, names, retention)
+        let streams = aws_sdk_dynamodbstreams::Client::new(config);
+        Self::with_clients(dynamodb, sqs, streams, names, retention)
     }
 
     /// Builds every adapter on already built clients (shared between
@@ -202,6 +220,7 @@ impl AwsBackend {
     pub fn with_clients(
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
+        streams: aws_sdk_dynamodbstreams::Client,
         names: AwsNames,
         retention: chrono::Duration,
     ) -> AwsBackend {
@@ -216,11 +235,21 @@ impl AwsBackend {
             subscriptions: Arc::new(DynamoSubscriptions::new(dynamodb.clone(), &names.subscriptions_table)),
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
             attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
-            dead_letters: Arc::new(DynamoDeadLetters::new(dynamodb.clone(), &names.dead_letters_table)),
+            dead_letters: Arc::new(DynamoDeadLetters::new(dynamodb.clone(), &names.dead_letters_table, dead_letter_retention(retention))),
             deliveries: Arc::new(deliveries.clone()),
             dead_jobs: Arc::new(deliveries_dlq.clone()),
             retries: Arc::new(retries.clone()),
             requeues: Arc::new(requeues.clone()),
+            stream_failures: match &names.stream_failures_queue_url {
+                Some(url) => Arc::new(stream_failures::DynamoStreamFailures::new(
+                    SqsQueue::new(sqs.clone(), url, None),
+                    streams,
+                    &names.events_table,
+                    &names.sagas_table,
+                    &names.attempts_table,
+                )),
+                None => Arc::new(stream_failures::NotConfigured),
+            },
         };
         AwsBackend {
             stores,

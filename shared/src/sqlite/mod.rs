@@ -21,7 +21,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::StoreError;
 
-pub use outbox::Outbox;
+pub use outbox::{Outbox, SqliteStreamFailures};
 pub use queue::SqliteQueue;
 pub use stores::{SqliteAttempts, SqliteDeadLetters, SqliteEvents, SqliteSagas, SqliteSettings, SqliteSubscriptions};
 
@@ -278,9 +278,10 @@ pub struct Backend {
     pub db: Db,
 }
 
-/// Receives before a delivery job goes to the dead-letter table (a job is
-/// only received again when its worker died without recording an attempt).
-pub const DELIVERY_MAX_RECEIVES: u32 = 10;
+/// Receives before a message goes to its queue's dead-letter table (a job is
+/// only received again when its worker died without recording an attempt):
+/// the same figure as the template's redrive policies.
+pub const DELIVERY_MAX_RECEIVES: u32 = crate::limits::QUEUE_MAX_RECEIVES;
 
 impl Backend {
     /// Opens the database at `path` and builds every adapter on it.
@@ -301,6 +302,7 @@ impl Backend {
             dead_jobs: Arc::new(deliveries_dlq.clone()),
             retries: Arc::new(retries.clone()),
             requeues: Arc::new(requeues.clone()),
+            stream_failures: Arc::new(SqliteStreamFailures(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -8,7 +8,8 @@ use rusqlite::params;
 use super::{decode, sql, Db, Stream};
 use crate::attempt::Attempt;
 use crate::event::EventRecord;
-use crate::ports::StoreResult;
+use crate::ports::{GivenUp, StoreResult, StreamFailures};
+use rusqlite::OptionalExtension;
 use crate::saga::Saga;
 
 /// Reader of the outbox streams (one consumer per stream).
@@ -69,11 +70,81 @@ impl Outbox {
             .await
     }
 
+    /// Gives up on rows the stage failed on too often (`hookline serve`'s
+    /// counterpart of a stream mapping's on-failure destination): they move
+    /// to the stream's `-failed` twin, where [`SqliteStreamFailures`] hands
+    /// them to the reconciler, and the stream goes on without them.
+    pub async fn give_up(&self, seqs: Vec<i64>) -> StoreResult<()> {
+        self.0
+            .call(move |c, _| {
+                let mut st = c.prepare_cached("UPDATE outbox SET stream = stream || '-failed' WHERE seq = ?1 AND stream NOT LIKE '%-failed'").map_err(sql)?;
+                for s in &seqs {
+                    st.execute([s]).map_err(sql)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
     /// Rows left in a stream (queue depth for metrics).
     pub async fn pending(&self, stream: Stream) -> StoreResult<u64> {
         let name = stream.name();
         self.0
             .call(move |c, _| c.query_row("SELECT COUNT(*) FROM outbox WHERE stream = ?1", [name], |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(sql))
             .await
+    }
+}
+
+/// The outbox rows `hookline serve` gave up on ([`Outbox::give_up`]), as
+/// the [`StreamFailures`] port: each row is one batch, resolved to the
+/// record it announces.
+#[derive(Clone)]
+pub struct SqliteStreamFailures(pub Db);
+
+#[async_trait::async_trait]
+impl StreamFailures for SqliteStreamFailures {
+    async fn take(&self, max: usize) -> StoreResult<Vec<GivenUp>> {
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT seq, stream, key, attempt FROM outbox WHERE stream IN ('events-failed', 'sagas-failed', 'attempts-failed') ORDER BY seq LIMIT ?1",
+                    )
+                    .map_err(sql)?;
+                let rows: Vec<(i64, String, String, Option<i64>)> = st
+                    .query_map([max as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                    .map_err(sql)?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql)?;
+                let mut out = Vec::with_capacity(rows.len());
+                for (seq, stream, key, attempt) in rows {
+                    let mut g = GivenUp { receipt: seq.to_string(), ..GivenUp::default() };
+                    let data: Option<String> = match stream.as_str() {
+                        "events-failed" => c.query_row("SELECT data FROM events WHERE id = ?1", [&key], |r| r.get(0)),
+                        "sagas-failed" => c.query_row("SELECT data FROM sagas WHERE id = ?1", [&key], |r| r.get(0)),
+                        _ => c.query_row(
+                            "SELECT data FROM attempts WHERE saga_id = ?1 AND attempt = ?2",
+                            params![key, attempt.unwrap_or(0)],
+                            |r| r.get(0),
+                        ),
+                    }
+                    .optional()
+                    .map_err(sql)?;
+                    match (stream.as_str(), data) {
+                        (_, None) => g.unresolved = Some(format!("{stream} row {seq}: {key} is no longer stored")),
+                        ("events-failed", Some(d)) => g.events.push(decode(&d)?),
+                        ("sagas-failed", Some(d)) => g.sagas.push(decode(&d)?),
+                        (_, Some(d)) => g.attempts.push(decode(&d)?),
+                    }
+                    out.push(g);
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    async fn done(&self, receipts: &[String]) -> StoreResult<()> {
+        let seqs: Vec<i64> = receipts.iter().filter_map(|r| r.parse().ok()).collect();
+        Outbox(self.0.clone()).ack(seqs).await
     }
 }

@@ -12,6 +12,7 @@ use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, StoreResult, SagaStore, SubscriptionStore, Transition, TransitionOutcome,
 };
 use crate::saga::{Saga, SagaState};
+use chrono::{DateTime, Utc};
 use crate::subscription::Subscription;
 
 /// Inserts each item's row unless its key exists and, for each row inserted,
@@ -163,7 +164,7 @@ impl SagaStore for SqliteSagas {
                     c,
                     marks,
                     Stream::Sagas,
-                    "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
                     "INSERT INTO outbox (stream, key) VALUES ('sagas', ?1)",
                     &sagas,
                     |s| {
@@ -174,6 +175,7 @@ impl SagaStore for SqliteSagas {
                             Value::from(s.state.status.as_str().to_string()),
                             Value::from(s.state.attempts),
                             Value::from(encode(s)),
+                            due_ms(&s.state, s.created_at),
                         ];
                         (row, vec![Value::from(s.id.clone())])
                     },
@@ -203,7 +205,7 @@ impl SagaStore for SqliteSagas {
             .call(move |c, _| {
                 let mut sel = c.prepare_cached("SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2").map_err(sql)?;
                 let mut upd = c
-                    .prepare_cached("UPDATE sagas SET status = ?1, attempts = ?2, data = ?3 WHERE id = ?4 AND status = ?5 AND attempts = ?6")
+                    .prepare_cached("UPDATE sagas SET status = ?1, attempts = ?2, data = ?3, due_at = ?7 WHERE id = ?4 AND status = ?5 AND attempts = ?6")
                     .map_err(sql)?;
                 let mut res = Vec::with_capacity(transitions.len());
                 for t in &transitions {
@@ -225,7 +227,8 @@ impl SagaStore for SqliteSagas {
                         encode(&saga),
                         t.saga_id,
                         t.from.status.as_str(),
-                        t.from.attempts
+                        t.from.attempts,
+                        due_ms(&t.to, t.at)
                     ])
                     .map_err(sql)?;
                     res.push(TransitionOutcome::Applied);
@@ -244,6 +247,43 @@ impl SagaStore for SqliteSagas {
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
             })
             .await
+    }
+
+    async fn stalled(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Saga>> {
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached("SELECT data FROM sagas WHERE due_at IS NOT NULL AND due_at < ?1 ORDER BY due_at LIMIT ?2")
+                    .map_err(sql)?;
+                let rows = st.query_map(params![before.timestamp_millis(), limit as i64], |r| r.get::<_, String>(0)).map_err(sql)?;
+                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            })
+            .await
+    }
+
+    async fn defer(&self, event_id: &str, id: &str, expected: &SagaState, until: DateTime<Utc>) -> StoreResult<bool> {
+        let (event_id, id, expected) = (event_id.to_string(), id.to_string(), expected.clone());
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .prepare_cached(
+                        "UPDATE sagas SET due_at = ?1 WHERE id = ?2 AND event_id = ?3 AND status = ?4 AND attempts = ?5 AND due_at IS NOT NULL",
+                    )
+                    .map_err(sql)?
+                    .execute(params![until.timestamp_millis(), id, event_id, expected.status.as_str(), expected.attempts])
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+}
+
+/// The `due_at` column of a saga in `state` changed at `at`: milliseconds,
+/// NULL once terminal (so the partial index holds only waiting sagas).
+fn due_ms(state: &SagaState, at: DateTime<Utc>) -> Value {
+    match crate::saga::due_at(state, at) {
+        Some(t) => Value::from(t.timestamp_millis()),
+        None => Value::Null,
     }
 }
 

@@ -1,42 +1,157 @@
 //! Deliver: POST one job's event to its subscriber, signed, and record the
 //! attempt. It never changes a saga and never decides a retry or a dead
 //! letter; the saga stage reads the attempt and decides.
+//!
+//! Two things are not the subscriber's fault and never cost it an attempt:
+//! a fault on Hookline's side (out of file descriptors or local ports, the
+//! store unreadable, a header Hookline cannot encode) defers the job (it is
+//! sent again after [`LOCAL_FAULT_DELAY`], as a new message, so it does not
+//! count towards the queue's receive limit); and a subscription this
+//! process's cache does not know, or thinks inactive or unverified, is read
+//! again from the store before the attempt is refused. A job received
+//! [`JOB_RECEIVE_LIMIT`] times (its worker crashed or timed out every time)
+//! is recorded as a refused attempt, so its saga dead-letters with a record
+//! and a snapshot that ops can requeue.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use chrono::Utc;
-use crate::limits::{all_bounded, MAX_DELIVERIES_IN_FLIGHT};
 
 use crate::attempt::{Attempt, DeliveryJob};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::http_client::{PostError, PostResult};
+use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::saga::AttemptResult;
 use crate::signing;
 use crate::subscription::{PayloadFormat, Subscription};
 
-/// Delivers a batch of jobs concurrently and records every attempt in one
-/// write. On `Ok` each job's attempt is recorded (or already was, when the
-/// job was a duplicate), so the caller may delete the messages.
-pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), StoreError> {
-    let attempts: Vec<Attempt> = all_bounded(jobs.iter().map(|j| attempt(h, j)).collect(), MAX_DELIVERIES_IN_FLIGHT)
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()?;
-    crate::failpoint::hit("deliver.before_record");
-    let inserted = h.stores.attempts.record(&attempts).await?;
-    for (a, new) in attempts.iter().zip(inserted) {
-        if !new {
-            tracing::info!(saga_id = %a.saga_id, attempt = a.attempt, "attempt already recorded; duplicate job");
+/// How long a job hit by a local fault waits before it is tried again.
+pub const LOCAL_FAULT_DELAY: Duration = Duration::from_secs(10);
+
+/// A delivery job as the queue handed it over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedJob {
+    /// The job.
+    pub job: DeliveryJob,
+    /// How many times the queue has handed it out, this time included.
+    pub receive_count: u32,
+}
+
+/// What one job came to before anything is stored.
+enum Prepared {
+    /// An attempt to record (delivered, failed, refused).
+    Record(Attempt),
+    /// Not attempted, for a reason on Hookline's side: try again later.
+    Defer(String),
+}
+
+/// Delivers a batch of received jobs concurrently (at most
+/// [`MAX_DELIVERIES_IN_FLIGHT`] at once), records their attempts in one
+/// write and re-sends deferred jobs. Returns, per job, whether its message
+/// is done with (recorded, already recorded, or re-sent) and may be deleted;
+/// the others are received again after their visibility timeout.
+pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
+    let prepared = all_bounded(jobs.iter().map(|r| prepare(h, r)).collect(), MAX_DELIVERIES_IN_FLIGHT).await;
+    let mut done = vec![false; jobs.len()];
+    let (mut recorded, mut attempts, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, p) in prepared.into_iter().enumerate() {
+        match p {
+            Ok(Prepared::Record(a)) => {
+                recorded.push(i);
+                attempts.push(a);
+            }
+            Ok(Prepared::Defer(why)) => deferred.push((i, why)),
+            Err(e) => deferred.push((i, format!("store unavailable: {e}"))),
         }
     }
-    Ok(())
+    crate::failpoint::hit("deliver.before_record");
+    if !attempts.is_empty() {
+        match h.stores.attempts.record(&attempts).await {
+            Ok(inserted) => {
+                for ((i, a), new) in recorded.iter().zip(&attempts).zip(inserted) {
+                    done[*i] = true;
+                    if !new {
+                        tracing::info!(saga_id = %a.saga_id, attempt = a.attempt, "attempt already recorded; duplicate job");
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "delivery: recording attempts failed; jobs will be received again"),
+        }
+    }
+    if !deferred.is_empty() {
+        let messages: Vec<(String, Duration)> = deferred
+            .iter()
+            .map(|(i, _)| (serde_json::to_string(&jobs[*i].job).expect("job serializes"), LOCAL_FAULT_DELAY))
+            .collect();
+        match h.stores.deliveries.send(&messages).await {
+            Ok(()) => {
+                for (i, why) in &deferred {
+                    done[*i] = true;
+                    h.metrics.deliveries_deferred.fetch_add(1, Relaxed);
+                    let j = &jobs[*i].job;
+                    tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, "delivery deferred: a fault on Hookline's side; no attempt counted");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "delivery: re-sending deferred jobs failed; they will be received again"),
+        }
+    }
+    done
+}
+
+/// Delivers jobs received once (tests and tools that hold jobs, not
+/// messages); fails if any job is not done.
+pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), StoreError> {
+    let received: Vec<ReceivedJob> = jobs.iter().map(|j| ReceivedJob { job: j.clone(), receive_count: 1 }).collect();
+    let done = deliver_received(h, &received).await;
+    match done.iter().filter(|d| !**d).count() {
+        0 => Ok(()),
+        n => Err(StoreError::Backend(format!("{n} of {} delivery jobs were not done", jobs.len()))),
+    }
+}
+
+async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreError> {
+    if r.receive_count >= JOB_RECEIVE_LIMIT {
+        let error = format!(
+            "delivery job received {} times without an attempt being recorded (its worker crashed or timed out each time)",
+            r.receive_count
+        );
+        return Ok(Prepared::Record(refused(&r.job, &error)));
+    }
+    attempt(h, &r.job).await
+}
+
+/// The attempt record of a job refused without a request.
+fn refused(job: &DeliveryJob, error: &str) -> Attempt {
+    Attempt {
+        saga_id: job.saga_id.clone(),
+        attempt: job.attempt,
+        event_id: job.event_id.clone(),
+        subscription_id: job.subscription_id.clone(),
+        status_code: None,
+        error: Some(error.to_string()),
+        latency_ms: 0,
+        at: Utc::now(),
+        result: AttemptResult::Rejected { error: error.to_string() },
+    }
+}
+
+/// The event a saga delivers: the stored one, or, once it has expired, the
+/// snapshot kept by the dead letter a requeued saga came from.
+pub async fn event_of(h: &Hookline, event_id: &str, saga_id: &str) -> Result<Option<EventRecord>, StoreError> {
+    if let Some(e) = h.stores.events.get(event_id).await? {
+        return Ok(Some(e));
+    }
+    let Some(saga) = h.stores.sagas.get(event_id, saga_id).await? else { return Ok(None) };
+    let Some(dead) = saga.origin.filter(|o| o.kind == "requeue").and_then(|o| o.previous_saga_id) else { return Ok(None) };
+    Ok(h.stores.dead_letters.get(&dead).await?.and_then(|d| d.event))
 }
 
 /// Makes one attempt and describes it; does not store it. Every log line
 /// of the attempt carries the saga, event and subscription ids.
-pub async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreError> {
+async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, StoreError> {
     use tracing::Instrument;
     let span = tracing::info_span!(
         "attempt",
@@ -49,33 +164,31 @@ pub async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreEr
     attempt_in_span(h, job).instrument(span).await
 }
 
-async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, StoreError> {
-    let sub = h.subscription_cache.get(h.stores.subscriptions.as_ref(), &job.subscription_id).await?;
-    let event = h.stores.events.get(&job.event_id).await?;
+async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, StoreError> {
+    let store = h.stores.subscriptions.as_ref();
+    let sub = match h.subscription_cache.get(store, &job.subscription_id).await? {
+        Some(s) if s.is_routable() => Some(s),
+        // Unknown, inactive or unverified here: this container's cache may
+        // be behind the one that routed the event. Ask the store.
+        _ => h.subscription_cache.confirm(store, &job.subscription_id).await?,
+    };
+    let event = event_of(h, &job.event_id, &job.saga_id).await?;
     if let Some(t) = event.as_ref().and_then(|e| e.trace_id.as_deref()) {
         tracing::Span::current().record("trace_id", t);
     }
-    let refused = |error: &str| Attempt {
-        saga_id: job.saga_id.clone(),
-        attempt: job.attempt,
-        event_id: job.event_id.clone(),
-        subscription_id: job.subscription_id.clone(),
-        status_code: None,
-        error: Some(error.to_string()),
-        latency_ms: 0,
-        at: Utc::now(),
-        result: AttemptResult::Rejected { error: error.to_string() },
-    };
     let (sub, event) = match (sub, event) {
-        (None, _) => return Ok(refused("subscription no longer exists")),
-        (_, None) => return Ok(refused("event is no longer stored")),
-        (Some(s), _) if !s.active => return Ok(refused("subscription is inactive")),
-        (Some(s), _) if !s.verified => return Ok(refused("subscription is not verified")),
+        (None, _) => return Ok(Prepared::Record(refused(job, "subscription no longer exists"))),
+        (_, None) => return Ok(Prepared::Record(refused(job, "event is no longer stored"))),
+        (Some(s), _) if !s.active => return Ok(Prepared::Record(refused(job, "subscription is inactive"))),
+        (Some(s), _) if !s.verified => return Ok(Prepared::Record(refused(job, "subscription is not verified"))),
         (Some(s), Some(e)) => (s, e),
     };
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let res = h.client.post(&sub.callback_url, &headers, body).await;
+    if let Some(PostError::Local(why)) = &res.error {
+        return Ok(Prepared::Defer(why.clone()));
+    }
     let latency_ms = res.latency.as_millis() as u64;
     h.metrics.observe_latency(latency_ms);
     let result = classify(&res);
@@ -93,7 +206,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, Sto
     tracing::info!(
         status = res.status, latency_ms, error = error.as_deref().unwrap_or(""), "delivery attempt"
     );
-    Ok(Attempt {
+    Ok(Prepared::Record(Attempt {
         saga_id: job.saga_id.clone(),
         attempt: job.attempt,
         event_id: job.event_id.clone(),
@@ -103,7 +216,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Attempt, Sto
         latency_ms,
         at: Utc::now(),
         result,
-    })
+    }))
 }
 
 /// The signed request for one attempt: headers and body.

@@ -8,6 +8,7 @@
 
 pub mod deliver;
 pub mod ingest;
+pub mod reconcile;
 pub mod requeue;
 pub mod route;
 pub mod saga;

@@ -14,7 +14,23 @@ use crate::saga::Saga;
 /// Creates the sagas of these events; returns how many were new. Safe to
 /// repeat: saga ids derive from `(event, subscription)`.
 pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
-    let subs = h.subscription_cache.all(h.stores.subscriptions.as_ref()).await?;
+    let store = h.stores.subscriptions.as_ref();
+    let mut subs = h.subscription_cache.all(store).await?;
+    // A subscription in scope that this cache thinks inactive or unverified
+    // may have been verified or re-activated by another container: ask the
+    // store before leaving it out (once per cache fill).
+    let doubtful: Vec<String> = subs
+        .iter()
+        .filter(|s| !s.is_routable() && events.iter().any(|e| routing::in_scope(s, e)))
+        .map(|s| s.id.clone())
+        .collect();
+    let mut changed = false;
+    for id in doubtful {
+        changed |= h.subscription_cache.confirm(store, &id).await?.is_some_and(|s| s.is_routable());
+    }
+    if changed {
+        subs = h.subscription_cache.all(store).await?;
+    }
     let now = Utc::now();
     let sagas: Vec<Saga> = events
         .iter()

@@ -83,7 +83,20 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
         return Ok(TimerOutcome::NotYet((timer.due_at - now).to_std().unwrap_or_default()));
     }
     // The timer carries only the saga's key; the job needs the rest.
-    let Some(saga) = h.stores.sagas.get(&timer.event_id, &timer.saga_id).await? else { return Ok(TimerOutcome::Done) };
+    let Some(saga) = h.stores.sagas.get(&timer.event_id, &timer.saga_id).await? else {
+        // Never a silent drop: the saga expired (or was lost) while it
+        // waited, so the delivery ends as a dead letter that says so.
+        let job = DeliveryJob {
+            saga_id: timer.saga_id.clone(),
+            event_id: timer.event_id.clone(),
+            subscription_id: String::new(),
+            webhook_id: String::new(),
+            attempt: timer.attempt,
+        };
+        let reason = format!("retry timer for attempt {} found its saga no longer stored (retention ended?)", timer.attempt);
+        dead_letter(h, &job, &reason).await?;
+        return Ok(TimerOutcome::Done);
+    };
     let step = Step {
         job: job_of(&saga, timer.attempt),
         from: SagaState {
@@ -99,7 +112,8 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
     Ok(TimerOutcome::Done)
 }
 
-fn job_of(s: &Saga, attempt: u32) -> DeliveryJob {
+/// The delivery job of attempt `attempt` of saga `s`.
+pub fn job_of(s: &Saga, attempt: u32) -> DeliveryJob {
     DeliveryJob {
         saga_id: s.id.clone(),
         event_id: s.event_id.clone(),
@@ -198,13 +212,14 @@ pub fn timer_message(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, now: Da
 
 async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<(), StoreError> {
     let saga = h.stores.sagas.get(&job.event_id, &job.saga_id).await?;
-    let event = h.stores.events.get(&job.event_id).await?;
+    let event = crate::stage::deliver::event_of(h, &job.event_id, &job.saga_id).await?;
+    let subscription_id = saga.as_ref().map_or(job.subscription_id.clone(), |s| s.subscription_id.clone());
     let event_type = event.as_ref().map(|e| e.event_type.clone()).unwrap_or_default();
     let trace_id = event.as_ref().and_then(|e| e.trace_id.clone()).unwrap_or_default();
     let dl = DeadLetter {
         id: job.saga_id.clone(),
         event_id: job.event_id.clone(),
-        subscription_id: job.subscription_id.clone(),
+        subscription_id,
         event_type,
         reason: reason.to_string(),
         attempts: saga.as_ref().map_or(job.attempt, |s| s.state.attempts),
@@ -212,6 +227,7 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
         created_at: Utc::now(),
         state: "open".into(),
         resolution: None,
+        event,
     };
     if h.stores.dead_letters.put(&dl).await? {
         h.metrics.dead_letters.fetch_add(1, Relaxed);

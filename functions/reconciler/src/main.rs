@@ -1,0 +1,17 @@
+//! Reconciler: on a schedule, re-drives stream batches the pipeline gave up
+//! on and sagas that stopped progressing, and reports open dead letters.
+//! Wiring only: `shared::lambda::reconcile_scheduled` decides.
+
+use serde_json::Value;
+use shared::lambda::{self, Error};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda::init_logging();
+    let h = lambda::hookline_from_env().await?;
+    let limits = lambda::reconcile_limits_from_env()?;
+    lambda::run("reconciler", h, move |h, _schedule: Value| async move {
+        Ok(serde_json::to_value(lambda::reconcile_scheduled(&h, &limits).await?)?)
+    })
+    .await
+}

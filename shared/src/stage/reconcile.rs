@@ -1,0 +1,202 @@
+//! Reconcile: the way back from every stuck state. Stream records are only
+//! pointers that a DynamoDB stream forgets after 24 hours, and a queue can
+//! lose a job to its dead-letter queue; this stage (a scheduled function on
+//! AWS, a loop in `hookline serve`) finds
+//! - stream batches the pipeline gave up on ([`crate::ports::StreamFailures`]):
+//!   events never routed, sagas never started, attempts never read; and
+//! - sagas that stopped progressing: not terminal and past their due time
+//!   by a margin ([`crate::ports::SagaStore::stalled`], an index of waiting
+//!   sagas, so nothing is scanned),
+//!
+//! and re-drives them through the normal idempotent path: routing creates
+//! sagas conditionally, a recorded attempt is fed to the saga stage again,
+//! a lost job is sent again (its attempt is a conditional put, so a second
+//! attempt record is impossible). Every run is bounded and reports what it
+//! found and fixed.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde::Serialize;
+
+use crate::context::Hookline;
+use crate::error::StoreError;
+use crate::saga::{SagaStatus, Saga};
+use crate::stage::{route, saga};
+
+/// How much one run may do, and when a saga counts as stalled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReconcileLimits {
+    /// Given-up stream batches re-driven per run.
+    pub max_batches: usize,
+    /// Stalled sagas re-driven per run.
+    pub max_sagas: usize,
+    /// How long past its due time a saga may wait before it counts as
+    /// stalled: longer than a job can legitimately wait in the deliveries
+    /// queue (its visibility timeout times its receives, and any backlog).
+    pub stall_margin: chrono::Duration,
+}
+
+impl Default for ReconcileLimits {
+    /// 10 batches and 100 sagas a run; stalled after 1 hour (the deliveries
+    /// queue's 6 receives × 6 minutes of visibility is 36 minutes).
+    fn default() -> Self {
+        ReconcileLimits { max_batches: 10, max_sagas: 100, stall_margin: chrono::Duration::hours(1) }
+    }
+}
+
+/// What one run found and did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReconcileReport {
+    /// Given-up stream batches read.
+    pub batches: usize,
+    /// Events of those batches routed again.
+    pub events_rerouted: usize,
+    /// Sagas of those batches started again.
+    pub sagas_restarted: usize,
+    /// Attempts of those batches fed to the saga stage again.
+    pub attempts_replayed: usize,
+    /// Batches that could not be resolved (left for an operator).
+    pub unresolved: usize,
+    /// Stalled sagas found.
+    pub stalled: usize,
+    /// Of those, re-driven (the rest had moved on meanwhile).
+    pub redriven: usize,
+    /// Dead letters awaiting requeue or skip, after the run (the alarm's
+    /// metric: it returns to OK when ops have handled them all).
+    pub open_dead_letters: u64,
+}
+
+/// One run: given-up batches first, then stalled sagas. Errors of one item
+/// are logged and leave it for the next run; only a failure to read the
+/// work at all is returned.
+pub async fn reconcile(h: &Hookline, limits: &ReconcileLimits) -> Result<ReconcileReport, StoreError> {
+    let mut report = ReconcileReport::default();
+    given_up(h, limits, &mut report).await?;
+    stalled(h, limits, &mut report).await?;
+    report.open_dead_letters = h.stores.dead_letters.count("open").await?;
+    let m = &h.metrics.reconciled;
+    m.events_rerouted.fetch_add(report.events_rerouted as u64, Relaxed);
+    m.sagas_redriven.fetch_add((report.sagas_restarted + report.attempts_replayed + report.redriven) as u64, Relaxed);
+    m.unresolved.fetch_add(report.unresolved as u64, Relaxed);
+    if report.batches + report.stalled > 0 {
+        tracing::warn!(
+            batches = report.batches,
+            events_rerouted = report.events_rerouted,
+            sagas_restarted = report.sagas_restarted,
+            attempts_replayed = report.attempts_replayed,
+            unresolved = report.unresolved,
+            stalled = report.stalled,
+            redriven = report.redriven,
+            "reconciler re-drove stuck work"
+        );
+    }
+    Ok(report)
+}
+
+async fn given_up(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileReport) -> Result<(), StoreError> {
+    let batches = h.stores.stream_failures.take(limits.max_batches).await?;
+    let mut done = Vec::new();
+    for b in batches {
+        report.batches += 1;
+        if let Some(why) = &b.unresolved {
+            report.unresolved += 1;
+            tracing::error!(reason = %why, "reconciler: a given-up stream batch cannot be resolved; left for an operator");
+            continue;
+        }
+        let res = async {
+            route::route(h, &b.events).await?;
+            saga::start(h, &b.sagas).await?;
+            saga::on_attempts(h, &b.attempts).await
+        }
+        .await;
+        match res {
+            Ok(()) => {
+                report.events_rerouted += b.events.len();
+                report.sagas_restarted += b.sagas.len();
+                report.attempts_replayed += b.attempts.len();
+                done.push(b.receipt);
+            }
+            Err(e) => tracing::error!(error = %e, "reconciler: re-driving a given-up batch failed; next run retries"),
+        }
+    }
+    if !done.is_empty() {
+        h.stores.stream_failures.done(&done).await?;
+    }
+    Ok(())
+}
+
+async fn stalled(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileReport) -> Result<(), StoreError> {
+    let now = Utc::now();
+    let found = h.stores.sagas.stalled(now - limits.stall_margin, limits.max_sagas).await?;
+    report.stalled = found.len();
+    for s in found {
+        match redrive(h, &s).await {
+            Ok(true) => {
+                report.redriven += 1;
+                // Give the re-driven work a full margin before looking again.
+                h.stores.sagas.defer(&s.event_id, &s.id, &s.state, now + limits.stall_margin).await?;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::error!(error = %e, saga_id = %s.id, "reconciler: re-driving a stalled saga failed; next run retries"),
+        }
+    }
+    Ok(())
+}
+
+/// Re-drives one stalled saga from its current stored state; `false` if it
+/// is gone or terminal by now.
+async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
+    let Some(s) = h.stores.sagas.get(&found.event_id, &found.id).await? else { return Ok(false) };
+    if s.state.status.is_terminal() || s.state != found.state {
+        return Ok(false);
+    }
+    let in_flight = crate::saga::in_progress_attempt(&s.state);
+    match s.state.status {
+        SagaStatus::Pending | SagaStatus::InProgress => {
+            // The attempt may be recorded and only its stream record lost:
+            // then the saga stage reads it again; otherwise the job is sent again.
+            let recorded = h.stores.attempts.list(&s.id).await?.into_iter().find(|a| a.attempt == in_flight);
+            match recorded {
+                Some(a) => saga::on_attempts(h, &[a]).await?,
+                None => {
+                    let job = saga::job_of(&s, in_flight);
+                    h.stores.deliveries.send(&[(serde_json::to_string(&job).expect("job serializes"), Duration::ZERO)]).await?
+                }
+            }
+        }
+        SagaStatus::PendingRetry => {
+            // The timer was lost: wake the saga now (it is past due).
+            let job = saga::job_of(&s, s.state.attempts);
+            let (body, _) = saga::timer_message(&job, s.state.attempts + 1, s.state.next_attempt_at.unwrap_or(Utc::now()), Utc::now());
+            h.stores.retries.send(&[(body, Duration::ZERO)]).await?
+        }
+        _ => return Ok(false),
+    }
+    tracing::warn!(saga_id = %s.id, event_id = %s.event_id, status = s.state.status.as_str(), attempt = in_flight, "reconciler: stalled saga re-driven");
+    Ok(true)
+}
+
+/// The run's report as one CloudWatch Embedded Metric Format line
+/// (namespace `Hookline`, dimension `Function`): the alarm on open dead
+/// letters reads `OpenDeadLetters` from it.
+pub fn emf_line(report: &ReconcileReport, function: &str, timestamp_ms: i64) -> String {
+    let names = [
+        ("ReconcileEventsRerouted", report.events_rerouted as u64),
+        ("ReconcileSagasRedriven", (report.sagas_restarted + report.attempts_replayed + report.redriven) as u64),
+        ("ReconcileUnresolved", report.unresolved as u64),
+        ("ReconcileStalled", report.stalled as u64),
+        ("OpenDeadLetters", report.open_dead_letters),
+    ];
+    let mut doc = serde_json::json!({"Function": function});
+    for (n, v) in names {
+        doc[n] = serde_json::json!(v);
+    }
+    let metrics: Vec<serde_json::Value> = names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
+    doc["_aws"] = serde_json::json!({
+        "Timestamp": timestamp_ms,
+        "CloudWatchMetrics": [{"Namespace": "Hookline", "Dimensions": [["Function"]], "Metrics": metrics}],
+    });
+    doc.to_string()
+}
