@@ -25,6 +25,7 @@ use shared::retention::{parse_duration, parse_std_duration, Display as ShowDurat
 use shared::sqlite::purge::{PurgePolicy, Purger};
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
+use shared::stage::reconcile::{self, ReconcileLimits};
 use shared::stage::{deliver, requeue, route, saga, verify};
 use shared::ports::{JobQueue, Received};
 use tokio::sync::watch;
@@ -65,6 +66,14 @@ pub struct ServeArgs {
     /// are never purged.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     dead_letter_retention: Option<chrono::Duration>,
+    /// How often the reconciler looks for stuck work: outbox rows the
+    /// pipeline gave up on, and sagas that stopped progressing.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_std_duration)]
+    reconcile_interval: Duration,
+    /// How long past its due time a saga may wait before the reconciler
+    /// re-drives it (longer than a job can wait in the queue).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_std_duration)]
+    stall_margin: Duration,
     /// How often the purge looks for rows past their retention.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_std_duration)]
     purge_interval: Duration,
@@ -171,7 +180,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (o, hk) = (backend.outbox.clone(), h.clone());
     tasks.spawn(outbox_loop(
         "route",
-        move |after| { let o = o.clone(); async move { o.events(after, OUTBOX_BATCH).await } },
+        move |after, max| { let o = o.clone(); async move { o.events(after, max).await } },
         move |events| { let hk = hk.clone(); async move { route::route(&hk, &events).await.map(|_| ()) } },
         backend.outbox.clone(),
         backend.db.watch(Stream::Events),
@@ -180,7 +189,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (o, hk) = (backend.outbox.clone(), h.clone());
     tasks.spawn(outbox_loop(
         "saga.start",
-        move |after| { let o = o.clone(); async move { o.sagas(after, OUTBOX_BATCH).await } },
+        move |after, max| { let o = o.clone(); async move { o.sagas(after, max).await } },
         move |sagas| { let hk = hk.clone(); async move { saga::start(&hk, &sagas).await } },
         backend.outbox.clone(),
         backend.db.watch(Stream::Sagas),
@@ -189,7 +198,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (o, hk) = (backend.outbox.clone(), h.clone());
     tasks.spawn(outbox_loop(
         "saga.attempts",
-        move |after| { let o = o.clone(); async move { o.attempts(after, OUTBOX_BATCH).await } },
+        move |after, max| { let o = o.clone(); async move { o.attempts(after, max).await } },
         move |attempts| { let hk = hk.clone(); async move { saga::on_attempts(&hk, &attempts).await } },
         backend.outbox.clone(),
         backend.db.watch(Stream::Attempts),
@@ -236,6 +245,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         rescan_every: retention.to_std().unwrap_or(Duration::MAX).min(Duration::from_secs(600)),
     };
     tasks.spawn(purge_loop(Purger::new(backend.db.clone(), purge_policy), h.clone(), args.purge_interval, stop.clone()));
+    let reconcile_limits = ReconcileLimits {
+        stall_margin: chrono::Duration::from_std(args.stall_margin).unwrap_or(chrono::Duration::MAX),
+        ..ReconcileLimits::default()
+    };
+    tasks.spawn(reconcile_loop(h.clone(), reconcile_limits, args.reconcile_interval, stop.clone()));
     tokio::spawn(reverify_unverified(h.clone()));
 
     let (max_body, body_timeout) = (h.config.max_body_bytes, args.body_timeout);
@@ -379,6 +393,23 @@ fn connection_cap(wanted: usize, open_files: Option<u64>) -> usize {
     wanted.min(fits).max(1)
 }
 
+/// The reconciler ([`shared::stage::reconcile`]): every `every`, re-drives
+/// given-up outbox rows and stalled sagas, bounded per run.
+async fn reconcile_loop(h: Arc<Hookline>, limits: ReconcileLimits, every: Duration, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => {}
+        }
+        if *stop.borrow() {
+            return;
+        }
+        if let Err(e) = reconcile::reconcile(&h, &limits).await {
+            tracing::warn!(error = %e, "reconciler failed; retrying at the next interval");
+        }
+    }
+}
+
 /// The retention purge ([`shared::sqlite::purge`]): every `every`, deletes
 /// what is past its retention in small batches through the writer, until
 /// caught up. A debug line per batch; an info line per run that deleted
@@ -442,15 +473,20 @@ async fn outbox_loop<T, R, RF, H, HF>(
     mut changes: watch::Receiver<u64>,
     mut stop: watch::Receiver<bool>,
 ) where
-    R: Fn(i64) -> RF,
+    R: Fn(i64, usize) -> RF,
     RF: Future<Output = Result<Vec<(i64, T)>, StoreError>>,
     H: Fn(Vec<T>) -> HF,
     HF: Future<Output = Result<(), StoreError>>,
 {
     let mut after = 0;
+    // As a stream mapping does: a batch that keeps failing is retried
+    // STREAM_MAX_RETRIES times, then halved, until the failing row is alone;
+    // that row is given up (to the reconciler) and the stream goes on.
+    let mut limit = OUTBOX_BATCH;
+    let mut failures = 0;
     while !*stop.borrow() {
         changes.borrow_and_update();
-        let rows = match read(after).await {
+        let rows = match read(after, limit).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, stage = name, "reading the outbox failed");
@@ -466,6 +502,7 @@ async fn outbox_loop<T, R, RF, H, HF>(
         match handle(records).await {
             Ok(()) => {
                 after = *seqs.last().expect("non-empty");
+                (limit, failures) = (OUTBOX_BATCH, 0);
                 let outbox = outbox.clone();
                 tokio::spawn(async move {
                     if let Err(e) = outbox.ack(seqs).await {
@@ -474,8 +511,22 @@ async fn outbox_loop<T, R, RF, H, HF>(
                 });
             }
             Err(e) => {
-                tracing::error!(error = %e, stage = name, "stage failed; will retry");
-                tokio::time::sleep(BACKOFF).await;
+                failures += 1;
+                tracing::error!(error = %e, stage = name, failures, "stage failed; will retry");
+                if failures <= shared::limits::STREAM_MAX_RETRIES {
+                    tokio::time::sleep(BACKOFF).await;
+                } else if seqs.len() > 1 {
+                    (limit, failures) = (seqs.len() / 2, 0);
+                } else {
+                    match outbox.give_up(seqs.clone()).await {
+                        Ok(()) => {
+                            tracing::error!(stage = name, seq = seqs[0], "gave up on an outbox row; the reconciler re-drives it");
+                            after = seqs[0];
+                            (limit, failures) = (OUTBOX_BATCH, 0);
+                        }
+                        Err(e) => tracing::error!(error = %e, stage = name, "giving up on an outbox row failed; will retry"),
+                    }
+                }
             }
         }
     }

@@ -4,6 +4,13 @@
 //! Lambda handlers use [`arm_panic`] instead: the next handler to reach the
 //! point panics, as a crashed invocation would. Unarmed, a hit costs one
 //! cached comparison and one uncontended lock.
+//!
+//! Failure injection: `HOOKLINE_FAILPOINT=<name>[@<key>]*<n>`
+//! (comma-separated with others), or [`arm_failures`] in-process, makes the
+//! next `n` calls of [`fails`] for that name (and key: an event id, so tests
+//! running side by side do not trip over each other) answer `true`, so the
+//! stage there fails (or loses a message) as a flaky store or queue would,
+//! without crashing.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -21,7 +28,50 @@ pub fn panic_armed() -> bool {
 
 fn armed() -> Option<&'static str> {
     static NAME: OnceLock<Option<String>> = OnceLock::new();
-    NAME.get_or_init(|| std::env::var("HOOKLINE_FAILPOINT").ok().filter(|s| !s.is_empty())).as_deref()
+    NAME.get_or_init(|| std::env::var("HOOKLINE_FAILPOINT").ok().filter(|s| !s.is_empty() && !s.contains('*'))).as_deref()
+}
+
+static FAILURES: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());
+
+fn failures() -> std::sync::MutexGuard<'static, Vec<(String, u32)>> {
+    // Entries are `name` or `name@key`.
+    static FROM_ENV: OnceLock<()> = OnceLock::new();
+    let mut f = FAILURES.lock().unwrap_or_else(|e| e.into_inner());
+    FROM_ENV.get_or_init(|| {
+        let spec = std::env::var("HOOKLINE_FAILPOINT").unwrap_or_default();
+        for part in spec.split(',') {
+            if let Some((name, n)) = part.split_once('*') {
+                if let Ok(n) = n.trim().parse() {
+                    f.push((name.trim().to_string(), n));
+                }
+            }
+        }
+    });
+    f
+}
+
+/// Makes the next `times` calls of [`fails`] for `name` (`name@key`: only
+/// with that key) in this process answer `true`.
+pub fn arm_failures(name: &str, times: u32) {
+    failures().push((name.to_string(), times));
+}
+
+/// Should the operation at failpoint `name`, about `key` (an event id),
+/// fail this time? Counts down an armed failure; `false` when none is armed
+/// (the normal case).
+pub fn fails(name: &str, key: &str) -> bool {
+    let mut f = failures();
+    if f.is_empty() {
+        return false;
+    }
+    let keyed = format!("{name}@{key}");
+    match f.iter_mut().find(|(n, left)| (n == name || *n == keyed) && *left > 0) {
+        Some((_, left)) => {
+            *left -= 1;
+            true
+        }
+        None => false,
+    }
 }
 
 /// Aborts the process if the failpoint `name` is armed.

@@ -440,12 +440,13 @@ mod tests {
         let err = build_headers(&[("webhook-signature", secret)]).unwrap_err();
         assert_eq!(
             err,
-            PostError::Other("invalid value for header webhook-signature".into())
+            // Hookline's own header: a local fault, never the subscriber's attempt.
+            PostError::Local("invalid value for header webhook-signature".into())
         );
         assert!(build_headers(&[("bad header", "x".into())]).is_err());
         assert!(matches!(
             build_headers(&[("Content-Length", "1".into())]),
-            Err(PostError::Other(m)) if m.contains("content-length")
+            Err(PostError::Local(m)) if m.contains("content-length")
         ));
         let ok = build_headers(&[
             ("content-type", "application/json".into()),

@@ -273,6 +273,25 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         shared::failpoint::arm_panic(failpoint);
     }
 
+    /// Arms the failures in this process (the handlers run here).
+    async fn inject_failures(&mut self, failures: &[(&str, u32)]) {
+        for (f, n) in failures {
+            shared::failpoint::arm_failures(f, *n);
+        }
+    }
+
+    /// One scheduled invocation of the reconciler, stall margin 2 s.
+    async fn reconcile(&self) {
+        let limits = shared::stage::reconcile::ReconcileLimits {
+            stall_margin: chrono::Duration::seconds(2),
+            ..Default::default()
+        };
+        let report = lambda::reconcile_scheduled(&self.hookline, &limits).await.expect("the reconciler runs");
+        if report.batches + report.stalled > 0 {
+            eprintln!("reconciler run: {}", serde_json::to_string(&report).unwrap_or_default());
+        }
+    }
+
     /// Waits until the crash happened; the driver retries the failed
     /// invocation as Lambda would.
     async fn recover(&mut self) {

@@ -363,7 +363,7 @@ async fn stream_mapping(
                     let kind = if *n > STREAM_MAX_RETRIES {
                         // Give up on this record: its description goes to the
                         // on-failure destination and the shard moves on.
-                        let req = json!({"QueueUrl": failures_url, "MessageBody": json!({"streamArn": arn, "shardId": shard, "sequenceNumber": seq, "condition": "RetryAttemptsExhausted"}).to_string()});
+                        let req = json!({"QueueUrl": failures_url, "MessageBody": on_failure_record(&arn, shard, &seq, counted.1).to_string()});
                         let res = moto.call("sqs", "AmazonSQS.SendMessage", req.clone()).await;
                         counted.0.record_sqs(counted.1, "SendMessage", json_len(&req, &res), 1);
                         "AFTER_SEQUENCE_NUMBER"
@@ -386,6 +386,23 @@ async fn stream_mapping(
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// What Lambda sends to a stream mapping's on-failure destination when it
+/// gives up on a batch (Lambda Developer Guide, "Retaining discarded
+/// batches for a DynamoDB event source"): a pointer, not the records.
+pub fn on_failure_record(stream_arn: &str, shard: &str, seq: &str, function: &str) -> Value {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    json!({
+        "requestContext": {"requestId": format!("driver-{seq}"), "functionArn": format!("arn:aws:lambda:us-east-1:123456789012:function:{function}"),
+                           "condition": "RetryAttemptsExhausted", "approximateInvokeCount": STREAM_MAX_RETRIES + 1},
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "version": "1.0",
+        "timestamp": now,
+        "DDBStreamBatchInfo": {"shardId": shard, "startSequenceNumber": seq, "endSequenceNumber": seq,
+                               "approximateArrivalOfFirstRecord": now, "approximateArrivalOfLastRecord": now,
+                               "batchSize": 1, "streamArn": stream_arn},
+    })
 }
 
 async fn queue_mapping(

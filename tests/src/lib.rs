@@ -33,6 +33,7 @@ pub mod emulator;
 pub mod lambda_driver;
 pub mod metering;
 pub mod strict;
+pub mod stages;
 pub mod pipeline;
 pub mod scenarios;
 pub mod input_scenarios;

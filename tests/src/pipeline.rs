@@ -27,6 +27,16 @@ pub trait Pipeline: Sync {
     /// platform retries the invocation by itself).
     fn recover(&mut self) -> impl Future<Output = ()> + Send;
 
+    /// Arms failure injection (`shared::failpoint::fails`): for each
+    /// `(failpoint, times)`, the next `times` passes through it fail (a
+    /// store error, a lost message). `hookline serve` is restarted for it.
+    fn inject_failures(&mut self, failures: &[(&str, u32)]) -> impl Future<Output = ()> + Send;
+
+    /// Gives the reconciler a chance to run: `hookline serve` runs it on its
+    /// own interval (tests start it with a short one); on AWS this is one
+    /// scheduled invocation (stall margin 2 s).
+    fn reconcile(&self) -> impl Future<Output = ()> + Send;
+
     /// POST JSON.
     fn post(&self, path: &str, body: &Value) -> impl Future<Output = (u16, Value)> + Send {
         let bytes = serde_json::to_vec(body).unwrap();

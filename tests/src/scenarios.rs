@@ -436,3 +436,40 @@ pub async fn crash_between_steps<P: Pipeline>(s: &mut P, failpoint: &str, expect
     assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
 }
 
+
+/// Every stuck state has a way back: the routing of an event is given up
+/// after the stream's retries (a flaky store), and once the reconciler has
+/// routed it, its delivery job is lost on the way to the queue; the
+/// reconciler finds both (the given-up batch, then the saga past its due
+/// time) and re-drives them through the normal path. The event is delivered
+/// once, with one saga and one attempt record; other events flow as usual.
+/// Start `hookline serve` with `--reconcile-interval 1s --stall-margin 2s`.
+pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(s: &mut P) {
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/rec", Behaviour::Ok), "event_types": ["*"]})).await;
+    // Routing fails through every retry (the batch is given up), and the
+    // next delivery job is lost between the saga step and the queue.
+    s.inject_failures(&[("route.store@rec-stuck", 1 + shared::limits::STREAM_MAX_RETRIES), ("saga.lose_job@rec-stuck", 1)]).await;
+    let (st, _) = s.post("/v1/events", &json!({"id": "rec-stuck", "type": "t", "data": 1})).await;
+    assert_eq!(st, 202);
+    // Give the stream consumer time to retry and give up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let d = eventually(40, "the stuck event delivered after the reconciler ran", || async {
+        s.reconcile().await;
+        let (_, v) = s.get("/v1/events/rec-stuck/deliveries").await;
+        let d = v["deliveries"].as_array().cloned().unwrap_or_default();
+        (d.len() == 1 && d[0]["status"] == "Completed").then_some(d)
+    })
+    .await;
+    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "one attempt record: {d:?}");
+    // Work that was never stuck is not touched.
+    let (st, _) = s.post("/v1/events", &json!({"id": "rec-fine", "type": "t", "data": 2})).await;
+    assert_eq!(st, 202);
+    s.settled_deliveries("rec-fine", 1, 20).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.reconcile().await;
+    assert_eq!(r.deliveries("/rec").len(), 2, "each event delivered once");
+    let metrics = s.metrics().await;
+    assert!(metrics.contains("hookline_reconciled_total{kind=\"events_rerouted\"} 1\n"), "{metrics}");
+    assert!(!metrics.contains("hookline_reconciled_total{kind=\"sagas_redriven\"} 0\n"), "{metrics}");
+}

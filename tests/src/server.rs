@@ -210,6 +210,18 @@ impl crate::pipeline::Pipeline for Server {
         assert!(self.wait_exit(10), "the armed failpoint aborted the process");
         self.restart(None);
     }
+
+    /// Restarts the process with `HOOKLINE_FAILPOINT=<failpoint>*<times>,…`.
+    async fn inject_failures(&mut self, failures: &[(&str, u32)]) {
+        let spec: Vec<String> = failures.iter().map(|(f, n)| format!("{f}*{n}")).collect();
+        self.restart(Some(&spec.join(",")));
+    }
+
+    /// The reconciler runs on its own interval in the process (start the
+    /// server with `--reconcile-interval`); this only lets time pass.
+    async fn reconcile(&self) {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 /// Where a server's log (its stderr, across restarts) is written.

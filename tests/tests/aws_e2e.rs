@@ -31,6 +31,11 @@ on_aws!(
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
 );
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciler_recovers_a_given_up_routing_and_a_lost_job() {
+    scenarios::reconciler_recovers_a_given_up_routing_and_a_lost_job(&mut AwsPipeline::start("reconcile").await).await;
+}
+
 /// Events put on the bus reach subscribers through the template's rule and
 /// the ingest queue; AWS's own events (`aws.*` sources) are not taken; a
 /// detail that is not a valid envelope goes to the ingest DLQ with the
@@ -85,13 +90,21 @@ async fn unreadable_stream_record_lands_in_the_on_failure_queue_without_stopping
     assert_eq!(st, 202);
     let d = p.settled_deliveries("after-poison", 1, 60).await;
     assert_eq!(d[0]["status"], "Completed");
+    let url = p.queue_url("StreamFailuresQueue");
     let failures = eventually(30, "the poison record on the on-failure queue", || async {
-        let m = p.drain("StreamFailuresQueue").await;
-        (!m.is_empty()).then_some(m)
+        // Peek (visibility 0): the message stays for the reconciler.
+        let got = p.moto.call("sqs", "AmazonSQS.ReceiveMessage", json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 0})).await;
+        got["Messages"].as_array().filter(|m| !m.is_empty()).cloned()
     })
     .await;
     let body: serde_json::Value = serde_json::from_str(failures[0]["Body"].as_str().unwrap()).unwrap();
-    assert_eq!(body["condition"], "RetryAttemptsExhausted");
+    assert_eq!(body["requestContext"]["condition"], "RetryAttemptsExhausted", "Lambda's on-failure record: {body}");
+    assert_eq!(body["DDBStreamBatchInfo"]["batchSize"], 1);
+    // The reconciler reads the pointer back from the stream, cannot decode
+    // the record, and leaves it for an operator (it is not lost or deleted).
+    let limits = shared::stage::reconcile::ReconcileLimits::default();
+    let report = shared::stage::reconcile::reconcile(&p.hookline, &limits).await.unwrap();
+    assert_eq!((report.batches, report.unresolved, report.events_rerouted), (1, 1, 0), "{report:?}");
 }
 
 /// The console path: a dead-lettered saga's job is in the deliveries DLQ;

@@ -10,6 +10,12 @@ use hookline_tests::{scenarios, Behaviour, Receiver, Server};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciler_recovers_a_given_up_routing_and_a_lost_job() {
+    let mut s = Server::start_with("reconciler_recovers", &["--reconcile-interval", "1s", "--stall-margin", "2s"]);
+    scenarios::reconciler_recovers_a_given_up_routing_and_a_lost_job(&mut s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verification_handshake_passes_and_fails() {
     scenarios::verification_handshake_passes_and_fails(&Server::start("verification_handsha")).await;
 }

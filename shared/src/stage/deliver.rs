@@ -224,7 +224,8 @@ pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (V
     let body = match sub.payload_format {
         PayloadFormat::Original => event.body.clone(),
         PayloadFormat::Hookline => serde_json::to_vec(&serde_json::json!({
-            "id": event.id,
+            // The producer's id (a tenant event is stored under a derived id).
+            "id": crate::envelope::producer_id(&event.body, event.format).unwrap_or_else(|| event.id.clone()),
             "type": event.event_type,
             "timestamp": event.occurred_at,
             "tenant_id": event.tenant_id,

@@ -14,6 +14,9 @@ use crate::saga::Saga;
 /// Creates the sagas of these events; returns how many were new. Safe to
 /// repeat: saga ids derive from `(event, subscription)`.
 pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
+    if events.iter().any(|e| crate::failpoint::fails("route.store", &e.id)) {
+        return Err(StoreError::Backend("failpoint route.store: injected store failure".into()));
+    }
     let store = h.stores.subscriptions.as_ref();
     let mut subs = h.subscription_cache.all(store).await?;
     // A subscription in scope that this cache thinks inactive or unverified

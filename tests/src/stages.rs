@@ -1,0 +1,334 @@
+//! Stage scenarios, run on both backends (`tests/stages_sqlite.rs`,
+//! `tests/stages_aws.rs`): the stage functions called directly, the way the
+//! Lambda handlers and `hookline serve` call them, over a real SQLite file or
+//! the AWS emulator, with several contexts where several Lambda containers
+//! (each with its own subscription cache) would disagree. Nothing consumes
+//! the streams here: each test plays the stream and queue consumers itself,
+//! so it can hold a step back, lose it, or hand it a job received too often.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use shared::attempt::RetryTimer;
+use shared::aws::AwsBackend;
+use shared::context::{Config, Hookline, Stores};
+use shared::event::EventRecord;
+use shared::http_client::ClientConfig;
+use shared::retry::RetryPolicy;
+use shared::saga::{AttemptResult, Saga, SagaStatus};
+use shared::signing::Secret;
+use shared::ssrf::AddressPolicy;
+use shared::stage::deliver::{self, ReceivedJob};
+use shared::stage::reconcile::{self, ReconcileLimits};
+use shared::stage::requeue::{self, Audit};
+use shared::stage::{route, saga};
+use shared::subscription::{PayloadFormat, SigningKey, Subscription};
+
+use crate::server::TempDir;
+use crate::strict::Strict;
+use crate::{emulator, Behaviour, Receiver};
+
+/// One backend's stores, and what a test needs to reach behind them.
+pub struct Rig {
+    /// The ports.
+    pub stores: Stores,
+    kind: Kind,
+}
+
+enum Kind {
+    Sqlite { db: std::path::PathBuf, _dir: TempDir },
+    Aws { backend: Box<AwsBackend>, strict: Strict },
+}
+
+impl Drop for Rig {
+    /// On AWS, fails the test if any request broke a rule of the strict checker.
+    fn drop(&mut self) {
+        if let Kind::Aws { strict, .. } = &self.kind {
+            if !std::thread::panicking() {
+                strict.assert_clean();
+            }
+        }
+    }
+}
+
+impl Rig {
+    /// A fresh SQLite file.
+    pub fn sqlite(tag: &str) -> Rig {
+        let dir = TempDir::new(tag);
+        let db = dir.0.join("hookline.db");
+        let backend = shared::sqlite::Backend::open(&db).expect("open the database");
+        Rig { stores: backend.stores, kind: Kind::Sqlite { db, _dir: dir } }
+    }
+
+    /// Fresh tables and queues in the emulator, under the strict checker.
+    pub async fn aws(tag: &str) -> Rig {
+        let sdk = emulator::aws_config().await;
+        let names = emulator::create_resources_with(&sdk, &emulator::fresh_prefix(tag)).await;
+        let strict = Strict::new();
+        let backend = AwsBackend::with_clients(
+            strict.dynamodb_client(&sdk),
+            strict.sqs_client(&sdk),
+            strict.streams_client(&sdk),
+            names,
+            chrono::Duration::days(30),
+        );
+        Rig { stores: backend.stores.clone(), kind: Kind::Aws { backend: Box::new(backend), strict } }
+    }
+
+    /// One process or Lambda container: its own context and subscription
+    /// cache (trusted for `cache_ttl`), on the shared stores.
+    pub fn container(&self, cache_ttl: Duration) -> Arc<Hookline> {
+        let config = Config {
+            address_policy: AddressPolicy::AllowLoopback,
+            subscription_cache_ttl: cache_ttl,
+            http: ClientConfig {
+                connect_timeout: Duration::from_millis(1000),
+                total_timeout: Duration::from_millis(1500),
+                ..ClientConfig::default()
+            },
+            ..Config::default()
+        };
+        Arc::new(Hookline::new(self.stores.clone(), config))
+    }
+
+    /// The strict checker, on AWS.
+    pub fn strict(&self) -> Option<&Strict> {
+        match &self.kind {
+            Kind::Aws { strict, .. } => Some(strict),
+            Kind::Sqlite { .. } => None,
+        }
+    }
+
+    /// Removes an event as its retention (TTL on AWS, the purge locally) would.
+    pub async fn expire_event(&self, id: &str) {
+        match &self.kind {
+            Kind::Sqlite { db, .. } => {
+                let c = rusqlite::Connection::open(db).unwrap();
+                c.busy_timeout(Duration::from_secs(5)).unwrap();
+                assert_eq!(c.execute("DELETE FROM events WHERE id = ?1", [id]).unwrap(), 1);
+            }
+            Kind::Aws { backend, .. } => {
+                backend
+                    .dynamodb
+                    .delete_item()
+                    .table_name(&backend.names.events_table)
+                    .key("id", aws_sdk_dynamodb::types::AttributeValue::S(id.to_string()))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        assert!(self.stores.events.get(id).await.unwrap().is_none(), "event {id} expired");
+    }
+
+    /// Takes delivery jobs off the queue (received, then deleted: each test
+    /// checks the job was done) until some are in hand, at most `want`.
+    pub async fn take_jobs(&self, want: usize) -> Vec<ReceivedJob> {
+        crate::eventually(15, &format!("{want} delivery jobs"), || async {
+            let got = self.stores.deliveries.receive(want, Duration::from_secs(60)).await.unwrap();
+            let receipts: Vec<String> = got.iter().map(|m| m.receipt.clone()).collect();
+            self.stores.deliveries.delete(&receipts).await.unwrap();
+            let jobs: Vec<ReceivedJob> = got
+                .iter()
+                .map(|m| ReceivedJob { job: serde_json::from_str(&m.body).unwrap(), receive_count: m.receive_count })
+                .collect();
+            (!jobs.is_empty()).then_some(jobs)
+        })
+        .await
+    }
+}
+
+/// A verified (or not), active subscription to every event type, stored
+/// directly, as another container's API would have stored it.
+pub fn subscription(url: &str, verified: bool) -> Subscription {
+    let at = Utc::now();
+    Subscription {
+        id: shared::ids::new_subscription_id(),
+        callback_url: url.to_string(),
+        event_types: vec!["*".into()],
+        tenant_id: None,
+        description: None,
+        headers: BTreeMap::new(),
+        retry_policy: RetryPolicy { max_attempts: 3, base_delay_ms: 50, max_delay_ms: 100 },
+        payload_format: PayloadFormat::Original,
+        active: true,
+        verified,
+        verification_error: None,
+        signing_keys: vec![SigningKey { secret: Secret::generate(), expires_at: None }],
+        created_at: at,
+        updated_at: at,
+        version: 1,
+    }
+}
+
+/// A stored event (`crate::conformance::event`).
+pub async fn stored_event(rig: &Rig, id: &str) -> EventRecord {
+    let e = crate::conformance::event(id, "task.created");
+    rig.stores.events.insert(std::slice::from_ref(&e)).await.unwrap();
+    e
+}
+
+/// Routes and starts an event on `h` (the router and the saga stream);
+/// returns its sagas.
+pub async fn route_and_start(h: &Hookline, e: &EventRecord) -> Vec<Saga> {
+    route::route(h, std::slice::from_ref(e)).await.unwrap();
+    let sagas = h.stores.sagas.list_for_event(&e.id).await.unwrap();
+    saga::start(h, &sagas).await.unwrap();
+    sagas
+}
+
+/// Feeds a saga's recorded attempts to the saga stage (the attempts stream).
+pub async fn feed_attempts(h: &Hookline, s: &Saga) {
+    let attempts = h.stores.attempts.list(&s.id).await.unwrap();
+    saga::on_attempts(h, &attempts).await.unwrap();
+}
+
+async fn saga_now(h: &Hookline, s: &Saga) -> Saga {
+    h.stores.sagas.get(&s.event_id, &s.id).await.unwrap().expect("the saga exists")
+}
+
+/// Router and delivery run in different containers with their own caches.
+/// The delivery container filled its cache before the subscription existed
+/// (unknown there); the router's filled it while it was unverified; another
+/// container then verified it. Neither refuses it on its cache's word: the
+/// event is routed and delivered, not dead-lettered.
+pub async fn stale_caches_never_reject_a_subscription(rig: &Rig) {
+    let r = Receiver::start().await;
+    let hour = Duration::from_secs(3600);
+    let delivery = rig.container(hour);
+    delivery.subscription_cache.all(rig.stores.subscriptions.as_ref()).await.unwrap();
+    let sub = subscription(&r.url("/stale", Behaviour::Ok), false);
+    rig.stores.subscriptions.create(&sub).await.unwrap();
+    let router = rig.container(hour);
+    router.subscription_cache.all(rig.stores.subscriptions.as_ref()).await.unwrap();
+    let verified = Subscription { verified: true, version: sub.version + 1, ..sub.clone() };
+    assert!(rig.stores.subscriptions.update(&verified, sub.version).await.unwrap());
+
+    let e = stored_event(rig, "stale-cache-1").await;
+    let sagas = route_and_start(&router, &e).await;
+    assert_eq!(sagas.len(), 1, "the router asked the store before leaving the subscription out");
+    let jobs = rig.take_jobs(1).await;
+    assert_eq!(deliver::deliver_received(&delivery, &jobs).await, vec![true]);
+    let attempts = rig.stores.attempts.list(&sagas[0].id).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].result, AttemptResult::Delivered, "{attempts:?}");
+    assert_eq!(r.deliveries("/stale").len(), 1);
+    feed_attempts(&delivery, &sagas[0]).await;
+    assert_eq!(saga_now(&delivery, &sagas[0]).await.state.status, SagaStatus::Completed);
+}
+
+/// A fault on Hookline's side (here a stored header value it cannot encode,
+/// as a subscription saved before header validation could hold) defers the
+/// job: no attempt is recorded, nothing is dead-lettered, the job is queued
+/// again for later, and the subscriber is not called.
+pub async fn a_local_fault_costs_no_attempt(rig: &Rig) {
+    let r = Receiver::start().await;
+    let h = rig.container(Duration::from_secs(5));
+    let mut sub = subscription(&r.url("/local", Behaviour::Ok), true);
+    sub.headers.insert("x-team".into(), "pay\u{1}ments".into());
+    rig.stores.subscriptions.create(&sub).await.unwrap();
+    let e = stored_event(rig, "local-fault-1").await;
+    let sagas = route_and_start(&h, &e).await;
+    let jobs = rig.take_jobs(1).await;
+    assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true], "the job was re-sent, so its message is done");
+    assert!(rig.stores.attempts.list(&sagas[0].id).await.unwrap().is_empty(), "no attempt was counted");
+    assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::Pending);
+    assert!(rig.stores.dead_letters.get(&sagas[0].id).await.unwrap().is_none());
+    assert_eq!(h.metrics.deliveries_deferred.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let depth = rig.stores.deliveries.depth().await.unwrap();
+    assert_eq!(depth.not_visible, 1, "the job waits to be tried again: {depth:?}");
+    assert!(r.deliveries("/local").is_empty());
+}
+
+/// A job received `JOB_RECEIVE_LIMIT` times (its worker crashed or timed
+/// out each time) is not tried again: it ends as a dead letter with a
+/// record and the event's snapshot, which ops can requeue.
+pub async fn a_job_received_too_often_dead_letters_with_a_record(rig: &Rig) {
+    let r = Receiver::start().await;
+    let h = rig.container(Duration::from_secs(5));
+    rig.stores.subscriptions.create(&subscription(&r.url("/crashy", Behaviour::Ok), true)).await.unwrap();
+    let e = stored_event(rig, "too-often-1").await;
+    let sagas = route_and_start(&h, &e).await;
+    let mut jobs = rig.take_jobs(1).await;
+    jobs[0].receive_count = shared::limits::JOB_RECEIVE_LIMIT;
+    assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
+    assert!(r.deliveries("/crashy").is_empty(), "not tried again");
+    feed_attempts(&h, &sagas[0]).await;
+    assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::DeadLettered);
+    let dl = rig.stores.dead_letters.get(&sagas[0].id).await.unwrap().expect("a dead-letter record");
+    assert!(dl.reason.contains("received 5 times"), "{}", dl.reason);
+    assert_eq!(dl.event.as_ref().map(|e| e.body.clone()), Some(e.body.clone()), "the snapshot is kept");
+    // Ops requeue it; the new saga is delivered.
+    let audit = Audit { actor: "ops".into(), reason: "worker fixed".into() };
+    let new = requeue::requeue(&h, &dl.id, &audit).await.unwrap();
+    saga::start(&h, std::slice::from_ref(&new)).await.unwrap();
+    let jobs = rig.take_jobs(1).await;
+    assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
+    assert_eq!(r.deliveries("/crashy").len(), 1);
+}
+
+/// A retry timer whose saga is gone (its retention ended while it waited)
+/// is not dropped silently: it leaves a dead letter saying why.
+pub async fn a_timer_whose_saga_is_gone_dead_letters(rig: &Rig) {
+    let h = rig.container(Duration::from_secs(5));
+    let timer = RetryTimer {
+        event_id: "gone-event".into(),
+        saga_id: "sag_gone".into(),
+        attempt: 3,
+        due_at: Utc::now() - chrono::Duration::seconds(1),
+    };
+    assert_eq!(saga::on_timer(&h, &timer).await.unwrap(), saga::TimerOutcome::Done);
+    let dl = rig.stores.dead_letters.get("sag_gone").await.unwrap().expect("a dead letter for the lost saga");
+    assert!(dl.reason.contains("no longer stored"), "{}", dl.reason);
+    assert_eq!(dl.event_id, "gone-event");
+}
+
+/// A dead letter outlives its event: requeued after the event expired, the
+/// new saga delivers the snapshot, byte for byte. The reconciler reports
+/// the open dead letter (the alarm's metric) until ops resolve it.
+pub async fn requeue_after_the_event_expired_delivers_the_snapshot(rig: &Rig) {
+    let r = Receiver::start().await;
+    let h = rig.container(Duration::from_secs(5));
+    let mut sub = subscription(&r.url("/later", Behaviour::Always(500)), true);
+    sub.retry_policy.max_attempts = 1;
+    rig.stores.subscriptions.create(&sub).await.unwrap();
+    let e = stored_event(rig, "expires-1").await;
+    let sagas = route_and_start(&h, &e).await;
+    let jobs = rig.take_jobs(1).await;
+    assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
+    feed_attempts(&h, &sagas[0]).await;
+    assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::DeadLettered);
+    let limits = ReconcileLimits::default();
+    let report = reconcile::reconcile(&h, &limits).await.unwrap();
+    assert_eq!(report.open_dead_letters, 1);
+    let line: serde_json::Value = serde_json::from_str(&reconcile::emf_line(&report, "reconciler", 1)).unwrap();
+    assert_eq!(line["OpenDeadLetters"], 1, "{line}");
+
+    rig.expire_event(&e.id).await;
+    r.set("/later", Behaviour::Ok);
+    let audit = Audit { actor: "ops".into(), reason: "subscriber fixed".into() };
+    let new = requeue::requeue(&h, &sagas[0].id, &audit).await.unwrap();
+    saga::start(&h, std::slice::from_ref(&new)).await.unwrap();
+    let jobs = rig.take_jobs(1).await;
+    assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
+    let attempts = rig.stores.attempts.list(&new.id).await.unwrap();
+    assert_eq!(attempts[0].result, AttemptResult::Delivered, "{attempts:?}");
+    let got = r.deliveries("/later");
+    assert_eq!(got.last().map(|d| d.body.clone()), Some(e.body.clone()), "the snapshot, byte for byte");
+    let report = reconcile::reconcile(&h, &limits).await.unwrap();
+    assert_eq!(report.open_dead_letters, 0, "the alarm's metric returns to 0");
+}
+
+/// Every stage scenario, for the backend test files.
+#[macro_export]
+macro_rules! for_each_stage_scenario {
+    ($m:ident) => {
+        $m!(stale_caches_never_reject_a_subscription);
+        $m!(a_local_fault_costs_no_attempt);
+        $m!(a_job_received_too_often_dead_letters_with_a_record);
+        $m!(a_timer_whose_saga_is_gone_dead_letters);
+        $m!(requeue_after_the_event_expired_delivers_the_snapshot);
+    };
+}

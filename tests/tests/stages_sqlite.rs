@@ -1,0 +1,15 @@
+//! The stage scenarios (`hookline_tests::stages`) on SQLite: the stage
+//! functions over a real database file, each case on its own file.
+
+use hookline_tests::stages::Rig;
+
+macro_rules! case {
+    ($name:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            hookline_tests::stages::$name(&Rig::sqlite(stringify!($name))).await;
+        }
+    };
+}
+
+hookline_tests::for_each_stage_scenario!(case);
