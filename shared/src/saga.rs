@@ -272,14 +272,18 @@ pub fn decide(
 }
 
 /// When a saga in `state`, last changed at `changed_at`, is next expected
-/// to make progress: a Pending or InProgress saga at once (its job was just
-/// sent), a PendingRetry saga when its retry is due, a terminal one never.
-/// The reconciler looks for sagas well past this time.
+/// to make progress, if it is one the reconciler watches by time: a
+/// PendingRetry saga when its retry is due, an InProgress one at once (its
+/// retry job was just sent). A Pending saga is not watched by time, so the
+/// healthy path (Pending → Completed) writes no index entry: its start and
+/// first attempt travel on streams whose given-up batches the reconciler
+/// re-drives, and a first job that keeps failing its worker dead-letters at
+/// the receive limit. Terminal sagas: never.
 pub fn due_at(state: &SagaState, changed_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
     match state.status {
-        s if s.is_terminal() => None,
         SagaStatus::PendingRetry => Some(state.next_attempt_at.unwrap_or(changed_at)),
-        _ => Some(changed_at),
+        SagaStatus::InProgress => Some(changed_at),
+        _ => None,
     }
 }
 

@@ -39,6 +39,7 @@ macro_rules! for_each_conformance_case {
         $m!(saga_transition_conflict_returns_current_state);
         $m!(saga_terminal_status_never_changes);
         $m!(saga_transition_missing);
+        $m!(sagas_stalled_and_deferred);
         $m!(saga_transition_batch_keeps_order);
         $m!(attempts_unique_per_saga_and_attempt);
         $m!(subscriptions_versioned_update_and_delete);
@@ -247,6 +248,46 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
     let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: again, updated_at: t3, ..sg.clone() });
     assert_eq!(s.sagas.list_for_event("evt_1").await.unwrap(), vec![got]);
+}
+
+/// The reconciler's index: only retrying sagas (InProgress, PendingRetry)
+/// are found, once past the given time, oldest first; a Pending or terminal
+/// saga never is. `defer` moves a saga's due time only while it is still in
+/// the expected state.
+pub async fn sagas_stalled_and_deferred(s: &Stores) {
+    let t = now();
+    let (a, b, c) = (saga("sg_st_a", "evt_st", "sub_1"), saga("sg_st_b", "evt_st", "sub_1"), saga("sg_st_c", "evt_st", "sub_1"));
+    s.sagas.create(&[a.clone(), b.clone(), c.clone()]).await.unwrap();
+    let waiting = |minutes: i64| SagaState {
+        status: SagaStatus::PendingRetry,
+        attempts: 1,
+        next_attempt_at: Some(t - chrono::Duration::minutes(minutes)),
+        last_error: Some("HTTP 500".into()),
+    };
+    let to = |sg: &Saga, st: SagaState| Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: st, at: t };
+    // a: retry due 60 minutes ago; c: due 90 minutes ago; b stays Pending.
+    let outcomes = s.sagas.transition(&[to(&a, waiting(60)), to(&c, waiting(90))]).await.unwrap();
+    assert_eq!(outcomes, vec![TransitionOutcome::Applied, TransitionOutcome::Applied]);
+    let ids = |v: Vec<Saga>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
+    let before = t - chrono::Duration::minutes(10);
+    assert_eq!(ids(s.sagas.stalled(before, 10).await.unwrap()), vec!["sg_st_c", "sg_st_a"], "oldest first, Pending not watched");
+    assert_eq!(ids(s.sagas.stalled(before, 1).await.unwrap()), vec!["sg_st_c"], "at most `limit`");
+    assert!(s.sagas.stalled(t - chrono::Duration::minutes(120), 10).await.unwrap().is_empty());
+    // Deferred: not stalled until the new time; a stale expectation changes nothing.
+    assert!(s.sagas.defer("evt_st", "sg_st_c", &waiting(90), t + chrono::Duration::hours(1)).await.unwrap());
+    assert!(!s.sagas.defer("evt_st", "sg_st_a", &state(SagaStatus::InProgress, 2), t + chrono::Duration::hours(1)).await.unwrap());
+    assert_eq!(ids(s.sagas.stalled(before, 10).await.unwrap()), vec!["sg_st_a"]);
+    // Terminal: out of the index.
+    let done = Transition {
+        event_id: a.event_id.clone(),
+        saga_id: a.id.clone(),
+        from: waiting(60),
+        to: SagaState { status: SagaStatus::Completed, attempts: 2, next_attempt_at: None, last_error: None },
+        at: t,
+    };
+    assert_eq!(s.sagas.transition(&[done]).await.unwrap(), vec![TransitionOutcome::Applied]);
+    assert!(s.sagas.stalled(before, 10).await.unwrap().is_empty());
+    assert!(!s.sagas.defer("evt_st", "sg_st_a", &state(SagaStatus::Completed, 2), t).await.unwrap(), "terminal sagas are not deferred");
 }
 
 /// A transition from a state the saga is no longer in changes nothing and

@@ -438,18 +438,21 @@ pub async fn crash_between_steps<P: Pipeline>(s: &mut P, failpoint: &str, expect
 
 
 /// Every stuck state has a way back: the routing of an event is given up
-/// after the stream's retries (a flaky store), and once the reconciler has
-/// routed it, its delivery job is lost on the way to the queue; the
-/// reconciler finds both (the given-up batch, then the saga past its due
-/// time) and re-drives them through the normal path. The event is delivered
-/// once, with one saga and one attempt record; other events flow as usual.
+/// after the stream's retries (a flaky store); once the reconciler has
+/// routed it, its first attempt fails (HTTP 500) and the retry's delivery
+/// job is lost on the way to the queue. The reconciler finds both (the
+/// given-up batch, then the retrying saga past its due time) and re-drives
+/// them through the normal path. The event is delivered once more, with one
+/// saga and two attempt records; other events flow as usual.
 /// Start `hookline serve` with `--reconcile-interval 1s --stall-margin 2s`.
 pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(s: &mut P) {
     let r = Receiver::start().await;
-    s.subscribe(json!({"callback_url": r.url("/rec", Behaviour::Ok), "event_types": ["*"]})).await;
+    s.subscribe(json!({"callback_url": r.url("/rec", Behaviour::FailFirst(1, 500)), "event_types": ["*"],
+                       "retry_policy": fast_retry(3)}))
+        .await;
     // Routing fails through every retry (the batch is given up), and the
-    // next delivery job is lost between the saga step and the queue.
-    s.inject_failures(&[("route.store@rec-stuck", 1 + shared::limits::STREAM_MAX_RETRIES), ("saga.lose_job@rec-stuck", 1)]).await;
+    // job of the second attempt is lost between the saga step and the queue.
+    s.inject_failures(&[("route.store@rec-stuck", 1 + shared::limits::STREAM_MAX_RETRIES), ("saga.lose_job@rec-stuck#2", 1)]).await;
     let (st, _) = s.post("/v1/events", &json!({"id": "rec-stuck", "type": "t", "data": 1})).await;
     assert_eq!(st, 202);
     // Give the stream consumer time to retry and give up.
@@ -461,14 +464,14 @@ pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(
         (d.len() == 1 && d[0]["status"] == "Completed").then_some(d)
     })
     .await;
-    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "one attempt record: {d:?}");
+    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 2, "one record per attempt: {d:?}");
     // Work that was never stuck is not touched.
     let (st, _) = s.post("/v1/events", &json!({"id": "rec-fine", "type": "t", "data": 2})).await;
     assert_eq!(st, 202);
     s.settled_deliveries("rec-fine", 1, 20).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     s.reconcile().await;
-    assert_eq!(r.deliveries("/rec").len(), 2, "each event delivered once");
+    assert_eq!(r.deliveries("/rec").len(), 3, "a failed attempt, the stuck event once, the other once");
     let metrics = s.metrics().await;
     assert!(metrics.contains("hookline_reconciled_total{kind=\"events_rerouted\"} 1\n"), "{metrics}");
     assert!(!metrics.contains("hookline_reconciled_total{kind=\"sagas_redriven\"} 0\n"), "{metrics}");

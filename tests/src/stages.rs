@@ -321,6 +321,27 @@ pub async fn requeue_after_the_event_expired_delivers_the_snapshot(rig: &Rig) {
     assert_eq!(report.open_dead_letters, 0, "the alarm's metric returns to 0");
 }
 
+/// A job the queue moved to its DLQ without any record (its workers failed
+/// it on every receive, say while the store was down) is not a dead saga:
+/// redriven from the DLQ (console → requeue queue), it goes back to
+/// delivery and the saga completes; nothing is dead-lettered.
+pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
+    let r = Receiver::start().await;
+    let h = rig.container(Duration::from_secs(5));
+    rig.stores.subscriptions.create(&subscription(&r.url("/resume", Behaviour::Ok), true)).await.unwrap();
+    let e = stored_event(rig, "never-died-1").await;
+    let sagas = route_and_start(&h, &e).await;
+    let jobs = rig.take_jobs(1).await;
+    let body = serde_json::to_string(&jobs[0].job).unwrap();
+    requeue::handle_message(&h, &body).await.expect("the redrive is handled");
+    let jobs = rig.take_jobs(1).await;
+    assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
+    feed_attempts(&h, &sagas[0]).await;
+    assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::Completed);
+    assert!(rig.stores.dead_letters.get(&sagas[0].id).await.unwrap().is_none());
+    assert_eq!(r.deliveries("/resume").len(), 1);
+}
+
 /// Every stage scenario, for the backend test files.
 #[macro_export]
 macro_rules! for_each_stage_scenario {
@@ -330,5 +351,6 @@ macro_rules! for_each_stage_scenario {
         $m!(a_job_received_too_often_dead_letters_with_a_record);
         $m!(a_timer_whose_saga_is_gone_dead_letters);
         $m!(requeue_after_the_event_expired_delivers_the_snapshot);
+        $m!(a_redriven_job_of_a_saga_that_never_died_is_delivered);
     };
 }

@@ -154,6 +154,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
+    // A redriven job whose saga never died goes back to the deliveries queue.
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
     m.insert("RequeueFunction", g);
 
     // api: subscriptions CRUD, event and delivery status, dead letters
@@ -727,6 +729,13 @@ fn check_queues_and_alarms(t: &Value) -> Vec<String> {
         errors.push(format!("queues are {have:?}, the resource model has {want:?}"));
     }
     let dlqs: BTreeSet<&str> = REDRIVE.iter().map(|(_, d)| *d).collect();
+    // The README's console and CLI steps name queues `<stack>-<logical id>`.
+    for q in &queues {
+        let want = format!("${{AWS::StackName}}-{q}");
+        if sub_of(&t["Resources"][*q]["Properties"]["QueueName"]).as_deref() != Some(want.as_str()) {
+            errors.push(format!("{q}: QueueName must be !Sub {want} (the name the README gives ops)"));
+        }
+    }
     for q in &queues {
         let p = &t["Resources"][*q]["Properties"];
         let redrive = &p["RedrivePolicy"];
@@ -1074,6 +1083,12 @@ fn a_stream_source_without_bisect_or_destination_is_caught() {
             t["Resources"]["DeliveriesQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] = Value::from(10);
         },
         "DeliveriesQueue: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES",
+    );
+    broken_by(
+        |t| {
+            t["Resources"]["DeliveriesDLQ"]["Properties"].as_mapping_mut().expect("props").remove("QueueName");
+        },
+        "DeliveriesDLQ: QueueName must be !Sub ${AWS::StackName}-DeliveriesDLQ",
     );
 }
 

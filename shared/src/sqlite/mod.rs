@@ -60,13 +60,14 @@ CREATE TABLE queue_messages (
 );
 CREATE INDEX queue_messages_visible ON queue_messages (queue, visible_at);
 "#,
-// 2: the reconciler finds sagas that stopped progressing by `due_at` (ms;
-// NULL once terminal), and the purge finds expired events by `expires_at`
-// (both through an index, never a scan). Sagas already waiting are due now,
-// so the first reconciler run checks them once.
+// 2: the reconciler finds retrying sagas that stopped progressing by
+// `due_at` (ms; NULL unless InProgress or PendingRetry: see
+// `crate::saga::due_at`), and the purge finds expired events by
+// `expires_at` (both through an index, never a scan). Sagas already
+// retrying are due now, so the first reconciler run checks them once.
 r#"
 ALTER TABLE sagas ADD COLUMN due_at INTEGER;
-UPDATE sagas SET due_at = 0 WHERE status NOT IN ('Completed', 'DeadLettered');
+UPDATE sagas SET due_at = 0 WHERE status IN ('InProgress', 'PendingRetry');
 CREATE INDEX sagas_due ON sagas (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX events_by_expiry ON events (expires_at);
 "#];

@@ -150,6 +150,19 @@ pub async fn handle_message(h: &Hookline, body: &str) -> Result<(), RequeueError
         .await
         .map(|_| ()),
         RequeueMessage::DeadJob(job) => {
+            if h.stores.dead_letters.get(&job.saga_id).await?.is_none() {
+                // Not a dead saga: SQS moved its job after workers failed it
+                // on every receive without a record (e.g. the store was down).
+                // The saga goes on where it was: its job goes back.
+                if let Some(s) = h.stores.sagas.get(&job.event_id, &job.saga_id).await? {
+                    if !s.state.status.is_terminal() {
+                        let body = serde_json::to_string(&job).expect("job serializes");
+                        h.stores.deliveries.send(&[(body, std::time::Duration::ZERO)]).await?;
+                        tracing::warn!(saga_id = %job.saga_id, attempt = job.attempt, "redriven job of a saga that never died; delivering it again");
+                    }
+                }
+                return Ok(());
+            }
             let audit = Audit { actor: "dlq-redrive".into(), reason: "redriven from the deliveries dead-letter queue".into() };
             match requeue(h, &job.saga_id, &audit).await {
                 // A skipped dead letter stays skipped: the redrive is consumed.

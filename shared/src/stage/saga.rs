@@ -175,7 +175,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
         for effect in effects {
             match effect {
                 // Failure injection: a job lost on the way (the reconciler's test).
-                Effect::SendJob { .. } if crate::failpoint::fails("saga.lose_job", &step.job.event_id) => {}
+                Effect::SendJob { attempt } if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
                 Effect::SendJob { attempt } => {
                     jobs.push((serde_json::to_string(&DeliveryJob { attempt, ..step.job.clone() }).expect("job serializes"), Duration::ZERO))
                 }
