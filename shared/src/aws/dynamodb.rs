@@ -35,6 +35,20 @@ where
     StoreError::Backend(format!("dynamodb {op} on {table}: {}", DisplayErrorContext(&e)))
 }
 
+/// The outcome of a conditional write: `true` if written, `false` if its
+/// condition failed (not an error: the idempotent writes expect it).
+fn written<O, E, R>(op: &str, table: &str, res: Result<O, SdkError<E, R>>) -> StoreResult<bool>
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
+    R: std::fmt::Debug,
+{
+    match res {
+        Ok(_) => Ok(true),
+        Err(e) if e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException") => Ok(false),
+        Err(e) => Err(backend(op, table, e)),
+    }
+}
+
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
@@ -54,11 +68,7 @@ async fn put_if_absent(client: &Client, table: &str, key: &str, item: Attrs) -> 
         .expression_attribute_names("#k", key)
         .send()
         .await;
-    match res {
-        Ok(_) => Ok(true),
-        Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-        Err(e) => Err(backend("PutItem", table, e)),
-    }
+    written("PutItem", table, res)
 }
 
 /// [`put_if_absent`] for each item, concurrently up to the store cap
@@ -248,11 +258,7 @@ impl SubscriptionStore for DynamoSubscriptions {
             .expression_attribute_values(":expected", n(expected_version))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(backend("PutItem", &self.table, e)),
-        }
+        written("PutItem", &self.table, res)
     }
 
     async fn delete(&self, id: &str) -> StoreResult<bool> {
@@ -428,11 +434,7 @@ impl SagaStore for DynamoSagas {
             .expression_attribute_values(":attempts", n(expected.attempts))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(backend("UpdateItem", &self.table, e)),
-        }
+        written("UpdateItem", &self.table, res)
     }
 
     /// One consistent `Query` of the event's partition. Ordered by creation
@@ -630,10 +632,6 @@ impl DeadLetterStore for DynamoDeadLetters {
             .expression_attribute_values(":open", s("open"))
             .send()
             .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_conditional_check_failed_exception()) => Ok(false),
-            Err(e) => Err(backend("UpdateItem", &self.table, e)),
-        }
+        written("UpdateItem", &self.table, res)
     }
 }
