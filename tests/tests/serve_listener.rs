@@ -238,7 +238,8 @@ fn spawn_with_soft_limit(dir: &std::path::Path, soft: u32) -> (KillOnDrop, Strin
         let line = line.unwrap();
         banner.push_str(&line);
         banner.push('\n');
-        if line.trim_start().starts_with("connections") {
+        // --dev makes the warning the banner's last line.
+        if line.trim_start().starts_with("WARNING") {
             break;
         }
     }
