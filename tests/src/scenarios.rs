@@ -476,3 +476,34 @@ pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(
     assert!(metrics.contains("hookline_reconciled_total{kind=\"events_rerouted\"} 1\n"), "{metrics}");
     assert!(!metrics.contains("hookline_reconciled_total{kind=\"sagas_redriven\"} 0\n"), "{metrics}");
 }
+
+/// PATCH tells a field left out (kept), `null` (reset) and a value (set)
+/// apart; a bad body names the field by its path and changes nothing.
+pub async fn patch_keeps_absent_fields_and_resets_null_ones<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let (id, _) = s
+        .subscribe(json!({"callback_url": r.url("/patch", Behaviour::Ok), "event_types": ["a.*"],
+                          "description": "billing", "headers": {"X-Team": "pay"}}))
+        .await;
+    let path = format!("/v1/subscriptions/{id}");
+    let (st, v) = s.call("PATCH", &path, Some(br#"{"active": false}"#)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((v["active"].as_bool(), v["description"].as_str(), v["headers"]["X-Team"].as_str()), (Some(false), Some("billing"), Some("pay")));
+    let (st, v) = s.call("PATCH", &path, Some(br#"{"description": null, "headers": null, "active": null}"#)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["description"], Value::Null);
+    assert_eq!(v["headers"], json!({}));
+    assert_eq!(v["active"], true, "null resets to the default");
+    assert_eq!(v["event_types"], json!(["a.*"]), "absent: kept");
+    for (body, code, field) in [
+        (r#"{"event_types": ["b.*", 3]}"#, "invalid_field", "event_types[1]"),
+        (r#"{"retry_policy": {"max_attempts": "x"}}"#, "invalid_field", "retry_policy.max_attempts"),
+        (r#"{"colour": "red"}"#, "unknown_field", "colour"),
+        (r#"{"event_types": null}"#, "invalid_field", "event_types"),
+    ] {
+        let (st, v) = s.call("PATCH", &path, Some(body.as_bytes())).await;
+        assert_eq!((st, v["error"]["code"].as_str(), v["error"]["field"].as_str()), (400, Some(code), Some(field)), "{body}: {v}");
+    }
+    let (_, v) = s.get(&path).await;
+    assert_eq!(v["event_types"], json!(["a.*"]), "a refused PATCH changed nothing");
+}

@@ -29,6 +29,7 @@ on_aws!(
     unverified_inactive_and_other_tenants_get_nothing,
     bad_input_gets_a_clear_error_and_writes_nothing,
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
+    patch_keeps_absent_fields_and_resets_null_ones,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,11 @@ async fn reconciler_recovers_a_given_up_routing_and_a_lost_job() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_keeps_absent_fields_and_resets_null_ones() {
+    scenarios::patch_keeps_absent_fields_and_resets_null_ones(&Server::start("patch_keeps_absent")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verification_handshake_passes_and_fails() {
     scenarios::verification_handshake_passes_and_fails(&Server::start("verification_handsha")).await;
 }
