@@ -31,10 +31,10 @@ pub fn in_scope(sub: &Subscription, event: &EventRecord) -> bool {
         && sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type))
 }
 
-/// The subscriptions an event is routed to, in the order given.
-pub fn matching<'a>(subs: &'a [Subscription], event: &EventRecord) -> impl Iterator<Item = &'a Subscription> + 'a {
-    let event = event.clone();
-    subs.iter().filter(move |s| wants(s, &event))
+/// The subscriptions an event is routed to, in the order given (borrowing
+/// the event: routing never copies a body).
+pub fn matching<'a>(subs: &'a [Subscription], event: &'a EventRecord) -> impl Iterator<Item = &'a Subscription> + 'a {
+    subs.iter().filter(move |s| wants(s, event))
 }
 
 #[cfg(test)]
