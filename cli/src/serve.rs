@@ -94,9 +94,10 @@ pub struct ServeArgs {
     idle_timeout: Duration,
     /// Most client connections open at once (lowered to fit the open-files
     /// limit: half of what is left after a reserve goes to deliveries). At
-    /// the cap, a new connection replaces the one that has waited longest
-    /// without a request in progress; if every one has a request in
-    /// progress, it is refused with 503.
+    /// the cap, a new connection replaces a waiting one (no request in
+    /// progress, unchanged for a second; those that never completed a
+    /// request first, oldest first); if there is none, it is refused with
+    /// 503.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_connections: usize,
     /// Connect timeout of deliveries, in milliseconds.

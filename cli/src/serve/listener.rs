@@ -14,18 +14,22 @@
 //!
 //! One reaper task checks every connection a few times per timeout. At most
 //! `max_connections` are open: at the cap, a new connection takes the place
-//! of the one that has waited longest without a request in progress (idle
-//! or still sending its header), which is closed, as nginx reuses idle
-//! keep-alive connections; when every open connection has a request in
-//! progress, the new one is refused at once with a 503. The accept loop
-//! never waits for a free place, so real clients are not starved.
+//! of a waiting one (no request in progress), which is closed, as nginx
+//! reuses idle keep-alive connections. Connections that never completed a
+//! request (slow or idle clients) go first, oldest first; keep-alive
+//! connections of clients that did are closed only when there are none. A
+//! connection is not replaced within [`MIN_EVICT_AGE_MS`] of its last change
+//! (accepted, first byte, last response), so a flood of new connections
+//! cannot churn through the open ones; when no connection can be replaced,
+//! the new one is refused at once with a 503. The accept loop never waits
+//! for a free place, so real clients are not starved.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -54,6 +58,9 @@ pub struct Limits {
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// At most one warning per this long about refused connections.
 const WARN_EVERY_MS: u64 = 10_000;
+/// A connection is not closed to make room within this long of its last
+/// change of phase.
+const MIN_EVICT_AGE_MS: u64 = 1_000;
 
 const IDLE: u64 = 0;
 const HEAD: u64 = 1;
@@ -63,6 +70,8 @@ const BUSY: u64 = 2;
 /// started, packed in one word), and how to close it.
 struct Conn {
     state: AtomicU64,
+    /// Has completed a request: a keep-alive client, kept longer at the cap.
+    served: AtomicBool,
     kill: Notify,
     peer: SocketAddr,
 }
@@ -94,7 +103,12 @@ impl Registry {
 
     fn insert(&self, peer: SocketAddr) -> (u64, Arc<Conn>) {
         let id = self.next_id.fetch_add(1, Relaxed);
-        let conn = Arc::new(Conn { state: AtomicU64::new(self.now_ms() << 2 | IDLE), kill: Notify::new(), peer });
+        let conn = Arc::new(Conn {
+            state: AtomicU64::new(self.now_ms() << 2 | IDLE),
+            served: AtomicBool::new(false),
+            kill: Notify::new(),
+            peer,
+        });
         self.conns.lock().expect("registry lock").insert(id, conn.clone());
         (id, conn)
     }
@@ -107,20 +121,29 @@ impl Registry {
         self.conns.lock().expect("registry lock").len()
     }
 
-    /// Below `cap` after closing, if needed, the connection that has waited
-    /// longest without a request in progress; false when all are busy.
+    /// Below `cap` after closing, if needed, a waiting connection
+    /// ([`Self::evict`]); false when none can be closed.
     fn make_room(&self, cap: usize) -> bool {
         let mut g = self.conns.lock().expect("registry lock");
         if g.len() < cap {
             return true;
         }
-        Self::evict_oldest(&mut g, "the connection limit is reached")
+        self.evict(&mut g, "the connection limit is reached")
     }
 
-    /// Closes the connection that has waited longest without a request in
-    /// progress; false when there is none.
-    fn evict_oldest(g: &mut HashMap<u64, Arc<Conn>>, why: &str) -> bool {
-        let victim = g.iter().filter(|(_, c)| c.get().0 != BUSY).min_by_key(|(id, c)| (c.get().1, **id)).map(|(id, _)| *id);
+    /// Closes one connection without a request in progress and unchanged
+    /// for [`MIN_EVICT_AGE_MS`]: one that never completed a request before a
+    /// keep-alive one, the longest waiting first. False when there is none.
+    fn evict(&self, g: &mut HashMap<u64, Arc<Conn>>, why: &str) -> bool {
+        let now = self.now_ms();
+        let victim = g
+            .iter()
+            .filter_map(|(id, c)| {
+                let (phase, since) = c.get();
+                (phase != BUSY && now.saturating_sub(since) >= MIN_EVICT_AGE_MS).then(|| (c.served.load(Relaxed), since, *id))
+            })
+            .min()
+            .map(|(_, _, id)| id);
         match victim.and_then(|id| g.remove(&id)) {
             Some(c) => {
                 tracing::debug!(peer = %c.peer, reason = why, "closing the longest-waiting connection without a request in progress");
@@ -222,7 +245,7 @@ where
         };
         if !registry.make_room(cap) {
             if let Some(refused) = registry.refused() {
-                tracing::warn!(open = cap, refused, "connection limit reached with a request in progress on every connection: refusing new connections (503)");
+                tracing::warn!(open = cap, refused, "connection limit reached and no connection can make room: refusing new connections (503)");
             }
             refuse(stream);
             continue;
@@ -237,6 +260,7 @@ where
             let res = handler(req);
             async move {
                 let res = res.await;
+                c.served.store(true, Relaxed);
                 c.set(IDLE, reg.now_ms());
                 Ok::<_, std::convert::Infallible>(res)
             }
@@ -302,15 +326,15 @@ async fn reap(registry: Arc<Registry>, limits: Limits) {
     }
 }
 
-/// An accept error: out of file descriptors frees one (the longest-waiting
-/// connection without a request in progress) and retries at once;
+/// An accept error: out of file descriptors frees one (a waiting
+/// connection, as at the cap) and retries at once;
 /// connection errors are skipped; anything else is retried after a pause.
 async fn accept_failed(registry: &Registry, e: io::Error) {
     if matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused) {
         return;
     }
     if is_out_of_files(&e) {
-        let freed = Registry::evict_oldest(&mut registry.conns.lock().expect("registry lock"), "out of file descriptors");
+        let freed = registry.evict(&mut registry.conns.lock().expect("registry lock"), "out of file descriptors");
         if let Some(failed) = registry.refused() {
             tracing::warn!(error = %e, failed, open = registry.len(), "accept failed: out of file descriptors; closing the longest-waiting connections without a request in progress");
         }
@@ -340,4 +364,55 @@ fn refuse(stream: TcpStream) {
         BODY.len()
     );
     let _ = stream.try_write(msg.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Registry {
+        Registry {
+            epoch: Instant::now() - Duration::from_secs(100),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+            refused: AtomicU64::new(0),
+            last_warn_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn add(r: &Registry, phase: u64, age_ms: u64, served: bool) -> u64 {
+        let (id, c) = r.insert("127.0.0.1:1".parse().unwrap());
+        c.set(phase, r.now_ms() - age_ms);
+        c.served.store(served, Relaxed);
+        id
+    }
+
+    fn left(r: &Registry) -> Vec<u64> {
+        let mut ids: Vec<u64> = r.conns.lock().unwrap().keys().copied().collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn at_the_cap_slow_and_idle_clients_go_before_keep_alive_ones_and_busy_or_young_ones_stay() {
+        let r = registry();
+        let keep_alive = add(&r, IDLE, 50_000, true);
+        let busy = add(&r, BUSY, 90_000, false);
+        let slow = add(&r, HEAD, 5_000, false);
+        let quiet = add(&r, IDLE, 8_000, false);
+        let young = add(&r, IDLE, 10, false);
+        assert!(r.make_room(10), "below the cap nothing is closed");
+        assert_eq!(left(&r).len(), 5);
+        // Never-served first, the longest waiting first; then keep-alive ones.
+        assert!(r.make_room(5));
+        assert_eq!(left(&r), vec![keep_alive, busy, slow, young]);
+        assert!(r.make_room(4));
+        assert_eq!(left(&r), vec![keep_alive, busy, young]);
+        assert!(r.make_room(3));
+        assert_eq!(left(&r), vec![busy, young]);
+        // A request in progress, or a connection in its first second, stays.
+        assert!(!r.make_room(2));
+        assert_eq!(left(&r), vec![busy, young]);
+        let _ = quiet;
+    }
 }

@@ -6,7 +6,7 @@
 //!
 //! `cargo build --release -p hookline && cargo run --release -p hookline-tests --bin slowloris -- --connections 2000 --posts 2000`
 //! (`make bench-slowloris ARGS="--connections 2000 --posts 2000"`).
-//! Options: `--producers N` (4), `--rate R` (posts/s in all, 200: the
+//! Options: `--producers N` (4), `--rate R` (posts/s in all, 100: the
 //! measurement then spans at least one header timeout of churn; 0 = as fast
 //! as they go), `--trickle SECS` (3), `--bin PATH`, `--serve-args "..."`
 //! (extra flags of `hookline serve`, e.g. "--max-connections 1000").
@@ -37,7 +37,7 @@ fn args() -> Args {
         connections: 2000,
         posts: 2000,
         producers: 4,
-        rate: 200.0,
+        rate: 100.0,
         trickle: Duration::from_secs(3),
         bin: None,
         serve_args: vec![],
