@@ -1,0 +1,168 @@
+//! The event contract v1 envelope of seed 003: `{eventId, eventType,
+//! version, occurredAt, traceId, producer, idempotencyKey, riskFlags?,
+//! payload}`, and its lower-case dotted event type rule.
+
+use serde_json::{Map, Value};
+
+use super::fields::{check_type_len, kind, show, Obj};
+use super::{EnvelopeError, Fields};
+
+/// Contract-v1 envelope (seed 003 §5): `eventId, eventType, version,
+/// occurredAt, traceId, producer, idempotencyKey, payload` required,
+/// `riskFlags` an optional array of strings (`null` counts as absent).
+/// `eventType` is lower-case dotted `domain.action`
+/// (`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$`, at most [`MAX_EVENT_TYPE_LEN`]; seed
+/// 003 itself uses `task.step.updated` and `task.succeeded.v2`), `version` a
+/// positive integer, `payload` an object.
+///
+/// [`MAX_EVENT_TYPE_LEN`]: super::MAX_EVENT_TYPE_LEN
+pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
+    let o = Obj::root(obj);
+    o.require_all(&[
+        "eventId",
+        "eventType",
+        "version",
+        "occurredAt",
+        "traceId",
+        "producer",
+        "idempotencyKey",
+        "payload",
+    ])?;
+    let id = o.req_str("eventId")?;
+    let event_type = o.req_str("eventType")?;
+    check_dotted_type("eventType", event_type)?;
+    o.req_positive_int("version")?;
+    let occurred_at = o.req_timestamp("occurredAt")?;
+    let trace = o.req_str("traceId")?;
+    let producer = o.req_str("producer")?;
+    o.req_str("idempotencyKey")?;
+    match obj.get("riskFlags") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(flags)) => {
+            for (i, flag) in flags.iter().enumerate() {
+                if !flag.is_string() {
+                    return Err(EnvelopeError::invalid(
+                        format!("riskFlags[{i}]"),
+                        format!("expected a string, got {}", kind(flag)),
+                    ));
+                }
+            }
+        }
+        Some(other) => {
+            return Err(EnvelopeError::invalid(
+                "riskFlags",
+                format!("expected an array of strings, got {}", kind(other)),
+            ))
+        }
+    }
+    o.req_object("payload")?;
+    Ok(Fields {
+        id: Some(id.to_string()),
+        event_type: event_type.to_string(),
+        tenant_id: None,
+        partition_key: None,
+        sequence: None,
+        trace_id: Some(trace.to_string()),
+        producer: Some(producer.to_string()),
+        occurred_at: Some(occurred_at),
+    })
+}
+
+/// Contract-v1 type rule (seed 003 §4.1): lower-case dotted `domain.action`,
+/// `^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$`.
+fn check_dotted_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
+    check_type_len(field, t)?;
+    let mut parts = t.split('.');
+    let first = parts.next().unwrap_or("");
+    let first_ok = first.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && first
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let rest: Vec<&str> = parts.collect();
+    let rest_ok = !rest.is_empty()
+        && rest.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        });
+    if first_ok && rest_ok {
+        Ok(())
+    } else {
+        Err(EnvelopeError::invalid(
+            field,
+            format!(
+                "must be lower-case dotted `domain.action` (e.g. task.succeeded); got {}",
+                show(t)
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::envelope::testkit::{expect_err, obj, run, CONTRACT};
+    use serde_json::{json, Value};
+
+    /// Wrong JSON types are InvalidField with an "expected ..." reason.
+    #[test]
+    fn wrong_types() {
+        let mut m = obj(CONTRACT);
+        m.insert("payload".into(), json!([1]));
+        expect_err(run(&m, None), "invalid_field", Some("payload"));
+
+        let mut m = obj(CONTRACT);
+        m.insert("riskFlags".into(), json!(["A", 2]));
+        expect_err(run(&m, None), "invalid_field", Some("riskFlags[1]"));
+        m.insert("riskFlags".into(), json!("A"));
+        expect_err(run(&m, None), "invalid_field", Some("riskFlags"));
+        m.insert("riskFlags".into(), Value::Null);
+        assert!(run(&m, None).is_ok());
+
+        for (field, bad) in [
+            ("version", json!(0)),
+            ("version", json!(-1)),
+            ("version", json!(1.5)),
+            ("version", json!("1")),
+        ] {
+            let mut m = obj(CONTRACT);
+            m.insert(field.into(), bad);
+            let e = expect_err(run(&m, None), "invalid_field", Some(field));
+            assert!(e.to_string().contains("positive integer"), "{e}");
+        }
+    }
+
+    /// Event types the contract format accepts and refuses.
+    #[test]
+    fn bad_event_types() {
+        for ok in [
+            "task.created",
+            "task.step.updated",
+            "task.succeeded.v2",
+            "account.delete.requested",
+            "a1_b.c_2",
+        ] {
+            let mut m = obj(CONTRACT);
+            m.insert("eventType".into(), json!(ok));
+            assert_eq!(run(&m, None).unwrap().event_type, ok);
+        }
+        for bad in [
+            "TaskCreated",
+            "task_created",
+            "Task.created",
+            "task.",
+            ".task",
+            "task..created",
+            "1task.created",
+            "task.Created",
+            "task-x.created",
+        ] {
+            let mut m = obj(CONTRACT);
+            m.insert("eventType".into(), json!(bad));
+            let e = expect_err(run(&m, None), "invalid_field", Some("eventType"));
+            assert!(e.to_string().contains("domain.action"), "{e}");
+        }
+        let mut m = obj(CONTRACT);
+        m.insert("eventType".into(), json!(format!("a.{}", "b".repeat(99))));
+        expect_err(run(&m, None), "invalid_field", Some("eventType"));
+    }
+}

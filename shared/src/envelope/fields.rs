@@ -1,0 +1,544 @@
+//! What every format shares: reading fields so that each error names the
+//! field's full path ([`Obj`]), timestamps, the event type length limit, and
+//! the rules for producer text that becomes a store key, a log field or an
+//! HTTP header (ids, tenants, trace ids), with the quoting used in error
+//! messages.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::{EnvelopeError, Fields, Format, MAX_EVENT_TYPE_LEN};
+
+/// Longest producer id Hookline accepts, in bytes of UTF-8: the event id
+/// (native and change-feed `id`, `eventId`), the tenant (`tenant_id`,
+/// `tenantId`, and a subscription's `tenant_id`) and the trace id
+/// (`trace_id`, `correlationId`, `traceId`).
+///
+/// One limit for both backends, chosen to fit the tightest store key with
+/// room to spare: the event id is the DynamoDB Events table's partition key
+/// (at most 2,048 bytes) and the Sagas table's partition key (`event_id`);
+/// every other key (saga, webhook, dead-letter ids, and the stored id of a
+/// tenant's event) is a fixed-length hash, so the producer's id is the only
+/// unbounded one. 256 bytes is far above real ids (UUIDs are 36, ULIDs 26,
+/// W3C trace ids 32) and keeps a log line that names an event short.
+pub const MAX_ID_BYTES: usize = 256;
+
+// ---------------------------------------------------------------------------
+// Producer text rules: ids, header values, log lines
+// ---------------------------------------------------------------------------
+
+/// Why a producer-supplied id or header value is refused; the `Display` text
+/// is the reason part of an [`EnvelopeError::InvalidField`] (or of a
+/// subscription's header error) and never contains a raw control character.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    /// Longer than the limit.
+    #[error("is {len} bytes long; the maximum is {max} bytes")]
+    TooLong {
+        /// Bytes given (UTF-8).
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A character the value may not hold.
+    #[error("contains {shown} at byte {at}; {rule}")]
+    Forbidden {
+        /// The character, quoted and escaped.
+        shown: String,
+        /// Its byte offset in the value.
+        at: usize,
+        /// What the value may hold.
+        rule: &'static str,
+    },
+    /// Leading or trailing space or tab, which HTTP strips from a header value.
+    #[error("must not start or end with a space or tab (HTTP strips them from header values)")]
+    EdgeWhitespace,
+}
+
+/// What an id may hold, for [`TextError::Forbidden`].
+const ID_RULE: &str = "ids are printable text (no control, line-separator or bidirectional-formatting characters)";
+
+/// What a header value may hold, for [`TextError::Forbidden`].
+const HEADER_RULE: &str =
+    "the value is sent in an HTTP header, which takes visible ASCII, space and tab only";
+
+/// Characters that can break or disguise a log line or a terminal: every
+/// control character (C0, DEL, C1, so CR, LF and NUL), the Unicode line and
+/// paragraph separators, and the bidirectional-formatting characters that
+/// reorder how text is displayed.
+pub fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Checks a producer id (event id, tenant): at most [`MAX_ID_BYTES`] bytes
+/// of printable text (see [`is_unprintable`]). Blank ids are refused earlier
+/// by the envelope rules. Any other character is allowed (`/`, `%`, `?`,
+/// `#`, spaces, non-ASCII): the API's paths take an id percent-encoded.
+///
+/// # Errors
+///
+/// [`TextError::TooLong`] or [`TextError::Forbidden`].
+pub fn check_id(s: &str) -> Result<(), TextError> {
+    if s.len() > MAX_ID_BYTES {
+        return Err(TextError::TooLong { len: s.len(), max: MAX_ID_BYTES });
+    }
+    match s.char_indices().find(|(_, c)| is_unprintable(*c)) {
+        Some((at, c)) => Err(TextError::Forbidden { shown: show_char(c), at, rule: ID_RULE }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a value Hookline sends in an HTTP header (a trace id, a
+/// subscription's custom header value): visible ASCII (`!` to `~`), with
+/// spaces and tabs inside but not at either end (RFC 9110 §5.5
+/// `field-value`). Non-ASCII (RFC 9110's obsolete `obs-text`) is refused:
+/// receivers cannot read it reliably. No length limit here.
+///
+/// # Errors
+///
+/// [`TextError::Forbidden`] or [`TextError::EdgeWhitespace`].
+pub fn check_header_value(s: &str) -> Result<(), TextError> {
+    let allowed = |c: char| matches!(c, ' '..='~' | '\t');
+    if let Some((at, c)) = s.char_indices().find(|(_, c)| !allowed(*c)) {
+        return Err(TextError::Forbidden { shown: show_char(c), at, rule: HEADER_RULE });
+    }
+    if s.starts_with([' ', '\t']) || s.ends_with([' ', '\t']) {
+        return Err(TextError::EdgeWhitespace);
+    }
+    Ok(())
+}
+
+/// Checks a trace id: a header value ([`check_header_value`], it is sent as
+/// `hookline-trace-id`) of at most [`MAX_ID_BYTES`] bytes.
+///
+/// # Errors
+///
+/// As [`check_header_value`], and [`TextError::TooLong`].
+pub fn check_trace_id(s: &str) -> Result<(), TextError> {
+    if s.len() > MAX_ID_BYTES {
+        return Err(TextError::TooLong { len: s.len(), max: MAX_ID_BYTES });
+    }
+    check_header_value(s)
+}
+
+/// A producer- or caller-supplied string made safe to put in a log line with
+/// `%` (Display): every [`is_unprintable`] character is written escaped
+/// (`\n`, `\u{2028}`, ...), so a CR or LF in a value cannot start a forged
+/// line. Other characters are written as they are.
+#[derive(Debug, Clone, Copy)]
+pub struct LogSafe<'a>(pub &'a str);
+
+impl fmt::Display for LogSafe<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if is_unprintable(c) {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The envelope field names of the id, tenant and trace id of each format
+/// (empty when the format has no such field).
+fn text_fields(format: Format) -> (&'static str, &'static str, &'static str) {
+    match format {
+        Format::Native => ("id", "tenant_id", "trace_id"),
+        Format::ChangeFeed => ("id", "", ""),
+        Format::DomainEvent => ("eventId", "tenantId", "correlationId"),
+        Format::Contract => ("eventId", "", "traceId"),
+    }
+}
+
+/// The rules every format shares for values that become store keys, log
+/// fields and outgoing headers: ids and the tenant by [`check_id`], the trace
+/// id by [`check_trace_id`]. (Event types are already limited to
+/// `A-Z a-z 0-9 . _ : -` by every format's type rule, so they are valid
+/// `hookline-event-type` values.)
+pub(super) fn check_producer_text(fields: &Fields, format: Format) -> Result<(), EnvelopeError> {
+    let (id_field, tenant_field, trace_field) = text_fields(format);
+    let invalid = |field: &str, e: TextError| EnvelopeError::invalid(field, e.to_string());
+    if let Some(id) = &fields.id {
+        check_id(id).map_err(|e| invalid(id_field, e))?;
+    }
+    if let Some(t) = &fields.tenant_id {
+        check_id(t).map_err(|e| invalid(tenant_field, e))?;
+    }
+    if let Some(t) = &fields.trace_id {
+        check_trace_id(t).map_err(|e| invalid(trace_field, e))?;
+    }
+    Ok(())
+}
+
+/// The producer's own id inside a stored body of `format` (native and
+/// change-feed `id`, else `eventId`), to show next to the stored id: for an
+/// event with a tenant they differ (see [`crate::ids::stored_event_id`]).
+/// `None` when the body has none (a native envelope without `id`).
+pub fn producer_id(body: &[u8], format: Format) -> Option<String> {
+    let key = text_fields(format).0;
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.get(key)?.as_str().map(str::to_string)
+}
+
+// ---------------------------------------------------------------------------
+// Event type length
+// ---------------------------------------------------------------------------
+
+/// Length rule shared by every format: non-empty, at most [`MAX_EVENT_TYPE_LEN`] characters.
+pub(super) fn check_type_len(field: &str, t: &str) -> Result<(), EnvelopeError> {
+    if t.is_empty() {
+        return Err(EnvelopeError::invalid(field, "must not be empty"));
+    }
+    let len = t.chars().count();
+    if len > MAX_EVENT_TYPE_LEN {
+        return Err(EnvelopeError::invalid(
+            field,
+            format!("is {len} characters long; the maximum is {MAX_EVENT_TYPE_LEN}"),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Field access with path-aware errors
+// ---------------------------------------------------------------------------
+/// A JSON object together with its dotted path in the envelope, so that every
+/// error names the full field (`sequence.partitionKey`, not `partitionKey`).
+pub(super) struct Obj<'a> {
+    /// The object's members.
+    map: &'a Map<String, Value>,
+    /// Its path from the root; empty for the envelope itself.
+    path: String,
+}
+
+impl<'a> Obj<'a> {
+    /// The envelope's top-level object.
+    pub(super) fn root(map: &'a Map<String, Value>) -> Self {
+        Obj {
+            map,
+            path: String::new(),
+        }
+    }
+
+    /// The dotted path of one member.
+    fn path_of(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{}", self.path, key)
+        }
+    }
+
+    /// The member `key`, or MissingField. `null` counts as present here; the
+    /// typed accessors reject it with a precise reason.
+    pub(super) fn required(&self, key: &str) -> Result<&'a Value, EnvelopeError> {
+        self.map
+            .get(key)
+            .ok_or_else(|| EnvelopeError::missing(self.path_of(key)))
+    }
+
+    /// Checks that every key is present before any value is validated, so an
+    /// envelope read with the wrong format reports what that format is missing
+    /// rather than a confusing invalid value.
+    pub(super) fn require_all(&self, keys: &[&str]) -> Result<(), EnvelopeError> {
+        keys.iter().try_for_each(|k| self.required(k).map(|_| ()))
+    }
+
+    /// A required non-blank string.
+    pub(super) fn req_str(&self, key: &str) -> Result<&'a str, EnvelopeError> {
+        let v = self.required(key)?;
+        self.as_str(key, v)
+    }
+
+    /// An optional non-blank string; absent and `null` give `None`.
+    pub(super) fn opt_str(&self, key: &str) -> Result<Option<&'a str>, EnvelopeError> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => self.as_str(key, v).map(Some),
+        }
+    }
+
+    /// Checks that `v` (the member `key`) is a non-blank string.
+    fn as_str(&self, key: &str, v: &'a Value) -> Result<&'a str, EnvelopeError> {
+        match v {
+            Value::String(s) if s.trim().is_empty() => Err(EnvelopeError::invalid(
+                self.path_of(key),
+                "must not be empty",
+            )),
+            Value::String(s) => Ok(s),
+            other => Err(EnvelopeError::invalid(
+                self.path_of(key),
+                format!("expected a string, got {}", kind(other)),
+            )),
+        }
+    }
+
+    /// A required object, returned with its path for nested checks.
+    pub(super) fn req_object(&self, key: &str) -> Result<Obj<'a>, EnvelopeError> {
+        let v = self.required(key)?;
+        self.as_object(key, v)
+    }
+
+    /// An optional object; absent and `null` give `None`.
+    pub(super) fn opt_object(&self, key: &str) -> Result<Option<Obj<'a>>, EnvelopeError> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => self.as_object(key, v).map(Some),
+        }
+    }
+
+    /// Checks that `v` (the member `key`) is an object.
+    fn as_object(&self, key: &str, v: &'a Value) -> Result<Obj<'a>, EnvelopeError> {
+        match v {
+            Value::Object(map) => Ok(Obj {
+                map,
+                path: self.path_of(key),
+            }),
+            other => Err(EnvelopeError::invalid(
+                self.path_of(key),
+                format!("expected an object, got {}", kind(other)),
+            )),
+        }
+    }
+
+    /// A required positive integer (1, 2, ...), e.g. `version`.
+    pub(super) fn req_positive_int(&self, key: &str) -> Result<u64, EnvelopeError> {
+        let v = self.required(key)?;
+        match v.as_u64() {
+            Some(n) if n >= 1 => Ok(n),
+            _ => Err(EnvelopeError::invalid(
+                self.path_of(key),
+                match v {
+                    Value::Number(n) => format!("expected a positive integer (1, 2, ...), got {n}"),
+                    other => format!("expected a positive integer, got {}", kind(other)),
+                },
+            )),
+        }
+    }
+
+    /// A required RFC 3339 timestamp, converted to UTC.
+    pub(super) fn req_timestamp(&self, key: &str) -> Result<DateTime<Utc>, EnvelopeError> {
+        let s = self.req_str(key)?;
+        parse_timestamp(&self.path_of(key), s)
+    }
+
+    /// An optional RFC 3339 timestamp; absent and `null` give `None`.
+    pub(super) fn opt_timestamp(&self, key: &str) -> Result<Option<DateTime<Utc>>, EnvelopeError> {
+        match self.opt_str(key)? {
+            None => Ok(None),
+            Some(s) => parse_timestamp(&self.path_of(key), s).map(Some),
+        }
+    }
+}
+
+/// Parses an RFC 3339 timestamp (`2026-01-10T12:34:56.789Z`, any offset) into UTC.
+fn parse_timestamp(field: &str, s: &str) -> Result<DateTime<Utc>, EnvelopeError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| {
+            EnvelopeError::invalid(
+                field,
+                format!(
+                    "expected an RFC 3339 timestamp such as 2026-01-10T12:34:56.789Z, got {} ({e})",
+                    show(s)
+                ),
+            )
+        })
+}
+/// Names the JSON type of a value for "expected X, got Y" reasons.
+pub(super) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Quotes a producer value for an error message: backquoted, control
+/// characters escaped, cut at 64 characters so a huge value cannot bloat a 400.
+pub(crate) fn show(s: &str) -> String {
+    const MAX: usize = 64;
+    let mut out = String::from("`");
+    for (i, c) in s.chars().enumerate() {
+        if i == MAX {
+            out.push('…');
+            break;
+        }
+        out.extend(c.escape_debug());
+    }
+    out.push('`');
+    out
+}
+/// Quotes one offending character for an error message.
+pub(super) fn show_char(c: char) -> String {
+    match c {
+        ' ' => "a space".to_string(),
+        c if is_unprintable(c) || c.is_whitespace() => format!("`{}`", c.escape_unicode()),
+        c => format!("`{c}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::testkit::{expect_err, obj, run, CHANGE_FEED, CONTRACT, DOMAIN, NATIVE};
+    use crate::envelope::{normalize, normalize_with_defaults};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Bad timestamps are InvalidField naming the field and showing the value.
+    #[test]
+    fn bad_timestamps() {
+        let cases: [(&str, &str); 5] = [
+            (NATIVE, "occurred_at"),
+            (CHANGE_FEED, "published_at"),
+            (DOMAIN, "occurredAt"),
+            (CONTRACT, "occurredAt"),
+            (CHANGE_FEED, "payload.recorded_at"),
+        ];
+        for (base, field) in cases {
+            for bad in [
+                "yesterday",
+                "2026-01-10",
+                "2026-01-10T12:34:56",
+                "2026-13-10T12:34:56Z",
+                "1736512496",
+            ] {
+                let mut m = obj(base);
+                match field.split_once('.') {
+                    Some((p, c)) => m[p][c] = json!(bad),
+                    None => {
+                        m.insert(field.into(), json!(bad));
+                    }
+                }
+                let e = expect_err(run(&m, None), "invalid_field", Some(field));
+                let text = e.to_string();
+                assert!(text.contains("RFC 3339"), "{text}");
+                assert!(text.contains(&format!("`{bad}`")), "{text}");
+            }
+        }
+        // Offsets are accepted and converted to UTC.
+        let mut m = obj(DOMAIN);
+        m.insert("occurredAt".into(), json!("2026-01-10T21:34:56.789+09:00"));
+        assert_eq!(
+            run(&m, None).unwrap().occurred_at.unwrap().to_rfc3339(),
+            "2026-01-10T12:34:56.789+00:00"
+        );
+    }
+
+    /// Ids (and tenants) over MAX_ID_BYTES or holding unprintable characters
+    /// are refused in every format, naming the format's field; the limit
+    /// itself and ids with `/`, `%`, `?`, `#`, spaces and non-ASCII pass.
+    #[test]
+    fn producer_ids_have_one_limit_and_charset() {
+        let at_limit = "é".repeat(MAX_ID_BYTES / 2);
+        let over = format!("{at_limit}x");
+        for (base, id_field, tenant_field) in [
+            (NATIVE, "id", Some("tenant_id")),
+            (CHANGE_FEED, "id", None),
+            (DOMAIN, "eventId", Some("tenantId")),
+            (CONTRACT, "eventId", None),
+        ] {
+            let mut m = obj(base);
+            m.insert(id_field.into(), json!(at_limit));
+            assert_eq!(run(&m, None).unwrap().id.as_deref(), Some(at_limit.as_str()));
+            m.insert(id_field.into(), json!("a/b c%d?e#fé"));
+            assert!(run(&m, None).is_ok());
+            m.insert(id_field.into(), json!(over));
+            let e = expect_err(run(&m, None), "invalid_field", Some(id_field));
+            assert!(e.to_string().contains("257 bytes long; the maximum is 256"), "{e}");
+            for bad in ["a\nb", "a\rb", "a\0b", "a\u{1b}[2J", "a\u{85}b", "a\u{2028}b", "a\u{202e}b"] {
+                m.insert(id_field.into(), json!(bad));
+                let e = expect_err(run(&m, None), "invalid_field", Some(id_field));
+                assert!(!e.to_string().chars().any(is_unprintable), "{e:?}");
+            }
+            if let Some(tf) = tenant_field {
+                let mut m = obj(base);
+                m.insert(tf.into(), json!(over));
+                expect_err(run(&m, None), "invalid_field", Some(tf));
+                m.insert(tf.into(), json!("acme\nINFO forged"));
+                expect_err(run(&m, None), "invalid_field", Some(tf));
+            }
+        }
+        // EventBridge ingest uses the same rules.
+        expect_err(
+            normalize_with_defaults(format!(r#"{{"id":"{over}","data":{{}}}}"#).as_bytes(), None, Some("t"), None),
+            "invalid_field",
+            Some("id"),
+        );
+    }
+
+    /// Trace ids become the `hookline-trace-id` header: visible ASCII, inner
+    /// spaces and tabs, at most MAX_ID_BYTES.
+    #[test]
+    fn trace_ids_must_be_header_values() {
+        for (base, field) in [(NATIVE, "trace_id"), (DOMAIN, "correlationId"), (CONTRACT, "traceId")] {
+            let mut m = obj(base);
+            for ok in ["4bf92f3577b34da6a3ce929d0e0e4736", "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1", "a b\tc", "!~"] {
+                m.insert(field.into(), json!(ok));
+                assert_eq!(run(&m, None).unwrap().trace_id.as_deref(), Some(ok));
+            }
+            for bad in ["req\n2026-01-01 INFO forged", "a\r\nX-Evil: 1", "a\0", "a\u{7f}", "caf\u{e9}", " a", "a\t"] {
+                m.insert(field.into(), json!(bad));
+                let e = expect_err(run(&m, None), "invalid_field", Some(field));
+                assert!(!e.to_string().chars().any(char::is_control), "{e:?}");
+            }
+            m.insert(field.into(), json!("t".repeat(MAX_ID_BYTES + 1)));
+            expect_err(run(&m, None), "invalid_field", Some(field));
+        }
+    }
+
+    /// Every event type a format accepts is a valid header value.
+    #[test]
+    fn accepted_event_types_are_header_values() {
+        for t in ["order.created", "a:b_c-d.E9", "RecordUpdated", "task.succeeded.v2"] {
+            assert_eq!(check_header_value(t), Ok(()));
+        }
+        expect_err(normalize(br#"{"type":"a\nINFO forged","data":{}}"#, None), "invalid_field", Some("type"));
+    }
+
+    /// LogSafe escapes what could forge or disguise a log line and nothing else.
+    #[test]
+    fn log_safe_escapes_unprintables() {
+        assert_eq!(LogSafe("a\nb\r\0\u{2028}\u{202e}").to_string(), "a\\nb\\r\\u{0}\\u{2028}\\u{202e}");
+        assert_eq!(LogSafe("plain id/é %20 \\n").to_string(), "plain id/é %20 \\n");
+    }
+
+    /// The producer's id is read back from a stored body.
+    #[test]
+    fn producer_id_from_body() {
+        assert_eq!(producer_id(NATIVE.as_bytes(), Format::Native).as_deref(), Some("evt_1"));
+        assert_eq!(producer_id(DOMAIN.as_bytes(), Format::DomainEvent).as_deref(), Some("uuid"));
+        assert_eq!(producer_id(br#"{"type":"t","data":1}"#, Format::Native), None);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever the value, an accepted id holds no unprintable character,
+        /// an accepted trace id is a valid `http` header value, and LogSafe
+        /// output has no control character.
+        #[test]
+        fn text_rules_hold(s in "\\PC{0,8}[\\x00-\\x20\\x7f\\u{85}\\u{2028}a-z]{0,4}\\PC{0,8}") {
+            if check_id(&s).is_ok() {
+                prop_assert!(!s.chars().any(is_unprintable));
+            }
+            if check_trace_id(&s).is_ok() {
+                prop_assert!(reqwest::header::HeaderValue::from_str(&s).is_ok());
+                prop_assert!(s.is_ascii());
+            }
+            prop_assert!(!LogSafe(&s).to_string().chars().any(char::is_control));
+        }
+    }
+}
