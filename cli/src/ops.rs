@@ -55,7 +55,7 @@ pub enum DeadLetterCommand {
     List {
         /// open, requeued or skipped.
         #[arg(long, default_value = "open")]
-        state: String,
+        state: shared::dead_letter::DeadLetterState,
         #[command(flatten)]
         target: Target,
     },

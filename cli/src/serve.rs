@@ -17,7 +17,7 @@ use axum::body::Body;
 use axum::http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use shared::api::{self, Api, Verification};
-use shared::attempt::{DeliveryJob, RetryTimer};
+use shared::job::{DeliveryJob, RetryTimer};
 use shared::context::{Config, Hookline};
 use shared::http_client::ClientConfig;
 use shared::error::StoreError;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::{self, Api};
-use crate::attempt::{DeliveryJob, RetryTimer};
+use crate::job::{DeliveryJob, RetryTimer};
 use crate::aws::item;
 use crate::aws::sqs::SqsQueue;
 use crate::context::{Config, Hookline};

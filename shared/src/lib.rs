@@ -16,10 +16,12 @@ pub mod attempt;
 #[cfg(feature = "aws")]
 pub mod lambda;
 pub mod context;
+pub mod dead_letter;
 pub mod error;
 pub mod event;
 pub mod failpoint;
 pub mod ids;
+pub mod job;
 pub mod limits;
 pub mod metrics;
 pub mod ports;

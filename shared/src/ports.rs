@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::attempt::{Attempt, DeadLetter};
+use crate::attempt::Attempt;
+use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::saga::{Saga, SagaState};
@@ -112,13 +113,13 @@ pub trait DeadLetterStore: Send + Sync {
     /// One by id.
     async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>>;
     /// Newest first, optionally only those in `state`.
-    async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>>;
+    async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>>;
     /// How many are in `state`, without reading them (the `/metrics` gauge of
     /// open dead letters is scraped often).
-    async fn count(&self, state: &str) -> StoreResult<u64>;
+    async fn count(&self, state: DeadLetterState) -> StoreResult<u64>;
     /// Moves an `open` dead letter to `state` with its audit record; `false`
     /// if it was not open.
-    async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool>;
+    async fn resolve(&self, id: &str, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool>;
 }
 
 /// A message taken from a queue, invisible to others until its visibility

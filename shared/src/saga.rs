@@ -68,8 +68,8 @@ impl SagaStatus {
 /// requeue or replay (who, when, why).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Origin {
-    /// `requeue` or `replay`.
-    pub kind: String,
+    /// Requeue or replay.
+    pub kind: OriginKind,
     /// The saga this one follows, if any.
     pub previous_saga_id: Option<String>,
     /// Who asked.
@@ -78,6 +78,17 @@ pub struct Origin {
     pub reason: String,
     /// When they asked.
     pub at: DateTime<Utc>,
+}
+
+/// Why a saga that is not an event's first exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OriginKind {
+    /// Ops requeued a dead letter (`previous_saga_id` is the dead saga, and
+    /// the dead letter's id).
+    Requeue,
+    /// Ops replayed a stored event.
+    Replay,
 }
 
 /// The mutable part of a saga: what a transition changes.

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::json;
-use shared::attempt::{Attempt, DeadLetter};
+use shared::attempt::Attempt;
+use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
 use shared::context::Stores;
 use shared::envelope::Format;
 use shared::event::EventRecord;
@@ -130,6 +131,11 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
     }
 }
 
+/// An audit record of `action` by `actor`.
+pub fn resolution(action: ResolutionAction, actor: &str, new_saga_id: Option<&str>) -> Resolution {
+    Resolution { action, actor: actor.into(), reason: "receiver fixed".into(), at: now(), new_saga_id: new_saga_id.map(str::to_string) }
+}
+
 /// An open dead letter created at `created_at`.
 pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
     DeadLetter {
@@ -141,7 +147,7 @@ pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
         attempts: 3,
         saga_snapshot: json!({ "id": id, "status": "DeadLettered" }),
         created_at,
-        state: "open".into(),
+        state: DeadLetterState::Open,
         resolution: None,
         // Round-trips through every backend (DynamoDB keeps it deflated apart).
         event: Some(event(&format!("evt_of_{id}"), "task.failed")),
@@ -186,7 +192,7 @@ pub async fn sagas_create_is_idempotent(s: &Stores) {
     a_again.state = state(SagaStatus::InProgress, 3);
     let mut c = saga("sg_c", "evt_2", "sub_1");
     c.origin = Some(Origin {
-        kind: "requeue".into(),
+        kind: shared::saga::OriginKind::Requeue,
         previous_saga_id: Some("sg_a".into()),
         actor: "ops@example.com".into(),
         reason: "receiver fixed".into(),
@@ -461,12 +467,12 @@ pub async fn dead_letters_put_once(s: &Stores) {
 pub async fn dead_letters_resolve_once(s: &Stores) {
     let d = dead_letter("sg_dead", now());
     s.dead_letters.put(&d).await.unwrap();
-    let audit = json!({ "actor": "ops@example.com", "reason": "receiver fixed", "at": now(), "new_saga_id": "sg_new" });
-    assert!(s.dead_letters.resolve("sg_dead", "requeued", audit.clone()).await.unwrap());
-    assert!(!s.dead_letters.resolve("sg_dead", "skipped", json!({ "actor": "late" })).await.unwrap());
+    let audit = resolution(ResolutionAction::Requeue, "ops@example.com", Some("sg_new"));
+    assert!(s.dead_letters.resolve("sg_dead", DeadLetterState::Requeued, audit.clone()).await.unwrap());
+    assert!(!s.dead_letters.resolve("sg_dead", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "late", None)).await.unwrap());
     let got = s.dead_letters.get("sg_dead").await.unwrap().unwrap();
-    assert_eq!(got, DeadLetter { state: "requeued".into(), resolution: Some(audit), ..d });
-    assert!(!s.dead_letters.resolve("sg_none", "skipped", json!({})).await.unwrap());
+    assert_eq!(got, DeadLetter { state: DeadLetterState::Requeued, resolution: Some(audit), ..d });
+    assert!(!s.dead_letters.resolve("sg_none", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None)).await.unwrap());
     assert_eq!(s.dead_letters.get("sg_none").await.unwrap(), None);
 }
 
@@ -483,20 +489,20 @@ pub async fn dead_letters_list_newest_first(s: &Stores) {
     for d in [&d2, &d4, &d1, &d3] {
         assert!(s.dead_letters.put(d).await.unwrap());
     }
-    assert!(s.dead_letters.resolve("sg_3", "skipped", json!({ "actor": "ops" })).await.unwrap());
+    assert!(s.dead_letters.resolve("sg_3", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None)).await.unwrap());
     let d3 = s.dead_letters.get("sg_3").await.unwrap().unwrap();
     let ids = |v: Vec<DeadLetter>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
 
-    assert_eq!(s.dead_letters.list(Some("open"), 10).await.unwrap(), vec![d4.clone(), d2.clone(), d1.clone()]);
-    assert_eq!(ids(s.dead_letters.list(Some("open"), 2).await.unwrap()), ["sg_4", "sg_2"]);
-    assert_eq!(s.dead_letters.list(Some("skipped"), 10).await.unwrap(), vec![d3.clone()]);
-    assert!(s.dead_letters.list(Some("requeued"), 10).await.unwrap().is_empty());
+    assert_eq!(s.dead_letters.list(Some(DeadLetterState::Open), 10).await.unwrap(), vec![d4.clone(), d2.clone(), d1.clone()]);
+    assert_eq!(ids(s.dead_letters.list(Some(DeadLetterState::Open), 2).await.unwrap()), ["sg_4", "sg_2"]);
+    assert_eq!(s.dead_letters.list(Some(DeadLetterState::Skipped), 10).await.unwrap(), vec![d3.clone()]);
+    assert!(s.dead_letters.list(Some(DeadLetterState::Requeued), 10).await.unwrap().is_empty());
     assert_eq!(s.dead_letters.list(None, 10).await.unwrap(), vec![d4, d3, d2, d1]);
     assert_eq!(ids(s.dead_letters.list(None, 3).await.unwrap()), ["sg_4", "sg_3", "sg_2"]);
     assert!(s.dead_letters.list(None, 0).await.unwrap().is_empty());
-    assert_eq!(s.dead_letters.count("open").await.unwrap(), 3);
-    assert_eq!(s.dead_letters.count("skipped").await.unwrap(), 1);
-    assert_eq!(s.dead_letters.count("requeued").await.unwrap(), 0);
+    assert_eq!(s.dead_letters.count(DeadLetterState::Open).await.unwrap(), 3);
+    assert_eq!(s.dead_letters.count(DeadLetterState::Skipped).await.unwrap(), 1);
+    assert_eq!(s.dead_letters.count(DeadLetterState::Requeued).await.unwrap(), 0);
 }
 
 // ------------------------------------------------------------------ queues

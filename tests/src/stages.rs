@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::attempt::RetryTimer;
+use shared::job::RetryTimer;
 use shared::aws::AwsBackend;
 use shared::context::{Config, Hookline, Stores};
 use shared::event::EventRecord;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{parse, query_param, Api, ApiError, ApiResult, Request, Response};
-use crate::attempt::DeadLetter;
+use crate::dead_letter::{DeadLetter, DeadLetterState};
 use crate::stage::requeue::{self, Audit};
 
 /// `POST /v1/dead-letters/{id}/requeue` and `…/skip`: the audit record.
@@ -40,17 +40,15 @@ struct Requeued<'a> {
 #[derive(Serialize)]
 struct Skipped<'a> {
     dead_letter_id: &'a str,
-    state: &'static str,
+    state: DeadLetterState,
 }
 
 impl Api {
     pub(super) async fn list_dead_letters(&self, req: &Request<'_>) -> ApiResult {
-        let state = query_param(req.query, "state");
-        if let Some(s) = &state {
-            if !["open", "requeued", "skipped"].contains(&s.as_str()) {
-                return Err(ApiError::invalid("state", "state must be open, requeued or skipped"));
-            }
-        }
+        let state = match query_param(req.query, "state") {
+            None => None,
+            Some(s) => Some(s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?),
+        };
         let limit = match query_param(req.query, "limit") {
             None => 100,
             Some(l) => l
@@ -59,7 +57,7 @@ impl Api {
                 .filter(|n| (1..=1000).contains(n))
                 .ok_or_else(|| ApiError::invalid("limit", "limit must be an integer between 1 and 1000"))?,
         };
-        let dead_letters = self.hookline.stores.dead_letters.list(state.as_deref(), limit).await?;
+        let dead_letters = self.hookline.stores.dead_letters.list(state, limit).await?;
         Ok(Response::json(200, &DeadLetterList { dead_letters }))
     }
 
@@ -75,7 +73,7 @@ impl Api {
             Ok(Response::json(202, &Requeued { dead_letter_id: id, saga_id }))
         } else {
             requeue::skip(&self.hookline, id, &audit).await?;
-            Ok(Response::json(200, &Skipped { dead_letter_id: id, state: "skipped" }))
+            Ok(Response::json(200, &Skipped { dead_letter_id: id, state: DeadLetterState::Skipped }))
         }
     }
 }

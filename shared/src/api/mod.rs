@@ -178,7 +178,7 @@ impl Api {
         if let Ok(d) = h.stores.retries.depth().await {
             queues.push(("retries", d));
         }
-        let open = h.stores.dead_letters.count("open").await.ok();
+        let open = h.stores.dead_letters.count(crate::dead_letter::DeadLetterState::Open).await.ok();
         let text = h.metrics.render(&queues, open);
         Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes() }
     }

@@ -15,7 +15,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use aws_sdk_dynamodb::Client;
 
 use super::item::{self, Attrs};
-use crate::attempt::{Attempt, DeadLetter};
+use crate::attempt::Attempt;
+use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
@@ -518,18 +519,18 @@ impl DynamoDeadLetters {
     }
 
     /// A query of GSI `by_state` for the dead letters in `state`.
-    fn by_state(&self, state: &str) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    fn by_state(&self, state: DeadLetterState) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
         self.client
             .query()
             .table_name(&self.table)
             .index_name("by_state")
             .key_condition_expression("#state = :s")
             .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":s", s(state))
+            .expression_attribute_values(":s", s(state.as_str()))
     }
 
     /// Newest first from GSI `by_state`, stopping at `limit`.
-    async fn list_state(&self, state: &str, limit: usize) -> StoreResult<Vec<DeadLetter>> {
+    async fn list_state(&self, state: DeadLetterState, limit: usize) -> StoreResult<Vec<DeadLetter>> {
         let mut out = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         while out.len() < limit {
@@ -566,7 +567,7 @@ impl DeadLetterStore for DynamoDeadLetters {
 
     /// With a state: a GSI `by_state` query (eventually consistent). Without:
     /// a full `Scan` sorted here (dead letters are few; ops use filters).
-    async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
+    async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -587,7 +588,7 @@ impl DeadLetterStore for DynamoDeadLetters {
 
     /// A `Select: COUNT` query of GSI `by_state` (all pages): counted by
     /// DynamoDB, nothing returned; eventually consistent like every GSI read.
-    async fn count(&self, state: &str) -> StoreResult<u64> {
+    async fn count(&self, state: DeadLetterState) -> StoreResult<u64> {
         let mut total = 0u64;
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         loop {
@@ -609,12 +610,12 @@ impl DeadLetterStore for DynamoDeadLetters {
     /// Reads the dead letter, then rewrites `state` and `data` on condition
     /// that it is still `open`: while it is open nothing else writes it, so
     /// the data read is the data replaced.
-    async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool> {
+    async fn resolve(&self, id: &str, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool> {
         let Some(mut dl) = self.get(id).await? else { return Ok(false) };
-        if dl.state != "open" {
+        if dl.state != DeadLetterState::Open {
             return Ok(false);
         }
-        dl.state = state.to_string();
+        dl.state = state;
         dl.resolution = Some(resolution);
         let data = item::dead_letter_to_attrs(&dl)?.s("data")?.to_string();
         let res = self
@@ -626,10 +627,10 @@ impl DeadLetterStore for DynamoDeadLetters {
             .condition_expression("#state = :open")
             .expression_attribute_names("#state", "state")
             .expression_attribute_names("#data", "data")
-            .expression_attribute_values(":state", s(state))
+            .expression_attribute_values(":state", s(state.as_str()))
             .expression_attribute_values(":data", s(data))
             .expression_attribute_values(":expires", n((chrono::Utc::now() + self.retention).timestamp()))
-            .expression_attribute_values(":open", s("open"))
+            .expression_attribute_values(":open", s(DeadLetterState::Open.as_str()))
             .send()
             .await;
         written("UpdateItem", &self.table, res)

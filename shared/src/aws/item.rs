@@ -16,7 +16,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use crate::attempt::{Attempt, DeadLetter};
+use crate::attempt::Attempt;
+use crate::dead_letter::DeadLetter;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::saga::{Origin, Saga, SagaState, SagaStatus};
@@ -419,7 +420,7 @@ pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
     let record = DeadLetter { event: None, ..d.clone() };
     a.put_s("id", &d.id)
-        .put_s("state", &d.state)
+        .put_s("state", d.state.as_str())
         .put_n("created_at", d.created_at.timestamp_millis())
         .put_s("data", encode_json(&record)?);
     if let Some(e) = &d.event {
@@ -454,7 +455,7 @@ mod tests {
         s.state.next_attempt_at = Some(now + chrono::Duration::milliseconds(1234));
         s.state.last_error = Some("HTTP 500".into());
         s.origin = Some(Origin {
-            kind: "requeue".into(),
+            kind: crate::saga::OriginKind::Requeue,
             previous_saga_id: Some("sg_0".into()),
             actor: "ops".into(),
             reason: "fixed".into(),

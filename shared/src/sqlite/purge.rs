@@ -313,8 +313,8 @@ fn resolved_dead_letters(c: &Connection, cutoff_ms: i64, limit: usize) -> Result
         )
         .map_err(sql)?;
     let (mut n, mut more) = (0, false);
-    for state in ["requeued", "skipped"] {
-        let k = st.execute(params![state, cutoff_ms, limit as i64]).map_err(sql)?;
+    for state in [crate::dead_letter::DeadLetterState::Requeued, crate::dead_letter::DeadLetterState::Skipped] {
+        let k = st.execute(params![state.as_str(), cutoff_ms, limit as i64]).map_err(sql)?;
         n += k as u64;
         more |= k == limit;
     }

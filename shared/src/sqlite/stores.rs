@@ -6,7 +6,8 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::{decode, encode, sql, Db, Marks, Stream};
-use crate::attempt::{Attempt, DeadLetter};
+use crate::attempt::Attempt;
+use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::event::EventRecord;
 use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, StoreResult, SagaStore, SubscriptionStore, Transition, TransitionOutcome,
@@ -346,7 +347,7 @@ impl DeadLetterStore for SqliteDeadLetters {
                 let n = c
                     .execute(
                         "INSERT INTO dead_letters (id, state, created_at, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING",
-                        params![dl.id, dl.state, dl.created_at.timestamp_millis(), encode(&dl)],
+                        params![dl.id, dl.state.as_str(), dl.created_at.timestamp_millis(), encode(&dl)],
                     )
                     .map_err(sql)?;
                 Ok(n == 1)
@@ -365,8 +366,8 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
-    async fn list(&self, state: Option<&str>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
-        let state = state.map(str::to_string);
+    async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
+        let state = state.map(DeadLetterState::as_str);
         self.0
             .call(move |c, _| {
                 let mut st = c
@@ -380,8 +381,8 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
-    async fn count(&self, state: &str) -> StoreResult<u64> {
-        let state = state.to_string();
+    async fn count(&self, state: DeadLetterState) -> StoreResult<u64> {
+        let state = state.as_str();
         self.0
             .call(move |c, _| {
                 c.prepare_cached("SELECT COUNT(*) FROM dead_letters WHERE state = ?1")
@@ -393,19 +394,19 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
-    async fn resolve(&self, id: &str, state: &str, resolution: serde_json::Value) -> StoreResult<bool> {
-        let (id, state) = (id.to_string(), state.to_string());
+    async fn resolve(&self, id: &str, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool> {
+        let id = id.to_string();
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
-                    .query_row("SELECT data FROM dead_letters WHERE id = ?1 AND state = 'open'", [&id], |r| r.get(0))
+                    .query_row("SELECT data FROM dead_letters WHERE id = ?1 AND state = ?2", params![&id, DeadLetterState::Open.as_str()], |r| r.get(0))
                     .optional()
                     .map_err(sql)?;
                 let Some(data) = data else { return Ok(false) };
                 let mut dl: DeadLetter = decode(&data)?;
-                dl.state = state.clone();
+                dl.state = state;
                 dl.resolution = Some(resolution);
-                c.execute("UPDATE dead_letters SET state = ?1, data = ?2 WHERE id = ?3", params![state, encode(&dl), id])
+                c.execute("UPDATE dead_letters SET state = ?1, data = ?2 WHERE id = ?3", params![state.as_str(), encode(&dl), id])
                     .map_err(sql)?;
                 Ok(true)
             })

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use crate::attempt::{Attempt, DeliveryJob};
+use crate::attempt::Attempt;
+use crate::job::DeliveryJob;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
@@ -145,7 +146,7 @@ pub async fn event_of(h: &Hookline, event_id: &str, saga_id: &str) -> Result<Opt
         return Ok(Some(e));
     }
     let Some(saga) = h.stores.sagas.get(event_id, saga_id).await? else { return Ok(None) };
-    let Some(dead) = saga.origin.filter(|o| o.kind == "requeue").and_then(|o| o.previous_saga_id) else { return Ok(None) };
+    let Some(dead) = saga.origin.filter(|o| o.kind == crate::saga::OriginKind::Requeue).and_then(|o| o.previous_saga_id) else { return Ok(None) };
     Ok(h.stores.dead_letters.get(&dead).await?.and_then(|d| d.event))
 }
 

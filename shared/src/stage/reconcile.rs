@@ -75,7 +75,7 @@ pub async fn reconcile(h: &Hookline, limits: &ReconcileLimits) -> Result<Reconci
     let mut report = ReconcileReport::default();
     given_up(h, limits, &mut report).await?;
     stalled(h, limits, &mut report).await?;
-    report.open_dead_letters = h.stores.dead_letters.count("open").await?;
+    report.open_dead_letters = h.stores.dead_letters.count(crate::dead_letter::DeadLetterState::Open).await?;
     let m = &h.metrics.reconciled;
     m.events_rerouted.fetch_add(report.events_rerouted as u64, Relaxed);
     m.sagas_redriven.fetch_add((report.sagas_restarted + report.attempts_replayed + report.redriven) as u64, Relaxed);

@@ -12,14 +12,15 @@
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use crate::attempt::DeliveryJob;
+use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
+use crate::job::DeliveryJob;
 
 use crate::context::Hookline;
 use crate::envelope::LogSafe;
 use crate::error::StoreError;
 use crate::ids;
 use crate::routing;
-use crate::saga::{Origin, Saga};
+use crate::saga::{Origin, OriginKind, Saga};
 
 /// Why a requeue, skip or replay was refused.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +34,7 @@ pub enum RequeueError {
         /// The dead letter.
         id: String,
         /// What happened to it.
-        state: String,
+        state: DeadLetterState,
     },
     /// The store failed.
     #[error(transparent)]
@@ -93,7 +94,7 @@ pub enum RequeueMessage {
     DeadJob(DeliveryJob),
 }
 
-async fn load_dead_letter(h: &Hookline, id: &str) -> Result<crate::attempt::DeadLetter, RequeueError> {
+async fn load_dead_letter(h: &Hookline, id: &str) -> Result<DeadLetter, RequeueError> {
     h.stores.dead_letters.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("dead letter {id}")))
 }
 
@@ -101,7 +102,7 @@ async fn load_dead_letter(h: &Hookline, id: &str) -> Result<crate::attempt::Dead
 /// have (the same for every requeue of this dead letter).
 pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<String, RequeueError> {
     let dl = load_dead_letter(h, dead_letter_id).await?;
-    if dl.state == "skipped" {
+    if dl.state == DeadLetterState::Skipped {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
     let msg = RequeueMessage::Requeue {
@@ -182,30 +183,30 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
     // The dead letter is resolved first: of concurrent requeues (a redrive
     // and an API call), the one whose conditional resolve wins writes the
     // audit record, and the new saga carries that same record.
-    if dl.state == "open" {
-        let resolution = serde_json::json!({
-            "action": "requeue", "actor": audit.actor, "reason": audit.reason, "at": Utc::now(), "new_saga_id": new_id,
-        });
-        h.stores.dead_letters.resolve(&dl.id, "requeued", resolution).await?;
+    if dl.state == DeadLetterState::Open {
+        let resolution = Resolution {
+            action: ResolutionAction::Requeue,
+            actor: audit.actor.clone(),
+            reason: audit.reason.clone(),
+            at: Utc::now(),
+            new_saga_id: Some(new_id.clone()),
+        };
+        h.stores.dead_letters.resolve(&dl.id, DeadLetterState::Requeued, resolution).await?;
         dl = load_dead_letter(h, dead_letter_id).await?;
     }
-    if dl.state != "requeued" {
+    if dl.state != DeadLetterState::Requeued {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
     crate::failpoint::hit("requeue.after_resolve");
     if let Some(s) = h.stores.sagas.get(&dl.event_id, &new_id).await? {
         return Ok(s);
     }
-    let r = dl.resolution.clone().unwrap_or_default();
-    let text = |k: &str, default: &str| r[k].as_str().unwrap_or(default).to_string();
-    let at = r["at"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-    let origin = Origin {
-        kind: "requeue".into(),
-        previous_saga_id: Some(dl.id.clone()),
-        actor: text("actor", &audit.actor),
-        reason: text("reason", &audit.reason),
-        at,
+    // The new saga carries the audit record that won (see above).
+    let (actor, reason, at) = match &dl.resolution {
+        Some(r) => (r.actor.clone(), r.reason.clone(), r.at),
+        None => (audit.actor.clone(), audit.reason.clone(), Utc::now()),
     };
+    let origin = Origin { kind: OriginKind::Requeue, previous_saga_id: Some(dl.id.clone()), actor, reason, at };
     let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now());
     h.stores.sagas.create(std::slice::from_ref(&saga)).await?;
     tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %LogSafe(saga.origin.as_ref().map_or("", |o| o.actor.as_str())), "dead letter requeued");
@@ -215,10 +216,16 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
 /// Closes a dead letter without delivering it, with the audit record.
 pub async fn skip(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<(), RequeueError> {
     let dl = load_dead_letter(h, dead_letter_id).await?;
-    let resolution = serde_json::json!({"action": "skip", "actor": audit.actor, "reason": audit.reason, "at": Utc::now()});
-    if !h.stores.dead_letters.resolve(&dl.id, "skipped", resolution).await? {
-        let cur = h.stores.dead_letters.get(&dl.id).await?.map(|d| d.state).unwrap_or_default();
-        if cur != "skipped" {
+    let resolution = Resolution {
+        action: ResolutionAction::Skip,
+        actor: audit.actor.clone(),
+        reason: audit.reason.clone(),
+        at: Utc::now(),
+        new_saga_id: None,
+    };
+    if !h.stores.dead_letters.resolve(&dl.id, DeadLetterState::Skipped, resolution).await? {
+        let cur = h.stores.dead_letters.get(&dl.id).await?.map_or(dl.state, |d| d.state);
+        if cur != DeadLetterState::Skipped {
             return Err(RequeueError::AlreadyResolved { id: dl.id, state: cur });
         }
     }
@@ -243,7 +250,7 @@ pub async fn replay(
         .map(|sub| {
             let previous = ids::saga_id(event_id, sub);
             let origin = Origin {
-                kind: "replay".into(),
+                kind: OriginKind::Replay,
                 previous_saga_id: Some(previous),
                 actor: audit.actor.clone(),
                 reason: audit.reason.clone(),

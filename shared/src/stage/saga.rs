@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::attempt::{Attempt, DeadLetter, DeliveryJob, RetryTimer};
+use crate::attempt::Attempt;
+use crate::dead_letter::{DeadLetter, DeadLetterState};
+use crate::job::{DeliveryJob, RetryTimer};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ports::{Transition, TransitionOutcome};
@@ -227,7 +229,7 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
         attempts: saga.as_ref().map_or(job.attempt, |s| s.state.attempts),
         saga_snapshot: serde_json::to_value(&saga).unwrap_or_default(),
         created_at: Utc::now(),
-        state: "open".into(),
+        state: DeadLetterState::Open,
         resolution: None,
         event,
     };

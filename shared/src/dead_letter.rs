@@ -1,0 +1,105 @@
+//! Dead letters: one per saga that gave up, with the snapshots ops need to
+//! decide (the saga as it ended, the event as it would be delivered), and
+//! the audit record of what ops did with it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where ops are with a dead letter. Open ones raise the alarm; the others
+/// carry their [`Resolution`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeadLetterState {
+    /// Waiting for ops.
+    Open,
+    /// A new saga was created for it.
+    Requeued,
+    /// Closed without delivering.
+    Skipped,
+}
+
+impl DeadLetterState {
+    /// Every state, in the order ops meet them.
+    pub const ALL: [DeadLetterState; 3] = [DeadLetterState::Open, DeadLetterState::Requeued, DeadLetterState::Skipped];
+
+    /// The one spelling, in the API, the stores and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterState::Open => "open",
+            DeadLetterState::Requeued => "requeued",
+            DeadLetterState::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for DeadLetterState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for DeadLetterState {
+    type Err = String;
+
+    /// Parses the spelling of [`DeadLetterState::as_str`].
+    fn from_str(s: &str) -> Result<Self, String> {
+        DeadLetterState::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| "must be open, requeued or skipped".to_string())
+    }
+}
+
+/// What ops did with a dead letter, as recorded: the audit trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResolutionAction {
+    /// Requeued: a new saga.
+    Requeue,
+    /// Skipped: closed.
+    Skip,
+}
+
+/// Who resolved a dead letter, when, why, and (for a requeue) the new saga.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// What was done.
+    pub action: ResolutionAction,
+    /// Who did it (API caller, CLI user, `dlq-redrive`).
+    pub actor: String,
+    /// Their reason.
+    pub reason: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The saga a requeue created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_saga_id: Option<String>,
+}
+
+/// A saga that gave up, with the snapshot ops need to decide what to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The dead saga's id (one dead letter per saga).
+    pub id: String,
+    /// The event.
+    pub event_id: String,
+    /// The subscription.
+    pub subscription_id: String,
+    /// The event type, for listing.
+    pub event_type: String,
+    /// Why the saga gave up.
+    pub reason: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The saga as it ended.
+    pub saga_snapshot: serde_json::Value,
+    /// When it was dead-lettered.
+    pub created_at: DateTime<Utc>,
+    /// Where ops are with it.
+    pub state: DeadLetterState,
+    /// Who resolved it, when and why (requeue or skip audit).
+    pub resolution: Option<Resolution>,
+    /// The event as it would be delivered (envelope and the fields its
+    /// headers come from), so a requeue still works after the event itself
+    /// has expired: dead letters are kept longer than events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<crate::event::EventRecord>,
+}
+

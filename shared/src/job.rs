@@ -1,0 +1,35 @@
+//! Queue messages: what the delivery and retry-timer queues carry. Each is
+//! everything its consumer needs to find the rest by key, so no message
+//! holds a payload.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Messages on the delivery queue: everything a delivery needs to find its
+/// event and subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryJob {
+    /// The saga.
+    pub saga_id: String,
+    /// Its event.
+    pub event_id: String,
+    /// Its subscription.
+    pub subscription_id: String,
+    /// The `webhook-id` header.
+    pub webhook_id: String,
+    /// Which attempt this job is.
+    pub attempt: u32,
+}
+
+/// Messages on the retry-timer queue: wake the saga when its backoff ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryTimer {
+    /// The saga's event (with the id, the saga's key).
+    pub event_id: String,
+    /// The saga.
+    pub saga_id: String,
+    /// The attempt that is due.
+    pub attempt: u32,
+    /// When it is due.
+    pub due_at: DateTime<Utc>,
+}
