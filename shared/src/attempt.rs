@@ -1,6 +1,6 @@
 //! Attempt records: one row per delivery attempt, keyed `(saga_id, attempt)`
-//! so a job processed twice is recorded once (seed 004: `unique(saga_id,
-//! attempt)`).
+//! so a job processed twice is recorded once (docs/architecture.md#invariants,
+//! rule 2, and #identifiers: the attempt key is `(saga_id, attempt)`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

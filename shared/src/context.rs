@@ -80,7 +80,8 @@ impl Default for Config {
 }
 
 /// Subscriptions cached for a short time: routing and delivery read them for
-/// every event, and they change rarely (seed 002, 5.1). Writers in the same
+/// every event, and they change rarely
+/// (docs/architecture.md#subscription-lookups-and-caching). Writers in the same
 /// process invalidate it; other processes see changes within the TTL.
 pub struct SubscriptionCache {
     ttl: Duration,

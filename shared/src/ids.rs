@@ -1,6 +1,7 @@
 //! Identifiers. Saga and webhook ids are derived from what they identify, so
 //! that every retry of a write lands on the same key and conditional puts make
-//! it idempotent (seed 004: unique `(event_id, subscription_id)`).
+//! it idempotent (docs/architecture.md#identifiers: one saga per
+//! `(event_id, subscription_id)`).
 
 use sha2::{Digest, Sha256};
 

@@ -1,6 +1,7 @@
 //! Retry policy: how long to wait before the next attempt, and how many
-//! attempts a delivery gets before it is dead-lettered (seed 004:
-//! `base_delay * 2^(n-1)`, 30 s base, at most 1 h, 5 retries).
+//! attempts a delivery gets before it is dead-lettered
+//! (docs/delivery.md#retry-schedule: `base_delay * 2^(n-1)`, 30 s base, at
+//! most 1 h, 5 retries).
 
 use std::time::Duration;
 
@@ -136,7 +137,7 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn seed_default_schedule() {
+    fn default_schedule() {
         let p = RetryPolicy::default();
         let secs: Vec<u64> = (1..=5).map(|n| p.nominal_delay(n).as_secs()).collect();
         assert_eq!(secs, vec![30, 60, 120, 240, 480]);

@@ -1,6 +1,6 @@
 //! Routing: which subscriptions an event goes to. Pure: it reads the event's
-//! type and tenant, never its payload (seed 002, "routing must not interpret
-//! payload content").
+//! type and tenant, never its payload (docs/architecture.md#stage-table:
+//! the router never reads an event's payload).
 
 use crate::event::EventRecord;
 use crate::subscription::Subscription;

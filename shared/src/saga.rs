@@ -1,5 +1,5 @@
 //! The delivery saga of one event to one subscription, and its state machine
-//! (seed 004): `Pending → InProgress → (PendingRetry → InProgress)* →
+//! (docs/architecture.md#saga-state-machine): `Pending → InProgress → (PendingRetry → InProgress)* →
 //! Completed | DeadLettered`. [`decide`] is pure; the saga stage applies its
 //! decision with a write conditional on the state it decided from, so a
 //! decision is applied at most once and terminal sagas never change.

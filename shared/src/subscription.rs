@@ -90,7 +90,7 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// Only active and verified subscriptions get deliveries (seed 004, rule 3).
+    /// Only active and verified subscriptions get deliveries (docs/architecture.md#invariants, rule 5).
     pub fn is_routable(&self) -> bool {
         self.active && self.verified
     }

@@ -1,6 +1,6 @@
 //! Route: for each new event, one Pending saga per matching subscription.
 //! It inserts sagas conditionally and does nothing else: no status changes,
-//! no jobs, no payload reads (seed 002, 3.4).
+//! no jobs, no payload reads (docs/architecture.md#stage-table).
 
 use chrono::Utc;
 
