@@ -1,6 +1,6 @@
-//! The change-feed envelope of seed 000: `{id, entity_type, entity_id,
-//! change_type, published_at, payload}`, routed as
-//! `{entity_type}.{change_type}`, with the payload fields the seed makes
+//! The change-feed envelope (docs/formats.md#change-feed): `{id,
+//! entity_type, entity_id, change_type, published_at, payload}`, routed as
+//! `{entity_type}.{change_type}`, with the payload fields the format makes
 //! mandatory.
 
 use serde_json::{Map, Value};
@@ -8,18 +8,19 @@ use serde_json::{Map, Value};
 use super::fields::{show, show_char, Obj};
 use super::{EnvelopeError, Fields, MAX_EVENT_TYPE_LEN};
 
-/// The `change_type` values the change-feed contract defines (seed 000 §4).
+/// The `change_type` values the change-feed format defines
+/// (docs/formats.md#change-feed).
 pub const CHANGE_TYPES: &[&str] = &["created", "updated", "deleted", "merged"];
 
-/// Change-feed envelope (seed 000 §2): `id, entity_type, entity_id,
+/// Change-feed envelope (docs/formats.md#change-feed): `id, entity_type, entity_id,
 /// change_type, published_at, payload`, all required.
 ///
 /// * `entity_type` is one or more of `A-Z a-z 0-9 _ -` (it becomes part of the
 ///   routing type `{entity_type}.{change_type}`, at most
 ///   [`MAX_EVENT_TYPE_LEN`] long), `change_type` one of [`CHANGE_TYPES`]
 ///   (lower case, exactly).
-/// * The payload is checked against seed 000 §3, which calls these fields
-///   mandatory (必備欄位) for both entity types and the merged snapshot, so
+/// * The payload is checked against docs/formats.md#change-feed, which makes
+///   these fields mandatory for every entity type and the merged snapshot, so
 ///   subscribers can rely on them: `actor` a non-blank string, `diff` an object,
 ///   `recorded_at` an RFC 3339 timestamp, and at least one of `before` / `after`
 ///   present as an object (`null` counts as absent, so a `created` event may

@@ -1,4 +1,4 @@
-//! The event contract v1 envelope of seed 003: `{eventId, eventType,
+//! The event contract v1 envelope (docs/formats.md#contract-v1): `{eventId, eventType,
 //! version, occurredAt, traceId, producer, idempotencyKey, riskFlags?,
 //! payload}`, and its lower-case dotted event type rule.
 
@@ -7,12 +7,12 @@ use serde_json::{Map, Value};
 use super::fields::{check_type_len, kind, show, Obj};
 use super::{EnvelopeError, Fields};
 
-/// Contract-v1 envelope (seed 003 §5): `eventId, eventType, version,
+/// Contract-v1 envelope (docs/formats.md#contract-v1): `eventId, eventType, version,
 /// occurredAt, traceId, producer, idempotencyKey, payload` required,
 /// `riskFlags` an optional array of strings (`null` counts as absent).
 /// `eventType` is lower-case dotted `domain.action`
-/// (`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$`, at most [`MAX_EVENT_TYPE_LEN`]; seed
-/// 003 itself uses `task.step.updated` and `task.succeeded.v2`), `version` a
+/// (`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$`, at most [`MAX_EVENT_TYPE_LEN`];
+/// `task.step.updated` and `task.succeeded.v2` pass), `version` a
 /// positive integer, `payload` an object.
 ///
 /// [`MAX_EVENT_TYPE_LEN`]: super::MAX_EVENT_TYPE_LEN
@@ -68,7 +68,7 @@ pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError
     })
 }
 
-/// Contract-v1 type rule (seed 003 §4.1): lower-case dotted `domain.action`,
+/// Contract-v1 type rule (docs/formats.md#contract-v1): lower-case dotted `domain.action`,
 /// `^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$`.
 fn check_dotted_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
     check_type_len(field, t)?;

@@ -19,11 +19,11 @@ use super::EnvelopeError;
 pub enum Format {
     /// Hookline's own envelope: `{id?, type, data, ...}`.
     Native,
-    /// The change-feed contract of seed 000 (`entity_type`, `change_type`, ...).
+    /// The change-feed envelope (`entity_type`, `change_type`, ...; docs/formats.md#change-feed).
     ChangeFeed,
-    /// The domain / integration event envelope of seed 001 (`schemaVersion`, `sequence`, ...).
+    /// The domain / integration event envelope (`schemaVersion`, `sequence`, ...; docs/formats.md#domain-event).
     DomainEvent,
-    /// The event contract v1 of seed 003 (`version`, `traceId`, `idempotencyKey`, ...).
+    /// The event contract v1 (`version`, `traceId`, `idempotencyKey`, ...; docs/formats.md#contract-v1).
     Contract,
 }
 
@@ -77,7 +77,8 @@ impl FromStr for Format {
 /// `correlationId` → domain-event; `eventId` or `eventType` with any of
 /// `idempotencyKey`, `traceId`, `version`, `riskFlags` → contract; `type` or
 /// `data` → native. Detection only picks the format; validation then reports
-/// what that format is missing (so seed 003's outbound webhook example, which
+/// what that format is missing (docs/formats.md#detection-and-the-format-parameter:
+/// so an outbound webhook body, which
 /// has `traceId` and `version`, is read as a contract envelope and refused for
 /// its missing `producer`).
 pub fn detect_format(obj: &Map<String, Value>) -> Option<Format> {

@@ -1,4 +1,4 @@
-//! The domain-event envelope of seed 001: `{eventId, schemaVersion,
+//! The domain-event envelope (docs/formats.md#domain-event): `{eventId, schemaVersion,
 //! eventType, occurredAt, tenantId, producer{service, instanceId},
 //! correlationId, sequence{partitionKey, recordVersion}, payload}`, and its
 //! PascalCase event type rule.
@@ -8,14 +8,14 @@ use serde_json::{Map, Value};
 use super::fields::{check_type_len, show, Obj};
 use super::{EnvelopeError, Fields};
 
-/// Domain-event envelope (seed 001 §1.3): every field required.
+/// Domain-event envelope (docs/formats.md#domain-event): every field required.
 /// `schemaVersion` is a positive integer, `eventType` PascalCase
 /// (`^[A-Z][A-Za-z0-9]*$`, at most [`MAX_EVENT_TYPE_LEN`]), `occurredAt` RFC
 /// 3339, `producer` an object with non-blank `service` and `instanceId`,
 /// `sequence` an object with non-blank `partitionKey` and `recordVersion`
-/// (opaque: the seed's examples use `"..."`), `payload` an object. Ids
+/// (opaque: producers' examples use `"..."`), `payload` an object. Ids
 /// (`eventId`, `tenantId`, `correlationId`) are opaque non-blank strings, so
-/// the seed's `"uuid"` placeholders pass.
+/// placeholders like `"uuid"` pass.
 ///
 /// [`MAX_EVENT_TYPE_LEN`]: super::MAX_EVENT_TYPE_LEN
 pub(super) fn domain_event(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
@@ -57,7 +57,7 @@ pub(super) fn domain_event(obj: &Map<String, Value>) -> Result<Fields, EnvelopeE
     })
 }
 
-/// Domain-event type rule (seed 001): PascalCase, `^[A-Z][A-Za-z0-9]*$`.
+/// Domain-event type rule (docs/formats.md#domain-event): PascalCase, `^[A-Z][A-Za-z0-9]*$`.
 fn check_pascal_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
     check_type_len(field, t)?;
     let mut chars = t.chars();

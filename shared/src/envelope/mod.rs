@@ -1,19 +1,19 @@
 //! Producer envelopes: detection, validation and normalization.
 //!
-//! Hookline accepts every producer format its seed contracts show, exactly as
-//! they show it (DESIGN "Producer formats"):
+//! Hookline accepts every producer format documented in docs/formats.md,
+//! exactly as producers send it (docs/formats.md#producer-formats):
 //!
-//! | format | shape | seed |
+//! | format | shape | documented in |
 //! | --- | --- | --- |
-//! | [`Format::Native`] | `{id?, type, data, tenant_id?, partition_key?, occurred_at?, trace_id?, producer?}` | Hookline's own |
-//! | [`Format::ChangeFeed`] | `{id, entity_type, entity_id, change_type, published_at, payload}` | 000 change-feed contract |
-//! | [`Format::DomainEvent`] | `{eventId, schemaVersion, eventType, occurredAt, tenantId, producer{service, instanceId}, correlationId, sequence{partitionKey, recordVersion}, payload}` | 001 domain events |
-//! | [`Format::Contract`] | `{eventId, eventType, version, occurredAt, traceId, producer, idempotencyKey, riskFlags?, payload}` | 003 event contract v1 |
+//! | [`Format::Native`] | `{id?, type, data, tenant_id?, partition_key?, occurred_at?, trace_id?, producer?}` | docs/formats.md#native |
+//! | [`Format::ChangeFeed`] | `{id, entity_type, entity_id, change_type, published_at, payload}` | docs/formats.md#change-feed |
+//! | [`Format::DomainEvent`] | `{eventId, schemaVersion, eventType, occurredAt, tenantId, producer{service, instanceId}, correlationId, sequence{partitionKey, recordVersion}, payload}` | docs/formats.md#domain-event |
+//! | [`Format::Contract`] | `{eventId, eventType, version, occurredAt, traceId, producer, idempotencyKey, riskFlags?, payload}` | docs/formats.md#contract-v1 |
 //!
 //! [`normalize`] reduces one envelope to a [`Normalized`] record: the fields
 //! Hookline routes and reports on, plus the body to store and deliver. The body
 //! is the producer's original bytes, untouched, unless a value sat under a key
-//! named as sensitive (DESIGN invariant 7); then only those values are
+//! named as sensitive (docs/formats.md#redaction); then only those values are
 //! replaced by `"[REDACTED]"` and everything else (key order, whitespace,
 //! number spelling) is kept byte for byte.
 //!
@@ -21,8 +21,9 @@
 //! [`EnvelopeError`] whose message names the problem and the field, because it
 //! goes straight back to the producer in a `400`.
 //!
-//! Unknown extra fields are never rejected: the contracts allow backward
-//! compatible additions (seed 003 §2.3 and §10).
+//! Unknown extra fields are never rejected in any format, so producers may add
+//! optional fields without breaking ingest
+//! (docs/formats.md#detection-and-the-format-parameter).
 //!
 //! This module holds the entry points ([`normalize`],
 //! [`normalize_with_defaults`]) and what they return ([`Normalized`],

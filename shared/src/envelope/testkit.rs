@@ -1,5 +1,5 @@
 //! Test fixtures shared by the envelope modules' unit tests: one valid
-//! envelope per format, taken from the seed contracts, and helpers that edit
+//! envelope per format, as in docs/formats.md, and helpers that edit
 //! one field of a fixture and check the error.
 
 use serde_json::{Map, Value};
@@ -9,13 +9,13 @@ use super::{normalize, EnvelopeError, Format, Normalized};
 /// A valid native envelope used as the base of many cases.
 pub(super) const NATIVE: &str = r#"{"id":"evt_1","type":"order.created","data":{"n":1},"tenant_id":"t1","partition_key":"order:1","occurred_at":"2026-01-10T12:34:56.789Z","trace_id":"tr_1","producer":"shop"}"#;
 
-/// A valid change-feed envelope (seed 000 §2, compacted).
+/// A valid change-feed envelope (docs/formats.md#change-feed, compacted).
 pub(super) const CHANGE_FEED: &str = r#"{"id":"de305d54","entity_type":"UserProfile","entity_id":"9b9a","change_type":"updated","published_at":"2025-10-19T01:23:46Z","payload":{"actor":"user:ops-001","before":{"status":"active"},"after":{"status":"active"},"diff":{},"recorded_at":"2025-10-19T01:23:45Z"}}"#;
 
-/// A valid domain-event envelope (seed 001 §1.3, compacted).
+/// A valid domain-event envelope (docs/formats.md#domain-event, compacted).
 pub(super) const DOMAIN: &str = r#"{"eventId":"uuid","schemaVersion":1,"eventType":"RecordUpdated","occurredAt":"2026-01-10T12:34:56.789Z","tenantId":"uuid","producer":{"service":"core-platform","instanceId":"pod-xyz"},"correlationId":"uuid","sequence":{"partitionKey":"Opportunity:tenantId:recordId","recordVersion":"2026-01-10T12:34:56.789Z"},"payload":{}}"#;
 
-/// A valid contract-v1 envelope (seed 003 §5, compacted).
+/// A valid contract-v1 envelope (docs/formats.md#contract-v1, compacted).
 pub(super) const CONTRACT: &str = r#"{"eventId":"evt_1","eventType":"task.succeeded","version":1,"occurredAt":"2026-02-19T10:00:00Z","traceId":"req_1","producer":"worker-orchestrator","idempotencyKey":"task:1:success","riskFlags":[],"payload":{}}"#;
 
 /// Parses a fixture into an object so a test can change one field.
