@@ -1,4 +1,4 @@
-//! Redaction of sensitive values (DESIGN invariant 7): which keys are
+//! Redaction of sensitive values (docs/formats.md#redaction): which keys are
 //! sensitive, and a byte-level JSON scanner that replaces their values with
 //! `"[REDACTED]"` in place, so the stored body keeps the producer's key
 //! order, whitespace and number spelling.
@@ -10,7 +10,7 @@ use super::{malformed, EnvelopeError};
 /// The string that replaces the value of a sensitive field in a stored body.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Key names whose values are never stored (DESIGN invariant 7), in their
+/// Key names whose values are never stored (docs/formats.md#redaction), in their
 /// normalized spelling: ASCII lower case with `_` and `-` removed. A key is
 /// sensitive when its normalized spelling equals one of these exactly, so
 /// `api_key`, `Api-Key` and `APIKEY` are sensitive but `idempotencyKey` and
