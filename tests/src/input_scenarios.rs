@@ -39,7 +39,7 @@ async fn post_raw<P: Pipeline>(s: &P, path: &str, body: &[u8]) -> (u16, Value) {
     s.call("POST", path, Some(body)).await
 }
 
-/// A seed 001 domain event of `tenant` with producer id `id`.
+/// A domain event (docs/formats.md#domain-event) of `tenant` with producer id `id`.
 fn domain_event(tenant: &str, id: &str) -> Value {
     json!({"eventId": id, "schemaVersion": 1, "eventType": "RecordUpdated", "occurredAt": "2026-01-10T12:34:56.789Z",
            "tenantId": tenant, "producer": {"service": "core", "instanceId": "p1"}, "correlationId": "c1",

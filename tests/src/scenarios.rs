@@ -10,12 +10,15 @@ use crate::{eventually, Behaviour, Receiver};
 use serde_json::{json, Value};
 use shared::signing::{self, Secret};
 
-/// A retry schedule scaled down from seed 004's 30 s base.
+/// A retry schedule scaled down from the default 30 s base
+/// (docs/delivery.md#retry-schedule).
 fn fast_retry(max_attempts: u32) -> Value {
     json!({"max_attempts": max_attempts, "base_delay_ms": 50, "max_delay_ms": 200})
 }
 
-fn seed(name: &str) -> Vec<u8> {
+/// One producer-format example from `shared/tests/fixtures/envelopes/`
+/// (docs/formats.md#producer-formats).
+fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
@@ -63,10 +66,10 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
     let secret = Secret::parse(&secret).unwrap();
     let bodies: Vec<(Option<&str>, Vec<u8>)> = vec![
         (None, br#"{"type":"task.created","data":{"taskId":"t1"},"tenant_id":"acme"}"#.to_vec()),
-        (None, seed("seed000_envelope.json")),
-        (Some("domain-event"), seed("seed001_envelope.json")),
-        (None, seed("seed003_task_failed.json")),
-        (Some("contract"), seed("seed003_quota_committed.json")),
+        (None, fixture("change_feed_envelope.json")),
+        (Some("domain-event"), fixture("domain_event_envelope.json")),
+        (None, fixture("contract_task_failed.json")),
+        (Some("contract"), fixture("contract_quota_committed.json")),
     ];
     let mut ids = Vec::new();
     for (format, body) in &bodies {
@@ -307,7 +310,7 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
 pub async fn duplicate_events_are_one_event_and_one_delivery<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/d", Behaviour::Ok), "event_types": ["*"]})).await;
-    let body = seed("seed003_task_failed.json");
+    let body = fixture("contract_task_failed.json");
     let (st1, a) = post_raw(s, "/v1/events", &body).await;
     let (st2, b) = post_raw(s, "/v1/events", &body).await;
     assert_eq!((st1, st2), (202, 202));
@@ -365,7 +368,7 @@ pub async fn bad_input_gets_a_clear_error_and_writes_nothing<P: Pipeline>(s: &P)
     let (st, v) = post_raw(s, "/v1/events", br#"{"data": {}}"#).await;
     assert_eq!(st, 400);
     assert_eq!(v["error"]["field"], "type", "{v}");
-    let mut no_trace: Value = serde_json::from_slice(&seed("seed003_task_failed.json")).unwrap();
+    let mut no_trace: Value = serde_json::from_slice(&fixture("contract_task_failed.json")).unwrap();
     no_trace.as_object_mut().unwrap().remove("traceId");
     no_trace["eventId"] = json!("never-stored");
     let (st, v) = s.post("/v1/events", &no_trace).await;

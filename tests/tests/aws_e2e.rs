@@ -50,7 +50,7 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     // A native envelope without a type takes the bus event's detail-type.
     p.put_bus_event("order.created", "shop.orders", r#"{"id": "bus-1", "data": {"order": 7}}"#).await;
     p.put_bus_event("x", "shop", r#"{"eventId": "bad", "eventType": "task.failed"}"#).await;
-    p.put_bus_event("task.failed", "worker", &String::from_utf8(std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/seed003_task_failed.json", env!("CARGO_MANIFEST_DIR"))).unwrap()).unwrap()).await;
+    p.put_bus_event("task.failed", "worker", &String::from_utf8(std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/contract_task_failed.json", env!("CARGO_MANIFEST_DIR"))).unwrap()).unwrap()).await;
     let d = p.settled_deliveries("bus-1", 1, 30).await;
     assert_eq!(d[0]["status"], "Completed");
     p.settled_deliveries("evt_task_failed_001", 1, 30).await;

@@ -1,11 +1,11 @@
-//! Every JSON example of the seed contracts, as a fixture for
-//! `shared::envelope` (DESIGN "Producer formats": each producer format the
-//! seeds show must be accepted exactly as they show it).
+//! Every JSON example the producer formats were built from, as a fixture for
+//! `shared::envelope` (docs/formats.md#producer-formats: each producer format
+//! must be accepted exactly as producers send it).
 //!
-//! The files under `tests/fixtures/envelopes/` are the seeds' JSON code blocks
-//! copied byte for byte: seed 000 (change-feed contract), seed 001 (domain
-//! events) and seed 003 (event contract v1). Payload-only examples are wrapped
-//! in their seed's envelope here.
+//! The files under `tests/fixtures/envelopes/` are those examples byte for
+//! byte: `change_feed_*` (docs/formats.md#change-feed), `domain_event_*`
+//! (docs/formats.md#domain-event) and `contract_*` (docs/formats.md#contract-v1).
+//! Payload-only examples are wrapped in their format's envelope here.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -18,101 +18,124 @@ macro_rules! fixture {
     };
 }
 
-/// Seed 000 §2 message envelope.
-const SEED000_ENVELOPE: &str = fixture!("seed000_envelope");
-/// Seed 001 §1.3 common envelope.
-const SEED001_ENVELOPE: &str = fixture!("seed001_envelope");
-/// Seed 003 §5 EventEnvelope.
-const SEED003_ENVELOPE: &str = fixture!("seed003_envelope");
-/// Seed 003 §6.3 task.failed example.
-const SEED003_TASK_FAILED: &str = fixture!("seed003_task_failed");
-/// Seed 003 §6.3 quota.committed example.
-const SEED003_QUOTA_COMMITTED: &str = fixture!("seed003_quota_committed");
-/// Seed 003 §7.3 outbound webhook example (not a producer envelope).
-const SEED003_WEBHOOK: &str = fixture!("seed003_webhook_task_succeeded");
+/// The change-feed message envelope (docs/formats.md#change-feed).
+const CHANGE_FEED_ENVELOPE: &str = fixture!("change_feed_envelope");
+/// The common domain-event envelope (docs/formats.md#domain-event).
+const DOMAIN_EVENT_ENVELOPE: &str = fixture!("domain_event_envelope");
+/// The generic contract-v1 envelope (docs/formats.md#contract-v1).
+const CONTRACT_ENVELOPE: &str = fixture!("contract_envelope");
+/// The contract-v1 task.failed example.
+const CONTRACT_TASK_FAILED: &str = fixture!("contract_task_failed");
+/// The contract-v1 quota.committed example.
+const CONTRACT_QUOTA_COMMITTED: &str = fixture!("contract_quota_committed");
+/// An outbound webhook body (what Hookline delivers; not a producer envelope:
+/// docs/formats.md#detection-and-the-format-parameter).
+const OUTBOUND_WEBHOOK: &str = fixture!("contract_webhook_task_succeeded");
 
-/// Seed 000 §3 and §4 payload examples: (name, entity_type, change_type, payload).
-const SEED000_PAYLOADS: &[(&str, &str, &str, &str)] = &[
+/// Change-feed payload examples (two entity types and a merged snapshot):
+/// (name, entity_type, change_type, payload).
+const CHANGE_FEED_PAYLOADS: &[(&str, &str, &str, &str)] = &[
     (
         "3.1 UserProfile",
         "UserProfile",
         "updated",
-        fixture!("seed000_payload_user_profile"),
+        fixture!("change_feed_payload_user_profile"),
     ),
     (
         "3.2 NotificationPreference",
         "NotificationPreference",
         "updated",
-        fixture!("seed000_payload_notification_preference"),
+        fixture!("change_feed_payload_notification_preference"),
     ),
     (
         "4 merged snapshot",
         "UserProfile",
         "merged",
-        fixture!("seed000_payload_merged_snapshot"),
+        fixture!("change_feed_payload_merged_snapshot"),
     ),
 ];
 
-/// Seed 001 §4.1–4.20 payload examples, keyed by the event type they belong to.
-const SEED001_PAYLOADS: &[(&str, &str)] = &[
-    ("RecordCreated", fixture!("seed001_payload_RecordCreated")),
-    ("RecordUpdated", fixture!("seed001_payload_RecordUpdated")),
-    ("RecordDeleted", fixture!("seed001_payload_RecordDeleted")),
-    ("OwnerChanged", fixture!("seed001_payload_OwnerChanged")),
-    ("StageChanged", fixture!("seed001_payload_StageChanged")),
-    ("LeadConverted", fixture!("seed001_payload_LeadConverted")),
+/// The twenty domain-event payload examples, keyed by the event type they belong to.
+const DOMAIN_EVENT_PAYLOADS: &[(&str, &str)] = &[
+    (
+        "RecordCreated",
+        fixture!("domain_event_payload_RecordCreated"),
+    ),
+    (
+        "RecordUpdated",
+        fixture!("domain_event_payload_RecordUpdated"),
+    ),
+    (
+        "RecordDeleted",
+        fixture!("domain_event_payload_RecordDeleted"),
+    ),
+    (
+        "OwnerChanged",
+        fixture!("domain_event_payload_OwnerChanged"),
+    ),
+    (
+        "StageChanged",
+        fixture!("domain_event_payload_StageChanged"),
+    ),
+    (
+        "LeadConverted",
+        fixture!("domain_event_payload_LeadConverted"),
+    ),
     (
         "ApprovalSubmitted",
-        fixture!("seed001_payload_ApprovalSubmitted"),
+        fixture!("domain_event_payload_ApprovalSubmitted"),
     ),
     (
         "ApprovalDecided",
-        fixture!("seed001_payload_ApprovalDecided"),
+        fixture!("domain_event_payload_ApprovalDecided"),
     ),
     (
         "MetadataChanged",
-        fixture!("seed001_payload_MetadataChanged"),
+        fixture!("domain_event_payload_MetadataChanged"),
     ),
     (
         "PermissionChanged",
-        fixture!("seed001_payload_PermissionChanged"),
+        fixture!("domain_event_payload_PermissionChanged"),
     ),
-    ("SharingUpdated", fixture!("seed001_payload_SharingUpdated")),
+    (
+        "SharingUpdated",
+        fixture!("domain_event_payload_SharingUpdated"),
+    ),
     (
         "RoleHierarchyChanged",
-        fixture!("seed001_payload_RoleHierarchyChanged"),
+        fixture!("domain_event_payload_RoleHierarchyChanged"),
     ),
     (
         "GroupMemberChanged",
-        fixture!("seed001_payload_GroupMemberChanged"),
+        fixture!("domain_event_payload_GroupMemberChanged"),
     ),
     (
         "TeamMemberChanged",
-        fixture!("seed001_payload_TeamMemberChanged"),
+        fixture!("domain_event_payload_TeamMemberChanged"),
     ),
     (
         "TerritoryAssignmentChanged",
-        fixture!("seed001_payload_TerritoryAssignmentChanged"),
+        fixture!("domain_event_payload_TerritoryAssignmentChanged"),
     ),
     (
         "SharingConfigChanged",
-        fixture!("seed001_payload_SharingConfigChanged"),
+        fixture!("domain_event_payload_SharingConfigChanged"),
     ),
     (
         "AutomationConfigChanged",
-        fixture!("seed001_payload_AutomationConfigChanged"),
+        fixture!("domain_event_payload_AutomationConfigChanged"),
     ),
     (
         "ApprovalConfigChanged",
-        fixture!("seed001_payload_ApprovalConfigChanged"),
+        fixture!("domain_event_payload_ApprovalConfigChanged"),
     ),
     (
         "SharingRebuildCompleted",
-        fixture!("seed001_payload_SharingRebuildCompleted"),
+        fixture!("domain_event_payload_SharingRebuildCompleted"),
     ),
     (
         "CampaignMemberChanged",
-        fixture!("seed001_payload_CampaignMemberChanged"),
+        fixture!("domain_event_payload_CampaignMemberChanged"),
     ),
 ];
 
@@ -163,11 +186,11 @@ fn check(raw: &str, want: Expected) -> Normalized {
     n
 }
 
-/// Seed 000 §2: the change-feed message envelope.
+/// The change-feed message envelope (docs/formats.md#change-feed).
 #[test]
-fn seed000_envelope() {
+fn change_feed_envelope() {
     check(
-        SEED000_ENVELOPE,
+        CHANGE_FEED_ENVELOPE,
         Expected {
             id: "de305d54-75b4-431b-adb2-eb6b9e546014",
             event_type: "UserProfile.updated",
@@ -182,13 +205,13 @@ fn seed000_envelope() {
     );
 }
 
-/// Seed 000 §3–4: each payload example, in the §2 envelope, is accepted, for
-/// its own change type and for every other one.
+/// Each change-feed payload example, in the change-feed envelope, is accepted,
+/// for its own change type and for every other one.
 #[test]
-fn seed000_payloads_in_envelope() {
-    for (name, entity_type, change_type, payload) in SEED000_PAYLOADS {
+fn change_feed_payloads_in_envelope() {
+    for (name, entity_type, change_type, payload) in CHANGE_FEED_PAYLOADS {
         for ct in [*change_type, "created", "updated", "deleted", "merged"] {
-            let mut env: Value = serde_json::from_str(SEED000_ENVELOPE).unwrap();
+            let mut env: Value = serde_json::from_str(CHANGE_FEED_ENVELOPE).unwrap();
             env["entity_type"] = Value::from(*entity_type);
             env["change_type"] = Value::from(ct);
             env["payload"] = serde_json::from_str(payload).unwrap();
@@ -205,11 +228,11 @@ fn seed000_payloads_in_envelope() {
     }
 }
 
-/// Seed 001 §1.3: the common domain-event envelope, placeholders and all.
+/// The common domain-event envelope (docs/formats.md#domain-event), placeholders and all.
 #[test]
-fn seed001_envelope() {
+fn domain_event_envelope() {
     check(
-        SEED001_ENVELOPE,
+        DOMAIN_EVENT_ENVELOPE,
         Expected {
             id: "uuid",
             event_type: "RecordUpdated",
@@ -224,14 +247,14 @@ fn seed001_envelope() {
     );
 }
 
-/// Seed 001 §4: all twenty payload examples, each spliced as text into the
-/// §1.3 envelope under its own event type, are accepted with the body kept.
+/// All twenty domain-event payload examples, each spliced as text into the
+/// common envelope under its own event type, are accepted with the body kept.
 #[test]
-fn seed001_payloads_in_envelope() {
-    assert_eq!(SEED001_PAYLOADS.len(), 20);
-    assert!(SEED001_ENVELOPE.contains("\"payload\": { }"));
-    for (event_type, payload) in SEED001_PAYLOADS {
-        let raw = SEED001_ENVELOPE
+fn domain_event_payloads_in_envelope() {
+    assert_eq!(DOMAIN_EVENT_PAYLOADS.len(), 20);
+    assert!(DOMAIN_EVENT_ENVELOPE.contains("\"payload\": { }"));
+    for (event_type, payload) in DOMAIN_EVENT_PAYLOADS {
+        let raw = DOMAIN_EVENT_ENVELOPE
             .replace(
                 "\"payload\": { }",
                 &format!("\"payload\": {}", payload.trim_end()),
@@ -252,23 +275,23 @@ fn seed001_payloads_in_envelope() {
     }
 }
 
-/// Seed 001 §4: the `"..."` placeholder of many examples is a valid opaque recordVersion.
+/// The `"..."` placeholder of many domain-event examples is a valid opaque recordVersion.
 #[test]
-fn seed001_placeholder_record_version() {
-    let raw = SEED001_ENVELOPE.replace(
+fn domain_event_placeholder_record_version() {
+    let raw = DOMAIN_EVENT_ENVELOPE.replace(
         "\"recordVersion\": \"2026-01-10T12:34:56.789Z\"",
         "\"recordVersion\": \"...\"",
     );
-    assert_ne!(raw, SEED001_ENVELOPE);
+    assert_ne!(raw, DOMAIN_EVENT_ENVELOPE);
     let n = normalize(raw.as_bytes(), None).unwrap();
     assert_eq!(n.sequence.as_deref(), Some("..."));
 }
 
-/// Seed 003 §5: the generic EventEnvelope (empty riskFlags and payload).
+/// The generic contract-v1 envelope (empty riskFlags and payload).
 #[test]
-fn seed003_envelope() {
+fn contract_envelope() {
     check(
-        SEED003_ENVELOPE,
+        CONTRACT_ENVELOPE,
         Expected {
             id: "evt_01HXX...",
             event_type: "task.succeeded",
@@ -283,11 +306,11 @@ fn seed003_envelope() {
     );
 }
 
-/// Seed 003 §6.3: the task.failed example.
+/// The contract-v1 task.failed example.
 #[test]
-fn seed003_task_failed() {
+fn contract_task_failed() {
     check(
-        SEED003_TASK_FAILED,
+        CONTRACT_TASK_FAILED,
         Expected {
             id: "evt_task_failed_001",
             event_type: "task.failed",
@@ -302,11 +325,11 @@ fn seed003_task_failed() {
     );
 }
 
-/// Seed 003 §6.3: the quota.committed example.
+/// The contract-v1 quota.committed example.
 #[test]
-fn seed003_quota_committed() {
+fn contract_quota_committed() {
     check(
-        SEED003_QUOTA_COMMITTED,
+        CONTRACT_QUOTA_COMMITTED,
         Expected {
             id: "evt_quota_committed_001",
             event_type: "quota.committed",
@@ -321,11 +344,11 @@ fn seed003_quota_committed() {
     );
 }
 
-/// Seed 003 §4 and §6.1/§7.1: every event type the contract names is accepted
-/// (including `task.step.updated` and the `task.succeeded.v2` suffix), and the
-/// forbidden spellings of §4.1 that a pattern can tell apart are refused.
+/// Every event type the contract-v1 producers use is accepted (including
+/// `task.step.updated` and the `task.succeeded.v2` suffix), and spellings that
+/// break the `domain.action` rule (docs/formats.md#contract-v1) are refused.
 #[test]
-fn seed003_event_types() {
+fn contract_event_types() {
     let ok = [
         "task.created",
         "task.step.updated",
@@ -342,24 +365,24 @@ fn seed003_event_types() {
         "task.succeeded.v2",
     ];
     for t in ok {
-        let raw = SEED003_ENVELOPE.replace("\"task.succeeded\"", &format!("\"{t}\""));
+        let raw = CONTRACT_ENVELOPE.replace("\"task.succeeded\"", &format!("\"{t}\""));
         assert_eq!(normalize(raw.as_bytes(), None).unwrap().event_type, t);
     }
     for t in ["TaskCreated", "task_created"] {
-        let raw = SEED003_ENVELOPE.replace("\"task.succeeded\"", &format!("\"{t}\""));
+        let raw = CONTRACT_ENVELOPE.replace("\"task.succeeded\"", &format!("\"{t}\""));
         let e = normalize(raw.as_bytes(), None).unwrap_err();
         assert_eq!(e.field(), Some("eventType"), "{t}");
         assert!(e.to_string().contains("domain.action"), "{e}");
     }
 }
 
-/// Seed 003 §7.3: the outbound webhook example is what Hookline *delivers*,
+/// The outbound webhook example is what Hookline *delivers*,
 /// not a producer envelope: it has `data` instead of `payload` and no
 /// `producer` / `idempotencyKey`. It is refused, naming a missing field.
 #[test]
-fn seed003_webhook_example_is_refused() {
+fn outbound_webhook_example_is_refused() {
     for format in [None, Some(Format::Contract)] {
-        let e = normalize(SEED003_WEBHOOK.as_bytes(), format).unwrap_err();
+        let e = normalize(OUTBOUND_WEBHOOK.as_bytes(), format).unwrap_err();
         assert_eq!(
             e,
             EnvelopeError::MissingField {
@@ -370,7 +393,7 @@ fn seed003_webhook_example_is_refused() {
         assert_eq!(e.to_string(), "missing required field `producer`");
     }
     // Supplying each missing field in turn reveals the next one.
-    let mut v: Value = serde_json::from_str(SEED003_WEBHOOK).unwrap();
+    let mut v: Value = serde_json::from_str(OUTBOUND_WEBHOOK).unwrap();
     v["producer"] = Value::from("webhook-dispatcher");
     let e = normalize(&serde_json::to_vec(&v).unwrap(), None).unwrap_err();
     assert_eq!(e.field(), Some("idempotencyKey"));
@@ -385,18 +408,19 @@ fn seed003_webhook_example_is_refused() {
     assert_eq!(n.id.as_deref(), Some("evt_webhook_001"));
 }
 
-/// No seed example carries a sensitive key, so every fixture is stored byte for byte.
+/// No fixture carries a sensitive key (docs/formats.md#redaction), so every
+/// fixture is stored byte for byte.
 #[test]
-fn seed_fixtures_need_no_redaction() {
+fn fixtures_need_no_redaction() {
     let mut all = vec![
-        SEED000_ENVELOPE,
-        SEED001_ENVELOPE,
-        SEED003_ENVELOPE,
-        SEED003_TASK_FAILED,
-        SEED003_QUOTA_COMMITTED,
+        CHANGE_FEED_ENVELOPE,
+        DOMAIN_EVENT_ENVELOPE,
+        CONTRACT_ENVELOPE,
+        CONTRACT_TASK_FAILED,
+        CONTRACT_QUOTA_COMMITTED,
     ];
-    all.extend(SEED000_PAYLOADS.iter().map(|p| p.3));
-    all.extend(SEED001_PAYLOADS.iter().map(|p| p.1));
+    all.extend(CHANGE_FEED_PAYLOADS.iter().map(|p| p.3));
+    all.extend(DOMAIN_EVENT_PAYLOADS.iter().map(|p| p.1));
     for raw in all {
         let (body, paths) = shared::envelope::redact_sensitive(raw.as_bytes()).unwrap();
         assert!(paths.is_empty());
