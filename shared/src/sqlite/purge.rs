@@ -55,7 +55,7 @@ pub struct PurgePolicy {
 
 impl Default for PurgePolicy {
     fn default() -> Self {
-        PurgePolicy { dead_letter_retention: chrono::Duration::days(60), batch: 500, rescan_every: Duration::from_secs(600) }
+        PurgePolicy { dead_letter_retention: chrono::Duration::days(60), batch: 200, rescan_every: Duration::from_secs(600) }
     }
 }
 

@@ -12,7 +12,9 @@
 //! (`make bench-retention ARGS="…"`). `--retention none` runs without
 //! purging (serve's default retention, 30 days), the comparison run.
 //! Options: `--producers N` (8), `--sample SECS` (30), `--bin PATH`,
-//! `--serve-args "..."` (extra flags of `hookline serve`).
+//! `--serve-args "..."` (extra flags of `hookline serve`). serve logs at
+//! `HOOKLINE_LOG` (default warn; `warn,shared::sqlite::purge=debug` shows
+//! each purge batch and how long it held the writer).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -149,7 +151,7 @@ async fn main() -> anyhow::Result<()> {
     let mut child = cmd
         .args(&a.serve_args)
         .env("HOOKLINE_API_KEY", key)
-        .env("HOOKLINE_LOG", "warn")
+        .env("HOOKLINE_LOG", std::env::var("HOOKLINE_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(std::process::Stdio::null())
         .spawn()?;
     let base = format!("http://127.0.0.1:{port}");
@@ -279,7 +281,9 @@ async fn main() -> anyhow::Result<()> {
     // Full windows only (the last one may be partial).
     let full: Vec<&Sample> = samples.iter().filter(|s| s.per_sec > 0.0).collect();
     let avg = |xs: &[&Sample]| xs.iter().map(|s| s.per_sec).sum::<f64>() / xs.len().max(1) as f64;
-    let split = retention_secs.map(|r| r + a.sample.as_secs_f64()).unwrap_or(300.0 + a.sample.as_secs_f64());
+    // The file can grow until the first events are purged: retention plus
+    // one purge interval (5 s by default), then one sample.
+    let split = retention_secs.unwrap_or(300.0) + 5.0 + a.sample.as_secs_f64();
     let (before, after): (Vec<&Sample>, Vec<&Sample>) = full.iter().take(full.len().saturating_sub(1)).partition(|s| s.at < split);
     println!(
         "deliveries/s       before t={split:.0} s: {:.0}; from then on (purging, if a retention is set): {:.0} ({} windows)",

@@ -196,7 +196,7 @@ async fn main() -> anyhow::Result<()> {
         .arg(dir.0.join("bench.db"))
         .args(&a.serve_args)
         .env("HOOKLINE_API_KEY", key)
-        .env("HOOKLINE_LOG", "warn")
+        .env("HOOKLINE_LOG", std::env::var("HOOKLINE_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(std::process::Stdio::piped())
         .spawn()?;
     let banner = {
