@@ -1,5 +1,6 @@
 //! `template.yaml` checked against the design: one IAM role per function
-//! granting exactly its row of the stage table in `shared/DESIGN.md` (the
+//! granting exactly its row of the stage table in
+//! `docs/architecture.md#stage-table` (the
 //! table below mirrors it, action by action and resource by resource), the
 //! "must never" column as separate rules, and the reliability wiring that is
 //! easy to lose in an edit: every work queue redrives to a DLQ that allows
@@ -70,7 +71,8 @@ fn grant(set: &mut Grants, actions: &[&str], resources: &[&str]) {
     }
 }
 
-/// DESIGN.md's stage table as IAM: exactly what each function's policy grants.
+/// The stage table (docs/architecture.md#stage-table) as IAM: exactly what
+/// each function's policy grants.
 fn expected_grants() -> BTreeMap<&'static str, Grants> {
     let mut m = BTreeMap::new();
 
@@ -189,9 +191,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     m
 }
 
-/// The stage table's "must never" column (and the seed invariants behind
-/// it), as rules on (function, action, resource). Redundant with the exact
-/// table above on purpose: these say why, and catch a wrong table edit.
+/// The stage table's "must never" column (and the invariants behind it,
+/// docs/architecture.md#invariants), as rules on (function, action,
+/// resource). Redundant with the exact table above on purpose: these say why,
+/// and catch a wrong table edit.
 /// `None` function: no function at all.
 const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
     (None, "dynamodb:UpdateItem", "EventsTable", "events are append-only"),
