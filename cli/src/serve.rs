@@ -21,7 +21,7 @@ use shared::job::{DeliveryJob, RetryTimer};
 use shared::context::{Config, Hookline};
 use shared::http_client::ClientConfig;
 use shared::error::StoreError;
-use shared::retention::{parse_duration, parse_std_duration, Display as ShowDuration};
+use shared::retention::{parse_retention, parse_std_duration, Display as ShowDuration};
 use shared::sqlite::purge::{PurgePolicy, Purger};
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
@@ -55,7 +55,7 @@ pub struct ServeArgs {
     /// a whole number and a unit (s, m, h, d), e.g. 30d or 12h. Past it they
     /// are purged in the background (not while a saga of the event is in
     /// flight or has an open dead letter).
-    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_retention)]
     retention: chrono::Duration,
     /// Former spelling of --retention, in whole days.
     #[arg(long, value_name = "DAYS", hide = true, conflicts_with = "retention")]
@@ -64,7 +64,7 @@ pub struct ServeArgs {
     /// dead-letter queues) are kept, from when their saga was dead-lettered;
     /// at least --retention. Default: twice --retention. Open dead letters
     /// are never purged.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
     dead_letter_retention: Option<chrono::Duration>,
     /// How often the reconciler looks for stuck work: outbox rows the
     /// pipeline gave up on, and sagas that stopped progressing.
@@ -113,10 +113,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
     let retention = match args.retention_days {
         Some(0) => anyhow::bail!("--retention-days must be at least 1"),
-        Some(days) => chrono::Duration::days(days.into()),
+        Some(days) => parse_retention(&format!("{days}d")).map_err(|e| anyhow::anyhow!("--retention-days: {e}"))?,
         None => args.retention,
     };
-    let dead_letter_retention = args.dead_letter_retention.unwrap_or(retention * 2);
+    let dead_letter_retention = args.dead_letter_retention.unwrap_or_else(|| retention.checked_mul(2).unwrap_or(retention));
     anyhow::ensure!(
         dead_letter_retention >= retention,
         "--dead-letter-retention ({}) must be at least --retention ({})",

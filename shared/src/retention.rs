@@ -33,6 +33,9 @@ pub enum DurationError {
     /// Larger than a duration can hold.
     #[error("{0:?} is too large")]
     TooLarge(String),
+    /// A retention longer than [`MAX_RETENTION_DAYS`].
+    #[error("{0:?} is longer than the longest retention, 36500d")]
+    TooLong(String),
 }
 
 /// Parses a duration with a unit: a whole number followed by `ms`, `s`,
@@ -70,6 +73,20 @@ pub fn parse_duration(input: &str) -> Result<chrono::Duration, DurationError> {
     n.checked_mul(ms_per)
         .and_then(chrono::Duration::try_milliseconds)
         .ok_or_else(|| DurationError::TooLarge(s.to_string()))
+}
+
+/// The longest retention accepted: 100 years (36,500 days). Longer ones
+/// would overflow the expiry instants stamped on records.
+pub const MAX_RETENTION_DAYS: i64 = 36_500;
+
+/// [`parse_duration`] for a retention: also refuses more than
+/// [`MAX_RETENTION_DAYS`].
+pub fn parse_retention(input: &str) -> Result<chrono::Duration, DurationError> {
+    let d = parse_duration(input)?;
+    if d > chrono::Duration::days(MAX_RETENTION_DAYS) {
+        return Err(DurationError::TooLong(input.trim().to_string()));
+    }
+    Ok(d)
 }
 
 /// [`parse_duration`] as a `std::time::Duration` (timeouts).
@@ -121,6 +138,8 @@ mod tests {
         assert_eq!(parse_duration("0s"), Err(DurationError::Zero("0s".into())));
         assert!(matches!(parse_duration("99999999999999999999d"), Err(DurationError::TooLarge(_))));
         assert!(matches!(parse_duration("9999999999999d"), Err(DurationError::TooLarge(_))));
+        assert_eq!(parse_retention("36500d").unwrap(), chrono::Duration::days(36_500));
+        assert!(matches!(parse_retention("36501d"), Err(DurationError::TooLong(_))));
     }
 
     #[test]

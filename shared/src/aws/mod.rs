@@ -16,6 +16,7 @@ pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
 
 use crate::context::Stores;
+use crate::queue::Queue;
 
 /// Days events (and their sagas and attempts) are kept when
 /// `RETENTION_DAYS` is not set; the template's default too.
@@ -108,7 +109,7 @@ impl AwsNames {
 }
 
 /// Reads `RETENTION`, a duration with a unit (`30d`, `12h`, `5m`:
-/// [`crate::retention::parse_duration`], the parser of `hookline serve
+/// [`crate::retention::parse_retention`], the parser of `hookline serve
 /// --retention`), or else `RETENTION_DAYS` (whole days; default
 /// [`DEFAULT_RETENTION_DAYS`]).
 pub fn retention_from_env() -> Result<chrono::Duration, String> {
@@ -117,7 +118,7 @@ pub fn retention_from_env() -> Result<chrono::Duration, String> {
 
 fn retention_from(duration: Option<&str>, v: Option<&str>) -> Result<chrono::Duration, String> {
     if let Some(d) = duration.filter(|d| !d.trim().is_empty()) {
-        return crate::retention::parse_duration(d).map_err(|e| format!("RETENTION: {e}"));
+        return crate::retention::parse_retention(d).map_err(|e| format!("RETENTION: {e}"));
     }
     let days = match v.map(str::trim).filter(|v| !v.is_empty()) {
         None => DEFAULT_RETENTION_DAYS,
@@ -236,10 +237,10 @@ impl AwsBackend {
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
             attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
             dead_letters: Arc::new(DynamoDeadLetters::new(dynamodb.clone(), &names.dead_letters_table, dead_letter_retention(retention))),
-            deliveries: Arc::new(deliveries.clone()),
-            dead_jobs: Arc::new(deliveries_dlq.clone()),
-            retries: Arc::new(retries.clone()),
-            requeues: Arc::new(requeues.clone()),
+            deliveries: Queue::new(Arc::new(deliveries.clone())),
+            dead_jobs: Queue::new(Arc::new(deliveries_dlq.clone())),
+            retries: Queue::new(Arc::new(retries.clone())),
+            requeues: Queue::new(Arc::new(requeues.clone())),
             stream_failures: match &names.stream_failures_queue_url {
                 Some(url) => Arc::new(stream_failures::DynamoStreamFailures::new(
                     SqsQueue::new(sqs.clone(), url, None),
