@@ -17,7 +17,7 @@ use axum::body::Body;
 use axum::http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use shared::api::{self, Api, Verification};
-use shared::job::{DeliveryJob, RetryTimer};
+use shared::queue::{self, Delivered};
 use shared::context::{Config, Hookline};
 use shared::http_client::ClientConfig;
 use shared::error::StoreError;
@@ -205,13 +205,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.db.watch(Stream::Attempts),
         stop.clone(),
     ));
-    let (hk, q) = (h.clone(), backend.retries.clone());
+    let hk = h.clone();
     tasks.spawn(queue_loop(
         "retries",
         backend.retries.clone(),
         64,
         Duration::from_secs(30),
-        move |msgs| { let (hk, q) = (hk.clone(), q.clone()); async move { on_timers(&hk, &q, msgs).await } },
+        move |msgs| { let hk = hk.clone(); async move { on_timers(&hk, msgs).await } },
         backend.db.watch(Stream::Control),
         stop.clone(),
     ));
@@ -580,52 +580,30 @@ async fn queue_loop<H, HF>(
     }
 }
 
-/// Retry timers → next attempts (or a later wake-up when not due yet).
-async fn on_timers(h: &Hookline, queue: &SqliteQueue, msgs: Vec<Received>) -> Vec<String> {
-    let mut done = Vec::new();
-    for m in msgs {
-        let Ok(timer) = serde_json::from_str::<RetryTimer>(&m.body) else {
-            tracing::error!("timers: unreadable message left for the dead-letter queue");
-            continue;
-        };
-        match saga::on_timer(h, &timer).await {
-            Ok(saga::TimerOutcome::Done) => done.push(m.receipt),
-            Ok(saga::TimerOutcome::NotYet(d)) => {
-                let _ = queue.change_visibility(&m.receipt, d).await;
-            }
-            Err(e) => tracing::error!(error = %e, saga_id = %timer.saga_id, "timers: handling failed; will retry"),
-        }
-    }
-    done
+/// The receipts of the messages the consumer layer says are done.
+fn done_receipts(msgs: Vec<Received>, done: Vec<bool>) -> Vec<String> {
+    msgs.into_iter().zip(done).filter(|(_, d)| *d).map(|(m, _)| m.receipt).collect()
+}
+
+/// Retry timers → next attempts ([`saga::handle_timer`]).
+async fn on_timers(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
+    let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
+    let done = queue::consume_each("retries", &batch, |timer| saga::handle_timer(h, timer)).await;
+    done_receipts(msgs, done)
 }
 
 /// Delivery jobs → attempts, a batch delivered concurrently.
 async fn on_jobs(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
-    let mut jobs = Vec::with_capacity(msgs.len());
-    let mut receipts = Vec::with_capacity(msgs.len());
-    for m in msgs {
-        match serde_json::from_str::<DeliveryJob>(&m.body) {
-            Ok(job) => {
-                jobs.push(deliver::ReceivedJob { job, receive_count: m.receive_count });
-                receipts.push(m.receipt);
-            }
-            Err(e) => tracing::error!(error = %e, "delivery: unreadable job left for the dead-letter queue"),
-        }
-    }
-    let done = deliver::deliver_received(h, &jobs).await;
-    receipts.into_iter().zip(done).filter(|(_, d)| *d).map(|(r, _)| r).collect()
+    let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
+    let done = queue::consume("deliveries", &batch, |jobs| deliver::deliver_messages(h, jobs)).await;
+    done_receipts(msgs, done)
 }
 
 /// Requeue and replay requests → new sagas.
 async fn on_requeues(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
-    let mut done = Vec::new();
-    for m in msgs {
-        match requeue::handle_message(h, &m.body).await {
-            Ok(()) => done.push(m.receipt),
-            Err(e) => tracing::error!(error = %e, "requeue: request failed; will retry"),
-        }
-    }
-    done
+    let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
+    let done = queue::consume_each("requeue", &batch, |msg| requeue::handle(h, msg)).await;
+    done_receipts(msgs, done)
 }
 
 /// Subscriptions left unverified by a crash during their handshake get it

@@ -9,7 +9,9 @@ use tokio::sync::RwLock;
 use crate::error::StoreError;
 use crate::http_client::{ClientConfig, HttpClient};
 use crate::metrics::Metrics;
-use crate::ports::{AttemptStore, DeadLetterStore, EventStore, JobQueue, SagaStore, StreamFailures, SubscriptionStore};
+use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
+use crate::ports::{AttemptStore, DeadLetterStore, EventStore, SagaStore, StreamFailures, SubscriptionStore};
+use crate::queue::Queue;
 use crate::ssrf::AddressPolicy;
 use crate::subscription::Subscription;
 
@@ -27,14 +29,14 @@ pub struct Stores {
     /// Dead letters.
     pub dead_letters: Arc<dyn DeadLetterStore>,
     /// Delivery jobs.
-    pub deliveries: Arc<dyn JobQueue>,
+    pub deliveries: Queue<DeliveryJob>,
     /// The delivery queue's dead-letter queue: the job of every dead-lettered
     /// saga lands here too, so ops can redrive it (to the requeue queue).
-    pub dead_jobs: Arc<dyn JobQueue>,
+    pub dead_jobs: Queue<DeliveryJob>,
     /// Retry timers (delayed wake-ups of PendingRetry sagas).
-    pub retries: Arc<dyn JobQueue>,
+    pub retries: Queue<RetryTimer>,
     /// Requeue and replay requests, and jobs redriven from `dead_jobs`.
-    pub requeues: Arc<dyn JobQueue>,
+    pub requeues: Queue<RequeueMessage>,
     /// Stream batches the pipeline gave up on, for the reconciler.
     pub stream_failures: Arc<dyn StreamFailures>,
 }

@@ -33,3 +33,47 @@ pub struct RetryTimer {
     /// When it is due.
     pub due_at: DateTime<Utc>,
 }
+
+/// A requeue asked for through the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequeueRequest {
+    /// The dead letter (the dead saga's id).
+    pub dead_letter_id: String,
+    /// Who asked.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A replay asked for through the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayRequest {
+    /// The stored event.
+    pub event_id: String,
+    /// Only this subscription; every matching one when absent.
+    pub subscription_id: Option<String>,
+    /// Makes a repeated request create nothing new.
+    pub replay_key: String,
+    /// Who asked.
+    pub actor: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the requeue queue carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequeueMessage {
+    /// `{"requeue": {...}}` from the API.
+    Requeue {
+        /// The request.
+        requeue: RequeueRequest,
+    },
+    /// `{"replay": {...}}` from the API.
+    Replay {
+        /// The request.
+        replay: ReplayRequest,
+    },
+    /// A dead saga's job, redriven from the deliveries dead-letter queue.
+    DeadJob(DeliveryJob),
+}

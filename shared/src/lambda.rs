@@ -4,7 +4,6 @@
 //! function binaries only wire these to `lambda_runtime`; the emulator tests
 //! call the same functions.
 
-use std::time::Duration;
 
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord as StreamRecord};
@@ -16,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::{self, Api};
-use crate::job::{DeliveryJob, RetryTimer};
+use crate::queue::{self, Delivered};
 use crate::aws::item;
 use crate::aws::sqs::SqsQueue;
 use crate::context::{Config, Hookline};
@@ -29,8 +28,6 @@ pub use aws_lambda_events as events;
 /// What a handler may fail with (a failed invocation; Lambda retries it).
 pub use lambda_runtime::Error;
 
-/// The longest delay SQS allows on one message.
-pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
 
 /// The stage settings from the function's environment (the template's
 /// parameters): retention and the default retry schedule.
@@ -248,68 +245,42 @@ pub async fn saga_stream(h: &Hookline, event: StreamEvent) -> DynamoDbEventRespo
     stream_response(&event, res, bad, "saga")
 }
 
-/// Retry timers → next attempts; a timer not yet due is sent again with the
-/// remaining delay (at most SQS's 15 minutes at a time).
+/// An SQS batch as the consumer layer sees it: each body with its
+/// `ApproximateReceiveCount`.
+fn delivered(event: &SqsEvent) -> Vec<Delivered<'_>> {
+    event
+        .records
+        .iter()
+        .map(|m| Delivered {
+            body: m.body.as_deref().unwrap_or(""),
+            receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1),
+        })
+        .collect()
+}
+
+/// The partial-batch response: every message not done is a batch item
+/// failure (SQS makes it visible again, then moves it to the DLQ).
+fn not_done(event: &SqsEvent, done: &[bool]) -> SqsBatchResponse {
+    failures(event.records.iter().zip(done).filter(|(_, d)| !**d).map(|(m, _)| message_id(m)))
+}
+
+/// Retry timers → next attempts ([`saga::handle_timer`]).
 pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let results = all_bounded(event.records.iter().map(|m| async move {
-        let Ok(timer) = serde_json::from_str::<RetryTimer>(m.body.as_deref().unwrap_or("")) else {
-            tracing::error!("timers: unreadable message; left for the DLQ");
-            return Some(message_id(m));
-        };
-        match saga::on_timer(h, &timer).await {
-            Ok(saga::TimerOutcome::Done) => None,
-            Ok(saga::TimerOutcome::NotYet(d)) => {
-                let body = serde_json::to_string(&timer).expect("serializes");
-                h.stores.retries.send(&[(body, d.min(MAX_SQS_DELAY))]).await.err().map(|_| message_id(m))
-            }
-            Err(e) => {
-                tracing::error!(error = %e, saga_id = %timer.saga_id, "timers: failed; retried");
-                Some(message_id(m))
-            }
-        }
-    }).collect(), MAX_STORE_IN_FLIGHT)
-    .await;
-    failures(results.into_iter().flatten())
+    let done = queue::consume_each("retries", &delivered(&event), |timer| saga::handle_timer(h, timer)).await;
+    not_done(&event, &done)
 }
 
 /// Delivery queue → attempts: the batch's jobs are delivered concurrently
-/// and recorded together; each job knows how often SQS has handed it out
-/// (`ApproximateReceiveCount`). A job not done is a batch item failure.
+/// and recorded together ([`deliver::deliver_received`]).
 pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let mut jobs = Vec::new();
-    let mut ids = Vec::new();
-    let mut failed = Vec::new();
-    for m in &event.records {
-        match serde_json::from_str::<DeliveryJob>(m.body.as_deref().unwrap_or("")) {
-            Ok(job) => {
-                let receive_count = m.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-                jobs.push(deliver::ReceivedJob { job, receive_count });
-                ids.push(message_id(m));
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "delivery: unreadable job; left for the DLQ");
-                failed.push(message_id(m));
-            }
-        }
-    }
-    let done = deliver::deliver_received(h, &jobs).await;
-    failed.extend(ids.into_iter().zip(done).filter(|(_, d)| !d).map(|(id, _)| id));
-    failures(failed)
+    let done = queue::consume("deliveries", &delivered(&event), |jobs| deliver::deliver_messages(h, jobs)).await;
+    not_done(&event, &done)
 }
 
 /// Requeue queue → new sagas (API requeues and replays, console redrives).
 pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let results = all_bounded(event.records.iter().map(|m| async move {
-        match requeue::handle_message(h, m.body.as_deref().unwrap_or("")).await {
-            Ok(()) => None,
-            Err(e) => {
-                tracing::error!(error = %e, "requeue: failed; retried");
-                Some(message_id(m))
-            }
-        }
-    }).collect(), MAX_STORE_IN_FLIGHT)
-    .await;
-    failures(results.into_iter().flatten())
+    let done = queue::consume_each("requeue", &delivered(&event), |msg| requeue::handle(h, msg)).await;
+    not_done(&event, &done)
 }
 
 /// The reconciler's bounds from the environment: `RECONCILE_MAX_BATCHES`,

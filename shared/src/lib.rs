@@ -25,6 +25,7 @@ pub mod job;
 pub mod limits;
 pub mod metrics;
 pub mod ports;
+pub mod queue;
 pub mod retention;
 pub mod retry;
 pub mod routing;

@@ -547,7 +547,7 @@ fn bodies(msgs: &[Received]) -> Vec<String> {
 /// Sent messages are received once each (count 1), stay invisible while
 /// held, and are gone once deleted.
 pub async fn queue_send_receive_delete(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     let body = r#"{"saga_id":"sg_1","attempt":1,"note":"ünïcode & <xml>"}"#;
     send(q, &[body, "b", "c"]).await;
     let got = receive_n(q, 3, LONG, 5).await;
@@ -563,7 +563,7 @@ pub async fn queue_send_receive_delete(s: &Stores) {
 /// `receive` never returns more than `max`; sends and receives of more than
 /// one SQS batch (10) work.
 pub async fn queue_receive_respects_max(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     let names: Vec<String> = (0..25).map(|i| format!("m{i:02}")).collect();
     send(q, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let first = q.receive(12, LONG).await.unwrap();
@@ -580,7 +580,7 @@ pub async fn queue_receive_respects_max(s: &Stores) {
 /// A delayed message is invisible (and counted as not visible) until its
 /// delay has passed.
 pub async fn queue_delay(s: &Stores) {
-    let q = &*s.retries;
+    let q = &**s.retries.raw();
     q.send(&[("later".to_string(), Duration::from_secs(2)), ("now".to_string(), Duration::ZERO)]).await.unwrap();
     let got = receive_n(q, 1, LONG, 5).await;
     assert_eq!(bodies(&got), ["now"]);
@@ -596,7 +596,7 @@ pub async fn queue_delay(s: &Stores) {
 /// again, with its receive count one higher; deleting with the newest
 /// receipt removes it.
 pub async fn queue_visibility_timeout_redelivers(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     send(q, &["job"]).await;
     let first = receive_one(q, SHORT, "the message sent").await;
     assert_eq!(first.receive_count, 1);
@@ -613,7 +613,7 @@ pub async fn queue_visibility_timeout_redelivers(s: &Stores) {
 /// A worker whose lease ran out cannot delete (or hide) the message another
 /// worker now holds: its receipt is stale and ignored.
 pub async fn queue_stale_receipt_cannot_delete(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     send(q, &["job"]).await;
     let first = receive_one(q, SHORT, "the message sent").await;
     tokio::time::sleep(PAST_SHORT).await;
@@ -630,7 +630,7 @@ pub async fn queue_stale_receipt_cannot_delete(s: &Stores) {
 /// `change_visibility` makes a held message visible again after the given
 /// delay (0: at once); an unknown receipt is ignored.
 pub async fn queue_change_visibility(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     send(q, &["job"]).await;
     let first = receive_one(q, LONG, "the message sent").await;
     q.change_visibility(&first.receipt, Duration::ZERO).await.unwrap();
@@ -647,7 +647,7 @@ pub async fn queue_change_visibility(s: &Stores) {
 
 /// Depth counts visible, held or delayed, and dead messages.
 pub async fn queue_depth_counts(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
     q.send(&[("a".to_string(), Duration::ZERO), ("b".to_string(), Duration::ZERO), ("c".to_string(), LONG)])
         .await
@@ -657,7 +657,7 @@ pub async fn queue_depth_counts(s: &Stores) {
     assert_eq!(got.len(), 1);
     assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth { visible: 1, not_visible: 2, dead: 0 });
     // A delay longer than SQS's 900 s is capped (callers re-delay): still held.
-    s.retries.send(&[("far".to_string(), Duration::from_secs(3600))]).await.unwrap();
+    s.retries.raw().send(&[("far".to_string(), Duration::from_secs(3600))]).await.unwrap();
     assert_eq!(s.retries.depth().await.unwrap(), shared::ports::QueueDepth { visible: 0, not_visible: 1, dead: 0 });
 }
 
@@ -667,7 +667,7 @@ pub async fn queue_depth_counts(s: &Stores) {
 /// template's maxReceiveCount, SQLite's `DELIVERY_MAX_RECEIVES`); both are
 /// at most 10.
 pub async fn queue_dead_letters_after_max_receives(s: &Stores) {
-    let q = &*s.deliveries;
+    let q = &**s.deliveries.raw();
     send(q, &["poison"]).await;
     let mut counts = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -690,6 +690,6 @@ pub async fn queue_dead_letters_after_max_receives(s: &Stores) {
     }
     assert!(!counts.is_empty());
     assert_eq!(counts, (1..=counts.len() as u32).collect::<Vec<_>>(), "receive counts must go up by one");
-    let dead = receive_one(&*s.dead_jobs, LONG, "the message in the dead-letter queue").await;
+    let dead = receive_one(&**s.dead_jobs.raw(), LONG, "the message in the dead-letter queue").await;
     assert_eq!(dead.body, "poison");
 }

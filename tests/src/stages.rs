@@ -127,9 +127,9 @@ impl Rig {
     /// checks the job was done) until some are in hand, at most `want`.
     pub async fn take_jobs(&self, want: usize) -> Vec<ReceivedJob> {
         crate::eventually(15, &format!("{want} delivery jobs"), || async {
-            let got = self.stores.deliveries.receive(want, Duration::from_secs(60)).await.unwrap();
+            let got = self.stores.deliveries.raw().receive(want, Duration::from_secs(60)).await.unwrap();
             let receipts: Vec<String> = got.iter().map(|m| m.receipt.clone()).collect();
-            self.stores.deliveries.delete(&receipts).await.unwrap();
+            self.stores.deliveries.raw().delete(&receipts).await.unwrap();
             let jobs: Vec<ReceivedJob> = got
                 .iter()
                 .map(|m| ReceivedJob { job: serde_json::from_str(&m.body).unwrap(), receive_count: m.receive_count })
@@ -332,8 +332,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     let e = stored_event(rig, "never-died-1").await;
     let sagas = route_and_start(&h, &e).await;
     let jobs = rig.take_jobs(1).await;
-    let body = serde_json::to_string(&jobs[0].job).unwrap();
-    requeue::handle_message(&h, &body).await.expect("the redrive is handled");
+    requeue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone())).await.expect("the redrive is handled");
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
     feed_attempts(&h, &sagas[0]).await;

@@ -20,6 +20,7 @@ use rusqlite::Connection;
 use tokio::sync::{oneshot, watch};
 
 use crate::error::StoreError;
+use crate::queue::Queue;
 
 pub use outbox::{Outbox, SqliteStreamFailures};
 pub use queue::SqliteQueue;
@@ -299,10 +300,10 @@ impl Backend {
             sagas: Arc::new(SqliteSagas(db.clone())),
             attempts: Arc::new(SqliteAttempts(db.clone())),
             dead_letters: Arc::new(SqliteDeadLetters(db.clone())),
-            deliveries: Arc::new(deliveries.clone()),
-            dead_jobs: Arc::new(deliveries_dlq.clone()),
-            retries: Arc::new(retries.clone()),
-            requeues: Arc::new(requeues.clone()),
+            deliveries: Queue::new(Arc::new(deliveries.clone())),
+            dead_jobs: Queue::new(Arc::new(deliveries_dlq.clone())),
+            retries: Queue::new(Arc::new(retries.clone())),
+            requeues: Queue::new(Arc::new(requeues.clone())),
             stream_failures: Arc::new(SqliteStreamFailures(db.clone())),
         };
         Ok(Backend {

@@ -83,10 +83,8 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
         }
     }
     if !deferred.is_empty() {
-        let messages: Vec<(String, Duration)> = deferred
-            .iter()
-            .map(|(i, _)| (serde_json::to_string(&jobs[*i].job).expect("job serializes"), LOCAL_FAULT_DELAY))
-            .collect();
+        let messages: Vec<(DeliveryJob, Duration)> =
+            deferred.iter().map(|(i, _)| (jobs[*i].job.clone(), LOCAL_FAULT_DELAY)).collect();
         match h.stores.deliveries.send(&messages).await {
             Ok(()) => {
                 for (i, why) in &deferred {
@@ -100,6 +98,13 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
         }
     }
     done
+}
+
+/// [`deliver_received`] for a batch as the consumer layer hands it over
+/// (`crate::queue::consume`): jobs with their receive counts.
+pub async fn deliver_messages(h: &Hookline, jobs: Vec<(DeliveryJob, u32)>) -> Vec<bool> {
+    let jobs: Vec<ReceivedJob> = jobs.into_iter().map(|(job, receive_count)| ReceivedJob { job, receive_count }).collect();
+    deliver_received(h, &jobs).await
 }
 
 /// Delivers jobs received once (tests and tools that hold jobs, not

@@ -161,16 +161,15 @@ async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
             match recorded {
                 Some(a) => saga::on_attempts(h, &[a]).await?,
                 None => {
-                    let job = saga::job_of(&s, in_flight);
-                    h.stores.deliveries.send(&[(serde_json::to_string(&job).expect("job serializes"), Duration::ZERO)]).await?
+                    h.stores.deliveries.send_now(&[saga::job_of(&s, in_flight)]).await?
                 }
             }
         }
         SagaStatus::PendingRetry => {
             // The timer was lost: wake the saga now (it is past due).
             let job = saga::job_of(&s, s.state.attempts);
-            let (body, _) = saga::timer_message(&job, s.state.attempts + 1, s.state.next_attempt_at.unwrap_or(Utc::now()), Utc::now());
-            h.stores.retries.send(&[(body, Duration::ZERO)]).await?
+            let (timer, _) = saga::timer_message(&job, s.state.attempts + 1, s.state.next_attempt_at.unwrap_or(Utc::now()), Utc::now());
+            h.stores.retries.send(&[(timer, Duration::ZERO)]).await?
         }
         _ => return Ok(false),
     }

@@ -10,10 +10,10 @@
 //! from the deliveries dead-letter queue.
 
 use chrono::Utc;
-use serde::{Deserialize, Serialize};
 
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
-use crate::job::DeliveryJob;
+use crate::job::{RequeueMessage, RequeueRequest};
+pub use crate::job::ReplayRequest;
 
 use crate::context::Hookline;
 use crate::envelope::LogSafe;
@@ -50,50 +50,6 @@ pub struct Audit {
     pub reason: String,
 }
 
-/// A requeue asked for through the API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequeueRequest {
-    /// The dead letter (the dead saga's id).
-    pub dead_letter_id: String,
-    /// Who asked.
-    pub actor: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// A replay asked for through the API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplayRequest {
-    /// The stored event.
-    pub event_id: String,
-    /// Only this subscription; every matching one when absent.
-    pub subscription_id: Option<String>,
-    /// Makes a repeated request create nothing new.
-    pub replay_key: String,
-    /// Who asked.
-    pub actor: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// What the requeue queue carries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum RequeueMessage {
-    /// `{"requeue": {...}}` from the API.
-    Requeue {
-        /// The request.
-        requeue: RequeueRequest,
-    },
-    /// `{"replay": {...}}` from the API.
-    Replay {
-        /// The request.
-        replay: ReplayRequest,
-    },
-    /// A dead saga's job, redriven from the deliveries dead-letter queue.
-    DeadJob(DeliveryJob),
-}
-
 async fn load_dead_letter(h: &Hookline, id: &str) -> Result<DeadLetter, RequeueError> {
     h.stores.dead_letters.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("dead letter {id}")))
 }
@@ -108,7 +64,7 @@ pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) 
     let msg = RequeueMessage::Requeue {
         requeue: RequeueRequest { dead_letter_id: dl.id.clone(), actor: audit.actor.clone(), reason: audit.reason.clone() },
     };
-    h.stores.requeues.send(&[(serde_json::to_string(&msg).expect("serializes"), std::time::Duration::ZERO)]).await?;
+    h.stores.requeues.send_now(&[msg]).await?;
     Ok(ids::requeue_saga_id(&dl.id))
 }
 
@@ -118,7 +74,7 @@ pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(St
     let event = h.stores.events.get(&req.event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {}", req.event_id)))?;
     let targets = replay_targets(h, &event, req.subscription_id.as_deref()).await?;
     let msg = RequeueMessage::Replay { replay: req.clone() };
-    h.stores.requeues.send(&[(serde_json::to_string(&msg).expect("serializes"), std::time::Duration::ZERO)]).await?;
+    h.stores.requeues.send_now(&[msg]).await?;
     Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s, &req.replay_key), s)).collect())
 }
 
@@ -134,9 +90,7 @@ async fn replay_targets(h: &Hookline, event: &crate::event::EventRecord, only: O
 }
 
 /// The requeue stage: one message of the requeue queue.
-pub async fn handle_message(h: &Hookline, body: &str) -> Result<(), RequeueError> {
-    let msg: RequeueMessage = serde_json::from_str(body)
-        .map_err(|e| RequeueError::NotFound(format!("a readable requeue message ({e})")))?;
+pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueError> {
     match msg {
         RequeueMessage::Requeue { requeue: r } => {
             requeue(h, &r.dead_letter_id, &Audit { actor: r.actor, reason: r.reason }).await.map(|_| ())
@@ -157,8 +111,7 @@ pub async fn handle_message(h: &Hookline, body: &str) -> Result<(), RequeueError
                 // The saga goes on where it was: its job goes back.
                 if let Some(s) = h.stores.sagas.get(&job.event_id, &job.saga_id).await? {
                     if !s.state.status.is_terminal() {
-                        let body = serde_json::to_string(&job).expect("job serializes");
-                        h.stores.deliveries.send(&[(body, std::time::Duration::ZERO)]).await?;
+                        h.stores.deliveries.send_now(std::slice::from_ref(&job)).await?;
                         tracing::warn!(saga_id = %job.saga_id, attempt = job.attempt, "redriven job of a saga that never died; delivering it again");
                     }
                 }

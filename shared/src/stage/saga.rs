@@ -179,7 +179,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                 // Failure injection: a job lost on the way (the reconciler's test).
                 Effect::SendJob { attempt } if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
                 Effect::SendJob { attempt } => {
-                    jobs.push((serde_json::to_string(&DeliveryJob { attempt, ..step.job.clone() }).expect("job serializes"), Duration::ZERO))
+                    jobs.push(DeliveryJob { attempt, ..step.job.clone() })
                 }
                 Effect::ScheduleRetry { attempt, at } => {
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
@@ -187,31 +187,38 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                 }
                 Effect::DeadLetter { reason } => {
                     dead_letter(h, &step.job, &reason).await?;
-                    dead_jobs.push((serde_json::to_string(&step.job).expect("job serializes"), Duration::ZERO));
+                    dead_jobs.push(step.job.clone());
                 }
                 Effect::DeactivateSubscription => deactivate(h, &step.job.subscription_id).await?,
             }
         }
     }
-    if !timers.is_empty() {
-        h.stores.retries.send(&timers).await?;
-    }
-    if !jobs.is_empty() {
-        h.stores.deliveries.send(&jobs).await?;
-    }
+    h.stores.retries.send(&timers).await?;
+    h.stores.deliveries.send_now(&jobs).await?;
     // The dead saga's job also goes to the deliveries dead-letter queue, so
     // ops can redrive it (to the requeue queue) from the console.
-    if !dead_jobs.is_empty() {
-        h.stores.dead_jobs.send(&dead_jobs).await?;
-    }
+    h.stores.dead_jobs.send_now(&dead_jobs).await?;
     Ok(())
 }
 
-/// The timer message for attempt `attempt` of a job's saga, delayed until `at`.
-pub fn timer_message(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, now: DateTime<Utc>) -> (String, Duration) {
+/// The timer of attempt `attempt` of a job's saga, and its delay from `now`
+/// until `at` (at most [`MAX_TIMER_DELAY`]: a later timer is sent again
+/// when it fires early, see [`handle_timer`]).
+pub fn timer_message(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, now: DateTime<Utc>) -> (RetryTimer, Duration) {
     let timer = RetryTimer { event_id: job.event_id.clone(), saga_id: job.saga_id.clone(), attempt, due_at: at };
-    let body = serde_json::to_string(&timer).expect("timer serializes");
-    (body, (at - now).to_std().unwrap_or_default())
+    (timer, (at - now).to_std().unwrap_or_default().min(MAX_TIMER_DELAY))
+}
+
+/// The longest delay one timer message waits (SQS allows 15 minutes).
+pub const MAX_TIMER_DELAY: Duration = Duration::from_secs(900);
+
+/// A retry timer fired, on either backend: the next attempt is queued if it
+/// is due; a timer that fired early is sent again for the time left.
+pub async fn handle_timer(h: &Hookline, timer: RetryTimer) -> Result<(), StoreError> {
+    match on_timer(h, &timer).await? {
+        TimerOutcome::Done => Ok(()),
+        TimerOutcome::NotYet(left) => h.stores.retries.send(&[(timer, left.min(MAX_TIMER_DELAY))]).await,
+    }
 }
 
 async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<(), StoreError> {

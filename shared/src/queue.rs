@@ -1,0 +1,172 @@
+//! Typed queues and the one consumer layer. A [`Queue<M>`] sends and receives
+//! `M` (a [`crate::job`] message) over a [`JobQueue`] port, so messages are
+//! serialized in one place; [`consume`] and [`consume_each`] turn "handle
+//! these messages" into "which messages are done", which the Lambda handlers
+//! map to partial-batch failures and `hookline serve` to the receipts it
+//! deletes. A message that cannot be read is never done: it is received
+//! again until its queue moves it to the dead-letter queue.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
+
+/// A queue of `M` messages (JSON) on a [`JobQueue`].
+pub struct Queue<M> {
+    raw: Arc<dyn JobQueue>,
+    _message: PhantomData<fn() -> M>,
+}
+
+impl<M> Clone for Queue<M> {
+    fn clone(&self) -> Self {
+        Queue { raw: self.raw.clone(), _message: PhantomData }
+    }
+}
+
+impl<M: Serialize + DeserializeOwned> Queue<M> {
+    /// The typed view of `raw`.
+    pub fn new(raw: Arc<dyn JobQueue>) -> Self {
+        Queue { raw, _message: PhantomData }
+    }
+
+    /// The untyped port (its conformance tests, depth and receipts).
+    pub fn raw(&self) -> &Arc<dyn JobQueue> {
+        &self.raw
+    }
+
+    /// Sends each message after its delay.
+    pub async fn send(&self, messages: &[(M, Duration)]) -> StoreResult<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let bodies: Vec<(String, Duration)> = messages.iter().map(|(m, d)| (encode(m), *d)).collect();
+        self.raw.send(&bodies).await
+    }
+
+    /// Sends messages to be received at once.
+    pub async fn send_now(&self, messages: &[M]) -> StoreResult<()> {
+        let bodies: Vec<(String, Duration)> = messages.iter().map(|m| (encode(m), Duration::ZERO)).collect();
+        if bodies.is_empty() {
+            return Ok(());
+        }
+        self.raw.send(&bodies).await
+    }
+
+    /// Message counts (for metrics).
+    pub async fn depth(&self) -> StoreResult<QueueDepth> {
+        self.raw.depth().await
+    }
+}
+
+/// A message as JSON. Hookline's messages are plain data that always
+/// serialize; a failure here is a bug, not an input error.
+fn encode<M: Serialize>(m: &M) -> String {
+    serde_json::to_string(m).expect("queue messages serialize")
+}
+
+/// One received message: its body, and how often the queue has handed it out.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivered<'a> {
+    /// The raw body.
+    pub body: &'a str,
+    /// Receives so far, this one included.
+    pub receive_count: u32,
+}
+
+impl<'a> From<&'a Received> for Delivered<'a> {
+    fn from(r: &'a Received) -> Self {
+        Delivered { body: &r.body, receive_count: r.receive_count }
+    }
+}
+
+/// Decodes a batch and hands the readable messages, with their receive
+/// counts, to `handle` in one call; returns, per input message, whether it
+/// is done (its handler said so). Unreadable messages are logged and not
+/// done, so they end in the dead-letter queue.
+pub async fn consume<M, F, Fut>(queue: &str, batch: &[Delivered<'_>], handle: F) -> Vec<bool>
+where
+    M: DeserializeOwned,
+    F: FnOnce(Vec<(M, u32)>) -> Fut,
+    Fut: Future<Output = Vec<bool>>,
+{
+    let mut readable = Vec::with_capacity(batch.len());
+    let mut positions = Vec::with_capacity(batch.len());
+    for (i, d) in batch.iter().enumerate() {
+        match serde_json::from_str::<M>(d.body) {
+            Ok(m) => {
+                readable.push((m, d.receive_count));
+                positions.push(i);
+            }
+            Err(e) => tracing::error!(queue, error = %e, "unreadable message; left for the dead-letter queue"),
+        }
+    }
+    let mut done = vec![false; batch.len()];
+    if !readable.is_empty() {
+        for (i, d) in positions.into_iter().zip(handle(readable).await) {
+            done[i] = d;
+        }
+    }
+    done
+}
+
+/// [`consume`] with a handler per message, run concurrently (at most
+/// [`MAX_STORE_IN_FLIGHT`] at once): done when it returns `Ok`; an error is
+/// logged and the message is received again later.
+pub async fn consume_each<M, E, F, Fut>(queue: &str, batch: &[Delivered<'_>], handle: F) -> Vec<bool>
+where
+    M: DeserializeOwned,
+    E: std::fmt::Display,
+    F: Fn(M) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let handle = &handle;
+    consume(queue, batch, |messages: Vec<(M, u32)>| async move {
+        let runs = messages
+            .into_iter()
+            .map(|(m, _)| async move {
+                match handle(m).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::error!(queue, error = %e, "handling a message failed; it will be received again");
+                        false
+                    }
+                }
+            })
+            .collect();
+        all_bounded(runs, MAX_STORE_IN_FLIGHT).await
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(bodies: &[&'static str]) -> Vec<Delivered<'static>> {
+        bodies.iter().map(|b| Delivered { body: b, receive_count: 2 }).collect()
+    }
+
+    #[tokio::test]
+    async fn unreadable_messages_are_never_done_and_the_rest_keep_their_places() {
+        let b = batch(&["1", "nope", "3"]);
+        let done = consume::<u32, _, _>("q", &b, |m| async move {
+            assert_eq!(m, vec![(1, 2), (3, 2)]);
+            vec![false, true]
+        })
+        .await;
+        assert_eq!(done, vec![false, false, true]);
+    }
+
+    #[tokio::test]
+    async fn each_message_is_done_when_its_handler_succeeds() {
+        let b = batch(&["1", "2", "x", "4"]);
+        let done = consume_each::<u32, String, _, _>("q", &b, |n| async move { if n % 2 == 0 { Ok(()) } else { Err(format!("odd {n}")) } }).await;
+        assert_eq!(done, vec![false, true, false, true]);
+    }
+}
