@@ -23,7 +23,7 @@ test: venv lint-template build
 	infra/emulator.sh stop; exit $$status
 
 build:
-	$(CARGO) build -p hookline --locked
+	$(CARGO) build -p hookline --features failpoints --locked
 
 venv: $(VENV)/.ok
 

@@ -16,7 +16,7 @@ pub fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join(format!("hookline{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.exists(), "{} is missing: run `cargo build -p hookline` (make test does)", bin.display());
+    assert!(bin.exists(), "{} is missing: run `cargo build -p hookline --features failpoints` (make test does)", bin.display());
     bin
 }
 
