@@ -369,12 +369,12 @@ fn raise_open_files_limit() -> Option<u64> {
         let raised = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
         // SAFETY: setrlimit reads the struct we own.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            tracing::info!(from = before as u64, to = target as u64, "raised the open files limit to the hard limit");
-            return Some(target as u64);
+            tracing::info!(from = { before }, to = { target }, "raised the open files limit to the hard limit");
+            return Some(target);
         }
-        tracing::warn!(error = %std::io::Error::last_os_error(), limit = before as u64, "cannot raise the open files limit");
+        tracing::warn!(error = %std::io::Error::last_os_error(), limit = { before }, "cannot raise the open files limit");
     }
-    Some(before as u64)
+    Some(before)
 }
 
 #[cfg(not(unix))]

@@ -167,10 +167,10 @@ fn stream_failure(r: &StreamRecord) -> DynamoDbEventResponse {
 /// cannot be read: `(decoded, the unreadable record if any)`. Records other
 /// than inserts are skipped (the mappings filter them out; a TTL delete
 /// must never be read as work).
-fn decode_prefix<'a, T>(
-    records: &'a [StreamRecord],
+fn decode_prefix<T>(
+    records: &[StreamRecord],
     decode: impl Fn(&StreamRecord) -> Result<T, crate::error::StoreError>,
-) -> (Vec<T>, Option<&'a StreamRecord>) {
+) -> (Vec<T>, Option<&StreamRecord>) {
     let mut out = Vec::new();
     for r in records.iter().filter(|r| r.event_name == "INSERT") {
         match decode(r) {

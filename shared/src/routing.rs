@@ -27,7 +27,7 @@ pub fn wants(sub: &Subscription, event: &EventRecord) -> bool {
 /// Is the event in the subscription's scope, whatever its state: a matching
 /// pattern, and the same tenant when the subscription is tenant-scoped.
 pub fn in_scope(sub: &Subscription, event: &EventRecord) -> bool {
-    sub.tenant_id.as_ref().map_or(true, |t| event.tenant_id.as_ref() == Some(t))
+    sub.tenant_id.as_ref().is_none_or(|t| event.tenant_id.as_ref() == Some(t))
         && sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type))
 }
 

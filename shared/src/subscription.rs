@@ -99,7 +99,7 @@ impl Subscription {
     pub fn signing_secrets(&self, now: DateTime<Utc>) -> Vec<&Secret> {
         self.signing_keys
             .iter()
-            .filter(|k| k.expires_at.map_or(true, |e| e > now))
+            .filter(|k| k.expires_at.is_none_or(|e| e > now))
             .map(|k| &k.secret)
             .collect()
     }
@@ -107,7 +107,7 @@ impl Subscription {
     /// Makes `new` the current secret; the old current one keeps signing until
     /// `now + overlap`. Keys already past their end are dropped.
     pub fn rotate_secret(&mut self, new: Secret, now: DateTime<Utc>, overlap: chrono::Duration) {
-        self.signing_keys.retain(|k| k.expires_at.map_or(true, |e| e > now));
+        self.signing_keys.retain(|k| k.expires_at.is_none_or(|e| e > now));
         for k in &mut self.signing_keys {
             if k.expires_at.is_none() {
                 k.expires_at = Some(now + overlap);

@@ -188,6 +188,21 @@ impl StreamFailures for DynamoStreamFailures {
     }
 }
 
+/// The port where no on-failure queue is configured (functions other than
+/// the reconciler): every call fails, naming the missing setting.
+pub struct NotConfigured;
+
+#[async_trait]
+impl StreamFailures for NotConfigured {
+    async fn take(&self, _max: usize) -> StoreResult<Vec<GivenUp>> {
+        Err(crate::error::StoreError::Backend("STREAM_FAILURES_QUEUE_URL is not set".into()))
+    }
+
+    async fn done(&self, _receipts: &[String]) -> StoreResult<()> {
+        Err(crate::error::StoreError::Backend("STREAM_FAILURES_QUEUE_URL is not set".into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,20 +226,5 @@ mod tests {
               "batchSize": 3, "streamArn": "arn:aws:dynamodb:us-east-1:1:table/p-EventsTable/stream/2026"}}"#;
         let f: OnFailure = serde_json::from_str(body).unwrap();
         assert_eq!((f.batch.start_sequence_number.as_str(), f.batch.end_sequence_number.as_str()), ("100", "102"));
-    }
-}
-
-/// The port where no on-failure queue is configured (functions other than
-/// the reconciler): every call fails, naming the missing setting.
-pub struct NotConfigured;
-
-#[async_trait]
-impl StreamFailures for NotConfigured {
-    async fn take(&self, _max: usize) -> StoreResult<Vec<GivenUp>> {
-        Err(crate::error::StoreError::Backend("STREAM_FAILURES_QUEUE_URL is not set".into()))
-    }
-
-    async fn done(&self, _receipts: &[String]) -> StoreResult<()> {
-        Err(crate::error::StoreError::Backend("STREAM_FAILURES_QUEUE_URL is not set".into()))
     }
 }

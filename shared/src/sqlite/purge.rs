@@ -242,15 +242,18 @@ impl Purger {
     }
 }
 
+/// Where a purge pass is in `events_by_expiry`: `(expires_at, rowid)`.
+type ExpiryCursor = (i64, i64);
+
 /// Up to `limit` expired events after `cursor`, each deleted with its sagas
 /// and attempts unless kept. Returns the counts, the last event examined,
 /// and whether the batch was full.
 fn expired_events(
     c: &Connection,
     now_ms: i64,
-    cursor: Option<(i64, i64)>,
+    cursor: Option<ExpiryCursor>,
     limit: usize,
-) -> Result<(Purged, Option<(i64, i64)>, bool), StoreError> {
+) -> Result<(Purged, Option<ExpiryCursor>, bool), StoreError> {
     let (after_exp, after_row) = cursor.unwrap_or((i64::MIN, i64::MIN));
     // A range on events_by_expiry (expires_at, rowid) starting at the cursor.
     let rows: Vec<(i64, String, i64)> = c
