@@ -12,15 +12,20 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template bench bench-slowloris bench-retention bench-cost bench-cold-start lambda sam-build clean-venv
+.PHONY: test build venv lint-template lint-rust bench bench-slowloris bench-retention bench-cost bench-cold-start lambda sam-build clean-venv
 
-test: venv lint-template build
+test: venv lint-template lint-rust build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
 	echo "AWS emulator at $$endpoint"; \
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
 	$(CARGO) test --workspace --locked; status=$$?; \
 	infra/emulator.sh stop; exit $$status
+
+# Formatting and lints of every crate and target (warnings are errors).
+lint-rust:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 build:
 	$(CARGO) build -p hookline --features failpoints --locked

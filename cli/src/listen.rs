@@ -34,12 +34,17 @@ pub async fn run(args: ListenArgs) -> anyhow::Result<()> {
         let state = state.clone();
         async move { receive(&state.0, state.1, &headers, &body) }
     });
-    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     println!("hookline listen: receiving on http://{}/", listener.local_addr()?);
     if args.secret.is_none() {
         println!("  (no --secret: signatures are not checked)");
     }
-    axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
     Ok(())
 }
 

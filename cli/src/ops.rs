@@ -98,7 +98,9 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
         OpsCommand::DeadLetters(DeadLetterCommand::List { state, target }) => {
             (target, "GET", format!("/v1/dead-letters?state={state}"), None)
         }
-        OpsCommand::DeadLetters(DeadLetterCommand::Show { id, target }) => (target, "GET", format!("/v1/dead-letters/{id}"), None),
+        OpsCommand::DeadLetters(DeadLetterCommand::Show { id, target }) => {
+            (target, "GET", format!("/v1/dead-letters/{id}"), None)
+        }
         OpsCommand::DeadLetters(DeadLetterCommand::Requeue { id, reason, target }) => (
             target,
             "POST",
@@ -111,7 +113,10 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
         OpsCommand::Inspect { event_id, target } => {
             let event = call(&target, "GET", &format!("/v1/events/{event_id}"), None).await?;
             let deliveries = call(&target, "GET", &format!("/v1/events/{event_id}/deliveries"), None).await?;
-            println!("{}", serde_json::to_string_pretty(&json!({"event": event, "deliveries": deliveries["deliveries"]}))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"event": event, "deliveries": deliveries["deliveries"]}))?
+            );
             return Ok(());
         }
         OpsCommand::Replay { event_id, subscription, reason, target } => (
@@ -154,10 +159,7 @@ async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyh
 async fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
     use aws_credential_types::provider::ProvideCredentials;
     use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-    let sdk = shared::aws::sdk_config_loader()
-        .region(aws_config::Region::new(region.to_string()))
-        .load()
-        .await;
+    let sdk = shared::aws::sdk_config_loader().region(aws_config::Region::new(region.to_string())).load().await;
     let provider = sdk.credentials_provider().context("no AWS credentials provider configured")?;
     let identity: aws_smithy_runtime_api::client::identity::Identity =
         provider.provide_credentials().await.context("loading AWS credentials")?.into();

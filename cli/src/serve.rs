@@ -17,17 +17,17 @@ use axum::body::Body;
 use axum::http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use shared::api::{self, Api, Verification};
-use shared::queue::{self, Delivered};
 use shared::context::{Config, Hookline};
-use shared::http_client::ClientConfig;
 use shared::error::StoreError;
+use shared::http_client::ClientConfig;
+use shared::ports::{JobQueue, Received};
+use shared::queue::{self, Delivered};
 use shared::retention::{parse_retention, parse_std_duration, Display as ShowDuration};
 use shared::sqlite::purge::{PurgePolicy, Purger};
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::reconcile::{self, ReconcileLimits};
 use shared::stage::{deliver, requeue, route, saga, verify};
-use shared::ports::{JobQueue, Received};
 use tokio::sync::watch;
 
 /// Options of `hookline serve`.
@@ -116,7 +116,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(days) => parse_retention(&format!("{days}d")).map_err(|e| anyhow::anyhow!("--retention-days: {e}"))?,
         None => args.retention,
     };
-    let dead_letter_retention = args.dead_letter_retention.unwrap_or_else(|| retention.checked_mul(2).unwrap_or(retention));
+    let dead_letter_retention =
+        args.dead_letter_retention.unwrap_or_else(|| retention.checked_mul(2).unwrap_or(retention));
     anyhow::ensure!(
         dead_letter_retention >= retention,
         "--dead-letter-retention ({}) must be at least --retention ({})",
@@ -152,7 +153,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let h = Arc::new(Hookline::new(backend.stores.clone(), config));
     let api = Api::new(h.clone(), api_key.clone(), Verification::Background);
 
-    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     println!("hookline serve");
     println!("  listening on  http://{addr}");
@@ -181,8 +183,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (o, hk) = (backend.outbox.clone(), h.clone());
     tasks.spawn(outbox_loop(
         "route",
-        move |after, max| { let o = o.clone(); async move { o.events(after, max).await } },
-        move |events| { let hk = hk.clone(); async move { route::route(&hk, &events).await.map(|_| ()) } },
+        move |after, max| {
+            let o = o.clone();
+            async move { o.events(after, max).await }
+        },
+        move |events| {
+            let hk = hk.clone();
+            async move { route::route(&hk, &events).await.map(|_| ()) }
+        },
         backend.outbox.clone(),
         backend.db.watch(Stream::Events),
         stop.clone(),
@@ -190,8 +198,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (o, hk) = (backend.outbox.clone(), h.clone());
     tasks.spawn(outbox_loop(
         "saga.start",
-        move |after, max| { let o = o.clone(); async move { o.sagas(after, max).await } },
-        move |sagas| { let hk = hk.clone(); async move { saga::start(&hk, &sagas).await } },
+        move |after, max| {
+            let o = o.clone();
+            async move { o.sagas(after, max).await }
+        },
+        move |sagas| {
+            let hk = hk.clone();
+            async move { saga::start(&hk, &sagas).await }
+        },
         backend.outbox.clone(),
         backend.db.watch(Stream::Sagas),
         stop.clone(),
@@ -199,8 +213,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (o, hk) = (backend.outbox.clone(), h.clone());
     tasks.spawn(outbox_loop(
         "saga.attempts",
-        move |after, max| { let o = o.clone(); async move { o.attempts(after, max).await } },
-        move |attempts| { let hk = hk.clone(); async move { saga::on_attempts(&hk, &attempts).await } },
+        move |after, max| {
+            let o = o.clone();
+            async move { o.attempts(after, max).await }
+        },
+        move |attempts| {
+            let hk = hk.clone();
+            async move { saga::on_attempts(&hk, &attempts).await }
+        },
         backend.outbox.clone(),
         backend.db.watch(Stream::Attempts),
         stop.clone(),
@@ -211,7 +231,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.retries.clone(),
         64,
         Duration::from_secs(30),
-        move |msgs| { let hk = hk.clone(); async move { on_timers(&hk, msgs).await } },
+        move |msgs| {
+            let hk = hk.clone();
+            async move { on_timers(&hk, msgs).await }
+        },
         backend.db.watch(Stream::Control),
         stop.clone(),
     ));
@@ -221,7 +244,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.requeues.clone(),
         16,
         Duration::from_secs(30),
-        move |msgs| { let hk = hk.clone(); async move { on_requeues(&hk, msgs).await } },
+        move |msgs| {
+            let hk = hk.clone();
+            async move { on_requeues(&hk, msgs).await }
+        },
         backend.db.watch(Stream::Control),
         stop.clone(),
     ));
@@ -232,7 +258,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             backend.deliveries.clone(),
             args.batch.max(1),
             h.config.delivery_visibility,
-            move |msgs| { let hk = hk.clone(); async move { on_jobs(&hk, msgs).await } },
+            move |msgs| {
+                let hk = hk.clone();
+                async move { on_jobs(&hk, msgs).await }
+            },
             backend.db.watch(Stream::Deliveries),
             stop.clone(),
         ));
@@ -245,7 +274,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // is looked at again within the retention, at most 10 minutes.
         rescan_every: retention.to_std().unwrap_or(Duration::MAX).min(Duration::from_secs(600)),
     };
-    tasks.spawn(purge_loop(Purger::new(backend.db.clone(), purge_policy), h.clone(), args.purge_interval, stop.clone()));
+    tasks.spawn(purge_loop(
+        Purger::new(backend.db.clone(), purge_policy),
+        h.clone(),
+        args.purge_interval,
+        stop.clone(),
+    ));
     let reconcile_limits = ReconcileLimits {
         stall_margin: chrono::Duration::from_std(args.stall_margin).unwrap_or(chrono::Duration::MAX),
         ..ReconcileLimits::default()
@@ -254,11 +288,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tokio::spawn(reverify_unverified(h.clone()));
 
     let (max_body, body_timeout) = (h.config.max_body_bytes, args.body_timeout);
-    let limits = listener::Limits {
-        header_timeout: args.header_timeout,
-        idle_timeout: args.idle_timeout,
-        max_connections,
-    };
+    let limits =
+        listener::Limits { header_timeout: args.header_timeout, idle_timeout: args.idle_timeout, max_connections };
     let app = move |req: Request<Incoming>| {
         let api = api.clone();
         async move { handle(&api, req, max_body, body_timeout).await }
@@ -272,7 +303,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKLINE_LOG").unwrap_or_else(|_| "hookline=info,shared=info,warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKLINE_LOG")
+        .unwrap_or_else(|_| "hookline=info,shared=info,warn".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -284,7 +316,8 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
     }
     #[cfg(not(unix))]
@@ -521,11 +554,17 @@ async fn outbox_loop<T, R, RF, H, HF>(
                 } else {
                     match outbox.give_up(seqs.clone()).await {
                         Ok(()) => {
-                            tracing::error!(stage = name, seq = seqs[0], "gave up on an outbox row; the reconciler re-drives it");
+                            tracing::error!(
+                                stage = name,
+                                seq = seqs[0],
+                                "gave up on an outbox row; the reconciler re-drives it"
+                            );
                             after = seqs[0];
                             (limit, failures) = (OUTBOX_BATCH, 0);
                         }
-                        Err(e) => tracing::error!(error = %e, stage = name, "giving up on an outbox row failed; will retry"),
+                        Err(e) => {
+                            tracing::error!(error = %e, stage = name, "giving up on an outbox row failed; will retry")
+                        }
                     }
                 }
             }
@@ -537,7 +576,9 @@ async fn outbox_loop<T, R, RF, H, HF>(
 /// message becomes visible, at most `IDLE`.
 async fn until_next(queue: &SqliteQueue) -> Duration {
     match queue.next_visible_at().await {
-        Ok(Some(at)) => Duration::from_millis((at - chrono::Utc::now().timestamp_millis()).clamp(1, IDLE.as_millis() as i64) as u64),
+        Ok(Some(at)) => {
+            Duration::from_millis((at - chrono::Utc::now().timestamp_millis()).clamp(1, IDLE.as_millis() as i64) as u64)
+        }
         _ => IDLE,
     }
 }

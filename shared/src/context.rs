@@ -8,8 +8,8 @@ use tokio::sync::RwLock;
 
 use crate::error::StoreError;
 use crate::http_client::{ClientConfig, HttpClient};
-use crate::metrics::Metrics;
 use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
+use crate::metrics::Metrics;
 use crate::ports::{AttemptStore, DeadLetterStore, EventStore, SagaStore, StreamFailures, SubscriptionStore};
 use crate::queue::Queue;
 use crate::ssrf::AddressPolicy;

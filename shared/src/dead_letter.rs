@@ -43,7 +43,10 @@ impl std::str::FromStr for DeadLetterState {
 
     /// Parses the spelling of [`DeadLetterState::as_str`].
     fn from_str(s: &str) -> Result<Self, String> {
-        DeadLetterState::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| "must be open, requeued or skipped".to_string())
+        DeadLetterState::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or_else(|| "must be open, requeued or skipped".to_string())
     }
 }
 
@@ -102,4 +105,3 @@ pub struct DeadLetter {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<crate::event::EventRecord>,
 }
-

@@ -49,7 +49,8 @@ mod armed {
 
     fn armed() -> Option<&'static str> {
         static NAME: OnceLock<Option<String>> = OnceLock::new();
-        NAME.get_or_init(|| std::env::var("HOOKLINE_FAILPOINT").ok().filter(|s| !s.is_empty() && !s.contains('*'))).as_deref()
+        NAME.get_or_init(|| std::env::var("HOOKLINE_FAILPOINT").ok().filter(|s| !s.is_empty() && !s.contains('*')))
+            .as_deref()
     }
 
     static FAILURES: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());

@@ -18,9 +18,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::redirect;
 
-use crate::ssrf::{
-    check_callback_url, AddressPolicy, CallbackUrlError, ForbiddenResolution, GuardedResolver,
-};
+use crate::ssrf::{check_callback_url, AddressPolicy, CallbackUrlError, ForbiddenResolution, GuardedResolver};
 
 /// Idle connections kept per subscriber host; deliveries to one busy host run
 /// concurrently, and each concurrent request needs its own HTTP/1.1 connection.
@@ -106,13 +104,7 @@ impl PostResult {
     }
 
     fn failed(error: PostError, latency: Duration) -> PostResult {
-        PostResult {
-            status: None,
-            body: String::new(),
-            retry_after: None,
-            error: Some(error),
-            latency,
-        }
+        PostResult { status: None, body: String::new(), retry_after: None, error: Some(error), latency }
     }
 }
 
@@ -161,9 +153,7 @@ pub struct HttpClient {
 
 impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpClient")
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
+        f.debug_struct("HttpClient").field("cfg", &self.cfg).finish_non_exhaustive()
     }
 }
 
@@ -196,10 +186,7 @@ impl HttpClient {
             .https_only(cfg.policy == AddressPolicy::PublicOnly)
             .dns_resolver(Arc::new(GuardedResolver::new(cfg.policy)))
             .build()?;
-        Ok(HttpClient {
-            inner,
-            cfg: Arc::new(cfg),
-        })
+        Ok(HttpClient { inner, cfg: Arc::new(cfg) })
     }
 
     /// The configuration the client was built with.
@@ -215,12 +202,7 @@ impl HttpClient {
     /// connecting. Redirects are not followed. Header names that control the
     /// connection (`host`, `content-length`, `transfer-encoding`, ...) are
     /// refused.
-    pub async fn post(
-        &self,
-        url: &str,
-        headers: &[(&str, String)],
-        body: impl Into<reqwest::Body>,
-    ) -> PostResult {
+    pub async fn post(&self, url: &str, headers: &[(&str, String)], body: impl Into<reqwest::Body>) -> PostResult {
         let start = tokio::time::Instant::now();
         let deadline = start + self.cfg.total_timeout;
         let url = match check_callback_url(url, self.cfg.policy) {
@@ -244,21 +226,13 @@ impl HttpClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
         let body = read_body(&mut response, self.cfg.max_body_bytes, deadline).await;
-        PostResult {
-            status: Some(status),
-            body,
-            retry_after,
-            error: None,
-            latency: start.elapsed(),
-        }
+        PostResult { status: Some(status), body, retry_after, error: None, latency: start.elapsed() }
     }
 }
 
 fn url_error(e: CallbackUrlError) -> PostError {
     match e {
-        CallbackUrlError::ForbiddenAddress { host, reason } => {
-            PostError::ForbiddenAddress(format!("{host}: {reason}"))
-        }
+        CallbackUrlError::ForbiddenAddress { host, reason } => PostError::ForbiddenAddress(format!("{host}: {reason}")),
         CallbackUrlError::Invalid(why) => PostError::InvalidUrl(why),
         other => PostError::InvalidUrl(other.to_string()),
     }
@@ -267,21 +241,15 @@ fn url_error(e: CallbackUrlError) -> PostError {
 fn build_headers(headers: &[(&str, String)]) -> Result<HeaderMap, PostError> {
     let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
-        let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-            PostError::Local(format!(
-                "invalid header name {:?}",
-                name.escape_debug().to_string()
-            ))
-        })?;
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| PostError::Local(format!("invalid header name {:?}", name.escape_debug().to_string())))?;
         if RESERVED_HEADERS.contains(&name.as_str()) {
-            return Err(PostError::Local(format!(
-                "header {name} is managed by the HTTP client and cannot be set"
-            )));
+            return Err(PostError::Local(format!("header {name} is managed by the HTTP client and cannot be set")));
         }
         // The value is never part of the message: it may be a signature or a
         // subscriber's credential.
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| PostError::Local(format!("invalid value for header {name}")))?;
+        let value =
+            HeaderValue::from_str(value).map_err(|_| PostError::Local(format!("invalid value for header {name}")))?;
         map.append(name, value);
     }
     Ok(map)
@@ -295,7 +263,9 @@ fn request_error(e: reqwest::Error) -> PostError {
     if e.is_timeout() {
         return PostError::Timeout;
     }
-    if let Some(io) = find_source::<std::io::Error>(&e).filter(|io| io.raw_os_error().is_some_and(|c| LOCAL_OS_ERRORS.contains(&c))) {
+    if let Some(io) =
+        find_source::<std::io::Error>(&e).filter(|io| io.raw_os_error().is_some_and(|c| LOCAL_OS_ERRORS.contains(&c)))
+    {
         return PostError::Local(io.to_string());
     }
     let is_connect = e.is_connect();
@@ -350,11 +320,7 @@ fn describe(e: &(dyn StdError + 'static)) -> String {
 /// Reads at most `max` bytes of the body, stopping early (and dropping the
 /// connection) rather than downloading a large response. A read error or the
 /// deadline ends the body where it is: the status has already arrived.
-async fn read_body(
-    response: &mut reqwest::Response,
-    max: usize,
-    deadline: tokio::time::Instant,
-) -> String {
+async fn read_body(response: &mut reqwest::Response, max: usize, deadline: tokio::time::Instant) -> String {
     let mut buf: Vec<u8> = Vec::new();
     while buf.len() < max {
         match tokio::time::timeout_at(deadline, response.chunk()).await {
@@ -392,9 +358,7 @@ pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Opt
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         // Absurdly long numbers saturate instead of failing.
-        return Some(Duration::from_secs(
-            value.parse::<u64>().unwrap_or(u64::MAX),
-        ));
+        return Some(Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)));
     }
     let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let delta = date.with_timezone(&chrono::Utc) - now;
@@ -408,26 +372,12 @@ mod tests {
 
     #[test]
     fn retry_after_forms() {
-        let now = chrono::Utc
-            .with_ymd_and_hms(2015, 10, 21, 7, 28, 0)
-            .unwrap();
-        assert_eq!(
-            parse_retry_after("120", now),
-            Some(Duration::from_secs(120))
-        );
+        let now = chrono::Utc.with_ymd_and_hms(2015, 10, 21, 7, 28, 0).unwrap();
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
         assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now),
-            Some(Duration::from_secs(120))
-        );
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(
-            parse_retry_after("99999999999999999999999", now),
-            Some(Duration::from_secs(u64::MAX))
-        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(Duration::from_secs(u64::MAX)));
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("1.5", now), None);
         assert_eq!(parse_retry_after("soon", now), None);
@@ -448,11 +398,7 @@ mod tests {
             build_headers(&[("Content-Length", "1".into())]),
             Err(PostError::Local(m)) if m.contains("content-length")
         ));
-        let ok = build_headers(&[
-            ("content-type", "application/json".into()),
-            ("X-Custom", "a".into()),
-        ])
-        .unwrap();
+        let ok = build_headers(&[("content-type", "application/json".into()), ("X-Custom", "a".into())]).unwrap();
         assert_eq!(ok.get("x-custom").unwrap(), "a");
     }
 
@@ -462,12 +408,7 @@ mod tests {
     #[tokio::test]
     async fn resolver_refuses_inside_the_client() {
         let client = HttpClient::new(ClientConfig::default());
-        let err = client
-            .inner
-            .post("https://localhost:9/")
-            .send()
-            .await
-            .unwrap_err();
+        let err = client.inner.post("https://localhost:9/").send().await.unwrap_err();
         match request_error(err) {
             PostError::ForbiddenAddress(msg) => {
                 assert!(msg.starts_with("localhost resolves to "), "{msg}");

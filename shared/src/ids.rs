@@ -72,7 +72,8 @@ pub fn webhook_id(event_id: &str, subscription_id: &str) -> String {
 /// derived from `span_seed` (the saga and attempt).
 pub fn traceparent(trace_id: &str, span_seed: &str) -> String {
     let hex32 = |s: &str| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) && s.bytes().any(|b| b != b'0');
-    let trace = if hex32(trace_id) { trace_id.to_ascii_lowercase() } else { full_hex(&["trace", trace_id])[..32].to_string() };
+    let trace =
+        if hex32(trace_id) { trace_id.to_ascii_lowercase() } else { full_hex(&["trace", trace_id])[..32].to_string() };
     format!("00-{trace}-{}-01", &full_hex(&["span", span_seed])[..16])
 }
 

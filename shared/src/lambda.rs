@@ -4,7 +4,6 @@
 //! function binaries only wire these to `lambda_runtime`; the emulator tests
 //! call the same functions.
 
-
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::dynamodb::{Event as StreamEvent, EventRecord as StreamRecord};
 use aws_lambda_events::encodings::Body;
@@ -15,11 +14,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::{self, Api};
-use crate::queue::{self, Delivered};
 use crate::aws::item;
 use crate::aws::sqs::SqsQueue;
 use crate::context::{Config, Hookline};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+use crate::queue::{self, Delivered};
 use crate::retry::RetryPolicy;
 use crate::stage::{deliver, ingest, reconcile, requeue, route, saga};
 
@@ -27,7 +26,6 @@ use crate::stage::{deliver, ingest, reconcile, requeue, route, saga};
 pub use aws_lambda_events as events;
 /// What a handler may fail with (a failed invocation; Lambda retries it).
 pub use lambda_runtime::Error;
-
 
 /// The stage settings from the function's environment (the template's
 /// parameters): retention and the default retry schedule.
@@ -98,7 +96,9 @@ pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpRe
 }
 
 fn failures(ids: impl IntoIterator<Item = String>) -> SqsBatchResponse {
-    SqsBatchResponse { batch_item_failures: ids.into_iter().map(|item_identifier| BatchItemFailure { item_identifier }).collect() }
+    SqsBatchResponse {
+        batch_item_failures: ids.into_iter().map(|item_identifier| BatchItemFailure { item_identifier }).collect(),
+    }
 }
 
 fn message_id(m: &SqsMessage) -> String {
@@ -120,35 +120,46 @@ struct BusEvent<'a> {
 /// validation goes to the ingest DLQ with the reason in the `hookline-error`
 /// attribute and does not hold up its batch; a storage failure is retried.
 pub async fn ingest_from_bus(h: &Hookline, rejects: &SqsQueue, event: SqsEvent) -> SqsBatchResponse {
-    let results = all_bounded(event.records.iter().map(|m| async move {
-        let body = m.body.as_deref().unwrap_or("");
-        let outcome = match serde_json::from_str::<BusEvent>(body) {
-            Err(e) => Err(format!("not an EventBridge event with a detail: {e}")),
-            Ok(ev) => match ingest::ingest_with_defaults(
-                h,
-                ev.detail.get().as_bytes(),
-                None,
-                ev.detail_type.as_deref(),
-                ev.source.as_deref(),
-            )
-            .await
-            {
-                Ok(_) => Ok(()),
-                Err(ingest::IngestError::Store(e)) => {
-                    tracing::error!(error = %e, "ingest: storing failed; the message will be retried");
-                    return Some(message_id(m));
+    let results = all_bounded(
+        event
+            .records
+            .iter()
+            .map(|m| async move {
+                let body = m.body.as_deref().unwrap_or("");
+                let outcome = match serde_json::from_str::<BusEvent>(body) {
+                    Err(e) => Err(format!("not an EventBridge event with a detail: {e}")),
+                    Ok(ev) => match ingest::ingest_with_defaults(
+                        h,
+                        ev.detail.get().as_bytes(),
+                        None,
+                        ev.detail_type.as_deref(),
+                        ev.source.as_deref(),
+                    )
+                    .await
+                    {
+                        Ok(_) => Ok(()),
+                        Err(ingest::IngestError::Store(e)) => {
+                            tracing::error!(error = %e, "ingest: storing failed; the message will be retried");
+                            return Some(message_id(m));
+                        }
+                        Err(e) => Err(e.to_string()),
+                    },
+                };
+                match outcome {
+                    Ok(()) => None,
+                    Err(reason) => {
+                        tracing::warn!(reason, "ingest: envelope rejected to the ingest DLQ");
+                        rejects
+                            .send_with_attributes(body, &[("hookline-error", &reason)])
+                            .await
+                            .err()
+                            .map(|_| message_id(m))
+                    }
                 }
-                Err(e) => Err(e.to_string()),
-            },
-        };
-        match outcome {
-            Ok(()) => None,
-            Err(reason) => {
-                tracing::warn!(reason, "ingest: envelope rejected to the ingest DLQ");
-                rejects.send_with_attributes(body, &[("hookline-error", &reason)]).await.err().map(|_| message_id(m))
-            }
-        }
-    }).collect(), MAX_STORE_IN_FLIGHT)
+            })
+            .collect(),
+        MAX_STORE_IN_FLIGHT,
+    )
     .await;
     failures(results.into_iter().flatten())
 }
@@ -291,7 +302,12 @@ pub fn reconcile_limits_from_env() -> Result<reconcile::ReconcileLimits, String>
     let d = reconcile::ReconcileLimits::default();
     let num = |k: &str, default: usize| match std::env::var(k).ok().filter(|v| !v.trim().is_empty()) {
         None => Ok(default),
-        Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("{k} must be a whole number >= 1, got {v:?}")),
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| format!("{k} must be a whole number >= 1, got {v:?}")),
     };
     let stall_margin = match std::env::var("RECONCILE_STALL_MARGIN").ok().filter(|v| !v.trim().is_empty()) {
         None => d.stall_margin,
@@ -307,7 +323,10 @@ pub fn reconcile_limits_from_env() -> Result<reconcile::ReconcileLimits, String>
 /// One scheduled run of the reconciler; prints its report as an EMF line
 /// (the open-dead-letters alarm reads `OpenDeadLetters` from it). A failure
 /// to read its work fails the invocation (the schedule runs it again).
-pub async fn reconcile_scheduled(h: &Hookline, limits: &reconcile::ReconcileLimits) -> Result<reconcile::ReconcileReport, Error> {
+pub async fn reconcile_scheduled(
+    h: &Hookline,
+    limits: &reconcile::ReconcileLimits,
+) -> Result<reconcile::ReconcileReport, Error> {
     let report = reconcile::reconcile(h, limits).await.map_err(|e| Error::from(format!("reconciler: {e}")))?;
     println!("{}", reconcile::emf_line(&report, "reconciler", chrono::Utc::now().timestamp_millis()));
     Ok(report)
@@ -337,7 +356,9 @@ where
     let _ = tracing_subscriber::fmt()
         .with_writer(writer)
         .json()
-        .with_max_level(log_level(std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().or_else(|| std::env::var("RUST_LOG").ok())))
+        .with_max_level(log_level(
+            std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().or_else(|| std::env::var("RUST_LOG").ok()),
+        ))
         .with_current_span(true)
         .without_time()
         .with_target(false)

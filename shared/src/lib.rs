@@ -7,21 +7,21 @@
 //! the narrow store and queue traits of [`ports`]; adapters implement the
 //! ports ([`sqlite`]).
 
-pub mod envelope;
-pub mod signing;
-pub mod ssrf;
-pub mod http_client;
 pub mod api;
 pub mod attempt;
 #[cfg(feature = "aws")]
-pub mod lambda;
+pub mod aws;
 pub mod context;
 pub mod dead_letter;
+pub mod envelope;
 pub mod error;
 pub mod event;
 pub mod failpoint;
+pub mod http_client;
 pub mod ids;
 pub mod job;
+#[cfg(feature = "aws")]
+pub mod lambda;
 pub mod limits;
 pub mod metrics;
 pub mod ports;
@@ -30,8 +30,9 @@ pub mod retention;
 pub mod retry;
 pub mod routing;
 pub mod saga;
-pub mod stage;
-pub mod subscription;
+pub mod signing;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
-#[cfg(feature = "aws")] pub mod aws;
+pub mod ssrf;
+pub mod stage;
+pub mod subscription;

@@ -57,15 +57,15 @@ mod tests {
         let out = all_bounded(
             (0..100)
                 .map(|i| {
-                let (now, max) = (&now, &max);
-                async move {
-                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-                    max.fetch_max(n, Ordering::SeqCst);
-                    tokio::time::sleep(std::time::Duration::from_millis((100 - i) % 7)).await;
-                    now.fetch_sub(1, Ordering::SeqCst);
-                    i
-                }
-            })
+                    let (now, max) = (&now, &max);
+                    async move {
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        max.fetch_max(n, Ordering::SeqCst);
+                        tokio::time::sleep(std::time::Duration::from_millis((100 - i) % 7)).await;
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        i
+                    }
+                })
                 .collect(),
             8,
         )

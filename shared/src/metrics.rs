@@ -100,7 +100,15 @@ impl Metrics {
     /// Format line (namespace `Hookline`, dimension `Function`); `None` when
     /// nothing happened. Lambda functions print it after each invocation.
     pub fn take_emf(&self, function: &str, timestamp_ms: i64) -> Option<String> {
-        let names = ["EventsAccepted", "Delivered", "DeliveryFailed", "DeliveryRejected", "Retries", "DeadLetters", "EventsRejected"];
+        let names = [
+            "EventsAccepted",
+            "Delivered",
+            "DeliveryFailed",
+            "DeliveryRejected",
+            "Retries",
+            "DeadLetters",
+            "EventsRejected",
+        ];
         let now = [
             &self.events_accepted,
             &self.deliveries_delivered,
@@ -118,7 +126,8 @@ impl Metrics {
         if delta.iter().all(|d| *d == 0) && latencies.is_empty() {
             return None;
         }
-        let mut metrics: Vec<serde_json::Value> = names.iter().map(|n| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
+        let mut metrics: Vec<serde_json::Value> =
+            names.iter().map(|n| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
         let mut doc = serde_json::json!({"Function": function});
         for (n, d) in names.iter().zip(&delta) {
             doc[*n] = serde_json::json!(d);
@@ -143,9 +152,16 @@ impl Metrics {
         counter("hookline_events_accepted_total", "Events accepted and stored.", &self.events_accepted);
         counter("hookline_events_duplicate_total", "Events acknowledged as duplicates.", &self.events_duplicate);
         counter("hookline_events_rejected_total", "Event requests rejected for bad input.", &self.events_rejected);
-        counter("hookline_retries_scheduled_total", "Retries scheduled after failed attempts.", &self.retries_scheduled);
+        counter(
+            "hookline_retries_scheduled_total",
+            "Retries scheduled after failed attempts.",
+            &self.retries_scheduled,
+        );
         counter("hookline_dead_letters_total", "Sagas dead-lettered.", &self.dead_letters);
-        let _ = writeln!(out, "# HELP hookline_deliveries_total Delivery attempts by outcome.\n# TYPE hookline_deliveries_total counter");
+        let _ = writeln!(
+            out,
+            "# HELP hookline_deliveries_total Delivery attempts by outcome.\n# TYPE hookline_deliveries_total counter"
+        );
         for (outcome, v) in [
             ("delivered", &self.deliveries_delivered),
             ("failed", &self.deliveries_failed),
@@ -177,13 +193,20 @@ impl Metrics {
             "# HELP hookline_attempt_latency_ms Delivery attempt latency.\n# TYPE hookline_attempt_latency_ms histogram"
         );
         for (i, b) in BUCKETS_MS.iter().enumerate() {
-            let _ = writeln!(out, "hookline_attempt_latency_ms_bucket{{le=\"{b}\"}} {}", self.latency_buckets[i].load(Relaxed));
+            let _ = writeln!(
+                out,
+                "hookline_attempt_latency_ms_bucket{{le=\"{b}\"}} {}",
+                self.latency_buckets[i].load(Relaxed)
+            );
         }
         let count = self.latency_count.load(Relaxed);
         let _ = writeln!(out, "hookline_attempt_latency_ms_bucket{{le=\"+Inf\"}} {count}");
         let _ = writeln!(out, "hookline_attempt_latency_ms_sum {}", self.latency_sum_ms.load(Relaxed));
         let _ = writeln!(out, "hookline_attempt_latency_ms_count {count}");
-        let _ = writeln!(out, "# HELP hookline_queue_depth Messages per queue and state.\n# TYPE hookline_queue_depth gauge");
+        let _ = writeln!(
+            out,
+            "# HELP hookline_queue_depth Messages per queue and state.\n# TYPE hookline_queue_depth gauge"
+        );
         for (q, d) in queues {
             for (state, v) in [("visible", d.visible), ("not_visible", d.not_visible), ("dead", d.dead)] {
                 let _ = writeln!(out, "hookline_queue_depth{{queue=\"{q}\",state=\"{state}\"}} {v}");

@@ -166,7 +166,14 @@ mod tests {
     #[tokio::test]
     async fn each_message_is_done_when_its_handler_succeeds() {
         let b = batch(&["1", "2", "x", "4"]);
-        let done = consume_each::<u32, String, _, _>("q", &b, |n| async move { if n % 2 == 0 { Ok(()) } else { Err(format!("odd {n}")) } }).await;
+        let done = consume_each::<u32, String, _, _>("q", &b, |n| async move {
+            if n % 2 == 0 {
+                Ok(())
+            } else {
+                Err(format!("odd {n}"))
+            }
+        })
+        .await;
         assert_eq!(done, vec![false, true, false, true]);
     }
 }

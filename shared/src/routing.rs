@@ -11,9 +11,11 @@ pub fn pattern_matches(pattern: &str, event_type: &str) -> bool {
         return true;
     }
     match pattern.strip_suffix(".*") {
-        Some(prefix) => event_type.len() > prefix.len() + 1
-            && event_type.starts_with(prefix)
-            && event_type.as_bytes()[prefix.len()] == b'.',
+        Some(prefix) => {
+            event_type.len() > prefix.len() + 1
+                && event_type.starts_with(prefix)
+                && event_type.as_bytes()[prefix.len()] == b'.'
+        }
         None => pattern == event_type,
     }
 }

@@ -232,41 +232,44 @@ pub fn decide(
     if state.status.is_terminal() {
         return None;
     }
-    let to = |status, attempts, next_attempt_at, last_error| SagaState { status, attempts, next_attempt_at, last_error };
+    let to =
+        |status, attempts, next_attempt_at, last_error| SagaState { status, attempts, next_attempt_at, last_error };
     match (state.status, input) {
-        (Pending, Input::Start) => Some(Decision { next: state.clone(), effects: vec![Effect::SendJob { attempt: 1 }] }),
+        (Pending, Input::Start) => {
+            Some(Decision { next: state.clone(), effects: vec![Effect::SendJob { attempt: 1 }] })
+        }
         (Pending, Input::Outcome { attempt: 1, result }) | (InProgress, Input::Outcome { result, .. })
             if input_attempt(input) == in_progress_attempt(state) =>
         {
             let attempt = &input_attempt(input);
             Some(match result {
-            AttemptResult::Delivered => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
-            AttemptResult::Failed { error, retry_after_ms } if policy.has_retry_after(*attempt) => {
-                let wait = policy.delay(*attempt, retry_after_ms.map(Duration::from_millis), jitter);
-                let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
-                Decision {
-                    next: to(PendingRetry, *attempt, Some(at), Some(error.clone())),
-                    effects: vec![Effect::ScheduleRetry { attempt: attempt + 1, at }],
+                AttemptResult::Delivered => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
+                AttemptResult::Failed { error, retry_after_ms } if policy.has_retry_after(*attempt) => {
+                    let wait = policy.delay(*attempt, retry_after_ms.map(Duration::from_millis), jitter);
+                    let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+                    Decision {
+                        next: to(PendingRetry, *attempt, Some(at), Some(error.clone())),
+                        effects: vec![Effect::ScheduleRetry { attempt: attempt + 1, at }],
+                    }
                 }
-            }
-            AttemptResult::Failed { error, .. } => {
-                let reason = format!("gave up after {attempt} attempts; last error: {error}");
-                Decision {
+                AttemptResult::Failed { error, .. } => {
+                    let reason = format!("gave up after {attempt} attempts; last error: {error}");
+                    Decision {
+                        next: to(DeadLettered, *attempt, None, Some(error.clone())),
+                        effects: vec![Effect::DeadLetter { reason }],
+                    }
+                }
+                AttemptResult::Gone => {
+                    let error = "subscriber answered 410 Gone; subscription deactivated".to_string();
+                    Decision {
+                        next: to(DeadLettered, *attempt, None, Some(error.clone())),
+                        effects: vec![Effect::DeactivateSubscription, Effect::DeadLetter { reason: error }],
+                    }
+                }
+                AttemptResult::Rejected { error } => Decision {
                     next: to(DeadLettered, *attempt, None, Some(error.clone())),
-                    effects: vec![Effect::DeadLetter { reason }],
-                }
-            }
-            AttemptResult::Gone => {
-                let error = "subscriber answered 410 Gone; subscription deactivated".to_string();
-                Decision {
-                    next: to(DeadLettered, *attempt, None, Some(error.clone())),
-                    effects: vec![Effect::DeactivateSubscription, Effect::DeadLetter { reason: error }],
-                }
-            }
-            AttemptResult::Rejected { error } => Decision {
-                next: to(DeadLettered, *attempt, None, Some(error.clone())),
-                effects: vec![Effect::DeadLetter { reason: error.clone() }],
-            },
+                    effects: vec![Effect::DeadLetter { reason: error.clone() }],
+                },
             })
         }
         (PendingRetry, Input::RetryDue { attempt }) if *attempt == state.attempts + 1 => {
@@ -335,7 +338,8 @@ mod tests {
         let d = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, now, 0.0).unwrap();
         assert_eq!(d.next, st(SagaStatus::Pending, 0), "starting writes nothing");
         assert_eq!(d.effects, vec![Effect::SendJob { attempt: 1 }]);
-        let d = decide(&d.next, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, now, 0.0).unwrap();
+        let d =
+            decide(&d.next, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, now, 0.0).unwrap();
         assert_eq!(d.next.status, SagaStatus::Completed);
         assert_eq!(d.next.attempts, 1);
     }
@@ -379,12 +383,28 @@ mod tests {
     fn stale_outcomes_are_ignored() {
         let p = RetryPolicy::default();
         let s = st(SagaStatus::InProgress, 2);
-        assert!(decide(&s, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
+        assert!(
+            decide(&s, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none()
+        );
         assert!(decide(&s, &Input::Start, &p, Utc::now(), 0.0).is_none());
         let pending = st(SagaStatus::Pending, 0);
-        assert!(decide(&pending, &Input::Outcome { attempt: 2, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
+        assert!(decide(
+            &pending,
+            &Input::Outcome { attempt: 2, result: AttemptResult::Delivered },
+            &p,
+            Utc::now(),
+            0.0
+        )
+        .is_none());
         let waiting = st(SagaStatus::PendingRetry, 1);
-        assert!(decide(&waiting, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none());
+        assert!(decide(
+            &waiting,
+            &Input::Outcome { attempt: 1, result: AttemptResult::Delivered },
+            &p,
+            Utc::now(),
+            0.0
+        )
+        .is_none());
     }
 
     fn any_status() -> impl Strategy<Value = SagaStatus> {
@@ -401,10 +421,8 @@ mod tests {
         let result = prop_oneof![
             Just(AttemptResult::Delivered),
             Just(AttemptResult::Gone),
-            (any::<Option<u32>>()).prop_map(|ra| AttemptResult::Failed {
-                error: "x".into(),
-                retry_after_ms: ra.map(u64::from)
-            }),
+            (any::<Option<u32>>())
+                .prop_map(|ra| AttemptResult::Failed { error: "x".into(), retry_after_ms: ra.map(u64::from) }),
             Just(AttemptResult::Rejected { error: "no".into() }),
         ];
         prop_oneof![

@@ -75,15 +75,11 @@ impl Secret {
     /// never contain the secret itself.
     pub fn parse(s: &str) -> Result<Secret, SigningError> {
         let s = s.trim();
-        let b64 = s
-            .strip_prefix(SECRET_PREFIX)
-            .ok_or(SigningError::MissingPrefix)?;
+        let b64 = s.strip_prefix(SECRET_PREFIX).ok_or(SigningError::MissingPrefix)?;
         if b64.is_empty() {
             return Err(SigningError::Empty);
         }
-        let key = LENIENT_STANDARD
-            .decode(b64)
-            .map_err(|_| SigningError::InvalidBase64)?;
+        let key = LENIENT_STANDARD.decode(b64).map_err(|_| SigningError::InvalidBase64)?;
         if !(MIN_KEY_BYTES..=MAX_KEY_BYTES).contains(&key.len()) {
             return Err(SigningError::KeyLength(key.len()));
         }
@@ -226,9 +222,7 @@ pub fn verify(
     if signature_header.trim().is_empty() {
         return Err(VerifyError::MissingHeader("webhook-signature"));
     }
-    let timestamp: i64 = timestamp_header
-        .parse()
-        .map_err(|_| VerifyError::BadTimestamp)?;
+    let timestamp: i64 = timestamp_header.parse().map_err(|_| VerifyError::BadTimestamp)?;
     let tolerance = u64::try_from(tolerance_secs).unwrap_or(0);
     if now.abs_diff(timestamp) > tolerance {
         return Err(VerifyError::TimestampOutOfTolerance);
@@ -246,10 +240,7 @@ pub fn verify(
     for secret in secrets {
         let mac = secret.mac(msg_id, timestamp, body);
         // `verify_slice` compares in constant time (and refuses other lengths).
-        if candidates
-            .iter()
-            .any(|candidate| mac.clone().verify_slice(candidate).is_ok())
-        {
+        if candidates.iter().any(|candidate| mac.clone().verify_slice(candidate).is_ok()) {
             return Ok(());
         }
     }
@@ -288,31 +279,9 @@ mod tests {
     #[test]
     fn published_vectors_verify() {
         let ts = JS_TS.to_string();
-        assert_eq!(
-            verify(
-                &[secret(JS_SECRET)],
-                JS_MSG_ID,
-                &ts,
-                JS_SIG,
-                JS_BODY,
-                JS_TS,
-                300
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(&[secret(JS_SECRET)], JS_MSG_ID, &ts, JS_SIG, JS_BODY, JS_TS, 300), Ok(()));
         let ts = RS_TS.to_string();
-        assert_eq!(
-            verify(
-                &[secret(RS_SECRET)],
-                RS_MSG_ID,
-                &ts,
-                RS_SIG,
-                RS_BODY,
-                RS_TS + 299,
-                300
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(&[secret(RS_SECRET)], RS_MSG_ID, &ts, RS_SIG, RS_BODY, RS_TS + 299, 300), Ok(()));
     }
 
     #[test]
@@ -321,15 +290,7 @@ mod tests {
         let ts = RS_TS.to_string();
         let bad = "v1,R3PTzyfHASBKHH98a7yexTwaJ4yNIcGhFQc1yuN+BPU=";
         assert_eq!(
-            verify(
-                &[secret(RS_SECRET)],
-                RS_MSG_ID,
-                &ts,
-                bad,
-                RS_BODY,
-                RS_TS,
-                300
-            ),
+            verify(&[secret(RS_SECRET)], RS_MSG_ID, &ts, bad, RS_BODY, RS_TS, 300),
             Err(VerifyError::NoMatchingSignature)
         );
     }
@@ -342,27 +303,17 @@ mod tests {
         assert_eq!(JS_SECRET.parse::<Secret>().unwrap(), s);
         // Padding optional; whitespace trimmed; same key either way.
         let padded = Secret::parse("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
-        let unpadded =
-            Secret::parse(" whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n").unwrap();
+        let unpadded = Secret::parse(" whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n").unwrap();
         assert_eq!(padded, unpadded);
-        assert_eq!(
-            unpadded.expose(),
-            "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
-        );
+        assert_eq!(unpadded.expose(), "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
     }
 
     #[test]
     fn parse_errors() {
-        assert_eq!(
-            Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
-            Err(SigningError::MissingPrefix)
-        );
+        assert_eq!(Secret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), Err(SigningError::MissingPrefix));
         assert_eq!(Secret::parse(""), Err(SigningError::MissingPrefix));
         assert_eq!(Secret::parse("whsec_"), Err(SigningError::Empty));
-        assert_eq!(
-            Secret::parse("whsec_not*base64!"),
-            Err(SigningError::InvalidBase64)
-        );
+        assert_eq!(Secret::parse("whsec_not*base64!"), Err(SigningError::InvalidBase64));
         assert_eq!(Secret::parse("whsec_AAAA"), Err(SigningError::KeyLength(3)));
         let long = format!("whsec_{}", STANDARD.encode([7u8; 65]));
         assert_eq!(Secret::parse(&long), Err(SigningError::KeyLength(65)));
@@ -396,18 +347,7 @@ mod tests {
         let s = Secret::generate();
         let body = b"{\"type\":\"user.created\"}";
         let header = signature_header([&s], "msg_1", 1_700_000_000, body);
-        assert_eq!(
-            verify(
-                &[s],
-                "msg_1",
-                "1700000000",
-                &header,
-                body,
-                1_700_000_000,
-                300
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(&[s], "msg_1", "1700000000", &header, body, 1_700_000_000, 300), Ok(()));
     }
 
     #[test]
@@ -429,36 +369,11 @@ mod tests {
         assert_eq!(parts[0], sign(&new, "msg_r", 100, body));
         assert_eq!(parts[1], sign(&old, "msg_r", 100, body));
         // A receiver knowing only one of them accepts.
-        assert_eq!(
-            verify(
-                std::slice::from_ref(&old),
-                "msg_r",
-                "100",
-                &header,
-                body,
-                100,
-                300
-            ),
-            Ok(())
-        );
-        assert_eq!(
-            verify(
-                std::slice::from_ref(&new),
-                "msg_r",
-                "100",
-                &header,
-                body,
-                100,
-                300
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(std::slice::from_ref(&old), "msg_r", "100", &header, body, 100, 300), Ok(()));
+        assert_eq!(verify(std::slice::from_ref(&new), "msg_r", "100", &header, body, 100, 300), Ok(()));
         // A receiver that has both secrets accepts a single signature.
         let single = sign(&old, "msg_r", 100, body);
-        assert_eq!(
-            verify(&[new, old], "msg_r", "100", &single, body, 100, 300),
-            Ok(())
-        );
+        assert_eq!(verify(&[new, old], "msg_r", "100", &single, body, 100, 300), Ok(()));
         assert_eq!(signature_header(std::iter::empty(), "msg_r", 100, body), "");
     }
 
@@ -470,30 +385,11 @@ mod tests {
         let header = format!(
             "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= v2,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= {JS_SIG} v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc="
         );
-        assert_eq!(
-            verify(
-                &[secret(JS_SECRET)],
-                JS_MSG_ID,
-                &ts,
-                &header,
-                JS_BODY,
-                JS_TS,
-                300
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(&[secret(JS_SECRET)], JS_MSG_ID, &ts, &header, JS_BODY, JS_TS, 300), Ok(()));
         // The same under another version tag must not be accepted.
         let v2 = JS_SIG.replacen("v1,", "v2,", 1);
         assert_eq!(
-            verify(
-                &[secret(JS_SECRET)],
-                JS_MSG_ID,
-                &ts,
-                &v2,
-                JS_BODY,
-                JS_TS,
-                300
-            ),
+            verify(&[secret(JS_SECRET)], JS_MSG_ID, &ts, &v2, JS_BODY, JS_TS, 300),
             Err(VerifyError::NoMatchingSignature)
         );
     }
@@ -505,91 +401,39 @@ mod tests {
         let v = |id: &str, ts: &str, sig: &str, body: &[u8]| {
             verify(std::slice::from_ref(&s), id, ts, sig, body, JS_TS, 300)
         };
-        assert_eq!(
-            v(JS_MSG_ID, &ts, JS_SIG, br#"{"test": 2432232315}"#),
-            Err(VerifyError::NoMatchingSignature)
-        );
-        assert_eq!(
-            v("msg_other", &ts, JS_SIG, JS_BODY),
-            Err(VerifyError::NoMatchingSignature)
-        );
+        assert_eq!(v(JS_MSG_ID, &ts, JS_SIG, br#"{"test": 2432232315}"#), Err(VerifyError::NoMatchingSignature));
+        assert_eq!(v("msg_other", &ts, JS_SIG, JS_BODY), Err(VerifyError::NoMatchingSignature));
         let ts2 = (JS_TS + 1).to_string();
-        assert_eq!(
-            v(JS_MSG_ID, &ts2, JS_SIG, JS_BODY),
-            Err(VerifyError::NoMatchingSignature)
-        );
+        assert_eq!(v(JS_MSG_ID, &ts2, JS_SIG, JS_BODY), Err(VerifyError::NoMatchingSignature));
         // Wrong secret.
         assert_eq!(
-            verify(
-                &[Secret::generate()],
-                JS_MSG_ID,
-                &ts,
-                JS_SIG,
-                JS_BODY,
-                JS_TS,
-                300
-            ),
+            verify(&[Secret::generate()], JS_MSG_ID, &ts, JS_SIG, JS_BODY, JS_TS, 300),
             Err(VerifyError::NoMatchingSignature)
         );
         // Partial and garbage signatures (JS suite).
-        assert_eq!(
-            v(JS_MSG_ID, &ts, &JS_SIG[..8], JS_BODY),
-            Err(VerifyError::NoMatchingSignature)
-        );
-        assert_eq!(
-            v(JS_MSG_ID, &ts, "v1,", JS_BODY),
-            Err(VerifyError::NoMatchingSignature)
-        );
-        assert_eq!(
-            v(JS_MSG_ID, &ts, "v1,dawfeoifkpqwoekfpqoekf", JS_BODY),
-            Err(VerifyError::NoMatchingSignature)
-        );
-        assert_eq!(
-            v(JS_MSG_ID, &ts, "garbage", JS_BODY),
-            Err(VerifyError::NoMatchingSignature)
-        );
+        assert_eq!(v(JS_MSG_ID, &ts, &JS_SIG[..8], JS_BODY), Err(VerifyError::NoMatchingSignature));
+        assert_eq!(v(JS_MSG_ID, &ts, "v1,", JS_BODY), Err(VerifyError::NoMatchingSignature));
+        assert_eq!(v(JS_MSG_ID, &ts, "v1,dawfeoifkpqwoekfpqoekf", JS_BODY), Err(VerifyError::NoMatchingSignature));
+        assert_eq!(v(JS_MSG_ID, &ts, "garbage", JS_BODY), Err(VerifyError::NoMatchingSignature));
         // No secrets at all.
-        assert_eq!(
-            verify(&[], JS_MSG_ID, &ts, JS_SIG, JS_BODY, JS_TS, 300),
-            Err(VerifyError::NoMatchingSignature)
-        );
+        assert_eq!(verify(&[], JS_MSG_ID, &ts, JS_SIG, JS_BODY, JS_TS, 300), Err(VerifyError::NoMatchingSignature));
     }
 
     #[test]
     fn timestamp_tolerance() {
         let s = secret(JS_SECRET);
         let ts = JS_TS.to_string();
-        let at = |now: i64| {
-            verify(
-                std::slice::from_ref(&s),
-                JS_MSG_ID,
-                &ts,
-                JS_SIG,
-                JS_BODY,
-                now,
-                DEFAULT_TOLERANCE_SECS,
-            )
-        };
+        let at =
+            |now: i64| verify(std::slice::from_ref(&s), JS_MSG_ID, &ts, JS_SIG, JS_BODY, now, DEFAULT_TOLERANCE_SECS);
         assert_eq!(at(JS_TS + 300), Ok(()));
         assert_eq!(at(JS_TS - 300), Ok(()));
         assert_eq!(at(JS_TS + 301), Err(VerifyError::TimestampOutOfTolerance));
         assert_eq!(at(JS_TS - 301), Err(VerifyError::TimestampOutOfTolerance));
         // Real clock: the JS vector is from 2021 and is long expired.
-        assert_eq!(
-            at(chrono::Utc::now().timestamp()),
-            Err(VerifyError::TimestampOutOfTolerance)
-        );
+        assert_eq!(at(chrono::Utc::now().timestamp()), Err(VerifyError::TimestampOutOfTolerance));
         // Extreme values do not overflow.
         assert_eq!(
-            verify(
-                std::slice::from_ref(&s),
-                "m",
-                &i64::MIN.to_string(),
-                JS_SIG,
-                JS_BODY,
-                i64::MAX,
-                300
-            ),
+            verify(std::slice::from_ref(&s), "m", &i64::MIN.to_string(), JS_SIG, JS_BODY, i64::MAX, 300),
             Err(VerifyError::TimestampOutOfTolerance)
         );
     }
@@ -598,10 +442,7 @@ mod tests {
     fn header_errors() {
         let s = [secret(JS_SECRET)];
         let ts = JS_TS.to_string();
-        assert_eq!(
-            verify(&s, "", &ts, JS_SIG, JS_BODY, JS_TS, 300),
-            Err(VerifyError::MissingHeader("webhook-id"))
-        );
+        assert_eq!(verify(&s, "", &ts, JS_SIG, JS_BODY, JS_TS, 300), Err(VerifyError::MissingHeader("webhook-id")));
         assert_eq!(
             verify(&s, JS_MSG_ID, "", JS_SIG, JS_BODY, JS_TS, 300),
             Err(VerifyError::MissingHeader("webhook-timestamp"))
@@ -610,13 +451,7 @@ mod tests {
             verify(&s, JS_MSG_ID, &ts, " ", JS_BODY, JS_TS, 300),
             Err(VerifyError::MissingHeader("webhook-signature"))
         );
-        assert_eq!(
-            verify(&s, JS_MSG_ID, "hello", JS_SIG, JS_BODY, JS_TS, 300),
-            Err(VerifyError::BadTimestamp)
-        );
-        assert_eq!(
-            verify(&s, JS_MSG_ID, "1614265330.5", JS_SIG, JS_BODY, JS_TS, 300),
-            Err(VerifyError::BadTimestamp)
-        );
+        assert_eq!(verify(&s, JS_MSG_ID, "hello", JS_SIG, JS_BODY, JS_TS, 300), Err(VerifyError::BadTimestamp));
+        assert_eq!(verify(&s, JS_MSG_ID, "1614265330.5", JS_SIG, JS_BODY, JS_TS, 300), Err(VerifyError::BadTimestamp));
     }
 }

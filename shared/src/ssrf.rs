@@ -66,20 +66,12 @@ pub fn forbidden_reason(ip: IpAddr, policy: AddressPolicy) -> Option<&'static st
 }
 
 fn in_v4(ip: Ipv4Addr, net: [u8; 4], prefix: u32) -> bool {
-    let mask = if prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - prefix)
-    };
+    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
     u32::from(ip) & mask == u32::from(Ipv4Addr::from(net)) & mask
 }
 
 fn in_v6(ip: Ipv6Addr, net: [u16; 8], prefix: u32) -> bool {
-    let mask = if prefix == 0 {
-        0
-    } else {
-        u128::MAX << (128 - prefix)
-    };
+    let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
     let [a, b, c, d, e, f, g, h] = net;
     u128::from(ip) & mask == u128::from(Ipv6Addr::new(a, b, c, d, e, f, g, h)) & mask
 }
@@ -97,10 +89,7 @@ fn v4_reason(ip: Ipv4Addr, policy: AddressPolicy) -> Option<&'static str> {
             AddressPolicy::AllowLoopback => None,
             AddressPolicy::PublicOnly => Some(LOOPBACK),
         };
-    } else if in_v4(ip, [10, 0, 0, 0], 8)
-        || in_v4(ip, [172, 16, 0, 0], 12)
-        || in_v4(ip, [192, 168, 0, 0], 16)
-    {
+    } else if in_v4(ip, [10, 0, 0, 0], 8) || in_v4(ip, [172, 16, 0, 0], 12) || in_v4(ip, [192, 168, 0, 0], 16) {
         PRIVATE
     } else if in_v4(ip, [100, 64, 0, 0], 10) {
         CGNAT
@@ -108,10 +97,7 @@ fn v4_reason(ip: Ipv4Addr, policy: AddressPolicy) -> Option<&'static str> {
         LINK_LOCAL
     } else if in_v4(ip, [224, 0, 0, 0], 4) {
         MULTICAST
-    } else if in_v4(ip, [192, 0, 2, 0], 24)
-        || in_v4(ip, [198, 51, 100, 0], 24)
-        || in_v4(ip, [203, 0, 113, 0], 24)
-    {
+    } else if in_v4(ip, [192, 0, 2, 0], 24) || in_v4(ip, [198, 51, 100, 0], 24) || in_v4(ip, [203, 0, 113, 0], 24) {
         DOCUMENTATION
     } else if in_v4(ip, [198, 18, 0, 0], 15) {
         BENCHMARKING
@@ -147,8 +133,7 @@ fn v6_reason(ip: Ipv6Addr, policy: AddressPolicy) -> Option<&'static str> {
     }
     // ::ffff:a.b.c.d (IPv4-mapped): a dual-stack socket connects to a.b.c.d.
     // ::ffff:0:a.b.c.d (SIIT, RFC 6145) carries one the same way.
-    if in_v6(ip, [0, 0, 0, 0, 0, 0xffff, 0, 0], 96) || in_v6(ip, [0, 0, 0, 0, 0xffff, 0, 0, 0], 96)
-    {
+    if in_v6(ip, [0, 0, 0, 0, 0, 0xffff, 0, 0], 96) || in_v6(ip, [0, 0, 0, 0, 0xffff, 0, 0, 0], 96) {
         return v4_reason(low32(ip), policy);
     }
     // ::a.b.c.d (IPv4-compatible, deprecated by RFC 4291): judged by the
@@ -169,10 +154,7 @@ fn v6_reason(ip: Ipv6Addr, policy: AddressPolicy) -> Option<&'static str> {
     if in_v6(ip, [0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48) {
         let bytes = ip.octets();
         let at48 = Ipv4Addr::new(bytes[6], bytes[7], bytes[9], bytes[10]);
-        let mut readings = [low32(ip), at48]
-            .into_iter()
-            .filter(|r| !r.is_unspecified())
-            .peekable();
+        let mut readings = [low32(ip), at48].into_iter().filter(|r| !r.is_unspecified()).peekable();
         if readings.peek().is_none() {
             return Some(UNSPECIFIED);
         }
@@ -196,9 +178,7 @@ fn v6_reason(ip: Ipv6Addr, policy: AddressPolicy) -> Option<&'static str> {
         return Some(PROTOCOL_ASSIGNMENT);
     }
     // 2001:db8::/32 and 3fff::/20 (RFC 9637).
-    if in_v6(ip, [0x2001, 0x0db8, 0, 0, 0, 0, 0, 0], 32)
-        || in_v6(ip, [0x3fff, 0, 0, 0, 0, 0, 0, 0], 20)
-    {
+    if in_v6(ip, [0x2001, 0x0db8, 0, 0, 0, 0, 0, 0], 32) || in_v6(ip, [0x3fff, 0, 0, 0, 0, 0, 0, 0], 20) {
         return Some(DOCUMENTATION);
     }
     if in_v6(ip, [0xfc00, 0, 0, 0, 0, 0, 0, 0], 7) {
@@ -268,29 +248,22 @@ pub fn check_callback_url(url: &str, policy: AddressPolicy) -> Result<Url, Callb
         return Err(CallbackUrlError::NotHttps);
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(CallbackUrlError::Invalid(
-            "credentials (user:password@) are not allowed in a callback URL".into(),
-        ));
+        return Err(CallbackUrlError::Invalid("credentials (user:password@) are not allowed in a callback URL".into()));
     }
-    let (host_str, kind) = classify_host(&parsed)
-        .ok_or_else(|| CallbackUrlError::Invalid("callback URL has no host".into()))?;
+    let (host_str, kind) =
+        classify_host(&parsed).ok_or_else(|| CallbackUrlError::Invalid("callback URL has no host".into()))?;
     let is_loopback = match kind {
         HostKind::Ip(ip) => {
             check_ip(&host_str, ip, policy)?;
             match ip {
                 IpAddr::V4(v4) => v4.is_loopback(),
-                IpAddr::V6(v6) => {
-                    v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-                }
+                IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
             }
         }
         HostKind::Domain(name) => {
             let local = is_localhost_name(name);
             if local && policy == AddressPolicy::PublicOnly {
-                return Err(CallbackUrlError::ForbiddenAddress {
-                    host: host_str,
-                    reason: LOOPBACK,
-                });
+                return Err(CallbackUrlError::ForbiddenAddress { host: host_str, reason: LOOPBACK });
             }
             local
         }
@@ -324,10 +297,7 @@ fn classify_host(url: &Url) -> Option<(String, HostKind<'_>)> {
 
 fn check_ip(host: &str, ip: IpAddr, policy: AddressPolicy) -> Result<(), CallbackUrlError> {
     match forbidden_reason(ip, policy) {
-        Some(reason) => Err(CallbackUrlError::ForbiddenAddress {
-            host: host.to_string(),
-            reason,
-        }),
+        Some(reason) => Err(CallbackUrlError::ForbiddenAddress { host: host.to_string(), reason }),
         None => Ok(()),
     }
 }
@@ -339,12 +309,9 @@ fn check_ip(host: &str, ip: IpAddr, policy: AddressPolicy) -> Result<(), Callbac
 /// Used when a subscription is created or verified, to give the user a clear
 /// error early; deliveries are protected by [`GuardedResolver`] regardless.
 /// IP-literal hosts are checked without resolving.
-pub async fn check_callback_resolves(
-    url: &Url,
-    policy: AddressPolicy,
-) -> Result<(), CallbackUrlError> {
-    let (host_str, kind) = classify_host(url)
-        .ok_or_else(|| CallbackUrlError::Invalid("callback URL has no host".into()))?;
+pub async fn check_callback_resolves(url: &Url, policy: AddressPolicy) -> Result<(), CallbackUrlError> {
+    let (host_str, kind) =
+        classify_host(url).ok_or_else(|| CallbackUrlError::Invalid("callback URL has no host".into()))?;
     let name = match kind {
         HostKind::Ip(ip) => return check_ip(&host_str, ip, policy),
         HostKind::Domain(name) => name,
@@ -355,9 +322,7 @@ pub async fn check_callback_resolves(
         .map_err(|e| CallbackUrlError::Unresolvable(format!("{name}: {e}")))?
         .collect();
     if addrs.is_empty() {
-        return Err(CallbackUrlError::Unresolvable(format!(
-            "{name}: no addresses"
-        )));
+        return Err(CallbackUrlError::Unresolvable(format!("{name}: no addresses")));
     }
     for addr in &addrs {
         check_ip(&host_str, addr.ip(), policy)?;
@@ -419,11 +384,7 @@ impl GuardedResolver {
         }
         for addr in &addrs {
             if let Some(reason) = forbidden_reason(addr.ip(), policy) {
-                return Err(Box::new(ForbiddenResolution {
-                    host: host.to_string(),
-                    ip: addr.ip(),
-                    reason,
-                }));
+                return Err(Box::new(ForbiddenResolution { host: host.to_string(), ip: addr.ip(), reason }));
             }
         }
         Ok(addrs)
@@ -489,11 +450,7 @@ mod tests {
         ("0.1.2.3", Some(UNSPECIFIED), Some(UNSPECIFIED)),
         ("::", Some(UNSPECIFIED), Some(UNSPECIFIED)),
         // documentation / reserved
-        (
-            "192.0.0.8",
-            Some(PROTOCOL_ASSIGNMENT),
-            Some(PROTOCOL_ASSIGNMENT),
-        ),
+        ("192.0.0.8", Some(PROTOCOL_ASSIGNMENT), Some(PROTOCOL_ASSIGNMENT)),
         ("192.0.2.1", Some(DOCUMENTATION), Some(DOCUMENTATION)),
         ("198.51.100.7", Some(DOCUMENTATION), Some(DOCUMENTATION)),
         ("203.0.113.9", Some(DOCUMENTATION), Some(DOCUMENTATION)),
@@ -536,40 +493,21 @@ mod tests {
         ("64:ff9b:1::8.8.8.8", None, None),
         // Teredo and the rest of 2001::/23
         ("2001::1", Some(TEREDO), Some(TEREDO)),
-        (
-            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
-            Some(TEREDO),
-            Some(TEREDO),
-        ),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", Some(TEREDO), Some(TEREDO)),
         ("2001:2::1", Some(BENCHMARKING), Some(BENCHMARKING)),
-        (
-            "2001:10::1",
-            Some(PROTOCOL_ASSIGNMENT),
-            Some(PROTOCOL_ASSIGNMENT),
-        ),
+        ("2001:10::1", Some(PROTOCOL_ASSIGNMENT), Some(PROTOCOL_ASSIGNMENT)),
     ];
 
     #[test]
     fn address_table() {
         for (addr, public_only, allow_loopback) in TABLE {
-            assert_eq!(
-                forbidden_reason(ip(addr), PublicOnly),
-                *public_only,
-                "{addr} PublicOnly"
-            );
-            assert_eq!(
-                forbidden_reason(ip(addr), AllowLoopback),
-                *allow_loopback,
-                "{addr} AllowLoopback"
-            );
+            assert_eq!(forbidden_reason(ip(addr), PublicOnly), *public_only, "{addr} PublicOnly");
+            assert_eq!(forbidden_reason(ip(addr), AllowLoopback), *allow_loopback, "{addr} AllowLoopback");
         }
     }
 
     fn forbidden(host: &str, reason: &'static str) -> CallbackUrlError {
-        CallbackUrlError::ForbiddenAddress {
-            host: host.into(),
-            reason,
-        }
+        CallbackUrlError::ForbiddenAddress { host: host.into(), reason }
     }
 
     #[test]
@@ -581,151 +519,47 @@ mod tests {
             ("https://8.8.8.8/hook", PublicOnly, Ok(())),
             ("https://[2606:4700::1111]/hook", PublicOnly, Ok(())),
             ("HTTPS://EXAMPLE.COM/", PublicOnly, Ok(())),
-            (
-                "http://example.com/hook",
-                PublicOnly,
-                Err(CallbackUrlError::NotHttps),
-            ),
-            (
-                "http://example.com/hook",
-                AllowLoopback,
-                Err(CallbackUrlError::NotHttps),
-            ),
-            (
-                "ftp://example.com/hook",
-                PublicOnly,
-                Err(CallbackUrlError::NotHttps),
-            ),
+            ("http://example.com/hook", PublicOnly, Err(CallbackUrlError::NotHttps)),
+            ("http://example.com/hook", AllowLoopback, Err(CallbackUrlError::NotHttps)),
+            ("ftp://example.com/hook", PublicOnly, Err(CallbackUrlError::NotHttps)),
             ("http://127.0.0.1:9000/hook", AllowLoopback, Ok(())),
             ("http://localhost:9000/hook", AllowLoopback, Ok(())),
             ("http://[::1]:9000/hook", AllowLoopback, Ok(())),
             ("https://127.0.0.1:9000/hook", AllowLoopback, Ok(())),
-            (
-                "http://127.0.0.1:9000/hook",
-                PublicOnly,
-                Err(forbidden("127.0.0.1", LOOPBACK)),
-            ),
-            (
-                "https://127.0.0.1/hook",
-                PublicOnly,
-                Err(forbidden("127.0.0.1", LOOPBACK)),
-            ),
-            (
-                "https://localhost/hook",
-                PublicOnly,
-                Err(forbidden("localhost", LOOPBACK)),
-            ),
-            (
-                "https://api.localhost./hook",
-                PublicOnly,
-                Err(forbidden("api.localhost.", LOOPBACK)),
-            ),
-            (
-                "https://127.1/hook",
-                PublicOnly,
-                Err(forbidden("127.0.0.1", LOOPBACK)),
-            ),
-            (
-                "https://0x7f000001/hook",
-                PublicOnly,
-                Err(forbidden("127.0.0.1", LOOPBACK)),
-            ),
-            (
-                "https://2130706433/hook",
-                PublicOnly,
-                Err(forbidden("127.0.0.1", LOOPBACK)),
-            ),
-            (
-                "http://10.0.0.1/hook",
-                AllowLoopback,
-                Err(forbidden("10.0.0.1", PRIVATE)),
-            ),
-            (
-                "https://10.0.0.1/hook",
-                AllowLoopback,
-                Err(forbidden("10.0.0.1", PRIVATE)),
-            ),
-            (
-                "https://169.254.169.254/latest/meta-data",
-                PublicOnly,
-                Err(forbidden("169.254.169.254", METADATA)),
-            ),
-            (
-                "https://169.254.169.254/latest/meta-data",
-                AllowLoopback,
-                Err(forbidden("169.254.169.254", METADATA)),
-            ),
-            (
-                "http://169.254.169.254/",
-                AllowLoopback,
-                Err(forbidden("169.254.169.254", METADATA)),
-            ),
-            (
-                "https://[fd00:ec2::254]/",
-                AllowLoopback,
-                Err(forbidden("[fd00:ec2::254]", METADATA)),
-            ),
-            (
-                "https://[::ffff:127.0.0.1]/hook",
-                PublicOnly,
-                Err(forbidden("[::ffff:7f00:1]", LOOPBACK)),
-            ),
-            (
-                "https://[::ffff:10.0.0.1]/hook",
-                AllowLoopback,
-                Err(forbidden("[::ffff:a00:1]", PRIVATE)),
-            ),
+            ("http://127.0.0.1:9000/hook", PublicOnly, Err(forbidden("127.0.0.1", LOOPBACK))),
+            ("https://127.0.0.1/hook", PublicOnly, Err(forbidden("127.0.0.1", LOOPBACK))),
+            ("https://localhost/hook", PublicOnly, Err(forbidden("localhost", LOOPBACK))),
+            ("https://api.localhost./hook", PublicOnly, Err(forbidden("api.localhost.", LOOPBACK))),
+            ("https://127.1/hook", PublicOnly, Err(forbidden("127.0.0.1", LOOPBACK))),
+            ("https://0x7f000001/hook", PublicOnly, Err(forbidden("127.0.0.1", LOOPBACK))),
+            ("https://2130706433/hook", PublicOnly, Err(forbidden("127.0.0.1", LOOPBACK))),
+            ("http://10.0.0.1/hook", AllowLoopback, Err(forbidden("10.0.0.1", PRIVATE))),
+            ("https://10.0.0.1/hook", AllowLoopback, Err(forbidden("10.0.0.1", PRIVATE))),
+            ("https://169.254.169.254/latest/meta-data", PublicOnly, Err(forbidden("169.254.169.254", METADATA))),
+            ("https://169.254.169.254/latest/meta-data", AllowLoopback, Err(forbidden("169.254.169.254", METADATA))),
+            ("http://169.254.169.254/", AllowLoopback, Err(forbidden("169.254.169.254", METADATA))),
+            ("https://[fd00:ec2::254]/", AllowLoopback, Err(forbidden("[fd00:ec2::254]", METADATA))),
+            ("https://[::ffff:127.0.0.1]/hook", PublicOnly, Err(forbidden("[::ffff:7f00:1]", LOOPBACK))),
+            ("https://[::ffff:10.0.0.1]/hook", AllowLoopback, Err(forbidden("[::ffff:a00:1]", PRIVATE))),
             ("http://[::ffff:127.0.0.1]:9000/", AllowLoopback, Ok(())),
-            (
-                "https://[::1]/",
-                PublicOnly,
-                Err(forbidden("[::1]", LOOPBACK)),
-            ),
-            (
-                "https://0.0.0.0/",
-                AllowLoopback,
-                Err(forbidden("0.0.0.0", UNSPECIFIED)),
-            ),
+            ("https://[::1]/", PublicOnly, Err(forbidden("[::1]", LOOPBACK))),
+            ("https://0.0.0.0/", AllowLoopback, Err(forbidden("0.0.0.0", UNSPECIFIED))),
         ];
         for (url, policy, expected) in cases {
-            assert_eq!(
-                check_callback_url(url, policy).map(|_| ()),
-                expected,
-                "{url} {policy:?}"
-            );
+            assert_eq!(check_callback_url(url, policy).map(|_| ()), expected, "{url} {policy:?}");
         }
     }
 
     #[test]
     fn url_syntax_and_credentials() {
-        for url in [
-            "https://user:pass@example.com/",
-            "https://user@example.com/",
-            "https://:pass@example.com/",
-        ] {
+        for url in ["https://user:pass@example.com/", "https://user@example.com/", "https://:pass@example.com/"] {
             let err = check_callback_url(url, PublicOnly).unwrap_err();
-            assert!(
-                matches!(err, CallbackUrlError::Invalid(_)),
-                "{url}: {err:?}"
-            );
+            assert!(matches!(err, CallbackUrlError::Invalid(_)), "{url}: {err:?}");
             assert!(!err.to_string().contains("pass@"), "{err}");
         }
-        for url in [
-            "",
-            "not a url",
-            "example.com/hook",
-            "https://",
-            "https://exa mple.com/",
-            "mailto:a@example.com",
-        ] {
+        for url in ["", "not a url", "example.com/hook", "https://", "https://exa mple.com/", "mailto:a@example.com"] {
             let err = check_callback_url(url, PublicOnly).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    CallbackUrlError::Invalid(_) | CallbackUrlError::NotHttps
-                ),
-                "{url:?}: {err:?}"
-            );
+            assert!(matches!(err, CallbackUrlError::Invalid(_) | CallbackUrlError::NotHttps), "{url:?}: {err:?}");
         }
         let url = check_callback_url("  https://example.com/a  ", PublicOnly).unwrap();
         assert_eq!(url.as_str(), "https://example.com/a");
@@ -737,32 +571,20 @@ mod tests {
             forbidden("10.0.0.1", PRIVATE).to_string(),
             "callback host 10.0.0.1 is not allowed: private address"
         );
-        assert_eq!(
-            CallbackUrlError::NotHttps.to_string(),
-            "callback URL must use https"
-        );
+        assert_eq!(CallbackUrlError::NotHttps.to_string(), "callback URL must use https");
     }
 
     #[tokio::test]
     async fn resolves_check() {
         let local = Url::parse("https://localhost:9000/").unwrap();
         assert_eq!(check_callback_resolves(&local, AllowLoopback).await, Ok(()));
-        assert_eq!(
-            check_callback_resolves(&local, PublicOnly).await,
-            Err(forbidden("localhost", LOOPBACK))
-        );
+        assert_eq!(check_callback_resolves(&local, PublicOnly).await, Err(forbidden("localhost", LOOPBACK)));
         let literal = Url::parse("https://10.1.2.3/").unwrap();
-        assert_eq!(
-            check_callback_resolves(&literal, AllowLoopback).await,
-            Err(forbidden("10.1.2.3", PRIVATE))
-        );
+        assert_eq!(check_callback_resolves(&literal, AllowLoopback).await, Err(forbidden("10.1.2.3", PRIVATE)));
         let literal = Url::parse("https://8.8.8.8/").unwrap();
         assert_eq!(check_callback_resolves(&literal, PublicOnly).await, Ok(()));
         let bogus = Url::parse("https://does-not-exist.invalid/").unwrap();
-        assert!(matches!(
-            check_callback_resolves(&bogus, PublicOnly).await,
-            Err(CallbackUrlError::Unresolvable(_))
-        ));
+        assert!(matches!(check_callback_resolves(&bogus, PublicOnly).await, Err(CallbackUrlError::Unresolvable(_))));
     }
 
     #[tokio::test]
@@ -772,21 +594,13 @@ mod tests {
             Ok(_) => panic!("localhost must be refused under PublicOnly"),
             Err(e) => e,
         };
-        let fr = err
-            .downcast_ref::<ForbiddenResolution>()
-            .expect("a ForbiddenResolution");
+        let fr = err.downcast_ref::<ForbiddenResolution>().expect("a ForbiddenResolution");
         assert_eq!(fr.reason, LOOPBACK);
-        assert!(
-            err.to_string().starts_with("localhost resolves to "),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("localhost resolves to "), "{err}");
 
         let name: Name = "localhost".parse().unwrap();
-        let addrs: Vec<SocketAddr> = GuardedResolver::new(AllowLoopback)
-            .resolve(name)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .collect();
+        let addrs: Vec<SocketAddr> =
+            GuardedResolver::new(AllowLoopback).resolve(name).await.unwrap_or_else(|e| panic!("{e}")).collect();
         assert!(!addrs.is_empty());
         assert!(addrs.iter().all(|a| a.ip().is_loopback()));
     }
@@ -794,14 +608,10 @@ mod tests {
     fn private_v4() -> impl Strategy<Value = Ipv4Addr> {
         prop_oneof![
             any::<u32>().prop_map(|x| Ipv4Addr::from((10u32 << 24) | (x & 0x00ff_ffff))),
-            any::<u32>()
-                .prop_map(|x| Ipv4Addr::from((172u32 << 24 | 16 << 16) | (x & 0x000f_ffff))),
-            any::<u32>()
-                .prop_map(|x| Ipv4Addr::from((192u32 << 24 | 168 << 16) | (x & 0x0000_ffff))),
-            any::<u32>()
-                .prop_map(|x| Ipv4Addr::from((169u32 << 24 | 254 << 16) | (x & 0x0000_ffff))),
-            any::<u32>()
-                .prop_map(|x| Ipv4Addr::from((100u32 << 24 | 64 << 16) | (x & 0x003f_ffff))),
+            any::<u32>().prop_map(|x| Ipv4Addr::from((172u32 << 24 | 16 << 16) | (x & 0x000f_ffff))),
+            any::<u32>().prop_map(|x| Ipv4Addr::from((192u32 << 24 | 168 << 16) | (x & 0x0000_ffff))),
+            any::<u32>().prop_map(|x| Ipv4Addr::from((169u32 << 24 | 254 << 16) | (x & 0x0000_ffff))),
+            any::<u32>().prop_map(|x| Ipv4Addr::from((100u32 << 24 | 64 << 16) | (x & 0x003f_ffff))),
             any::<u32>().prop_map(|x| Ipv4Addr::from((127u32 << 24) | (x & 0x00ff_ffff))),
         ]
     }

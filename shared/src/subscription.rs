@@ -97,11 +97,7 @@ impl Subscription {
 
     /// The secrets that sign a delivery made at `now`.
     pub fn signing_secrets(&self, now: DateTime<Utc>) -> Vec<&Secret> {
-        self.signing_keys
-            .iter()
-            .filter(|k| k.expires_at.is_none_or(|e| e > now))
-            .map(|k| &k.secret)
-            .collect()
+        self.signing_keys.iter().filter(|k| k.expires_at.is_none_or(|e| e > now)).map(|k| &k.secret).collect()
     }
 
     /// Makes `new` the current secret; the old current one keeps signing until
@@ -163,9 +159,7 @@ pub fn validate_pattern(p: &str) -> Result<(), String> {
         return Err(format!("'{p}' is not a valid event type pattern (1-100 characters)"));
     }
     if let Some(c) = stem.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))) {
-        return Err(format!(
-            "'{p}' contains '{c}'; patterns are an exact type, 'prefix.*' or '*'"
-        ));
+        return Err(format!("'{p}' contains '{c}'; patterns are an exact type, 'prefix.*' or '*'"));
     }
     Ok(())
 }
@@ -300,9 +294,24 @@ mod tests {
             assert_eq!(check_custom_header(ok, "v"), Ok(()), "{ok}");
         }
         for name in [
-            "Upgrade", "TE", "te", "Trailer", "Keep-Alive", "Proxy-Connection", "Connection", "Transfer-Encoding",
-            "Content-Length", "Host", "Content-Type", "webhook-id", "Webhook-Signature", "hookline-trace-id",
-            "HOOKLINE-X", "traceparent", "Expect", "User-Agent",
+            "Upgrade",
+            "TE",
+            "te",
+            "Trailer",
+            "Keep-Alive",
+            "Proxy-Connection",
+            "Connection",
+            "Transfer-Encoding",
+            "Content-Length",
+            "Host",
+            "Content-Type",
+            "webhook-id",
+            "Webhook-Signature",
+            "hookline-trace-id",
+            "HOOKLINE-X",
+            "traceparent",
+            "Expect",
+            "User-Agent",
         ] {
             assert!(matches!(check_custom_header(name, "v"), Err(HeaderError::Reserved(_))), "{name}");
         }

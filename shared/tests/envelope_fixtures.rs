@@ -35,108 +35,38 @@ const OUTBOUND_WEBHOOK: &str = fixture!("contract_webhook_task_succeeded");
 /// Change-feed payload examples (two entity types and a merged snapshot):
 /// (name, entity_type, change_type, payload).
 const CHANGE_FEED_PAYLOADS: &[(&str, &str, &str, &str)] = &[
-    (
-        "3.1 UserProfile",
-        "UserProfile",
-        "updated",
-        fixture!("change_feed_payload_user_profile"),
-    ),
+    ("3.1 UserProfile", "UserProfile", "updated", fixture!("change_feed_payload_user_profile")),
     (
         "3.2 NotificationPreference",
         "NotificationPreference",
         "updated",
         fixture!("change_feed_payload_notification_preference"),
     ),
-    (
-        "4 merged snapshot",
-        "UserProfile",
-        "merged",
-        fixture!("change_feed_payload_merged_snapshot"),
-    ),
+    ("4 merged snapshot", "UserProfile", "merged", fixture!("change_feed_payload_merged_snapshot")),
 ];
 
 /// The twenty domain-event payload examples, keyed by the event type they belong to.
 const DOMAIN_EVENT_PAYLOADS: &[(&str, &str)] = &[
-    (
-        "RecordCreated",
-        fixture!("domain_event_payload_RecordCreated"),
-    ),
-    (
-        "RecordUpdated",
-        fixture!("domain_event_payload_RecordUpdated"),
-    ),
-    (
-        "RecordDeleted",
-        fixture!("domain_event_payload_RecordDeleted"),
-    ),
-    (
-        "OwnerChanged",
-        fixture!("domain_event_payload_OwnerChanged"),
-    ),
-    (
-        "StageChanged",
-        fixture!("domain_event_payload_StageChanged"),
-    ),
-    (
-        "LeadConverted",
-        fixture!("domain_event_payload_LeadConverted"),
-    ),
-    (
-        "ApprovalSubmitted",
-        fixture!("domain_event_payload_ApprovalSubmitted"),
-    ),
-    (
-        "ApprovalDecided",
-        fixture!("domain_event_payload_ApprovalDecided"),
-    ),
-    (
-        "MetadataChanged",
-        fixture!("domain_event_payload_MetadataChanged"),
-    ),
-    (
-        "PermissionChanged",
-        fixture!("domain_event_payload_PermissionChanged"),
-    ),
-    (
-        "SharingUpdated",
-        fixture!("domain_event_payload_SharingUpdated"),
-    ),
-    (
-        "RoleHierarchyChanged",
-        fixture!("domain_event_payload_RoleHierarchyChanged"),
-    ),
-    (
-        "GroupMemberChanged",
-        fixture!("domain_event_payload_GroupMemberChanged"),
-    ),
-    (
-        "TeamMemberChanged",
-        fixture!("domain_event_payload_TeamMemberChanged"),
-    ),
-    (
-        "TerritoryAssignmentChanged",
-        fixture!("domain_event_payload_TerritoryAssignmentChanged"),
-    ),
-    (
-        "SharingConfigChanged",
-        fixture!("domain_event_payload_SharingConfigChanged"),
-    ),
-    (
-        "AutomationConfigChanged",
-        fixture!("domain_event_payload_AutomationConfigChanged"),
-    ),
-    (
-        "ApprovalConfigChanged",
-        fixture!("domain_event_payload_ApprovalConfigChanged"),
-    ),
-    (
-        "SharingRebuildCompleted",
-        fixture!("domain_event_payload_SharingRebuildCompleted"),
-    ),
-    (
-        "CampaignMemberChanged",
-        fixture!("domain_event_payload_CampaignMemberChanged"),
-    ),
+    ("RecordCreated", fixture!("domain_event_payload_RecordCreated")),
+    ("RecordUpdated", fixture!("domain_event_payload_RecordUpdated")),
+    ("RecordDeleted", fixture!("domain_event_payload_RecordDeleted")),
+    ("OwnerChanged", fixture!("domain_event_payload_OwnerChanged")),
+    ("StageChanged", fixture!("domain_event_payload_StageChanged")),
+    ("LeadConverted", fixture!("domain_event_payload_LeadConverted")),
+    ("ApprovalSubmitted", fixture!("domain_event_payload_ApprovalSubmitted")),
+    ("ApprovalDecided", fixture!("domain_event_payload_ApprovalDecided")),
+    ("MetadataChanged", fixture!("domain_event_payload_MetadataChanged")),
+    ("PermissionChanged", fixture!("domain_event_payload_PermissionChanged")),
+    ("SharingUpdated", fixture!("domain_event_payload_SharingUpdated")),
+    ("RoleHierarchyChanged", fixture!("domain_event_payload_RoleHierarchyChanged")),
+    ("GroupMemberChanged", fixture!("domain_event_payload_GroupMemberChanged")),
+    ("TeamMemberChanged", fixture!("domain_event_payload_TeamMemberChanged")),
+    ("TerritoryAssignmentChanged", fixture!("domain_event_payload_TerritoryAssignmentChanged")),
+    ("SharingConfigChanged", fixture!("domain_event_payload_SharingConfigChanged")),
+    ("AutomationConfigChanged", fixture!("domain_event_payload_AutomationConfigChanged")),
+    ("ApprovalConfigChanged", fixture!("domain_event_payload_ApprovalConfigChanged")),
+    ("SharingRebuildCompleted", fixture!("domain_event_payload_SharingRebuildCompleted")),
+    ("CampaignMemberChanged", fixture!("domain_event_payload_CampaignMemberChanged")),
 ];
 
 /// The routed fields a fixture must normalize to.
@@ -255,19 +185,13 @@ fn domain_event_payloads_in_envelope() {
     assert!(DOMAIN_EVENT_ENVELOPE.contains("\"payload\": { }"));
     for (event_type, payload) in DOMAIN_EVENT_PAYLOADS {
         let raw = DOMAIN_EVENT_ENVELOPE
-            .replace(
-                "\"payload\": { }",
-                &format!("\"payload\": {}", payload.trim_end()),
-            )
+            .replace("\"payload\": { }", &format!("\"payload\": {}", payload.trim_end()))
             .replace("\"RecordUpdated\"", &format!("\"{event_type}\""));
         let n = normalize(raw.as_bytes(), None).unwrap_or_else(|e| panic!("{event_type}: {e}"));
         assert_eq!(n.format, Format::DomainEvent, "{event_type}");
         assert_eq!(n.event_type, *event_type);
         assert_eq!(n.tenant_id.as_deref(), Some("uuid"));
-        assert_eq!(
-            n.partition_key.as_deref(),
-            Some("Opportunity:tenantId:recordId")
-        );
+        assert_eq!(n.partition_key.as_deref(), Some("Opportunity:tenantId:recordId"));
         assert_eq!(n.body, raw.as_bytes(), "{event_type}");
         let stored: Value = serde_json::from_slice(&n.body).unwrap();
         let original: Value = serde_json::from_str(payload).unwrap();
@@ -278,10 +202,8 @@ fn domain_event_payloads_in_envelope() {
 /// The `"..."` placeholder of many domain-event examples is a valid opaque recordVersion.
 #[test]
 fn domain_event_placeholder_record_version() {
-    let raw = DOMAIN_EVENT_ENVELOPE.replace(
-        "\"recordVersion\": \"2026-01-10T12:34:56.789Z\"",
-        "\"recordVersion\": \"...\"",
-    );
+    let raw =
+        DOMAIN_EVENT_ENVELOPE.replace("\"recordVersion\": \"2026-01-10T12:34:56.789Z\"", "\"recordVersion\": \"...\"");
     assert_ne!(raw, DOMAIN_EVENT_ENVELOPE);
     let n = normalize(raw.as_bytes(), None).unwrap();
     assert_eq!(n.sequence.as_deref(), Some("..."));
@@ -383,12 +305,7 @@ fn contract_event_types() {
 fn outbound_webhook_example_is_refused() {
     for format in [None, Some(Format::Contract)] {
         let e = normalize(OUTBOUND_WEBHOOK.as_bytes(), format).unwrap_err();
-        assert_eq!(
-            e,
-            EnvelopeError::MissingField {
-                field: "producer".into()
-            }
-        );
+        assert_eq!(e, EnvelopeError::MissingField { field: "producer".into() });
         assert_eq!(e.code(), "missing_field");
         assert_eq!(e.to_string(), "missing required field `producer`");
     }

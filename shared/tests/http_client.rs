@@ -20,10 +20,7 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -49,11 +46,7 @@ async fn server() -> Server {
             tokio::spawn(serve_connection(stream, s.clone()));
         }
     });
-    Server {
-        base,
-        connections,
-        seen,
-    }
+    Server { base, connections, seen }
 }
 
 async fn serve_connection(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
@@ -80,11 +73,8 @@ async fn serve_connection(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
-        let len: usize = headers
-            .iter()
-            .find(|(k, _)| k == "content-length")
-            .map(|(_, v)| v.parse().unwrap())
-            .unwrap_or(0);
+        let len: usize =
+            headers.iter().find(|(k, _)| k == "content-length").map(|(_, v)| v.parse().unwrap()).unwrap_or(0);
         while buf.len() < head_end + len {
             let mut chunk = [0u8; 4096];
             match stream.read(&mut chunk).await {
@@ -94,12 +84,7 @@ async fn serve_connection(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
         }
         let body = buf[head_end..head_end + len].to_vec();
         buf.drain(..head_end + len);
-        seen.lock().unwrap().push(Seen {
-            method,
-            path: path.clone(),
-            headers,
-            body,
-        });
+        seen.lock().unwrap().push(Seen { method, path: path.clone(), headers, body });
 
         let response: Vec<u8> = match path.as_str() {
             "/ok" => reply(200, &[], b"{\"ok\":true}"),
@@ -113,11 +98,7 @@ async fn serve_connection(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
             "/big" => reply(200, &[], &vec![b'x'; 100 * 1024]),
             "/big-utf8" => reply(200, &[], "é".repeat(5000).as_bytes()),
             "/retry" => reply(503, &[("retry-after", "7")], b""),
-            "/retry-date" => reply(
-                429,
-                &[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")],
-                b"",
-            ),
+            "/retry-date" => reply(429, &[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")], b""),
             "/stall-body" => {
                 let head = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial";
                 let _ = stream.write_all(head).await;
@@ -157,23 +138,14 @@ fn json_headers() -> Vec<(&'static str, String)> {
         ("content-type", "application/json".to_string()),
         ("webhook-id", "msg_1".to_string()),
         ("webhook-timestamp", "1700000000".to_string()),
-        (
-            "webhook-signature",
-            "v1,c2VjcmV0LXNpZ25hdHVyZQ==".to_string(),
-        ),
+        ("webhook-signature", "v1,c2VjcmV0LXNpZ25hdHVyZQ==".to_string()),
     ]
 }
 
 #[tokio::test]
 async fn ok_with_body_and_headers() {
     let srv = server().await;
-    let res = dev_client()
-        .post(
-            &format!("{}/ok", srv.base),
-            &json_headers(),
-            b"{\"a\":1}".to_vec(),
-        )
-        .await;
+    let res = dev_client().post(&format!("{}/ok", srv.base), &json_headers(), b"{\"a\":1}".to_vec()).await;
     assert_eq!(res.status, Some(200), "{res:?}");
     assert_eq!(res.error, None);
     assert!(res.is_success());
@@ -187,22 +159,14 @@ async fn ok_with_body_and_headers() {
     assert_eq!(seen[0].body, b"{\"a\":1}");
     assert_eq!(seen[0].header("content-type"), Some("application/json"));
     assert_eq!(seen[0].header("webhook-id"), Some("msg_1"));
-    assert_eq!(
-        seen[0].header("webhook-signature"),
-        Some("v1,c2VjcmV0LXNpZ25hdHVyZQ==")
-    );
-    assert!(seen[0]
-        .header("user-agent")
-        .unwrap()
-        .starts_with("Hookline/"));
+    assert_eq!(seen[0].header("webhook-signature"), Some("v1,c2VjcmV0LXNpZ25hdHVyZQ=="));
+    assert!(seen[0].header("user-agent").unwrap().starts_with("Hookline/"));
 }
 
 #[tokio::test]
 async fn server_error_is_a_status() {
     let srv = server().await;
-    let res = dev_client()
-        .post(&format!("{}/fail", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = dev_client().post(&format!("{}/fail", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(500));
     assert_eq!(res.error, None);
     assert!(!res.is_success());
@@ -212,48 +176,27 @@ async fn server_error_is_a_status() {
 #[tokio::test]
 async fn redirect_is_not_followed() {
     let srv = server().await;
-    let res = dev_client()
-        .post(
-            &format!("{}/redirect", srv.base),
-            &json_headers(),
-            Vec::new(),
-        )
-        .await;
+    let res = dev_client().post(&format!("{}/redirect", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(302));
     assert!(!res.is_success());
     let seen = srv.seen.lock().unwrap().clone();
-    assert_eq!(
-        seen.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(),
-        ["/redirect"]
-    );
+    assert_eq!(seen.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(), ["/redirect"]);
 }
 
 #[tokio::test]
 async fn slow_server_times_out() {
     let srv = server().await;
-    let res = dev_client()
-        .post(&format!("{}/slow", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = dev_client().post(&format!("{}/slow", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, None);
     assert_eq!(res.error, Some(PostError::Timeout));
-    assert!(
-        res.latency >= Duration::from_millis(700),
-        "{:?}",
-        res.latency
-    );
+    assert!(res.latency >= Duration::from_millis(700), "{:?}", res.latency);
     assert!(res.latency < Duration::from_secs(3), "{:?}", res.latency);
 }
 
 #[tokio::test]
 async fn stalled_body_keeps_the_status() {
     let srv = server().await;
-    let res = dev_client()
-        .post(
-            &format!("{}/stall-body", srv.base),
-            &json_headers(),
-            Vec::new(),
-        )
-        .await;
+    let res = dev_client().post(&format!("{}/stall-body", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(200), "{res:?}");
     assert_eq!(res.error, None);
     assert!(res.latency < Duration::from_secs(3), "{:?}", res.latency);
@@ -262,21 +205,13 @@ async fn stalled_body_keeps_the_status() {
 #[tokio::test]
 async fn large_body_is_truncated() {
     let srv = server().await;
-    let res = dev_client()
-        .post(&format!("{}/big", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = dev_client().post(&format!("{}/big", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(200));
     assert_eq!(res.body.len(), 4096);
     assert!(res.body.bytes().all(|b| b == b'x'));
 
     // Multi-byte text is cut at a character boundary, never over the limit.
-    let res = dev_client()
-        .post(
-            &format!("{}/big-utf8", srv.base),
-            &json_headers(),
-            Vec::new(),
-        )
-        .await;
+    let res = dev_client().post(&format!("{}/big-utf8", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(200));
     assert!(res.body.len() <= 4096, "{}", res.body.len());
     assert!(res.body.len() >= 4093);
@@ -286,28 +221,18 @@ async fn large_body_is_truncated() {
         max_body_bytes: 10,
         ..ClientConfig::default()
     });
-    let res = small
-        .post(&format!("{}/ok", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = small.post(&format!("{}/ok", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.body, "{\"ok\":true");
 }
 
 #[tokio::test]
 async fn retry_after_is_parsed() {
     let srv = server().await;
-    let res = dev_client()
-        .post(&format!("{}/retry", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = dev_client().post(&format!("{}/retry", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(503));
     assert_eq!(res.retry_after, Some(Duration::from_secs(7)));
     // An HTTP-date in the past means "now".
-    let res = dev_client()
-        .post(
-            &format!("{}/retry-date", srv.base),
-            &json_headers(),
-            Vec::new(),
-        )
-        .await;
+    let res = dev_client().post(&format!("{}/retry-date", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(429));
     assert_eq!(res.retry_after, Some(Duration::ZERO));
 }
@@ -333,19 +258,8 @@ async fn forbidden_address_is_refused_without_connecting() {
         }
     }
     // Even in dev mode, private and metadata addresses are refused.
-    let res = dev_client()
-        .post(
-            "http://169.254.169.254/latest/meta-data",
-            &json_headers(),
-            Vec::new(),
-        )
-        .await;
-    assert_eq!(
-        res.error,
-        Some(PostError::ForbiddenAddress(
-            "169.254.169.254: cloud metadata address".into()
-        ))
-    );
+    let res = dev_client().post("http://169.254.169.254/latest/meta-data", &json_headers(), Vec::new()).await;
+    assert_eq!(res.error, Some(PostError::ForbiddenAddress("169.254.169.254: cloud metadata address".into())));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(srv.connections.load(Ordering::SeqCst), 0);
 }
@@ -354,28 +268,11 @@ async fn forbidden_address_is_refused_without_connecting() {
 async fn invalid_urls() {
     let public = HttpClient::new(ClientConfig::default());
     let res = public.post("not a url", &json_headers(), Vec::new()).await;
-    assert!(
-        matches!(res.error, Some(PostError::InvalidUrl(_))),
-        "{res:?}"
-    );
-    let res = public
-        .post("http://example.com/hook", &json_headers(), Vec::new())
-        .await;
-    assert_eq!(
-        res.error,
-        Some(PostError::InvalidUrl("callback URL must use https".into()))
-    );
-    let res = public
-        .post(
-            "https://user:pw@example.com/hook",
-            &json_headers(),
-            Vec::new(),
-        )
-        .await;
-    assert!(
-        matches!(res.error, Some(PostError::InvalidUrl(_))),
-        "{res:?}"
-    );
+    assert!(matches!(res.error, Some(PostError::InvalidUrl(_))), "{res:?}");
+    let res = public.post("http://example.com/hook", &json_headers(), Vec::new()).await;
+    assert_eq!(res.error, Some(PostError::InvalidUrl("callback URL must use https".into())));
+    let res = public.post("https://user:pw@example.com/hook", &json_headers(), Vec::new()).await;
+    assert!(matches!(res.error, Some(PostError::InvalidUrl(_))), "{res:?}");
 }
 
 #[tokio::test]
@@ -386,11 +283,7 @@ async fn connection_refused_is_connect_error_without_secrets() {
         l.local_addr().unwrap().port()
     };
     let res = dev_client()
-        .post(
-            &format!("http://127.0.0.1:{port}/hook?token=query-secret"),
-            &json_headers(),
-            Vec::new(),
-        )
+        .post(&format!("http://127.0.0.1:{port}/hook?token=query-secret"), &json_headers(), Vec::new())
         .await;
     assert_eq!(res.status, None);
     let err = res.error.expect("an error");
@@ -403,9 +296,7 @@ async fn connection_refused_is_connect_error_without_secrets() {
 #[tokio::test]
 async fn closed_without_response_is_an_error() {
     let srv = server().await;
-    let res = dev_client()
-        .post(&format!("{}/close", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = dev_client().post(&format!("{}/close", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, None);
     assert!(res.error.is_some());
     assert!(!res.error.unwrap().to_string().contains("c2VjcmV0"));
@@ -416,17 +307,12 @@ async fn connections_are_reused() {
     let srv = server().await;
     let client = dev_client();
     for _ in 0..5 {
-        let res = client
-            .post(&format!("{}/ok", srv.base), &json_headers(), b"{}".to_vec())
-            .await;
+        let res = client.post(&format!("{}/ok", srv.base), &json_headers(), b"{}".to_vec()).await;
         assert_eq!(res.status, Some(200));
     }
     assert_eq!(srv.connections.load(Ordering::SeqCst), 1);
     // Clones share the pool.
-    let res = client
-        .clone()
-        .post(&format!("{}/ok", srv.base), &json_headers(), Vec::new())
-        .await;
+    let res = client.clone().post(&format!("{}/ok", srv.base), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(200));
     assert_eq!(srv.connections.load(Ordering::SeqCst), 1);
 }
@@ -435,8 +321,6 @@ async fn connections_are_reused() {
 async fn localhost_goes_through_the_guarded_resolver_in_dev() {
     let srv = server().await;
     let url = srv.base.replace("127.0.0.1", "localhost");
-    let res = dev_client()
-        .post(&format!("{url}/ok"), &json_headers(), Vec::new())
-        .await;
+    let res = dev_client().post(&format!("{url}/ok"), &json_headers(), Vec::new()).await;
     assert_eq!(res.status, Some(200), "{res:?}");
 }

@@ -27,10 +27,7 @@ const VECTORS: &[(&str, &str, i64, &str, &str)] = &[
 fn vectors_sign_and_verify() {
     for (secret, id, ts, payload, expected) in VECTORS {
         let secret = Secret::parse(secret).unwrap();
-        assert_eq!(
-            signing::sign(&secret, id, *ts, payload.as_bytes()),
-            *expected
-        );
+        assert_eq!(signing::sign(&secret, id, *ts, payload.as_bytes()), *expected);
         let header = signing::signature_header([&secret], id, *ts, payload.as_bytes());
         assert_eq!(header, *expected);
         assert_eq!(
@@ -71,15 +68,7 @@ fn rotation_header_carries_both_vectors() {
     assert_eq!(first, sig1);
     assert_eq!(second, signing::sign(&s2, id, ts, payload.as_bytes()));
     for s in [s1, s2] {
-        let ok = signing::verify(
-            &[s],
-            id,
-            &ts.to_string(),
-            &header,
-            payload.as_bytes(),
-            ts,
-            300,
-        );
+        let ok = signing::verify(&[s], id, &ts.to_string(), &header, payload.as_bytes(), ts, 300);
         assert_eq!(ok, Ok(()));
     }
 }

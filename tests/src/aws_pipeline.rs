@@ -77,7 +77,11 @@ impl std::io::Write for Capture {
 /// A unique resource prefix per test.
 fn prefix(tag: &str) -> String {
     let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000;
-    format!("hl{}-{}-{n}", std::process::id(), tag.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>())
+    format!(
+        "hl{}-{}-{n}",
+        std::process::id(),
+        tag.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>()
+    )
 }
 
 impl AwsPipeline {
@@ -119,7 +123,8 @@ impl AwsPipeline {
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
         let moto = Moto::from_env();
         let q = |logical: &str| {
-            let url = names.queue_urls.get(logical).unwrap_or_else(|| panic!("template has no queue {logical}")).clone();
+            let url =
+                names.queue_urls.get(logical).unwrap_or_else(|| panic!("template has no queue {logical}")).clone();
             let arn = queue_arn(&url);
             (url, arn)
         };
@@ -136,7 +141,16 @@ impl AwsPipeline {
         let rejects = Arc::new(backend.ingest_dlq.clone().expect("the template has an IngestDLQ"));
         let stats = Arc::new(DriverStats::default());
         let driver = Driver::start_with_stats(moto.clone(), hookline.clone(), sources, rejects, stats.clone());
-        AwsPipeline { hookline, backend, moto, bus: emulator::bus_name(&prefix), api, _driver: driver, stats, strict: None }
+        AwsPipeline {
+            hookline,
+            backend,
+            moto,
+            bus: emulator::bus_name(&prefix),
+            api,
+            _driver: driver,
+            stats,
+            strict: None,
+        }
     }
 
     /// Invocations per function (the event source mappings' and one per API
@@ -174,7 +188,13 @@ impl AwsPipeline {
                 return out;
             }
             for m in msgs {
-                self.moto.call("sqs", "AmazonSQS.DeleteMessage", json!({"QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"]})).await;
+                self.moto
+                    .call(
+                        "sqs",
+                        "AmazonSQS.DeleteMessage",
+                        json!({"QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"]}),
+                    )
+                    .await;
                 out.push(m);
             }
         }
@@ -295,6 +315,9 @@ impl crate::pipeline::Pipeline for AwsPipeline {
     /// Waits until the crash happened; the driver retries the failed
     /// invocation as Lambda would.
     async fn recover(&mut self) {
-        crate::eventually(30, "the armed failpoint was reached", || async { (!shared::failpoint::panic_armed()).then_some(()) }).await;
+        crate::eventually(30, "the armed failpoint was reached", || async {
+            (!shared::failpoint::panic_armed()).then_some(())
+        })
+        .await;
     }
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::json;
 use shared::attempt::Attempt;
-use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
 use shared::context::Stores;
+use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
 use shared::envelope::Format;
 use shared::event::EventRecord;
 use shared::ports::{JobQueue, Received, Transition, TransitionOutcome};
@@ -133,7 +133,13 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
 
 /// An audit record of `action` by `actor`.
 pub fn resolution(action: ResolutionAction, actor: &str, new_saga_id: Option<&str>) -> Resolution {
-    Resolution { action, actor: actor.into(), reason: "receiver fixed".into(), at: now(), new_saga_id: new_saga_id.map(str::to_string) }
+    Resolution {
+        action,
+        actor: actor.into(),
+        reason: "receiver fixed".into(),
+        at: now(),
+        new_saga_id: new_saga_id.map(str::to_string),
+    }
 }
 
 /// An open dead letter created at `created_at`.
@@ -224,8 +230,13 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
     let sg = saga("sg_t", "evt_1", "sub_1");
     s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
     let t1 = now() + chrono::Duration::seconds(1);
-    let start =
-        Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: t1 };
+    let start = Transition {
+        event_id: sg.event_id.clone(),
+        saga_id: sg.id.clone(),
+        from: sg.state.clone(),
+        to: state(SagaStatus::InProgress, 1),
+        at: t1,
+    };
     assert_eq!(s.sagas.transition(&[start]).await.unwrap(), vec![TransitionOutcome::Applied]);
     let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: state(SagaStatus::InProgress, 1), updated_at: t1, ..sg.clone() });
@@ -237,7 +248,13 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
         next_attempt_at: Some(t2 + chrono::Duration::milliseconds(30_500)),
         last_error: Some("HTTP 503 \"busy\"".into()),
     };
-    let fail = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: state(SagaStatus::InProgress, 1), to: retry.clone(), at: t2 };
+    let fail = Transition {
+        event_id: sg.event_id.clone(),
+        saga_id: sg.id.clone(),
+        from: state(SagaStatus::InProgress, 1),
+        to: retry.clone(),
+        at: t2,
+    };
     assert_eq!(s.sagas.transition(&[fail]).await.unwrap(), vec![TransitionOutcome::Applied]);
     let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: retry.clone(), updated_at: t2, ..sg.clone() });
@@ -249,7 +266,8 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
         next_attempt_at: None,
         last_error: retry.last_error.clone(),
     };
-    let due = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: retry, to: again.clone(), at: t3 };
+    let due =
+        Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: retry, to: again.clone(), at: t3 };
     assert_eq!(s.sagas.transition(&[due]).await.unwrap(), vec![TransitionOutcome::Applied]);
     let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: again, updated_at: t3, ..sg.clone() });
@@ -262,7 +280,8 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
 /// the expected state.
 pub async fn sagas_stalled_and_deferred(s: &Stores) {
     let t = now();
-    let (a, b, c) = (saga("sg_st_a", "evt_st", "sub_1"), saga("sg_st_b", "evt_st", "sub_1"), saga("sg_st_c", "evt_st", "sub_1"));
+    let (a, b, c) =
+        (saga("sg_st_a", "evt_st", "sub_1"), saga("sg_st_b", "evt_st", "sub_1"), saga("sg_st_c", "evt_st", "sub_1"));
     s.sagas.create(&[a.clone(), b.clone(), c.clone()]).await.unwrap();
     let waiting = |minutes: i64| SagaState {
         status: SagaStatus::PendingRetry,
@@ -270,18 +289,32 @@ pub async fn sagas_stalled_and_deferred(s: &Stores) {
         next_attempt_at: Some(t - chrono::Duration::minutes(minutes)),
         last_error: Some("HTTP 500".into()),
     };
-    let to = |sg: &Saga, st: SagaState| Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: st, at: t };
+    let to = |sg: &Saga, st: SagaState| Transition {
+        event_id: sg.event_id.clone(),
+        saga_id: sg.id.clone(),
+        from: sg.state.clone(),
+        to: st,
+        at: t,
+    };
     // a: retry due 60 minutes ago; c: due 90 minutes ago; b stays Pending.
     let outcomes = s.sagas.transition(&[to(&a, waiting(60)), to(&c, waiting(90))]).await.unwrap();
     assert_eq!(outcomes, vec![TransitionOutcome::Applied, TransitionOutcome::Applied]);
     let ids = |v: Vec<Saga>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
     let before = t - chrono::Duration::minutes(10);
-    assert_eq!(ids(s.sagas.stalled(before, 10).await.unwrap()), vec!["sg_st_c", "sg_st_a"], "oldest first, Pending not watched");
+    assert_eq!(
+        ids(s.sagas.stalled(before, 10).await.unwrap()),
+        vec!["sg_st_c", "sg_st_a"],
+        "oldest first, Pending not watched"
+    );
     assert_eq!(ids(s.sagas.stalled(before, 1).await.unwrap()), vec!["sg_st_c"], "at most `limit`");
     assert!(s.sagas.stalled(t - chrono::Duration::minutes(120), 10).await.unwrap().is_empty());
     // Deferred: not stalled until the new time; a stale expectation changes nothing.
     assert!(s.sagas.defer("evt_st", "sg_st_c", &waiting(90), t + chrono::Duration::hours(1)).await.unwrap());
-    assert!(!s.sagas.defer("evt_st", "sg_st_a", &state(SagaStatus::InProgress, 2), t + chrono::Duration::hours(1)).await.unwrap());
+    assert!(!s
+        .sagas
+        .defer("evt_st", "sg_st_a", &state(SagaStatus::InProgress, 2), t + chrono::Duration::hours(1))
+        .await
+        .unwrap());
     assert_eq!(ids(s.sagas.stalled(before, 10).await.unwrap()), vec!["sg_st_a"]);
     // Terminal: out of the index.
     let done = Transition {
@@ -293,7 +326,10 @@ pub async fn sagas_stalled_and_deferred(s: &Stores) {
     };
     assert_eq!(s.sagas.transition(&[done]).await.unwrap(), vec![TransitionOutcome::Applied]);
     assert!(s.sagas.stalled(before, 10).await.unwrap().is_empty());
-    assert!(!s.sagas.defer("evt_st", "sg_st_a", &state(SagaStatus::Completed, 2), t).await.unwrap(), "terminal sagas are not deferred");
+    assert!(
+        !s.sagas.defer("evt_st", "sg_st_a", &state(SagaStatus::Completed, 2), t).await.unwrap(),
+        "terminal sagas are not deferred"
+    );
 }
 
 /// A transition from a state the saga is no longer in changes nothing and
@@ -308,13 +344,24 @@ pub async fn saga_transition_conflict_returns_current_state(s: &Stores) {
         last_error: Some("timeout".into()),
     };
     let at = now();
-    let t = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: current.clone(), at };
+    let t = Transition {
+        event_id: sg.event_id.clone(),
+        saga_id: sg.id.clone(),
+        from: sg.state.clone(),
+        to: current.clone(),
+        at,
+    };
     assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Applied]);
     let stored = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
 
     // Stale status.
-    let stale =
-        Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: state(SagaStatus::InProgress, 1), at: now() };
+    let stale = Transition {
+        event_id: sg.event_id.clone(),
+        saga_id: sg.id.clone(),
+        from: sg.state.clone(),
+        to: state(SagaStatus::InProgress, 1),
+        at: now(),
+    };
     assert_eq!(s.sagas.transition(&[stale]).await.unwrap(), vec![TransitionOutcome::Conflict(current.clone())]);
     // Same status, other attempt count.
     let stale = Transition {
@@ -335,11 +382,18 @@ pub async fn saga_terminal_status_never_changes(s: &Stores) {
         let sg = saga(&format!("sg_{i}"), "evt_1", "sub_1");
         s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
         let end = SagaState { status: terminal, attempts: 0, next_attempt_at: None, last_error: Some("done".into()) };
-        let t = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: sg.state.clone(), to: end.clone(), at: now() };
+        let t = Transition {
+            event_id: sg.event_id.clone(),
+            saga_id: sg.id.clone(),
+            from: sg.state.clone(),
+            to: end.clone(),
+            at: now(),
+        };
         assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Applied]);
         let stored = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
         for to in [state(SagaStatus::InProgress, 1), state(SagaStatus::Pending, 0), state(terminal, 0)] {
-            let t = Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: end.clone(), to, at: now() };
+            let t =
+                Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from: end.clone(), to, at: now() };
             assert_eq!(
                 s.sagas.transition(&[t]).await.unwrap(),
                 vec![TransitionOutcome::Conflict(end.clone())],
@@ -386,7 +440,13 @@ pub async fn saga_transition_batch_keeps_order(s: &Stores) {
     let mut want = Vec::new();
     for (i, sg) in sagas.iter().enumerate() {
         let from = if i % 3 == 1 { state(SagaStatus::InProgress, 1) } else { sg.state.clone() };
-        batch.push(Transition { event_id: sg.event_id.clone(), saga_id: sg.id.clone(), from, to: state(SagaStatus::InProgress, 1), at: now() });
+        batch.push(Transition {
+            event_id: sg.event_id.clone(),
+            saga_id: sg.id.clone(),
+            from,
+            to: state(SagaStatus::InProgress, 1),
+            at: now(),
+        });
         want.push(if i % 3 == 1 { TransitionOutcome::Conflict(sg.state.clone()) } else { TransitionOutcome::Applied });
         if i % 4 == 0 {
             batch.push(Transition {
@@ -469,10 +529,18 @@ pub async fn dead_letters_resolve_once(s: &Stores) {
     s.dead_letters.put(&d).await.unwrap();
     let audit = resolution(ResolutionAction::Requeue, "ops@example.com", Some("sg_new"));
     assert!(s.dead_letters.resolve("sg_dead", DeadLetterState::Requeued, audit.clone()).await.unwrap());
-    assert!(!s.dead_letters.resolve("sg_dead", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "late", None)).await.unwrap());
+    assert!(!s
+        .dead_letters
+        .resolve("sg_dead", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "late", None))
+        .await
+        .unwrap());
     let got = s.dead_letters.get("sg_dead").await.unwrap().unwrap();
     assert_eq!(got, DeadLetter { state: DeadLetterState::Requeued, resolution: Some(audit), ..d });
-    assert!(!s.dead_letters.resolve("sg_none", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None)).await.unwrap());
+    assert!(!s
+        .dead_letters
+        .resolve("sg_none", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None))
+        .await
+        .unwrap());
     assert_eq!(s.dead_letters.get("sg_none").await.unwrap(), None);
 }
 
@@ -489,11 +557,18 @@ pub async fn dead_letters_list_newest_first(s: &Stores) {
     for d in [&d2, &d4, &d1, &d3] {
         assert!(s.dead_letters.put(d).await.unwrap());
     }
-    assert!(s.dead_letters.resolve("sg_3", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None)).await.unwrap());
+    assert!(s
+        .dead_letters
+        .resolve("sg_3", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None))
+        .await
+        .unwrap());
     let d3 = s.dead_letters.get("sg_3").await.unwrap().unwrap();
     let ids = |v: Vec<DeadLetter>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
 
-    assert_eq!(s.dead_letters.list(Some(DeadLetterState::Open), 10).await.unwrap(), vec![d4.clone(), d2.clone(), d1.clone()]);
+    assert_eq!(
+        s.dead_letters.list(Some(DeadLetterState::Open), 10).await.unwrap(),
+        vec![d4.clone(), d2.clone(), d1.clone()]
+    );
     assert_eq!(ids(s.dead_letters.list(Some(DeadLetterState::Open), 2).await.unwrap()), ["sg_4", "sg_2"]);
     assert_eq!(s.dead_letters.list(Some(DeadLetterState::Skipped), 10).await.unwrap(), vec![d3.clone()]);
     assert!(s.dead_letters.list(Some(DeadLetterState::Requeued), 10).await.unwrap().is_empty());

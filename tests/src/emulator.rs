@@ -59,7 +59,8 @@ pub fn stream_filter_inserts_only(table: &str) -> bool {
     let wanted = format!("{table}.StreamArn");
     let resources = t.get("Resources").and_then(Yaml::as_mapping).cloned().unwrap_or_default();
     for (_, r) in resources {
-        let events = r.get("Properties").and_then(|p| p.get("Events")).and_then(Yaml::as_mapping).cloned().unwrap_or_default();
+        let events =
+            r.get("Properties").and_then(|p| p.get("Events")).and_then(Yaml::as_mapping).cloned().unwrap_or_default();
         for (_, e) in events {
             let props = e.get("Properties");
             let stream = props.and_then(|p| p.get("Stream"));
@@ -72,10 +73,13 @@ pub fn stream_filter_inserts_only(table: &str) -> bool {
                     .and_then(|p| p.get("FilterCriteria"))
                     .and_then(|f| f.get("Filters"))
                     .and_then(Yaml::as_sequence)
-                    .map(|s| s.iter().filter_map(|f| f.get("Pattern").and_then(Yaml::as_str).map(str::to_string)).collect())
+                    .map(|s| {
+                        s.iter().filter_map(|f| f.get("Pattern").and_then(Yaml::as_str).map(str::to_string)).collect()
+                    })
                     .unwrap_or_default();
                 return patterns.len() == 1
-                    && serde_json::from_str::<serde_json::Value>(&patterns[0]).ok() == Some(json!({"eventName": ["INSERT"]}));
+                    && serde_json::from_str::<serde_json::Value>(&patterns[0]).ok()
+                        == Some(json!({"eventName": ["INSERT"]}));
             }
         }
     }
@@ -211,9 +215,14 @@ pub async fn create_resources_with(sdk: &SdkConfig, prefix: &str) -> AwsNames {
             json!({"Name": rule, "EventBusName": bus, "EventPattern": props["EventPattern"].to_string(), "State": props["State"]}),
         )
         .await;
-        let targets: Vec<serde_json::Value> =
-            props["Targets"].as_array().into_iter().flatten().map(|t| json!({"Id": t["Id"], "Arn": t["Arn"]})).collect();
-        moto.call("events", "AWSEvents.PutTargets", json!({"Rule": rule, "EventBusName": bus, "Targets": targets})).await;
+        let targets: Vec<serde_json::Value> = props["Targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| json!({"Id": t["Id"], "Arn": t["Arn"]}))
+            .collect();
+        moto.call("events", "AWSEvents.PutTargets", json!({"Rule": rule, "EventBusName": bus, "Targets": targets}))
+            .await;
     }
     created.names()
 }
@@ -304,7 +313,11 @@ impl Created {
         };
         let name = cond.as_str().expect("!If names a condition");
         let expr = self.conditions.get(name).unwrap_or_else(|| panic!("!If {name}: no such condition"));
-        if self.holds(expr) { then } else { otherwise }
+        if self.holds(expr) {
+            then
+        } else {
+            otherwise
+        }
     }
 
     /// Evaluates a condition (`!Not`, `!Equals` over `!Ref`s and literals).

@@ -70,7 +70,10 @@ pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipelin
     for id in [&over, &huge] {
         let (st, v) = s.post("/v1/events", &json!({"id": id, "type": "t", "data": {}})).await;
         assert_refused(st, &v, "id");
-        assert!(v["error"]["message"].as_str().unwrap().contains(&format!("the maximum is {MAX_ID_BYTES} bytes")), "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(&format!("the maximum is {MAX_ID_BYTES} bytes")),
+            "{v}"
+        );
     }
     let (st, v) = s.post("/v1/events", &domain_event("acme", &over)).await;
     assert_refused(st, &v, "eventId");
@@ -87,7 +90,9 @@ pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipelin
     assert_eq!(v["results"][1]["error"]["field"], "id", "{v}");
 
     // A path id no stored id can equal is a 404, not a store error.
-    for path in [format!("/v1/events/{huge}"), format!("/v1/events/{huge}/deliveries"), format!("/v1/subscriptions/{huge}")] {
+    for path in
+        [format!("/v1/events/{huge}"), format!("/v1/events/{huge}/deliveries"), format!("/v1/subscriptions/{huge}")]
+    {
         let (st, v) = s.get(&path).await;
         assert_eq!(st, 404, "{v}");
     }
@@ -136,8 +141,11 @@ pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: 
 pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/h", Behaviour::Ok), "event_types": ["*"]})).await;
-    for (i, trace) in ["req\r\nX-Injected: 1", "a\u{0}b", "tab-at-end\t", "café", " lead", "x\u{7f}"].iter().enumerate() {
-        let (st, v) = s.post("/v1/events", &json!({"id": format!("bad-trace-{i}"), "type": "t", "trace_id": trace, "data": {}})).await;
+    for (i, trace) in ["req\r\nX-Injected: 1", "a\u{0}b", "tab-at-end\t", "café", " lead", "x\u{7f}"].iter().enumerate()
+    {
+        let (st, v) = s
+            .post("/v1/events", &json!({"id": format!("bad-trace-{i}"), "type": "t", "trace_id": trace, "data": {}}))
+            .await;
         assert_refused(st, &v, "trace_id");
     }
     let mut dom = domain_event("acme", "bad-corr");
@@ -168,18 +176,40 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
     let r = Receiver::start().await;
     let url = r.url("/ch", Behaviour::Ok);
     let names = [
-        "Upgrade", "TE", "Trailer", "Keep-Alive", "Proxy-Connection", "Connection", "Transfer-Encoding",
-        "Content-Length", "Host", "Content-Type", "webhook-id", "Webhook-Signature", "hookline-attempt",
-        "X Team", "X:Team", "X(1)", "X-Tëam", "",
+        "Upgrade",
+        "TE",
+        "Trailer",
+        "Keep-Alive",
+        "Proxy-Connection",
+        "Connection",
+        "Transfer-Encoding",
+        "Content-Length",
+        "Host",
+        "Content-Type",
+        "webhook-id",
+        "Webhook-Signature",
+        "hookline-attempt",
+        "X Team",
+        "X:Team",
+        "X(1)",
+        "X-Tëam",
+        "",
     ];
     for name in names {
-        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "headers": {name: "v"}})).await;
+        let (st, v) = s
+            .post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "headers": {name: "v"}}))
+            .await;
         assert_eq!(st, 422, "{name:?}: {v}");
         assert_eq!(v["error"]["code"], "invalid_header", "{v}");
         assert_eq!(v["error"]["field"], format!("headers.{name}"), "{v}");
     }
     for value in ["a\r\nX-Injected: 1", "a\nb", "a\u{0}b", "a\u{1}b", "a\u{7f}", "caf\u{e9}", " a"] {
-        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "headers": {"X-Team": value}})).await;
+        let (st, v) = s
+            .post(
+                "/v1/subscriptions",
+                &json!({"callback_url": url, "event_types": ["*"], "headers": {"X-Team": value}}),
+            )
+            .await;
         assert_eq!(st, 422, "{value:?}: {v}");
         assert_eq!(v["error"]["field"], "headers.X-Team", "{v}");
         assert!(!v["error"]["message"].as_str().unwrap().chars().any(char::is_control), "{v}");
@@ -188,9 +218,12 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
     assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
 
     let (id, _) = s.subscribe(json!({"callback_url": url, "event_types": ["*"], "headers": {"X-Team": "a\tb c", "X_Empty": "", "X-Tok!#$%&'*+.^_`|~": "1"}})).await;
-    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"headers": {"Upgrade": "h2c"}}"#)).await;
+    let (st, v) =
+        s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"headers": {"Upgrade": "h2c"}}"#)).await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("headers.Upgrade")), "{v}");
-    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(b"{\"headers\": {\"X-Team\": \"a\\r\\nHost: evil\"}}")).await;
+    let (st, v) = s
+        .call("PATCH", &format!("/v1/subscriptions/{id}"), Some(b"{\"headers\": {\"X-Team\": \"a\\r\\nHost: evil\"}}"))
+        .await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("headers.X-Team")), "{v}");
     let (_, sub) = s.get(&format!("/v1/subscriptions/{id}")).await;
     assert_eq!(sub["headers"]["X-Team"], "a\tb c", "a refused PATCH changes nothing: {sub}");
@@ -212,16 +245,23 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     let line = format!("\n{FORGED} level=ERROR msg=\"forged\"");
     let (st, v) = s.post("/v1/events", &json!({"id": format!("ev{line}"), "type": "t", "data": {}})).await;
     assert_refused(st, &v, "id");
-    let (st, v) = s.post("/v1/events", &json!({"id": "lf-1", "type": "t", "tenant_id": format!("acme{line}"), "data": {}})).await;
+    let (st, v) =
+        s.post("/v1/events", &json!({"id": "lf-1", "type": "t", "tenant_id": format!("acme{line}"), "data": {}})).await;
     assert_refused(st, &v, "tenant_id");
-    let (st, v) = s.post("/v1/events", &json!({"id": "lf-2", "type": "t", "trace_id": format!("req{line}"), "data": {}})).await;
+    let (st, v) =
+        s.post("/v1/events", &json!({"id": "lf-2", "type": "t", "trace_id": format!("req{line}"), "data": {}})).await;
     assert_refused(st, &v, "trace_id");
     let (st, v) = s.post("/v1/events", &json!({"id": "lf-3", "type": format!("t{line}"), "data": {}})).await;
     assert_refused(st, &v, "type");
     let (st, v) = s.call("POST", &format!("/v1/events?format=x%0A{FORGED}"), Some(br#"{"type":"t","data":1}"#)).await;
     assert_eq!((st, v["error"]["code"].as_str()), (400, Some("unknown_format")), "{v}");
     assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
-    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": r.url("/l2", Behaviour::Ok), "event_types": ["*"], format!("x{line}"): 1})).await;
+    let (st, v) = s
+        .post(
+            "/v1/subscriptions",
+            &json!({"callback_url": r.url("/l2", Behaviour::Ok), "event_types": ["*"], format!("x{line}"): 1}),
+        )
+        .await;
     assert_eq!(st, 400, "{v}");
     assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
 
@@ -229,12 +269,18 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     let (st, _) = s.post("/v1/events", &json!({"id": "lf-ok", "type": "t", "trace_id": "req-1", "data": {}})).await;
     assert_eq!(st, 202);
     s.settled_deliveries("lf-ok", 1, 20).await;
-    let (st, v) = s.post("/v1/events/lf-ok/replay", &json!({"reason": format!("r{line}"), "actor": format!("ops{line}-actor")})).await;
+    let (st, v) = s
+        .post("/v1/events/lf-ok/replay", &json!({"reason": format!("r{line}"), "actor": format!("ops{line}-actor")}))
+        .await;
     assert_eq!(st, 202, "{v}");
     s.settled_deliveries("lf-ok", 2, 20).await;
     eventually(10, "the replay's log line", || async {
         let logs = s.logs().await;
-        logs.lines().any(|l| l.contains("event replayed") && l.contains("lf-ok") && l.contains(&format!("{FORGED} level=ERROR"))).then_some(())
+        logs.lines()
+            .any(|l| {
+                l.contains("event replayed") && l.contains("lf-ok") && l.contains(&format!("{FORGED} level=ERROR"))
+            })
+            .then_some(())
     })
     .await;
     assert_no_forged_line(s).await;
@@ -250,7 +296,9 @@ pub async fn retry_schedules_longer_than_the_retention_are_refused<P: Pipeline>(
     let day = 86_400_000u64;
     for (attempts, max_delay) in [(50, day), (32, day), (50, 16 * 3_600_000)] {
         let policy = json!({"max_attempts": attempts, "base_delay_ms": 1000, "max_delay_ms": max_delay});
-        let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "retry_policy": policy})).await;
+        let (st, v) = s
+            .post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "retry_policy": policy}))
+            .await;
         assert_eq!(st, 422, "{policy}: {v}");
         assert_eq!(v["error"]["code"], "retry_schedule_too_long", "{v}");
         assert_eq!(v["error"]["field"], "retry_policy", "{v}");
@@ -259,7 +307,8 @@ pub async fn retry_schedules_longer_than_the_retention_are_refused<P: Pipeline>(
     assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
     // 30 waits of a day: exactly the retention, accepted.
     let fits = json!({"max_attempts": 31, "base_delay_ms": 1000, "max_delay_ms": day});
-    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "retry_policy": fits})).await;
+    let (st, v) =
+        s.post("/v1/subscriptions", &json!({"callback_url": url, "event_types": ["*"], "retry_policy": fits})).await;
     assert_eq!(st, 201, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
     let patch = br#"{"retry_policy": {"max_attempts": 50, "base_delay_ms": 1000, "max_delay_ms": 86400000}}"#;
@@ -279,11 +328,15 @@ pub async fn retry_schedules_longer_than_the_retention_are_refused<P: Pipeline>(
 /// subscription) stays the same on replay.
 pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    let (acme_sub, _) = s.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["*"], "tenant_id": "acme"})).await;
-    s.subscribe(json!({"callback_url": r.url("/globex", Behaviour::Ok), "event_types": ["*"], "tenant_id": "globex"})).await;
+    let (acme_sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["*"], "tenant_id": "acme"}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/globex", Behaviour::Ok), "event_types": ["*"], "tenant_id": "globex"}))
+        .await;
     s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
     let acme: &[u8] = br#"{"id":"shared-1","type":"order.created","tenant_id":"acme","data":{"who":"acme"}}"#;
-    let globex: &[u8] = br#"{ "id": "shared-1", "type": "order.created", "tenant_id": "globex", "data": {"who": "globex"} }"#;
+    let globex: &[u8] =
+        br#"{ "id": "shared-1", "type": "order.created", "tenant_id": "globex", "data": {"who": "globex"} }"#;
     let plain: &[u8] = br#"{"id":"shared-1","type":"order.created","data":{"who":"nobody"}}"#;
 
     let (st, a) = post_raw(s, "/v1/events", acme).await;
@@ -291,13 +344,21 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     let a_id = a["event_id"].as_str().unwrap().to_string();
     assert_eq!(a_id, shared::ids::stored_event_id(Some("acme"), "shared-1"));
     let (_, again) = post_raw(s, "/v1/events", acme).await;
-    assert_eq!((&again["duplicate"], &again["event_id"]), (&json!(true), &a["event_id"]), "a repeat by the same tenant is a duplicate");
+    assert_eq!(
+        (&again["duplicate"], &again["event_id"]),
+        (&json!(true), &a["event_id"]),
+        "a repeat by the same tenant is a duplicate"
+    );
     let (st, g) = post_raw(s, "/v1/events", globex).await;
     assert_eq!((st, &g["duplicate"]), (202, &json!(false)), "another tenant's event is not a duplicate: {g}");
     let g_id = g["event_id"].as_str().unwrap().to_string();
     assert_ne!(g_id, a_id);
     let (_, p) = post_raw(s, "/v1/events", plain).await;
-    assert_eq!((&p["duplicate"], p["event_id"].as_str()), (&json!(false), Some("shared-1")), "no tenant: the producer's id: {p}");
+    assert_eq!(
+        (&p["duplicate"], p["event_id"].as_str()),
+        (&json!(false), Some("shared-1")),
+        "no tenant: the producer's id: {p}"
+    );
 
     for (id, tenant) in [(&a_id, "acme"), (&g_id, "globex")] {
         let (st, ev) = s.get(&format!("/v1/events/{id}")).await;
@@ -325,7 +386,12 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     assert_eq!(b["results"][0]["event_id"], a_id.as_str());
     assert_ne!(b["results"][1]["event_id"], b["results"][2]["event_id"]);
 
-    let mut ids = vec![a_id.clone(), g_id.clone(), da["event_id"].as_str().unwrap().into(), dg["event_id"].as_str().unwrap().into()];
+    let mut ids = vec![
+        a_id.clone(),
+        g_id.clone(),
+        da["event_id"].as_str().unwrap().into(),
+        dg["event_id"].as_str().unwrap().into(),
+    ];
     ids.extend((1..3).map(|i| b["results"][i]["event_id"].as_str().unwrap().to_string()));
     for id in &ids {
         let d = s.settled_deliveries(id, 2, 30).await;
@@ -335,7 +401,11 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let to_acme: Vec<_> = r.deliveries("/acme").into_iter().filter(|d| d.body == acme).collect();
     let to_globex: Vec<_> = r.deliveries("/globex").into_iter().filter(|d| d.body == globex).collect();
-    assert_eq!((to_acme.len(), to_globex.len()), (1, 1), "each tenant's subscriber got its own event once, body unchanged");
+    assert_eq!(
+        (to_acme.len(), to_globex.len()),
+        (1, 1),
+        "each tenant's subscriber got its own event once, body unchanged"
+    );
     assert_eq!(r.deliveries("/acme").len(), 3, "acme: shared-1, dom-1, b-1");
     assert_eq!(r.deliveries("/globex").len(), 3, "globex: shared-1, dom-1, b-1");
     let all = r.deliveries("/all");
@@ -346,7 +416,12 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     assert_eq!(webhook_ids.len(), 7, "one webhook-id per (event, subscription)");
 
     // A replay of acme's event keeps its webhook-id for acme's subscription.
-    let (st, v) = s.post(&format!("/v1/events/{a_id}/replay"), &json!({"reason": "t", "subscription_id": acme_sub, "replay_key": "k1"})).await;
+    let (st, v) = s
+        .post(
+            &format!("/v1/events/{a_id}/replay"),
+            &json!({"reason": "t", "subscription_id": acme_sub, "replay_key": "k1"}),
+        )
+        .await;
     assert_eq!(st, 202, "{v}");
     s.settled_deliveries(&a_id, 3, 30).await;
     let to_acme: Vec<_> = r.deliveries("/acme").into_iter().filter(|d| d.body == acme).collect();

@@ -29,7 +29,8 @@ pub struct Moto {
 impl Moto {
     /// The emulator at `AWS_ENDPOINT_URL`.
     pub fn from_env() -> Moto {
-        let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL is not set: run `make test`, which starts the emulator");
+        let endpoint = std::env::var("AWS_ENDPOINT_URL")
+            .expect("AWS_ENDPOINT_URL is not set: run `make test`, which starts the emulator");
         Moto { endpoint, client: reqwest::Client::new() }
     }
 
@@ -159,7 +160,13 @@ impl DriverStats {
         self.0.lock().unwrap().api_gateway_requests += 1;
     }
 
-    fn record(map: &mut BTreeMap<(String, String), RequestCounts>, function: &str, op: &str, bytes: usize, items: usize) {
+    fn record(
+        map: &mut BTreeMap<(String, String), RequestCounts>,
+        function: &str,
+        op: &str,
+        bytes: usize,
+        items: usize,
+    ) {
         let r = map.entry((function.to_string(), op.to_string())).or_default();
         r.requests += 1;
         r.bytes += bytes as u64;
@@ -244,16 +251,26 @@ impl Driver {
             let rj = rj.clone();
             Box::pin(async move { lambda::ingest_from_bus(&h, &rj, e).await })
         });
-        let timers: Handler<lambda::events::sqs::SqsEvent, _> = Arc::new(|h, e| Box::pin(async move { lambda::saga_timers(&h, e).await }));
-        let deliver: Handler<lambda::events::sqs::SqsEvent, _> = Arc::new(|h, e| Box::pin(async move { lambda::deliver_batch(&h, e).await }));
-        let requeue: Handler<lambda::events::sqs::SqsEvent, _> = Arc::new(|h, e| Box::pin(async move { lambda::requeue_batch(&h, e).await }));
+        let timers: Handler<lambda::events::sqs::SqsEvent, _> =
+            Arc::new(|h, e| Box::pin(async move { lambda::saga_timers(&h, e).await }));
+        let deliver: Handler<lambda::events::sqs::SqsEvent, _> =
+            Arc::new(|h, e| Box::pin(async move { lambda::deliver_batch(&h, e).await }));
+        let requeue: Handler<lambda::events::sqs::SqsEvent, _> =
+            Arc::new(|h, e| Box::pin(async move { lambda::requeue_batch(&h, e).await }));
         for (q, handler, function) in [
             (src.ingest_queue.clone(), ingest, "IngestFunction"),
             (src.retries_queue.clone(), timers, "SagaFunction"),
             (src.deliveries_queue.clone(), deliver, "DeliveryFunction"),
             (src.requeue_queue.clone(), requeue, "RequeueFunction"),
         ] {
-            tasks.push(tokio::spawn(queue_mapping(moto.clone(), h.clone(), q, handler, stop.clone(), (stats.clone(), function))));
+            tasks.push(tokio::spawn(queue_mapping(
+                moto.clone(),
+                h.clone(),
+                q,
+                handler,
+                stop.clone(),
+                (stats.clone(), function),
+            )));
         }
         Driver { stop, tasks, stats }
     }
@@ -270,7 +287,11 @@ type Counted = (Arc<DriverStats>, &'static str);
 const POLL: Duration = Duration::from_millis(20);
 
 /// Runs the handler in its own task so a panic is a crashed invocation.
-async fn invoke<E: Send + 'static, R: Send + 'static>(h: &Arc<Hookline>, handler: &Handler<E, R>, event: E) -> Option<R> {
+async fn invoke<E: Send + 'static, R: Send + 'static>(
+    h: &Arc<Hookline>,
+    handler: &Handler<E, R>,
+    event: E,
+) -> Option<R> {
     let fut = handler(h.clone(), event);
     match tokio::spawn(fut).await {
         Ok(r) => Some(r),
@@ -314,7 +335,11 @@ async fn stream_mapping(
     let mut iterators: HashMap<String, String> = HashMap::new();
     for shard in &shards {
         let it = moto
-            .call("dynamodb", "DynamoDBStreams_20120810.GetShardIterator", json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}))
+            .call(
+                "dynamodb",
+                "DynamoDBStreams_20120810.GetShardIterator",
+                json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}),
+            )
             .await;
         counted.0.record_stream(counted.1, "GetShardIterator", 0, 0);
         iterators.insert(shard.clone(), it["ShardIterator"].as_str().unwrap_or_default().to_string());
@@ -338,10 +363,13 @@ async fn stream_mapping(
             for r in &mut records {
                 r["eventSourceARN"] = json!(arn);
             }
-            let seqs: Vec<String> =
-                records.iter().map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default().to_string()).collect();
+            let seqs: Vec<String> = records
+                .iter()
+                .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap_or_default().to_string())
+                .collect();
             // Lambda event filtering (FilterCriteria: INSERT only) drops the rest.
-            let delivered: Vec<Value> = records.into_iter().filter(|r| !only_inserts || r["eventName"] == "INSERT").collect();
+            let delivered: Vec<Value> =
+                records.into_iter().filter(|r| !only_inserts || r["eventName"] == "INSERT").collect();
             let failed_at: Option<String> = if delivered.is_empty() {
                 None
             } else {
@@ -431,7 +459,9 @@ async fn queue_mapping(
                     .as_object()
                     .map(|o| {
                         o.iter()
-                            .map(|(k, v)| (k.clone(), json!({"stringValue": v["StringValue"], "dataType": v["DataType"]})))
+                            .map(|(k, v)| {
+                                (k.clone(), json!({"stringValue": v["StringValue"], "dataType": v["DataType"]}))
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
@@ -442,7 +472,8 @@ async fn queue_mapping(
                 })
             })
             .collect();
-        let event: lambda::events::sqs::SqsEvent = serde_json::from_value(json!({"Records": records})).expect("SQS event in Lambda's shape");
+        let event: lambda::events::sqs::SqsEvent =
+            serde_json::from_value(json!({"Records": records})).expect("SQS event in Lambda's shape");
         let failed: Vec<String> = match invoke_counted(&h, &handler, event, msgs.len(), &counted).await {
             Some(resp) => resp.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
             None => msgs.iter().filter_map(|m| m["MessageId"].as_str().map(str::to_string)).collect(),

@@ -30,10 +30,10 @@ where
 pub mod aws_pipeline;
 pub mod conformance;
 pub mod emulator;
+pub mod input_scenarios;
 pub mod lambda_driver;
 pub mod metering;
-pub mod strict;
-pub mod stages;
 pub mod pipeline;
 pub mod scenarios;
-pub mod input_scenarios;
+pub mod stages;
+pub mod strict;

@@ -443,7 +443,8 @@ fn apply_update(img: &mut Image, expr: &str, names: &Map<String, Value>, values:
         // Top-level attribute of a path, and whether the path is nested.
         let nested = w.contains('.') || w.contains('[');
         let first = w.split(['.', '[']).next().unwrap_or(w);
-        let name = if first.starts_with('#') { names.get(first).and_then(Value::as_str).unwrap_or(first) } else { first };
+        let name =
+            if first.starts_with('#') { names.get(first).and_then(Value::as_str).unwrap_or(first) } else { first };
         (name.to_string(), nested)
     };
     let value = |w: &str| values.get(w);
@@ -454,7 +455,9 @@ fn apply_update(img: &mut Image, expr: &str, names: &Map<String, Value>, values:
     let mut depth = 0i32;
     for t in tokens(expr) {
         match &t {
-            Tok::Word(w) if depth == 0 && ["SET", "REMOVE", "ADD", "DELETE"].contains(&w.to_ascii_uppercase().as_str()) => {
+            Tok::Word(w)
+                if depth == 0 && ["SET", "REMOVE", "ADD", "DELETE"].contains(&w.to_ascii_uppercase().as_str()) =>
+            {
                 if !current.is_empty() {
                     actions.push((clause.clone(), std::mem::take(&mut current)));
                 }
@@ -485,7 +488,8 @@ fn apply_update(img: &mut Image, expr: &str, names: &Map<String, Value>, values:
         let refs: Vec<&Value> =
             toks.iter().filter_map(|t| if let Tok::Word(w) = t { value(w) } else { None }).collect();
         let old = img.0.get(&name).copied();
-        let changed = |size: usize| AttrSize { size, hash: old.map_or(0, |o| o.hash).wrapping_add(0x9e37_79b9_7f4a_7c15) };
+        let changed =
+            |size: usize| AttrSize { size, hash: old.map_or(0, |o| o.hash).wrapping_add(0x9e37_79b9_7f4a_7c15) };
         match clause.as_str() {
             "SET" => {
                 let rhs = &toks[2.min(toks.len())..];
@@ -501,7 +505,8 @@ fn apply_update(img: &mut Image, expr: &str, names: &Map<String, Value>, values:
                     },
                     // list_append, arithmetic, copies: estimated.
                     _ => changed(
-                        old.map_or(name.len(), |o| o.size).max(name.len() + refs.iter().map(|v| value_size(v)).sum::<usize>()),
+                        old.map_or(name.len(), |o| o.size)
+                            .max(name.len() + refs.iter().map(|v| value_size(v)).sum::<usize>()),
                     ),
                 };
                 img.0.insert(name, new);
@@ -560,14 +565,17 @@ impl Meter {
 
     /// A DynamoDB client on `sdk` with this meter installed.
     pub fn dynamodb_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
-        let conf =
-            aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(Metering { service: "DynamoDB", meter: self.clone() }).build();
+        let conf = aws_sdk_dynamodb::config::Builder::from(sdk)
+            .interceptor(Metering { service: "DynamoDB", meter: self.clone() })
+            .build();
         aws_sdk_dynamodb::Client::from_conf(conf)
     }
 
     /// An SQS client on `sdk` with this meter installed.
     pub fn sqs_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
-        let conf = aws_sdk_sqs::config::Builder::from(sdk).interceptor(Metering { service: "SQS", meter: self.clone() }).build();
+        let conf = aws_sdk_sqs::config::Builder::from(sdk)
+            .interceptor(Metering { service: "SQS", meter: self.clone() })
+            .build();
         aws_sdk_sqs::Client::from_conf(conf)
     }
 
@@ -619,7 +627,11 @@ impl Meter {
                 k
             }
         };
-        names.iter().map(|n| format!("{n}={}", item.get(n).map(Value::to_string).unwrap_or_default())).collect::<Vec<_>>().join("|")
+        names
+            .iter()
+            .map(|n| format!("{n}={}", item.get(n).map(Value::to_string).unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join("|")
     }
 
     fn add_units(st: &mut State, table: &str, op: &str, bytes: usize, wru: f64, rru: f64, condition_failed: bool) {
@@ -645,18 +657,17 @@ impl Meter {
                 (Some(o), Some(n)) => {
                     let key_changed = idx.key.iter().any(|k| o.0.get(k).map(|a| a.hash) != n.0.get(k).map(|a| a.hash));
                     let projected = |i: &Image| {
-                        let mut v: Vec<(String, u64)> = i
-                            .0
-                            .iter()
-                            .filter(|(name, _)| match &idx.projection {
-                                Projection::All => true,
-                                Projection::KeysOnly => schema.key.contains(name) || idx.key.contains(name),
-                                Projection::Include(x) => {
-                                    schema.key.contains(name) || idx.key.contains(name) || x.contains(name)
-                                }
-                            })
-                            .map(|(name, a)| (name.clone(), a.hash))
-                            .collect();
+                        let mut v: Vec<(String, u64)> =
+                            i.0.iter()
+                                .filter(|(name, _)| match &idx.projection {
+                                    Projection::All => true,
+                                    Projection::KeysOnly => schema.key.contains(name) || idx.key.contains(name),
+                                    Projection::Include(x) => {
+                                        schema.key.contains(name) || idx.key.contains(name) || x.contains(name)
+                                    }
+                                })
+                                .map(|(name, a)| (name.clone(), a.hash))
+                                .collect();
                         v.sort();
                         v
                     };
@@ -750,8 +761,13 @@ impl Meter {
                 Self::add_units(st, &table, op, size, 0.0, rru(size, consistent), false);
             }
             "Query" | "Scan" => {
-                let size: usize =
-                    res["Items"].as_array().into_iter().flatten().filter_map(Value::as_object).map(|i| Image::of(i).size()).sum();
+                let size: usize = res["Items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_object)
+                    .map(|i| Image::of(i).size())
+                    .sum();
                 let name = match req["IndexName"].as_str() {
                     Some(ix) => format!("{}[{ix}]", logical_id(&table)),
                     None => table.clone(),
@@ -842,7 +858,9 @@ mod tests {
 
     #[test]
     fn updates_apply_set_and_remove() {
-        let mut img = Image::of(json!({"id": {"S": "a"}, "status": {"S": "Pending"}, "last_error": {"S": "x"}}).as_object().unwrap());
+        let mut img = Image::of(
+            json!({"id": {"S": "a"}, "status": {"S": "Pending"}, "last_error": {"S": "x"}}).as_object().unwrap(),
+        );
         apply_update(
             &mut img,
             "SET #status = :s, attempts = :n REMOVE last_error",

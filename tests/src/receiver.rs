@@ -111,10 +111,7 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
     let path = uri.path().to_string();
     let d = Delivery {
         path: path.clone(),
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect(),
+        headers: headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect(),
         body: body.to_vec(),
         at: std::time::Instant::now(),
     };

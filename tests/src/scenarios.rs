@@ -29,7 +29,9 @@ async fn post_raw<P: Pipeline>(s: &P, path: &str, body: &[u8]) -> (u16, Value) {
 pub async fn verification_handshake_passes_and_fails<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     let (ok_id, _) = s.subscribe(json!({"callback_url": r.url("/ok", Behaviour::Ok), "event_types": ["*"]})).await;
-    let (status, bad) = s.post("/v1/subscriptions", &json!({"callback_url": r.url("/noecho", Behaviour::NoEcho), "event_types": ["*"]})).await;
+    let (status, bad) = s
+        .post("/v1/subscriptions", &json!({"callback_url": r.url("/noecho", Behaviour::NoEcho), "event_types": ["*"]}))
+        .await;
     assert_eq!(status, 201);
     assert_eq!(bad["verified"], false);
     let bad_id = bad["id"].as_str().unwrap();
@@ -62,7 +64,8 @@ pub async fn verification_handshake_passes_and_fails<P: Pipeline>(s: &P) {
 
 pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    let (sub_id, secret) = s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
+    let (sub_id, secret) =
+        s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["*"]})).await;
     let secret = Secret::parse(&secret).unwrap();
     let bodies: Vec<(Option<&str>, Vec<u8>)> = vec![
         (None, br#"{"type":"task.created","data":{"taskId":"t1"},"tenant_id":"acme"}"#.to_vec()),
@@ -91,8 +94,7 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
     let mut captured = Vec::new();
     for (_, body) in &bodies {
         let d = got.iter().find(|d| d.body == *body).expect("each envelope delivered byte for byte");
-        verify_delivery(d, &secret)
-        .expect("valid signature");
+        verify_delivery(d, &secret).expect("valid signature");
         assert!(verify_delivery(d, &Secret::generate()).is_err());
         captured.push(json!({
             "secret": secret.expose(),
@@ -177,7 +179,12 @@ fn verify_with_published_library(captured: &[Value]) {
         .output()
         .expect("run python");
     let _ = std::fs::remove_file(&file);
-    assert!(out.status.success(), "standardwebhooks verification failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "standardwebhooks verification failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 pub async fn retries_on_500_and_timeout_then_succeeds<P: Pipeline>(s: &P) {
@@ -214,7 +221,9 @@ pub async fn retries_on_500_and_timeout_then_succeeds<P: Pipeline>(s: &P) {
 pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     let (sub, _) = s
-        .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(3)}))
+        .subscribe(
+            json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(3)}),
+        )
         .await;
     r.set("/down", Behaviour::Always(503));
     let (_, ev) = s.post("/v1/events", &json!({"type": "x.y", "data": {"k": 1}})).await;
@@ -237,7 +246,8 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
 
     // The subscriber is fixed; requeue creates a new saga with the same webhook-id.
     r.set("/down", Behaviour::Ok);
-    let (st, rq) = s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "fixed", "actor": "ops"})).await;
+    let (st, rq) =
+        s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "fixed", "actor": "ops"})).await;
     assert_eq!(st, 202, "{rq}");
     s.settled_deliveries(id, 2, 20).await;
     let (st, rq2) = s.post(&format!("/v1/dead-letters/{dead_saga}/requeue"), &json!({"reason": "again"})).await;
@@ -277,7 +287,11 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
 
 pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    let (sub, _) = s.subscribe(json!({"callback_url": r.url("/gone", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(5)})).await;
+    let (sub, _) = s
+        .subscribe(
+            json!({"callback_url": r.url("/gone", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(5)}),
+        )
+        .await;
     r.set("/gone", Behaviour::Always(410));
     let (_, ev) = s.post("/v1/events", &json!({"type": "x", "data": 1})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
@@ -290,7 +304,10 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     })
     .await;
     let dl = d[0]["saga_id"].as_str().unwrap();
-    eventually(10, "the dead letter", || async { (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(()) }).await;
+    eventually(10, "the dead letter", || async {
+        (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(())
+    })
+    .await;
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/skip"), &json!({"reason": "customer left"})).await;
     assert_eq!(st, 200);
     let (_, v) = s.get(&format!("/v1/dead-letters/{dl}")).await;
@@ -331,11 +348,20 @@ pub async fn duplicate_events_are_one_event_and_one_delivery<P: Pipeline>(s: &P)
 pub async fn unverified_inactive_and_other_tenants_get_nothing<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     let (acme, _) = s.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["RecordUpdated"], "tenant_id": "acme"})).await;
-    let (all, _) = s.subscribe(json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["Record*".replace('*', "Updated")]})).await;
+    let (all, _) = s
+        .subscribe(
+            json!({"callback_url": r.url("/all", Behaviour::Ok), "event_types": ["Record*".replace('*', "Updated")]}),
+        )
+        .await;
     let (off, _) = s.subscribe(json!({"callback_url": r.url("/off", Behaviour::Ok), "event_types": ["*"]})).await;
     let (st, _) = s.call("PATCH", &format!("/v1/subscriptions/{off}"), Some(br#"{"active": false}"#)).await;
     assert_eq!(st, 200);
-    let (st, unv) = s.post("/v1/subscriptions", &json!({"callback_url": r.url("/unverified", Behaviour::NoEcho), "event_types": ["*"]})).await;
+    let (st, unv) = s
+        .post(
+            "/v1/subscriptions",
+            &json!({"callback_url": r.url("/unverified", Behaviour::NoEcho), "event_types": ["*"]}),
+        )
+        .await;
     assert_eq!(st, 201);
     let _ = unv;
     let mk = |tenant: &str, id: &str| {
@@ -392,7 +418,12 @@ pub async fn bad_input_gets_a_clear_error_and_writes_nothing<P: Pipeline>(s: &P)
     }
     let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": "http://127.0.0.1:9/x"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("event_types")));
-    let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": "http://127.0.0.1:9/x", "event_types": ["*"], "retry_policy": {"max_attempts": 0}})).await;
+    let (st, v) = s
+        .post(
+            "/v1/subscriptions",
+            &json!({"callback_url": "http://127.0.0.1:9/x", "event_types": ["*"], "retry_policy": {"max_attempts": 0}}),
+        )
+        .await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("retry_policy.max_attempts")));
     let (st, _) = s.get("/v1/events/never-stored").await;
     assert_eq!(st, 404);
@@ -415,14 +446,17 @@ pub async fn rotated_secret_keeps_signing_with_the_old_one_during_the_overlap<P:
     s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 10).await;
     let d = &r.deliveries("/rot")[0];
     for secret in [&old, &new] {
-        verify_delivery(d, &Secret::parse(secret).unwrap())
-        .expect("both secrets verify during the overlap");
+        verify_delivery(d, &Secret::parse(secret).unwrap()).expect("both secrets verify during the overlap");
     }
 }
 
 /// Crash at a failpoint between two writes of a stage, restart, and check the
 /// event still ends delivered, with one attempt row per attempt.
-pub async fn crash_between_steps<P: Pipeline>(s: &mut P, failpoint: &str, expect_receiver_calls: std::ops::RangeInclusive<usize>) {
+pub async fn crash_between_steps<P: Pipeline>(
+    s: &mut P,
+    failpoint: &str,
+    expect_receiver_calls: std::ops::RangeInclusive<usize>,
+) {
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/c", Behaviour::Ok), "event_types": ["*"]})).await;
     s.crash_at(failpoint).await;
@@ -437,7 +471,6 @@ pub async fn crash_between_steps<P: Pipeline>(s: &mut P, failpoint: &str, expect
     assert!(expect_receiver_calls.contains(&got.len()), "{failpoint}: receiver got {}", got.len());
     assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
 }
-
 
 /// Every stuck state has a way back: the routing of an event is given up
 /// after the stream's retries (a flaky store); once the reconciler has
@@ -454,7 +487,11 @@ pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(
         .await;
     // Routing fails through every retry (the batch is given up), and the
     // job of the second attempt is lost between the saga step and the queue.
-    s.inject_failures(&[("route.store@rec-stuck", 1 + shared::limits::STREAM_MAX_RETRIES), ("saga.lose_job@rec-stuck#2", 1)]).await;
+    s.inject_failures(&[
+        ("route.store@rec-stuck", 1 + shared::limits::STREAM_MAX_RETRIES),
+        ("saga.lose_job@rec-stuck#2", 1),
+    ])
+    .await;
     let (st, _) = s.post("/v1/events", &json!({"id": "rec-stuck", "type": "t", "data": 1})).await;
     assert_eq!(st, 202);
     // Give the stream consumer time to retry and give up.
@@ -490,7 +527,10 @@ pub async fn patch_keeps_absent_fields_and_resets_null_ones<P: Pipeline>(s: &P) 
     let path = format!("/v1/subscriptions/{id}");
     let (st, v) = s.call("PATCH", &path, Some(br#"{"active": false}"#)).await;
     assert_eq!(st, 200, "{v}");
-    assert_eq!((v["active"].as_bool(), v["description"].as_str(), v["headers"]["X-Team"].as_str()), (Some(false), Some("billing"), Some("pay")));
+    assert_eq!(
+        (v["active"].as_bool(), v["description"].as_str(), v["headers"]["X-Team"].as_str()),
+        (Some(false), Some("billing"), Some("pay"))
+    );
     let (st, v) = s.call("PATCH", &path, Some(br#"{"description": null, "headers": null, "active": null}"#)).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["description"], Value::Null);
@@ -504,7 +544,11 @@ pub async fn patch_keeps_absent_fields_and_resets_null_ones<P: Pipeline>(s: &P) 
         (r#"{"event_types": null}"#, "invalid_field", "event_types"),
     ] {
         let (st, v) = s.call("PATCH", &path, Some(body.as_bytes())).await;
-        assert_eq!((st, v["error"]["code"].as_str(), v["error"]["field"].as_str()), (400, Some(code), Some(field)), "{body}: {v}");
+        assert_eq!(
+            (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+            (400, Some(code), Some(field)),
+            "{body}: {v}"
+        );
     }
     let (_, v) = s.get(&path).await;
     assert_eq!(v["event_types"], json!(["a.*"]), "a refused PATCH changed nothing");

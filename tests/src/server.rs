@@ -16,7 +16,11 @@ pub fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join(format!("hookline{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.exists(), "{} is missing: run `cargo build -p hookline --features failpoints` (make test does)", bin.display());
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p hookline --features failpoints` (make test does)",
+        bin.display()
+    );
     bin
 }
 
@@ -76,7 +80,13 @@ impl Server {
         Self::spawn(db, free_port(), extra_args, dir, None)
     }
 
-    fn spawn(db: PathBuf, port: u16, extra_args: Vec<String>, dir: std::sync::Arc<TempDir>, failpoint: Option<&str>) -> Server {
+    fn spawn(
+        db: PathBuf,
+        port: u16,
+        extra_args: Vec<String>,
+        dir: std::sync::Arc<TempDir>,
+        failpoint: Option<&str>,
+    ) -> Server {
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
             .arg("--dev")
@@ -171,7 +181,13 @@ impl Server {
     }
 
     /// Calls the API with a given key (or none).
-    pub async fn call_with_key(&self, method: &str, path: &str, body: Option<&[u8]>, key: Option<&str>) -> (u16, Value) {
+    pub async fn call_with_key(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        key: Option<&str>,
+    ) -> (u16, Value) {
         let mut req = self.client.request(method.parse().unwrap(), format!("{}{}", self.base, path));
         if let Some(k) = key {
             req = req.bearer_auth(k);
@@ -196,7 +212,14 @@ impl crate::pipeline::Pipeline for Server {
     }
 
     async fn metrics(&self) -> String {
-        self.client.get(format!("{}/metrics", self.base)).send().await.expect("metrics").text().await.unwrap_or_default()
+        self.client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .unwrap_or_default()
     }
 
     /// Restarts the process with the failpoint armed; it aborts there, as

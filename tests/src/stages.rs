@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::job::RetryTimer;
 use shared::aws::AwsBackend;
 use shared::context::{Config, Hookline, Stores};
 use shared::event::EventRecord;
 use shared::http_client::ClientConfig;
+use shared::job::RetryTimer;
 use shared::retry::RetryPolicy;
 use shared::saga::{AttemptResult, Saga, SagaStatus};
 use shared::signing::Secret;
@@ -332,7 +332,9 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     let e = stored_event(rig, "never-died-1").await;
     let sagas = route_and_start(&h, &e).await;
     let jobs = rig.take_jobs(1).await;
-    requeue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone())).await.expect("the redrive is handled");
+    requeue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone()))
+        .await
+        .expect("the redrive is handled");
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
     feed_attempts(&h, &sagas[0]).await;

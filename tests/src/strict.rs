@@ -117,8 +117,9 @@ impl Strict {
 
     /// An SQS client on `sdk` with the checker installed.
     pub fn sqs_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
-        let conf =
-            aws_sdk_sqs::config::Builder::from(sdk).interceptor(Checking { service: Service::Sqs, strict: self.clone() }).build();
+        let conf = aws_sdk_sqs::config::Builder::from(sdk)
+            .interceptor(Checking { service: Service::Sqs, strict: self.clone() })
+            .build();
         aws_sdk_sqs::Client::from_conf(conf)
     }
 
@@ -161,7 +162,9 @@ impl Strict {
                 self.key(table, &req["Key"], &mut out);
                 let size = obj_size(&req["Key"]) + obj_size(&req["ExpressionAttributeValues"]);
                 if size > MAX_ITEM {
-                    out.push(format!("D5 UpdateItem on {table} writes at least {size} bytes, over the 400 KB item limit"));
+                    out.push(format!(
+                        "D5 UpdateItem on {table} writes at least {size} bytes, over the 400 KB item limit"
+                    ));
                 }
             }
             "DeleteItem" => {
@@ -173,7 +176,11 @@ impl Strict {
                 self.key(table, &req["Key"], &mut out);
             }
             "Query" | "Scan" => {
-                expression_params(req, &["KeyConditionExpression", "FilterExpression", "ProjectionExpression"], &mut out);
+                expression_params(
+                    req,
+                    &["KeyConditionExpression", "FilterExpression", "ProjectionExpression"],
+                    &mut out,
+                );
                 if req["Limit"].as_i64().is_some_and(|l| l < 1) {
                     out.push(format!("D7 {op} on {table} with Limit {} (must be at least 1)", req["Limit"]));
                 }
@@ -211,14 +218,17 @@ impl Strict {
                 }
             }
             "BatchWriteItem" => {
-                let n: usize = req["RequestItems"].as_object().map_or(0, |m| m.values().filter_map(Value::as_array).map(Vec::len).sum());
+                let n: usize = req["RequestItems"]
+                    .as_object()
+                    .map_or(0, |m| m.values().filter_map(Value::as_array).map(Vec::len).sum());
                 if n == 0 || n > 25 {
                     out.push(format!("D6 BatchWriteItem with {n} requests (1 to 25)"));
                 }
             }
             "BatchGetItem" => {
-                let n: usize =
-                    req["RequestItems"].as_object().map_or(0, |m| m.values().filter_map(|t| t["Keys"].as_array()).map(Vec::len).sum());
+                let n: usize = req["RequestItems"]
+                    .as_object()
+                    .map_or(0, |m| m.values().filter_map(|t| t["Keys"].as_array()).map(Vec::len).sum());
                 if n == 0 || n > 100 {
                     out.push(format!("D6 BatchGetItem with {n} keys (1 to 100)"));
                 }
@@ -412,7 +422,10 @@ fn message(m: &Value, fifo: bool, what: &str, out: &mut Vec<String>) {
     if body.is_empty() {
         out.push(format!("S5 {what} has an empty body"));
     }
-    if let Some(c) = body.chars().find(|c| !matches!(*c as u32, 0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)) {
+    if let Some(c) = body
+        .chars()
+        .find(|c| !matches!(*c as u32, 0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF))
+    {
         out.push(format!("S5 {what} body holds the character U+{:04X}, which SQS does not allow", c as u32));
     }
     let size = message_size(m);
@@ -442,7 +455,9 @@ fn message(m: &Value, fifo: bool, what: &str, out: &mut Vec<String>) {
             if ty.is_empty() {
                 out.push(format!("S4 {what} message attribute {name} has no DataType"));
             }
-            if (ty.starts_with("String") || ty.starts_with("Number")) && v["StringValue"].as_str().is_none_or(str::is_empty) {
+            if (ty.starts_with("String") || ty.starts_with("Number"))
+                && v["StringValue"].as_str().is_none_or(str::is_empty)
+            {
                 out.push(format!("S4 {what} message attribute {name} of type {ty} has no value"));
             }
         }
@@ -551,7 +566,10 @@ mod tests {
         let long = "k".repeat(2049);
         let v = ddb("PutItem", json!({"TableName": "p-EventsTable", "Item": {"id": {"S": long}}}));
         assert!(v.iter().any(|m| m.starts_with("D4 partition key id")), "{v:?}");
-        let v = ddb("GetItem", json!({"TableName": "p-SagasTable", "Key": {"event_id": {"S": "e"}, "id": {"S": "s".repeat(1025)}}}));
+        let v = ddb(
+            "GetItem",
+            json!({"TableName": "p-SagasTable", "Key": {"event_id": {"S": "e"}, "id": {"S": "s".repeat(1025)}}}),
+        );
         assert!(v.iter().any(|m| m.starts_with("D4 sort key id")), "{v:?}");
         let big = "x".repeat(400 * 1024);
         let v = ddb("PutItem", json!({"TableName": "p-EventsTable", "Item": {"id": {"S": "e"}, "data": {"S": big}}}));
@@ -567,11 +585,15 @@ mod tests {
         assert!(v.iter().any(|m| m.starts_with("S3")), "{v:?}");
         let v = Strict::check_sqs("SendMessage", &json!({"QueueUrl": "u", "MessageBody": "a\u{1}b"}));
         assert!(v.iter().any(|m| m.starts_with("S5")), "{v:?}");
-        let v = Strict::check_sqs("SendMessage", &json!({"QueueUrl": "u", "MessageBody": "b",
-            "MessageAttributes": {"AWS.x": {"DataType": "String", "StringValue": "v"}}}));
+        let v = Strict::check_sqs(
+            "SendMessage",
+            &json!({"QueueUrl": "u", "MessageBody": "b",
+            "MessageAttributes": {"AWS.x": {"DataType": "String", "StringValue": "v"}}}),
+        );
         assert!(v.iter().any(|m| m.starts_with("S4")), "{v:?}");
         let v = Strict::check_sqs("SendMessage", &json!({"QueueUrl": "u/q.fifo", "MessageBody": "b"}));
         assert!(v.iter().any(|m| m.starts_with("S6")), "{v:?}");
-        assert!(Strict::check_sqs("SendMessage", &json!({"QueueUrl": "u", "MessageBody": "b", "DelaySeconds": 900})).is_empty());
+        assert!(Strict::check_sqs("SendMessage", &json!({"QueueUrl": "u", "MessageBody": "b", "DelaySeconds": 900}))
+            .is_empty());
     }
 }

@@ -69,7 +69,10 @@ async fn requeue_crash_after_resolving_the_dead_letter() {
     let d = p.settled_deliveries("rq-1", 1, 30).await;
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
     r.set("/q", Behaviour::Ok);
-    hookline_tests::eventually(10, "the dead letter", || async { (p.get(&format!("/v1/dead-letters/{dead}")).await.0 == 200).then_some(()) }).await;
+    hookline_tests::eventually(10, "the dead letter", || async {
+        (p.get(&format!("/v1/dead-letters/{dead}")).await.0 == 200).then_some(())
+    })
+    .await;
     p.crash_at("requeue.after_resolve").await;
     let (st, _) = p.post(&format!("/v1/dead-letters/{dead}/requeue"), &json!({"reason": "fixed"})).await;
     assert_eq!(st, 202);

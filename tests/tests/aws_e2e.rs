@@ -50,7 +50,19 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     // A native envelope without a type takes the bus event's detail-type.
     p.put_bus_event("order.created", "shop.orders", r#"{"id": "bus-1", "data": {"order": 7}}"#).await;
     p.put_bus_event("x", "shop", r#"{"eventId": "bad", "eventType": "task.failed"}"#).await;
-    p.put_bus_event("task.failed", "worker", &String::from_utf8(std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/contract_task_failed.json", env!("CARGO_MANIFEST_DIR"))).unwrap()).unwrap()).await;
+    p.put_bus_event(
+        "task.failed",
+        "worker",
+        &String::from_utf8(
+            std::fs::read(format!(
+                "{}/../shared/tests/fixtures/envelopes/contract_task_failed.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap(),
+        )
+        .unwrap(),
+    )
+    .await;
     let d = p.settled_deliveries("bus-1", 1, 30).await;
     assert_eq!(d[0]["status"], "Completed");
     p.settled_deliveries("evt_task_failed_001", 1, 30).await;
@@ -63,7 +75,8 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     })
     .await;
     assert_eq!(rejected.len(), 1);
-    let reason = rejected[0]["MessageAttributes"]["hookline-error"]["StringValue"].as_str().unwrap_or_default().to_string();
+    let reason =
+        rejected[0]["MessageAttributes"]["hookline-error"]["StringValue"].as_str().unwrap_or_default().to_string();
     assert!(reason.contains("missing required field"), "reason: {reason}");
     let body: serde_json::Value = serde_json::from_str(rejected[0]["Body"].as_str().unwrap()).unwrap();
     assert_eq!(body["detail"]["eventId"], "bad", "the DLQ keeps the bus event as it came: {body}");
@@ -94,7 +107,14 @@ async fn unreadable_stream_record_lands_in_the_on_failure_queue_without_stopping
     let url = p.queue_url("StreamFailuresQueue");
     let failures = eventually(30, "the poison record on the on-failure queue", || async {
         // Peek (visibility 0): the message stays for the reconciler.
-        let got = p.moto.call("sqs", "AmazonSQS.ReceiveMessage", json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 0})).await;
+        let got = p
+            .moto
+            .call(
+                "sqs",
+                "AmazonSQS.ReceiveMessage",
+                json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 0}),
+            )
+            .await;
         got["Messages"].as_array().filter(|m| !m.is_empty()).cloned()
     })
     .await;

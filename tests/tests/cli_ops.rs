@@ -16,7 +16,11 @@ fn hookline(args: &[&str], env: &[(&str, &str)]) -> (bool, Value, String) {
         .output()
         .expect("run hookline");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    (out.status.success(), serde_json::from_str(&stdout).unwrap_or(Value::Null), String::from_utf8_lossy(&out.stderr).to_string())
+    (
+        out.status.success(),
+        serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

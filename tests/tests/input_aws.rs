@@ -42,8 +42,10 @@ on_aws!(
 async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() {
     let p = AwsPipeline::start("bus_input").await;
     let r = Receiver::start().await;
-    p.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["*"], "tenant_id": "acme"})).await;
-    p.subscribe(json!({"callback_url": r.url("/globex", Behaviour::Ok), "event_types": ["*"], "tenant_id": "globex"})).await;
+    p.subscribe(json!({"callback_url": r.url("/acme", Behaviour::Ok), "event_types": ["*"], "tenant_id": "acme"}))
+        .await;
+    p.subscribe(json!({"callback_url": r.url("/globex", Behaviour::Ok), "event_types": ["*"], "tenant_id": "globex"}))
+        .await;
     let over = "x".repeat(MAX_ID_BYTES + 1);
     let huge = "h".repeat(3000);
     let put = |detail: serde_json::Value| {

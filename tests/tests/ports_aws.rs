@@ -13,8 +13,13 @@ async fn fresh(tag: &str) -> (AwsBackend, Strict) {
     let sdk = emulator::aws_config().await;
     let names = emulator::create_resources_with(&sdk, &emulator::fresh_prefix(tag)).await;
     let strict = Strict::new();
-    let backend =
-        AwsBackend::with_clients(strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), strict.streams_client(&sdk), names, chrono::Duration::days(30));
+    let backend = AwsBackend::with_clients(
+        strict.dynamodb_client(&sdk),
+        strict.sqs_client(&sdk),
+        strict.streams_client(&sdk),
+        names,
+        chrono::Duration::days(30),
+    );
     (backend, strict)
 }
 

@@ -62,7 +62,8 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_secret_keeps_signing_with_the_old_one_during_the_overlap() {
-    scenarios::rotated_secret_keeps_signing_with_the_old_one_during_the_overlap(&Server::start("rotated_secret_keeps")).await;
+    scenarios::rotated_secret_keeps_signing_with_the_old_one_during_the_overlap(&Server::start("rotated_secret_keeps"))
+        .await;
 }
 
 /// Events accepted while the process is killed mid-stream are all delivered

@@ -47,7 +47,12 @@ async fn post_event(s: &Server, id: &str) -> u16 {
         .bearer_auth(&s.key)
         .json(&json!({"id": id, "type": "listener.test", "data": {}}))
         .send();
-    tokio::time::timeout(Duration::from_secs(5), req).await.expect("the POST was answered").expect("the POST was answered").status().as_u16()
+    tokio::time::timeout(Duration::from_secs(5), req)
+        .await
+        .expect("the POST was answered")
+        .expect("the POST was answered")
+        .status()
+        .as_u16()
 }
 
 /// 300 clients that send half a header and stall (plus a few that trickle
@@ -71,7 +76,9 @@ async fn stalled_headers_are_closed_after_the_header_timeout_and_producers_are_a
             tokio::spawn(async move {
                 let mut c = TcpStream::connect(&a).await.expect("connect");
                 let started = Instant::now();
-                for b in b"GET /healthz HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter().cycle() {
+                for b in
+                    b"GET /healthz HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter().cycle()
+                {
                     if c.write_all(&[*b]).await.is_err() {
                         break;
                     }
@@ -98,9 +105,17 @@ async fn stalled_headers_are_closed_after_the_header_timeout_and_producers_are_a
     let deadline = Duration::from_secs(3 + 4);
     for (i, c) in stalled.iter_mut().enumerate() {
         let left = deadline.saturating_sub(opened.elapsed());
-        assert!(closed_within(c, left).await.is_some(), "stalled connection {i} still open {:?} after it was opened", opened.elapsed());
+        assert!(
+            closed_within(c, left).await.is_some(),
+            "stalled connection {i} still open {:?} after it was opened",
+            opened.elapsed()
+        );
     }
-    assert!(opened.elapsed() >= Duration::from_millis(2800), "closed before the header timeout: {:?}", opened.elapsed());
+    assert!(
+        opened.elapsed() >= Duration::from_millis(2800),
+        "closed before the header timeout: {:?}",
+        opened.elapsed()
+    );
     for t in trickle {
         let lasted = t.await.unwrap();
         assert!(lasted < Duration::from_secs(8), "a trickling client was kept for {lasted:?}");
@@ -127,7 +142,10 @@ async fn idle_keep_alive_connections_close_after_the_idle_timeout() {
     let idle_from = Instant::now();
     assert!(closed_within(&mut c, Duration::from_secs(8)).await.is_some(), "idle connection never closed");
     let idle = idle_from.elapsed();
-    assert!(idle >= Duration::from_millis(3500) && idle < Duration::from_secs(7), "closed after {idle:?} idle (timeout 4 s)");
+    assert!(
+        idle >= Duration::from_millis(3500) && idle < Duration::from_secs(7),
+        "closed after {idle:?} idle (timeout 4 s)"
+    );
 
     // A connection that never sends anything is idle too.
     let mut quiet = TcpStream::connect(addr(&s)).await.unwrap();
@@ -174,7 +192,10 @@ async fn at_the_connection_cap_new_clients_replace_waiting_ones_or_get_503() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     // A producer at the cap is answered; the oldest idle connection made room.
     assert_eq!(post_event(&s, "at-cap").await, 202);
-    assert!(closed_within(&mut idle[0], Duration::from_secs(2)).await.is_some(), "the oldest idle connection was closed");
+    assert!(
+        closed_within(&mut idle[0], Duration::from_secs(2)).await.is_some(),
+        "the oldest idle connection was closed"
+    );
 
     // Now fill the cap with requests in progress (bodies that never end).
     let head = format!(
@@ -190,7 +211,10 @@ async fn at_the_connection_cap_new_clients_replace_waiting_ones_or_get_503() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     for (i, c) in idle.iter_mut().enumerate() {
-        assert!(closed_within(c, Duration::from_secs(2)).await.is_some(), "idle connection {i} made room for a busy one");
+        assert!(
+            closed_within(c, Duration::from_secs(2)).await.is_some(),
+            "idle connection {i} made room for a busy one"
+        );
     }
     let started = Instant::now();
     let mut extra = TcpStream::connect(&a).await.unwrap();
@@ -306,7 +330,10 @@ async fn a_low_inherited_open_files_limit_is_raised_so_idle_clients_do_not_starv
                 .unwrap();
             assert_eq!(res.status().as_u16(), 202);
         }
-        hookline_tests::eventually(20, "20 deliveries", || async { (r.deliveries("/nofile").len() >= 20).then_some(()) }).await;
+        hookline_tests::eventually(20, "20 deliveries", || async {
+            (r.deliveries("/nofile").len() >= 20).then_some(())
+        })
+        .await;
         drop(idle);
     };
     let outcome = tokio::time::timeout(Duration::from_secs(60), result).await;

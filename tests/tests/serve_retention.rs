@@ -27,7 +27,10 @@ fn purged(metrics: &str, table: &str) -> u64 {
 /// `--retention`; a fresh event is accepted and delivered afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_past_retention_are_purged_with_their_sagas_and_attempts() {
-    let s = Server::start_with("retention-purge", &["--retention", "2s", "--purge-interval", "300ms", "--purge-batch", "7"]);
+    let s = Server::start_with(
+        "retention-purge",
+        &["--retention", "2s", "--purge-interval", "300ms", "--purge-batch", "7"],
+    );
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/a", Behaviour::Ok), "event_types": ["*"]})).await;
     s.subscribe(json!({"callback_url": r.url("/b", Behaviour::Ok), "event_types": ["*"]})).await;
@@ -35,7 +38,10 @@ async fn events_past_retention_are_purged_with_their_sagas_and_attempts() {
         let (status, _) = s.post("/v1/events", &json!({"id": format!("old-{i}"), "type": "t", "data": {"i": i}})).await;
         assert_eq!(status, 202);
     }
-    eventually(20, "80 deliveries", || async { (r.deliveries("/a").len() + r.deliveries("/b").len() >= 80).then_some(()) }).await;
+    eventually(20, "80 deliveries", || async {
+        (r.deliveries("/a").len() + r.deliveries("/b").len() >= 80).then_some(())
+    })
+    .await;
     assert!(count(&s, "SELECT COUNT(*) FROM events WHERE id LIKE 'old-%'") > 0, "purged before the retention");
 
     eventually(20, "old events, sagas and attempts purged", || async {
@@ -60,7 +66,11 @@ async fn events_past_retention_are_purged_with_their_sagas_and_attempts() {
         r.deliveries("/a").iter().any(|d| d.json()["id"] == "fresh").then_some(())
     })
     .await;
-    assert_eq!(count(&s, "SELECT COUNT(*) FROM events WHERE id = 'fresh'"), 1, "the fresh event is kept until its own retention");
+    assert_eq!(
+        count(&s, "SELECT COUNT(*) FROM events WHERE id = 'fresh'"),
+        1,
+        "the fresh event is kept until its own retention"
+    );
 }
 
 /// An expired event whose saga has an open dead letter is kept (a requeue
@@ -150,7 +160,11 @@ fn bad_retention_values_are_refused_naming_the_flag() {
         (&["--retention", "5w"][..], "--retention", "unknown unit"),
         (&["--retention", "0s"][..], "--retention", "more than zero"),
         (&["--dead-letter-retention", "x"][..], "--dead-letter-retention", "whole number"),
-        (&["--retention", "10d", "--dead-letter-retention", "1d"][..], "--dead-letter-retention", "at least --retention"),
+        (
+            &["--retention", "10d", "--dead-letter-retention", "1d"][..],
+            "--dead-letter-retention",
+            "at least --retention",
+        ),
         (&["--header-timeout", "10"][..], "--header-timeout", "10d"),
         (&["--retention-days", "0"][..], "--retention-days", "at least 1"),
         (&["--retention", "1d", "--retention-days", "1"][..], "--retention-days", "cannot be used with"),

@@ -30,16 +30,25 @@ async fn a_router_batch_of_1000_sagas_keeps_the_store_cap() {
     let rig = Rig::aws("cap").await;
     let h = rig.container(Duration::from_secs(60));
     for i in 0..10 {
-        rig.stores.subscriptions.create(&stages::subscription(&format!("http://127.0.0.1:9/s{i}"), true)).await.unwrap();
+        rig.stores
+            .subscriptions
+            .create(&stages::subscription(&format!("http://127.0.0.1:9/s{i}"), true))
+            .await
+            .unwrap();
     }
-    let events: Vec<_> = (0..100).map(|i| hookline_tests::conformance::event(&format!("cap-{i}"), "task.created")).collect();
+    let events: Vec<_> =
+        (0..100).map(|i| hookline_tests::conformance::event(&format!("cap-{i}"), "task.created")).collect();
     h.subscription_cache.all(rig.stores.subscriptions.as_ref()).await.unwrap();
     let strict = rig.strict().unwrap();
     strict.reset_max_in_flight();
     let created = shared::stage::route::route(&h, &events).await.unwrap();
     assert_eq!(created, 1000);
     let max = strict.max_in_flight();
-    assert!(max <= shared::limits::MAX_STORE_IN_FLIGHT, "{max} requests in flight, cap {}", shared::limits::MAX_STORE_IN_FLIGHT);
+    assert!(
+        max <= shared::limits::MAX_STORE_IN_FLIGHT,
+        "{max} requests in flight, cap {}",
+        shared::limits::MAX_STORE_IN_FLIGHT
+    );
     assert!(max > 1, "the writes still run concurrently ({max})");
 }
 
@@ -82,7 +91,11 @@ async fn a_stream_batch_is_handled_up_to_the_unreadable_record() {
     let (a, b, d) = (ev("batch-a"), ev("batch-b"), ev("batch-d"));
     let bad = json!({"id": {"S": "batch-c"}, "data": {"S": "{not json"}});
     let batch = |records: Vec<Value>| serde_json::from_value(json!({"Records": records})).unwrap();
-    let res = lambda::route_stream(&h, batch(vec![record(1, image_of(&a)), record(2, image_of(&b)), record(3, bad.clone()), record(4, image_of(&d))])).await;
+    let res = lambda::route_stream(
+        &h,
+        batch(vec![record(1, image_of(&a)), record(2, image_of(&b)), record(3, bad.clone()), record(4, image_of(&d))]),
+    )
+    .await;
     let failed: Vec<Option<String>> = res.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
     assert_eq!(failed, vec![Some("3".to_string())], "the earliest record not done is named");
     for (e, routed) in [(&a, true), (&b, true), (&d, false)] {

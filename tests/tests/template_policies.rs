@@ -142,7 +142,11 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     );
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], &["DeadLettersTable", "DeadLettersTable/index/*"]);
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+        &["DeadLettersTable", "DeadLettersTable/index/*"],
+    );
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ"]);
     m.insert("ReconcilerFunction", g);
 
@@ -208,7 +212,12 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
     (Some("DeliveryFunction"), "dynamodb:UpdateItem", "*", "delivery never changes a saga (nor anything else)"),
     (Some("DeliveryFunction"), "dynamodb:PutItem", "SagasTable", "delivery never changes a saga"),
     (Some("DeliveryFunction"), "dynamodb:PutItem", "DeadLettersTable", "delivery never decides a dead letter"),
-    (Some("DeliveryFunction"), "sqs:SendMessage", "RetriesQueue", "delivery never schedules retries (the saga step decides)"),
+    (
+        Some("DeliveryFunction"),
+        "sqs:SendMessage",
+        "RetriesQueue",
+        "delivery never schedules retries (the saga step decides)",
+    ),
     (Some("DeliveryFunction"), "sqs:SendMessage", "DeliveriesDLQ", "delivery never decides a dead letter"),
     (Some("ReconcilerFunction"), "dynamodb:PutItem", "AttemptsTable", "the reconciler never delivers"),
     (Some("IngestFunction"), "dynamodb:UpdateItem", "*", "ingest never updates"),

@@ -140,7 +140,8 @@ impl Registry {
             .iter()
             .filter_map(|(id, c)| {
                 let (phase, since) = c.get();
-                (phase != BUSY && now.saturating_sub(since) >= MIN_EVICT_AGE_MS).then(|| (c.served.load(Relaxed), since, *id))
+                (phase != BUSY && now.saturating_sub(since) >= MIN_EVICT_AGE_MS)
+                    .then(|| (c.served.load(Relaxed), since, *id))
             })
             .min()
             .map(|(_, _, id)| id);
@@ -161,7 +162,9 @@ impl Registry {
         self.refused.fetch_add(1, Relaxed);
         let now = self.now_ms().max(1);
         let last = self.last_warn_ms.load(Relaxed);
-        if (last == 0 || now >= last + WARN_EVERY_MS) && self.last_warn_ms.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        if (last == 0 || now >= last + WARN_EVERY_MS)
+            && self.last_warn_ms.compare_exchange(last, now, Relaxed, Relaxed).is_ok()
+        {
             return Some(self.refused.swap(0, Relaxed));
         }
         None
@@ -192,7 +195,11 @@ impl AsyncWrite for Tracked {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }
 
@@ -212,7 +219,12 @@ impl AsyncWrite for Tracked {
 /// Serves `handler` on `listener` within `limits` until `shutdown`
 /// completes; then stops accepting, lets requests in progress finish (at
 /// most [`SHUTDOWN_GRACE`]) and returns.
-pub async fn serve<H, F>(listener: TcpListener, limits: Limits, handler: H, shutdown: impl Future<Output = ()>) -> io::Result<()>
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    limits: Limits,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
 where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
@@ -245,7 +257,11 @@ where
         };
         if !registry.make_room(cap) {
             if let Some(refused) = registry.refused() {
-                tracing::warn!(open = cap, refused, "connection limit reached and no connection can make room: refusing new connections (503)");
+                tracing::warn!(
+                    open = cap,
+                    refused,
+                    "connection limit reached and no connection can make room: refusing new connections (503)"
+                );
             }
             refuse(stream);
             continue;
@@ -302,7 +318,8 @@ where
 /// Closes connections past their phase's timeout, a few times per timeout.
 async fn reap(registry: Arc<Registry>, limits: Limits) {
     let (header_ms, idle_ms) = (limits.header_timeout.as_millis() as u64, limits.idle_timeout.as_millis() as u64);
-    let tick = (limits.header_timeout.min(limits.idle_timeout) / 8).clamp(Duration::from_millis(25), Duration::from_secs(1));
+    let tick =
+        (limits.header_timeout.min(limits.idle_timeout) / 8).clamp(Duration::from_millis(25), Duration::from_secs(1));
     let mut every = tokio::time::interval(tick);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -330,7 +347,10 @@ async fn reap(registry: Arc<Registry>, limits: Limits) {
 /// connection, as at the cap) and retries at once;
 /// connection errors are skipped; anything else is retried after a pause.
 async fn accept_failed(registry: &Registry, e: io::Error) {
-    if matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused
+    ) {
         return;
     }
     if is_out_of_files(&e) {

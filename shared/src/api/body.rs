@@ -66,7 +66,8 @@ pub fn parse<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, ApiE
         let path = e.path().to_string();
         let inner = e.into_inner();
         let text = inner.to_string();
-        let in_field = |name: &str| if path == "." || path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+        let in_field =
+            |name: &str| if path == "." || path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
         if inner.is_syntax() || inner.is_eof() {
             return malformed(inner);
         }
@@ -76,7 +77,8 @@ pub fn parse<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, ApiE
         }
         if let Some(name) = quoted(&text, "unknown field `") {
             // The path already ends at the unknown field.
-            let field = if path == name || path.ends_with(&format!(".{name}")) { path.clone() } else { in_field(&name) };
+            let field =
+                if path == name || path.ends_with(&format!(".{name}")) { path.clone() } else { in_field(&name) };
             let known = text.split_once(", expected ").map(|(_, k)| format!("; expected {k}")).unwrap_or_default();
             let known = known.split(" at line ").next().unwrap_or_default().to_string();
             return ApiError::new(400, "unknown_field", format!("unknown field {}{known}", show(&field))).on(field);
@@ -145,7 +147,10 @@ mod tests {
         let e = err(r#"{"nam": "a"}"#);
         assert_eq!((e.code.as_str(), e.field.as_deref()), ("unknown_field", Some("nam")), "{e:?}");
         let e = err(r#"{"note": "a"}"#);
-        assert_eq!((e.code.as_str(), e.field.as_deref(), e.message.as_str()), ("missing_field", Some("name"), "missing required field `name`"));
+        assert_eq!(
+            (e.code.as_str(), e.field.as_deref(), e.message.as_str()),
+            ("missing_field", Some("name"), "missing required field `name`")
+        );
         let e = err(r#"{"name": "a""#);
         assert_eq!(e.code, "malformed_json");
         assert!(e.message.contains("line 1"), "{e:?}");

@@ -47,7 +47,9 @@ impl Api {
     pub(super) async fn list_dead_letters(&self, req: &Request<'_>) -> ApiResult {
         let state = match query_param(req.query, "state") {
             None => None,
-            Some(s) => Some(s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?),
+            Some(s) => {
+                Some(s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?)
+            }
         };
         let limit = match query_param(req.query, "limit") {
             None => 100,
@@ -62,7 +64,8 @@ impl Api {
     }
 
     pub(super) async fn get_dead_letter(&self, id: &str) -> ApiResult {
-        let dl = self.hookline.stores.dead_letters.get(id).await?.ok_or_else(|| ApiError::not_found("dead letter", id))?;
+        let dl =
+            self.hookline.stores.dead_letters.get(id).await?.ok_or_else(|| ApiError::not_found("dead letter", id))?;
         Ok(Response::json(200, &dl))
     }
 

@@ -81,7 +81,12 @@ impl From<FieldError> for ApiError {
 
 impl From<&EnvelopeError> for ApiError {
     fn from(e: &EnvelopeError) -> Self {
-        ApiError { status: 400, code: e.code().to_string(), message: e.to_string(), field: e.field().map(str::to_string) }
+        ApiError {
+            status: 400,
+            code: e.code().to_string(),
+            message: e.to_string(),
+            field: e.field().map(str::to_string),
+        }
     }
 }
 

@@ -189,7 +189,10 @@ impl Api {
             &ReplayAnswer {
                 event_id: id,
                 replay_key: request.replay_key,
-                sagas: sagas.into_iter().map(|(saga_id, subscription_id)| ReplaySaga { saga_id, subscription_id }).collect(),
+                sagas: sagas
+                    .into_iter()
+                    .map(|(saga_id, subscription_id)| ReplaySaga { saga_id, subscription_id })
+                    .collect(),
             },
         ))
     }

@@ -126,10 +126,22 @@ impl Api {
             ("GET", ["healthz"]) => return Response::json(200, &json!({"status": "ok"})),
             ("GET", ["metrics"]) => return self.metrics().await,
             (_, ["v1", ..]) => {}
-            _ => return Response::error(404, "not_found", format!("no route for {} {}", req.method, show(req.path)), None),
+            _ => {
+                return Response::error(
+                    404,
+                    "not_found",
+                    format!("no route for {} {}", req.method, show(req.path)),
+                    None,
+                )
+            }
         }
         if !self.authorized(req.authorization) {
-            return Response::error(401, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)", None);
+            return Response::error(
+                401,
+                "unauthorized",
+                "missing or wrong API key (Authorization: Bearer <key>)",
+                None,
+            );
         }
         // No stored id is empty or longer than MAX_ID_BYTES (producer ids are
         // limited to it, every other id is shorter): such a segment names
@@ -182,7 +194,6 @@ impl Api {
         let text = h.metrics.render(&queues, open);
         Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes() }
     }
-
 }
 
 /// One query parameter, percent-decoded.
@@ -207,16 +218,14 @@ fn percent_decode_bytes(s: &str, plus_is_space: bool) -> Vec<u8> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'%' if i + 2 < b.len() => {
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push(h << 4 | l);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' if plus_is_space => out.push(b' '),
             c => out.push(c),
         }

@@ -113,7 +113,8 @@ fn headers(h: Option<BTreeMap<String, String>>) -> Result<BTreeMap<String, Strin
         return Err(ApiError::invalid("headers", "at most 20 custom headers"));
     }
     for (k, v) in &h {
-        check_custom_header(k, v).map_err(|e| ApiError::new(422, "invalid_header", e.to_string()).on(format!("headers.{k}")))?;
+        check_custom_header(k, v)
+            .map_err(|e| ApiError::new(422, "invalid_header", e.to_string()).on(format!("headers.{k}")))?;
     }
     Ok(h)
 }
@@ -163,7 +164,8 @@ impl Api {
     /// (`422 invalid_callback_url` otherwise).
     async fn check_url(&self, url: &str) -> Result<String, ApiError> {
         let policy = self.hookline.config.address_policy;
-        let refused = |e: &dyn std::fmt::Display| ApiError::new(422, "invalid_callback_url", e.to_string()).on("callback_url");
+        let refused =
+            |e: &dyn std::fmt::Display| ApiError::new(422, "invalid_callback_url", e.to_string()).on("callback_url");
         let parsed = ssrf::check_callback_url(url, policy).map_err(|e| refused(&e))?;
         ssrf::check_callback_resolves(&parsed, policy).await.map_err(|e| refused(&e))?;
         Ok(url.trim().to_string())

@@ -24,8 +24,8 @@ use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
 };
 use crate::saga::{Saga, SagaState, SagaStatus};
-use chrono::{DateTime, Utc};
 use crate::subscription::Subscription;
+use chrono::{DateTime, Utc};
 
 /// A `StoreError` for a failed DynamoDB call, with the service's message.
 fn backend<E, R>(op: &str, table: &str, e: SdkError<E, R>) -> StoreError

@@ -236,7 +236,11 @@ impl AwsBackend {
             subscriptions: Arc::new(DynamoSubscriptions::new(dynamodb.clone(), &names.subscriptions_table)),
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
             attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
-            dead_letters: Arc::new(DynamoDeadLetters::new(dynamodb.clone(), &names.dead_letters_table, dead_letter_retention(retention))),
+            dead_letters: Arc::new(DynamoDeadLetters::new(
+                dynamodb.clone(),
+                &names.dead_letters_table,
+                dead_letter_retention(retention),
+            )),
             deliveries: Queue::new(Arc::new(deliveries.clone())),
             dead_jobs: Queue::new(Arc::new(deliveries_dlq.clone())),
             retries: Queue::new(Arc::new(retries.clone())),

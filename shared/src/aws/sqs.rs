@@ -171,7 +171,8 @@ impl JobQueue for SqsQueue {
     /// `SendMessageBatch` in chunks of ten (sent concurrently); each delay is
     /// rounded up to whole seconds and capped at 900 s.
     async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()> {
-        let results = all_bounded(messages.chunks(SQS_BATCH).map(|c| self.send_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
+        let results =
+            all_bounded(messages.chunks(SQS_BATCH).map(|c| self.send_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
         results.into_iter().collect()
     }
 
@@ -215,7 +216,8 @@ impl JobQueue for SqsQueue {
 
     /// `DeleteMessageBatch` in chunks of ten; invalid receipts are ignored.
     async fn delete(&self, receipts: &[String]) -> StoreResult<()> {
-        let results = all_bounded(receipts.chunks(SQS_BATCH).map(|c| self.delete_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
+        let results =
+            all_bounded(receipts.chunks(SQS_BATCH).map(|c| self.delete_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
         results.into_iter().collect()
     }
 

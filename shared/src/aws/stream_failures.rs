@@ -73,15 +73,21 @@ impl DynamoStreamFailures {
     /// The table of a stream ARN (`arn:aws:dynamodb:…:table/<name>/stream/<label>`).
     fn table_of(&self, stream_arn: &str) -> Option<Table> {
         let name = stream_arn.split("table/").nth(1)?.split('/').next()?;
-        [(&self.events_table, Table::Events), (&self.sagas_table, Table::Sagas), (&self.attempts_table, Table::Attempts)]
-            .into_iter()
-            .find(|(t, _)| t.as_str() == name)
-            .map(|(_, k)| k)
+        [
+            (&self.events_table, Table::Events),
+            (&self.sagas_table, Table::Sagas),
+            (&self.attempts_table, Table::Attempts),
+        ]
+        .into_iter()
+        .find(|(t, _)| t.as_str() == name)
+        .map(|(_, k)| k)
     }
 
     /// The records of one pointer, decoded into `g`.
     async fn resolve(&self, info: &BatchInfo, g: &mut GivenUp) -> Result<(), String> {
-        let table = self.table_of(&info.stream_arn).ok_or_else(|| format!("stream {} is not one of Hookline's", info.stream_arn))?;
+        let table = self
+            .table_of(&info.stream_arn)
+            .ok_or_else(|| format!("stream {} is not one of Hookline's", info.stream_arn))?;
         let it = self
             .streams
             .get_shard_iterator()
@@ -91,19 +97,19 @@ impl DynamoStreamFailures {
             .sequence_number(&info.start_sequence_number)
             .send()
             .await
-            .map_err(|e| format!("the stream no longer has these records (kept 24 hours): {}", aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
+            .map_err(|e| {
+                format!(
+                    "the stream no longer has these records (kept 24 hours): {}",
+                    aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
+                )
+            })?;
         let mut iterator = it.shard_iterator().map(str::to_string);
         // A bounded read: a batch is at most the mapping's BatchSize (100).
         for _ in 0..20 {
             let Some(current) = iterator.take() else { break };
-            let page = self
-                .streams
-                .get_records()
-                .shard_iterator(current)
-                .limit(1000)
-                .send()
-                .await
-                .map_err(|e| format!("reading the stream failed: {}", aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
+            let page = self.streams.get_records().shard_iterator(current).limit(1000).send().await.map_err(|e| {
+                format!("reading the stream failed: {}", aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e))
+            })?;
             let mut past_end = false;
             for r in page.records() {
                 let Some(change) = r.dynamodb() else { continue };

@@ -25,25 +25,12 @@ pub const CHANGE_TYPES: &[&str] = &["created", "updated", "deleted", "merged"];
 ///   `recorded_at` an RFC 3339 timestamp, and at least one of `before` / `after`
 ///   present as an object (`null` counts as absent, so a `created` event may
 ///   send `"before": null`).
-pub(super) fn change_feed(
-    obj: &Map<String, Value>,
-    default_producer: Option<&str>,
-) -> Result<Fields, EnvelopeError> {
+pub(super) fn change_feed(obj: &Map<String, Value>, default_producer: Option<&str>) -> Result<Fields, EnvelopeError> {
     let o = Obj::root(obj);
-    o.require_all(&[
-        "id",
-        "entity_type",
-        "entity_id",
-        "change_type",
-        "published_at",
-        "payload",
-    ])?;
+    o.require_all(&["id", "entity_type", "entity_id", "change_type", "published_at", "payload"])?;
     let id = o.req_str("id")?;
     let entity_type = o.req_str("entity_type")?;
-    if let Some(c) = entity_type
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-    {
+    if let Some(c) = entity_type.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
         return Err(EnvelopeError::invalid(
             "entity_type",
             format!(
@@ -57,10 +44,7 @@ pub(super) fn change_feed(
     if !CHANGE_TYPES.contains(&change_type) {
         return Err(EnvelopeError::invalid(
             "change_type",
-            format!(
-                "must be one of created, updated, deleted, merged; got {}",
-                show(change_type)
-            ),
+            format!("must be one of created, updated, deleted, merged; got {}", show(change_type)),
         ));
     }
     let published_at = o.req_timestamp("published_at")?;
@@ -80,9 +64,7 @@ pub(super) fn change_feed(
     if event_type.len() > MAX_EVENT_TYPE_LEN {
         return Err(EnvelopeError::invalid(
             "entity_type",
-            format!(
-                "is too long: `{{entity_type}}.{{change_type}}` must be at most {MAX_EVENT_TYPE_LEN} characters"
-            ),
+            format!("is too long: `{{entity_type}}.{{change_type}}` must be at most {MAX_EVENT_TYPE_LEN} characters"),
         ));
     }
     Ok(Fields {
@@ -136,10 +118,7 @@ mod tests {
         let mut m = obj(CHANGE_FEED);
         m["payload"]["actor"] = json!("");
         let e = expect_err(run(&m, None), "invalid_field", Some("payload.actor"));
-        assert_eq!(
-            e.to_string(),
-            "invalid field `payload.actor`: must not be empty"
-        );
+        assert_eq!(e.to_string(), "invalid field `payload.actor`: must not be empty");
     }
 
     /// Event types the change feed refuses (`change_type`, `entity_type`),
@@ -159,10 +138,7 @@ mod tests {
         for ct in CHANGE_TYPES {
             let mut m = obj(CHANGE_FEED);
             m.insert("change_type".into(), json!(ct));
-            assert_eq!(
-                run(&m, None).unwrap().event_type,
-                format!("UserProfile.{ct}")
-            );
+            assert_eq!(run(&m, None).unwrap().event_type, format!("UserProfile.{ct}"));
         }
     }
 }

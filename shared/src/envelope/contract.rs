@@ -75,25 +75,18 @@ fn check_dotted_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
     let mut parts = t.split('.');
     let first = parts.next().unwrap_or("");
     let first_ok = first.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && first
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && first.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     let rest: Vec<&str> = parts.collect();
     let rest_ok = !rest.is_empty()
-        && rest.iter().all(|p| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        });
+        && rest
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
     if first_ok && rest_ok {
         Ok(())
     } else {
         Err(EnvelopeError::invalid(
             field,
-            format!(
-                "must be lower-case dotted `domain.action` (e.g. task.succeeded); got {}",
-                show(t)
-            ),
+            format!("must be lower-case dotted `domain.action` (e.g. task.succeeded); got {}", show(t)),
         ))
     }
 }
@@ -118,12 +111,9 @@ mod tests {
         m.insert("riskFlags".into(), Value::Null);
         assert!(run(&m, None).is_ok());
 
-        for (field, bad) in [
-            ("version", json!(0)),
-            ("version", json!(-1)),
-            ("version", json!(1.5)),
-            ("version", json!("1")),
-        ] {
+        for (field, bad) in
+            [("version", json!(0)), ("version", json!(-1)), ("version", json!(1.5)), ("version", json!("1"))]
+        {
             let mut m = obj(CONTRACT);
             m.insert(field.into(), bad);
             let e = expect_err(run(&m, None), "invalid_field", Some(field));
@@ -134,13 +124,7 @@ mod tests {
     /// Event types the contract format accepts and refuses.
     #[test]
     fn bad_event_types() {
-        for ok in [
-            "task.created",
-            "task.step.updated",
-            "task.succeeded.v2",
-            "account.delete.requested",
-            "a1_b.c_2",
-        ] {
+        for ok in ["task.created", "task.step.updated", "task.succeeded.v2", "account.delete.requested", "a1_b.c_2"] {
             let mut m = obj(CONTRACT);
             m.insert("eventType".into(), json!(ok));
             assert_eq!(run(&m, None).unwrap().event_type, ok);

@@ -29,12 +29,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, in the order auto-detection and error messages list them.
-    pub const ALL: [Format; 4] = [
-        Format::Native,
-        Format::ChangeFeed,
-        Format::DomainEvent,
-        Format::Contract,
-    ];
+    pub const ALL: [Format; 4] = [Format::Native, Format::ChangeFeed, Format::DomainEvent, Format::Contract];
 
     /// The format's wire name: `native`, `change-feed`, `domain-event` or `contract`.
     pub fn as_str(&self) -> &'static str {
@@ -110,16 +105,10 @@ mod tests {
         for f in Format::ALL {
             assert_eq!(f.as_str().parse::<Format>().unwrap(), f);
             assert_eq!(f.to_string(), f.as_str());
-            assert_eq!(
-                serde_json::to_string(&f).unwrap(),
-                format!("\"{}\"", f.as_str())
-            );
+            assert_eq!(serde_json::to_string(&f).unwrap(), format!("\"{}\"", f.as_str()));
         }
         assert_eq!("Change_Feed".parse::<Format>().unwrap(), Format::ChangeFeed);
-        assert_eq!(
-            " domain-event ".parse::<Format>().unwrap(),
-            Format::DomainEvent
-        );
+        assert_eq!(" domain-event ".parse::<Format>().unwrap(), Format::DomainEvent);
         let e = "cloudevents".parse::<Format>().unwrap_err();
         assert_eq!(e, EnvelopeError::UnknownFormat("cloudevents".into()));
         assert_eq!(e.code(), "unknown_format");
@@ -138,12 +127,7 @@ mod tests {
     /// A body with no recognisable keys is Undetectable, and the message lists the formats.
     #[test]
     fn undetectable() {
-        for body in [
-            "{}",
-            r#"{"foo":1}"#,
-            r#"{"eventId":"x"}"#,
-            r#"{"entity_type":"UserProfile"}"#,
-        ] {
+        for body in ["{}", r#"{"foo":1}"#, r#"{"eventId":"x"}"#, r#"{"entity_type":"UserProfile"}"#] {
             let e = normalize(body.as_bytes(), None).unwrap_err();
             assert_eq!(e, EnvelopeError::Undetectable, "{body}");
             assert_eq!(e.code(), "unknown_envelope");
@@ -158,43 +142,14 @@ mod tests {
     /// the error names what the named format is missing.
     #[test]
     fn explicit_format_mismatch() {
-        expect_err(
-            normalize(CONTRACT.as_bytes(), Some(Format::Native)),
-            "missing_field",
-            Some("type"),
-        );
-        expect_err(
-            normalize(NATIVE.as_bytes(), Some(Format::ChangeFeed)),
-            "missing_field",
-            Some("entity_type"),
-        );
-        expect_err(
-            normalize(NATIVE.as_bytes(), Some(Format::DomainEvent)),
-            "missing_field",
-            Some("eventId"),
-        );
-        expect_err(
-            normalize(DOMAIN.as_bytes(), Some(Format::Contract)),
-            "missing_field",
-            Some("version"),
-        );
-        expect_err(
-            normalize(CONTRACT.as_bytes(), Some(Format::DomainEvent)),
-            "missing_field",
-            Some("schemaVersion"),
-        );
-        expect_err(
-            normalize(CHANGE_FEED.as_bytes(), Some(Format::Contract)),
-            "missing_field",
-            Some("eventId"),
-        );
+        expect_err(normalize(CONTRACT.as_bytes(), Some(Format::Native)), "missing_field", Some("type"));
+        expect_err(normalize(NATIVE.as_bytes(), Some(Format::ChangeFeed)), "missing_field", Some("entity_type"));
+        expect_err(normalize(NATIVE.as_bytes(), Some(Format::DomainEvent)), "missing_field", Some("eventId"));
+        expect_err(normalize(DOMAIN.as_bytes(), Some(Format::Contract)), "missing_field", Some("version"));
+        expect_err(normalize(CONTRACT.as_bytes(), Some(Format::DomainEvent)), "missing_field", Some("schemaVersion"));
+        expect_err(normalize(CHANGE_FEED.as_bytes(), Some(Format::Contract)), "missing_field", Some("eventId"));
         // And the matching explicit format works.
-        assert_eq!(
-            normalize(DOMAIN.as_bytes(), Some(Format::DomainEvent))
-                .unwrap()
-                .format,
-            Format::DomainEvent
-        );
+        assert_eq!(normalize(DOMAIN.as_bytes(), Some(Format::DomainEvent)).unwrap().format, Format::DomainEvent);
     }
 
     /// Detection of partial envelopes picks the format whose keys are present,
@@ -206,15 +161,7 @@ mod tests {
             "missing_field",
             Some("eventId"),
         );
-        expect_err(
-            normalize(br#"{"eventId":"e","traceId":"t"}"#, None),
-            "missing_field",
-            Some("eventType"),
-        );
-        expect_err(
-            normalize(br#"{"entity_type":"A","change_type":"created"}"#, None),
-            "missing_field",
-            Some("id"),
-        );
+        expect_err(normalize(br#"{"eventId":"e","traceId":"t"}"#, None), "missing_field", Some("eventType"));
+        expect_err(normalize(br#"{"entity_type":"A","change_type":"created"}"#, None), "missing_field", Some("id"));
     }
 }

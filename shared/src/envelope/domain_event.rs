@@ -61,8 +61,7 @@ pub(super) fn domain_event(obj: &Map<String, Value>) -> Result<Fields, EnvelopeE
 fn check_pascal_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
     check_type_len(field, t)?;
     let mut chars = t.chars();
-    let ok = chars.next().is_some_and(|c| c.is_ascii_uppercase())
-        && chars.all(|c| c.is_ascii_alphanumeric());
+    let ok = chars.next().is_some_and(|c| c.is_ascii_uppercase()) && chars.all(|c| c.is_ascii_alphanumeric());
     if ok {
         Ok(())
     } else {
@@ -103,18 +102,11 @@ mod tests {
         let mut m = obj(DOMAIN);
         m.insert("producer".into(), json!("core-platform"));
         let e = expect_err(run(&m, None), "invalid_field", Some("producer"));
-        assert_eq!(
-            e.to_string(),
-            "invalid field `producer`: expected an object, got a string"
-        );
+        assert_eq!(e.to_string(), "invalid field `producer`: expected an object, got a string");
 
         let mut m = obj(DOMAIN);
         m["sequence"]["recordVersion"] = json!(42);
-        expect_err(
-            run(&m, None),
-            "invalid_field",
-            Some("sequence.recordVersion"),
-        );
+        expect_err(run(&m, None), "invalid_field", Some("sequence.recordVersion"));
 
         let mut m = obj(DOMAIN);
         m.insert("tenantId".into(), Value::Null);
@@ -129,13 +121,7 @@ mod tests {
     /// Event types the domain-event format refuses.
     #[test]
     fn bad_event_types() {
-        for bad in [
-            "recordUpdated",
-            "Record.Updated",
-            "Record_Updated",
-            "",
-            "RecordUpdated!",
-        ] {
+        for bad in ["recordUpdated", "Record.Updated", "Record_Updated", "", "RecordUpdated!"] {
             let mut m = obj(DOMAIN);
             m.insert("eventType".into(), json!(bad));
             let e = expect_err(run(&m, None), "invalid_field", Some("eventType"));

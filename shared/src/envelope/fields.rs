@@ -61,8 +61,7 @@ pub enum TextError {
 const ID_RULE: &str = "ids are printable text (no control, line-separator or bidirectional-formatting characters)";
 
 /// What a header value may hold, for [`TextError::Forbidden`].
-const HEADER_RULE: &str =
-    "the value is sent in an HTTP header, which takes visible ASCII, space and tab only";
+const HEADER_RULE: &str = "the value is sent in an HTTP header, which takes visible ASCII, space and tab only";
 
 /// Characters that can break or disguise a log line or a terminal: every
 /// control character (C0, DEL, C1, so CR, LF and NUL), the Unicode line and
@@ -222,10 +221,7 @@ pub(super) struct Obj<'a> {
 impl<'a> Obj<'a> {
     /// The envelope's top-level object.
     pub(super) fn root(map: &'a Map<String, Value>) -> Self {
-        Obj {
-            map,
-            path: String::new(),
-        }
+        Obj { map, path: String::new() }
     }
 
     /// The dotted path of one member.
@@ -240,9 +236,7 @@ impl<'a> Obj<'a> {
     /// The member `key`, or MissingField. `null` counts as present here; the
     /// typed accessors reject it with a precise reason.
     pub(super) fn required(&self, key: &str) -> Result<&'a Value, EnvelopeError> {
-        self.map
-            .get(key)
-            .ok_or_else(|| EnvelopeError::missing(self.path_of(key)))
+        self.map.get(key).ok_or_else(|| EnvelopeError::missing(self.path_of(key)))
     }
 
     /// Checks that every key is present before any value is validated, so an
@@ -269,15 +263,11 @@ impl<'a> Obj<'a> {
     /// Checks that `v` (the member `key`) is a non-blank string.
     fn as_str(&self, key: &str, v: &'a Value) -> Result<&'a str, EnvelopeError> {
         match v {
-            Value::String(s) if s.trim().is_empty() => Err(EnvelopeError::invalid(
-                self.path_of(key),
-                "must not be empty",
-            )),
+            Value::String(s) if s.trim().is_empty() => {
+                Err(EnvelopeError::invalid(self.path_of(key), "must not be empty"))
+            }
             Value::String(s) => Ok(s),
-            other => Err(EnvelopeError::invalid(
-                self.path_of(key),
-                format!("expected a string, got {}", kind(other)),
-            )),
+            other => Err(EnvelopeError::invalid(self.path_of(key), format!("expected a string, got {}", kind(other)))),
         }
     }
 
@@ -298,14 +288,8 @@ impl<'a> Obj<'a> {
     /// Checks that `v` (the member `key`) is an object.
     fn as_object(&self, key: &str, v: &'a Value) -> Result<Obj<'a>, EnvelopeError> {
         match v {
-            Value::Object(map) => Ok(Obj {
-                map,
-                path: self.path_of(key),
-            }),
-            other => Err(EnvelopeError::invalid(
-                self.path_of(key),
-                format!("expected an object, got {}", kind(other)),
-            )),
+            Value::Object(map) => Ok(Obj { map, path: self.path_of(key) }),
+            other => Err(EnvelopeError::invalid(self.path_of(key), format!("expected an object, got {}", kind(other)))),
         }
     }
 
@@ -341,17 +325,12 @@ impl<'a> Obj<'a> {
 
 /// Parses an RFC 3339 timestamp (`2026-01-10T12:34:56.789Z`, any offset) into UTC.
 fn parse_timestamp(field: &str, s: &str) -> Result<DateTime<Utc>, EnvelopeError> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| {
-            EnvelopeError::invalid(
-                field,
-                format!(
-                    "expected an RFC 3339 timestamp such as 2026-01-10T12:34:56.789Z, got {} ({e})",
-                    show(s)
-                ),
-            )
-        })
+    DateTime::parse_from_rfc3339(s).map(|t| t.with_timezone(&Utc)).map_err(|e| {
+        EnvelopeError::invalid(
+            field,
+            format!("expected an RFC 3339 timestamp such as 2026-01-10T12:34:56.789Z, got {} ({e})", show(s)),
+        )
+    })
 }
 /// Names the JSON type of a value for "expected X, got Y" reasons.
 pub(super) fn kind(v: &Value) -> &'static str {
@@ -408,13 +387,7 @@ mod tests {
             (CHANGE_FEED, "payload.recorded_at"),
         ];
         for (base, field) in cases {
-            for bad in [
-                "yesterday",
-                "2026-01-10",
-                "2026-01-10T12:34:56",
-                "2026-13-10T12:34:56Z",
-                "1736512496",
-            ] {
+            for bad in ["yesterday", "2026-01-10", "2026-01-10T12:34:56", "2026-13-10T12:34:56Z", "1736512496"] {
                 let mut m = obj(base);
                 match field.split_once('.') {
                     Some((p, c)) => m[p][c] = json!(bad),
@@ -431,10 +404,7 @@ mod tests {
         // Offsets are accepted and converted to UTC.
         let mut m = obj(DOMAIN);
         m.insert("occurredAt".into(), json!("2026-01-10T21:34:56.789+09:00"));
-        assert_eq!(
-            run(&m, None).unwrap().occurred_at.unwrap().to_rfc3339(),
-            "2026-01-10T12:34:56.789+00:00"
-        );
+        assert_eq!(run(&m, None).unwrap().occurred_at.unwrap().to_rfc3339(), "2026-01-10T12:34:56.789+00:00");
     }
 
     /// Ids (and tenants) over MAX_ID_BYTES or holding unprintable characters
@@ -485,7 +455,12 @@ mod tests {
     fn trace_ids_must_be_header_values() {
         for (base, field) in [(NATIVE, "trace_id"), (DOMAIN, "correlationId"), (CONTRACT, "traceId")] {
             let mut m = obj(base);
-            for ok in ["4bf92f3577b34da6a3ce929d0e0e4736", "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1", "a b\tc", "!~"] {
+            for ok in [
+                "4bf92f3577b34da6a3ce929d0e0e4736",
+                "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1",
+                "a b\tc",
+                "!~",
+            ] {
                 m.insert(field.into(), json!(ok));
                 assert_eq!(run(&m, None).unwrap().trace_id.as_deref(), Some(ok));
             }

@@ -58,8 +58,7 @@ pub use change_feed::CHANGE_TYPES;
 pub use detect::{detect_format, Format};
 pub(crate) use fields::show;
 pub use fields::{
-    check_header_value, check_id, check_trace_id, is_unprintable, producer_id, LogSafe, TextError,
-    MAX_ID_BYTES,
+    check_header_value, check_id, check_trace_id, is_unprintable, producer_id, LogSafe, TextError, MAX_ID_BYTES,
 };
 pub use redact::{is_sensitive_key, redact_sensitive, REDACTED, SENSITIVE_KEYS};
 
@@ -162,9 +161,7 @@ impl EnvelopeError {
     /// error; `None` when the error is not about one field.
     pub fn field(&self) -> Option<&str> {
         match self {
-            EnvelopeError::MissingField { field } | EnvelopeError::InvalidField { field, .. } => {
-                Some(field)
-            }
+            EnvelopeError::MissingField { field } | EnvelopeError::InvalidField { field, .. } => Some(field),
             _ => None,
         }
     }
@@ -183,17 +180,12 @@ impl EnvelopeError {
 
     /// Shorthand for [`EnvelopeError::MissingField`].
     fn missing(field: impl Into<String>) -> Self {
-        EnvelopeError::MissingField {
-            field: field.into(),
-        }
+        EnvelopeError::MissingField { field: field.into() }
     }
 
     /// Shorthand for [`EnvelopeError::InvalidField`].
     fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        EnvelopeError::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        EnvelopeError::InvalidField { field: field.into(), reason: reason.into() }
     }
 }
 
@@ -306,11 +298,7 @@ fn malformed(e: serde_json::Error) -> EnvelopeError {
     let text = e.to_string();
     let suffix = format!(" at line {line} column {column}");
     let message = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
-    EnvelopeError::MalformedJson {
-        line,
-        column,
-        message,
-    }
+    EnvelopeError::MalformedJson { line, column, message }
 }
 
 #[cfg(test)]
@@ -332,10 +320,7 @@ mod tests {
         assert_eq!(n.trace_id.as_deref(), Some("tr_1"));
         assert_eq!(n.producer.as_deref(), Some("shop"));
         assert_eq!(n.sequence, None);
-        assert_eq!(
-            n.occurred_at.unwrap().to_rfc3339(),
-            "2026-01-10T12:34:56.789+00:00"
-        );
+        assert_eq!(n.occurred_at.unwrap().to_rfc3339(), "2026-01-10T12:34:56.789+00:00");
         assert_eq!(n.body, NATIVE.as_bytes());
         assert!(n.redacted.is_empty());
 
@@ -353,10 +338,7 @@ mod tests {
         let k = normalize(CONTRACT.as_bytes(), None).unwrap();
         assert_eq!(k.format, Format::Contract);
         assert_eq!(k.trace_id.as_deref(), Some("req_1"));
-        assert_eq!(
-            (k.tenant_id, k.partition_key, k.sequence),
-            (None, None, None)
-        );
+        assert_eq!((k.tenant_id, k.partition_key, k.sequence), (None, None, None));
     }
 
     /// Every required field of each format, removed in turn, is named.
@@ -366,14 +348,7 @@ mod tests {
             (
                 CHANGE_FEED,
                 Format::ChangeFeed,
-                &[
-                    "id",
-                    "entity_type",
-                    "entity_id",
-                    "change_type",
-                    "published_at",
-                    "payload",
-                ],
+                &["id", "entity_type", "entity_id", "change_type", "published_at", "payload"],
             ),
             (
                 DOMAIN,
@@ -393,16 +368,7 @@ mod tests {
             (
                 CONTRACT,
                 Format::Contract,
-                &[
-                    "eventId",
-                    "eventType",
-                    "version",
-                    "occurredAt",
-                    "traceId",
-                    "producer",
-                    "idempotencyKey",
-                    "payload",
-                ],
+                &["eventId", "eventType", "version", "occurredAt", "traceId", "producer", "idempotencyKey", "payload"],
             ),
         ];
         for (base, format, fields) in cases {
@@ -427,29 +393,18 @@ mod tests {
         let body = b"{\n  \"type\": \"a\",\n  \"data\": {\n    \"x\": 1,,\n  }\n}";
         let e = normalize(body, None).unwrap_err();
         match &e {
-            EnvelopeError::MalformedJson {
-                line,
-                column,
-                message,
-            } => {
+            EnvelopeError::MalformedJson { line, column, message } => {
                 assert_eq!((*line, *column), (4, 12));
                 assert!(!message.contains("line"), "{message}");
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(
-            e.to_string()
-                .starts_with("malformed JSON at line 4, column 12: "),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("malformed JSON at line 4, column 12: "), "{e}");
         assert_eq!(e.code(), "malformed_json");
         assert_eq!(e.field(), None);
 
         let e = normalize(b"", None).unwrap_err();
-        assert!(
-            matches!(e, EnvelopeError::MalformedJson { line: 1, .. }),
-            "{e:?}"
-        );
+        assert!(matches!(e, EnvelopeError::MalformedJson { line: 1, .. }), "{e:?}");
         let e = normalize(br#"{"type":"a","data":{}} x"#, None).unwrap_err();
         assert_eq!(e.code(), "malformed_json");
         assert!(e.to_string().contains("trailing characters"), "{e}");
@@ -460,14 +415,7 @@ mod tests {
     /// Non-object JSON is NotAnObject.
     #[test]
     fn non_object_bodies() {
-        for body in [
-            "[]",
-            "[{\"type\":\"a\",\"data\":1}]",
-            "\"x\"",
-            "1",
-            "null",
-            "true",
-        ] {
+        for body in ["[]", "[{\"type\":\"a\",\"data\":1}]", "\"x\"", "1", "null", "true"] {
             let e = normalize(body.as_bytes(), None).unwrap_err();
             assert_eq!(e, EnvelopeError::NotAnObject, "{body}");
             assert_eq!(e.code(), "not_an_object");
@@ -488,13 +436,7 @@ mod tests {
     /// EventBridge defaults fill a native type and producer, and a change-feed producer.
     #[test]
     fn eventbridge_defaults() {
-        let n = normalize_with_defaults(
-            br#"{"data":{"x":1}}"#,
-            None,
-            Some("order.placed"),
-            Some("com.shop"),
-        )
-        .unwrap();
+        let n = normalize_with_defaults(br#"{"data":{"x":1}}"#, None, Some("order.placed"), Some("com.shop")).unwrap();
         assert_eq!(
             (n.format, n.event_type.as_str(), n.producer.as_deref()),
             (Format::Native, "order.placed", Some("com.shop"))
@@ -506,12 +448,8 @@ mod tests {
             Some("data"),
         );
         // The envelope's own values win.
-        let n =
-            normalize_with_defaults(NATIVE.as_bytes(), None, Some("other"), Some("other")).unwrap();
-        assert_eq!(
-            (n.event_type.as_str(), n.producer.as_deref()),
-            ("order.created", Some("shop"))
-        );
+        let n = normalize_with_defaults(NATIVE.as_bytes(), None, Some("other"), Some("other")).unwrap();
+        assert_eq!((n.event_type.as_str(), n.producer.as_deref()), ("order.created", Some("shop")));
         // A bad detail-type is named as such.
         let e = expect_err(
             normalize_with_defaults(br#"{"data":{}}"#, None, Some("Order Placed"), None),
@@ -520,28 +458,11 @@ mod tests {
         );
         assert!(e.to_string().contains("a space"), "{e}");
         // Empty defaults count as absent.
-        expect_err(
-            normalize_with_defaults(br#"{"data":{}}"#, None, Some(""), Some("")),
-            "missing_field",
-            Some("type"),
-        );
-        let c = normalize_with_defaults(
-            CHANGE_FEED.as_bytes(),
-            None,
-            Some("ignored"),
-            Some("user-core"),
-        )
-        .unwrap();
-        assert_eq!(
-            (c.event_type.as_str(), c.producer.as_deref()),
-            ("UserProfile.updated", Some("user-core"))
-        );
-        let d = normalize_with_defaults(DOMAIN.as_bytes(), None, Some("ignored"), Some("ignored"))
-            .unwrap();
-        assert_eq!(
-            (d.event_type.as_str(), d.producer.as_deref()),
-            ("RecordUpdated", Some("core-platform"))
-        );
+        expect_err(normalize_with_defaults(br#"{"data":{}}"#, None, Some(""), Some("")), "missing_field", Some("type"));
+        let c = normalize_with_defaults(CHANGE_FEED.as_bytes(), None, Some("ignored"), Some("user-core")).unwrap();
+        assert_eq!((c.event_type.as_str(), c.producer.as_deref()), ("UserProfile.updated", Some("user-core")));
+        let d = normalize_with_defaults(DOMAIN.as_bytes(), None, Some("ignored"), Some("ignored")).unwrap();
+        assert_eq!((d.event_type.as_str(), d.producer.as_deref()), ("RecordUpdated", Some("core-platform")));
     }
 
     proptest! {

@@ -39,10 +39,7 @@ pub(super) fn native(
         partition_key: o.opt_str("partition_key")?.map(str::to_string),
         sequence: None,
         trace_id: o.opt_str("trace_id")?.map(str::to_string),
-        producer: o
-            .opt_str("producer")?
-            .or(default_producer)
-            .map(str::to_string),
+        producer: o.opt_str("producer")?.or(default_producer).map(str::to_string),
         occurred_at: o.opt_timestamp("occurred_at")?,
     })
 }
@@ -53,16 +50,10 @@ pub(super) fn native(
 /// [`MAX_EVENT_TYPE_LEN`]: super::MAX_EVENT_TYPE_LEN
 fn check_native_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
     check_type_len(field, t)?;
-    if let Some(c) = t
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
-    {
+    if let Some(c) = t.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))) {
         return Err(EnvelopeError::invalid(
             field,
-            format!(
-                "contains {}, which is not allowed; use only letters, digits, `.`, `_`, `:` and `-`",
-                show_char(c)
-            ),
+            format!("contains {}, which is not allowed; use only letters, digits, `.`, `_`, `:` and `-`", show_char(c)),
         ));
     }
     Ok(())
@@ -80,32 +71,12 @@ mod tests {
         let n = normalize(br#"{"type":"a","data":null}"#, None).unwrap();
         assert_eq!(n.id, None);
         assert_eq!(n.event_type, "a");
-        let n = normalize(
-            br#"{"type":"a","data":1,"id":null,"occurred_at":null}"#,
-            None,
-        )
-        .unwrap();
+        let n = normalize(br#"{"type":"a","data":1,"id":null,"occurred_at":null}"#, None).unwrap();
         assert_eq!((n.id, n.occurred_at), (None, None));
-        expect_err(
-            normalize(br#"{"type":"a"}"#, None),
-            "missing_field",
-            Some("data"),
-        );
-        expect_err(
-            normalize(br#"{"data":{}}"#, None),
-            "missing_field",
-            Some("type"),
-        );
-        expect_err(
-            normalize(br#"{"type":"a","data":1,"id":5}"#, None),
-            "invalid_field",
-            Some("id"),
-        );
-        expect_err(
-            normalize(br#"{"type":"a","data":1,"id":" "}"#, None),
-            "invalid_field",
-            Some("id"),
-        );
+        expect_err(normalize(br#"{"type":"a"}"#, None), "missing_field", Some("data"));
+        expect_err(normalize(br#"{"data":{}}"#, None), "missing_field", Some("type"));
+        expect_err(normalize(br#"{"type":"a","data":1,"id":5}"#, None), "invalid_field", Some("id"));
+        expect_err(normalize(br#"{"type":"a","data":1,"id":" "}"#, None), "invalid_field", Some("id"));
     }
 
     /// Native types: charset and length.
@@ -117,19 +88,12 @@ mod tests {
         }
         for bad in ["", "order created", "a/b", "ünïcode", &"x".repeat(101)] {
             let body = json!({"type": bad, "data": {}}).to_string();
-            let e = expect_err(
-                normalize(body.as_bytes(), None),
-                "invalid_field",
-                Some("type"),
-            );
+            let e = expect_err(normalize(body.as_bytes(), None), "invalid_field", Some("type"));
             assert!(e.to_string().starts_with("invalid field `type`: "), "{e}");
         }
         let e = normalize(br#"{"type":"a b","data":{}}"#, None).unwrap_err();
         assert!(e.to_string().contains("a space"), "{e}");
         let e = normalize(br#"{"type":7,"data":{}}"#, None).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid field `type`: expected a string, got a number"
-        );
+        assert_eq!(e.to_string(), "invalid field `type`: expected a string, got a number");
     }
 }

@@ -73,12 +73,7 @@ pub fn redact_sensitive(raw: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Enve
 /// Redacts a body already known to be JSON: `None` when nothing needed
 /// redacting (store the original bytes), else the new body and the paths.
 pub(super) fn redact_valid(raw: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
-    let mut scan = Scanner {
-        b: raw,
-        pos: 0,
-        path: Vec::new(),
-        hits: Vec::new(),
-    };
+    let mut scan = Scanner { b: raw, pos: 0, path: Vec::new(), hits: Vec::new() };
     scan.value();
     if scan.hits.is_empty() {
         return None;
@@ -282,17 +277,13 @@ impl<'a> Scanner<'a> {
 /// Decodes an object key from its quoted bytes, borrowing when it has no escapes.
 fn decode_key(b: &[u8], start: usize, end: usize) -> Cow<'_, str> {
     let quoted = &b[start..end.min(b.len())];
-    let inner = quoted
-        .get(1..quoted.len().saturating_sub(1))
-        .unwrap_or_default();
+    let inner = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or_default();
     if !inner.contains(&b'\\') {
         if let Ok(s) = std::str::from_utf8(inner) {
             return Cow::Borrowed(s);
         }
     }
-    serde_json::from_slice::<String>(quoted)
-        .map(Cow::Owned)
-        .unwrap_or(Cow::Borrowed(""))
+    serde_json::from_slice::<String>(quoted).map(Cow::Owned).unwrap_or(Cow::Borrowed(""))
 }
 
 /// Whether a sensitive key's raw value carries nothing worth hiding (`null`,
@@ -313,10 +304,7 @@ fn render_path(path: &[Seg<'_>]) -> String {
                 out.push(']');
             }
             Seg::Key(k) => {
-                let plain = k
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                let plain = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                     && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
                 if plain {
                     if !out.is_empty() {
@@ -436,23 +424,11 @@ mod tests {
     fn redaction_escapes_and_duplicates() {
         let body = br#"{"type":"a","data":{"pass\u0077ord":"x","token":"first","token":"second"}}"#;
         let n = normalize(body, None).unwrap();
-        assert_eq!(
-            n.redacted,
-            vec!["data.password", "data.token", "data.token"]
-        );
+        assert_eq!(n.redacted, vec!["data.password", "data.token", "data.token"]);
         let text = String::from_utf8(n.body).unwrap();
-        assert!(
-            !text.contains("\"x\"") && !text.contains("first") && !text.contains("second"),
-            "{text}"
-        );
+        assert!(!text.contains("\"x\"") && !text.contains("first") && !text.contains("second"), "{text}");
         let (out, paths) = redact_sensitive(br#"[{"token":"t"}]"#).unwrap();
-        assert_eq!(
-            (out.as_ref(), paths),
-            (
-                br#"[{"token":"[REDACTED]"}]"#.as_slice(),
-                vec!["[0].token".to_string()]
-            )
-        );
+        assert_eq!((out.as_ref(), paths), (br#"[{"token":"[REDACTED]"}]"#.as_slice(), vec!["[0].token".to_string()]));
         let (out, paths) = redact_sensitive(br#"{"a":1}"#).unwrap();
         assert!(matches!(out, Cow::Borrowed(_)) && paths.is_empty());
         assert_eq!(redact_sensitive(b"{").unwrap_err().code(), "malformed_json");
@@ -463,8 +439,7 @@ mod tests {
         match v {
             Value::Object(m) => {
                 for (k, v) in m.iter_mut() {
-                    let harmless =
-                        v.is_null() || v.as_str().is_some_and(|s| s.is_empty() || s == REDACTED);
+                    let harmless = v.is_null() || v.as_str().is_some_and(|s| s.is_empty() || s == REDACTED);
                     if is_sensitive_key(k) {
                         if !harmless {
                             *v = Value::String(REDACTED.into());

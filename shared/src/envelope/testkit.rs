@@ -20,11 +20,7 @@ pub(super) const CONTRACT: &str = r#"{"eventId":"evt_1","eventType":"task.succee
 
 /// Parses a fixture into an object so a test can change one field.
 pub(super) fn obj(s: &str) -> Map<String, Value> {
-    serde_json::from_str::<Value>(s)
-        .unwrap()
-        .as_object()
-        .unwrap()
-        .clone()
+    serde_json::from_str::<Value>(s).unwrap().as_object().unwrap().clone()
 }
 
 /// Normalizes an edited fixture.
@@ -33,11 +29,7 @@ pub(super) fn run(m: &Map<String, Value>, f: Option<Format>) -> Result<Normalize
 }
 
 /// Expects an error with the given code and field.
-pub(super) fn expect_err(
-    r: Result<Normalized, EnvelopeError>,
-    code: &str,
-    field: Option<&str>,
-) -> EnvelopeError {
+pub(super) fn expect_err(r: Result<Normalized, EnvelopeError>, code: &str, field: Option<&str>) -> EnvelopeError {
     let e = r.expect_err("should be refused");
     assert_eq!(e.code(), code, "{e}");
     assert_eq!(e.field(), field, "{e}");

@@ -27,7 +27,8 @@ pub use queue::SqliteQueue;
 pub use stores::{SqliteAttempts, SqliteDeadLetters, SqliteEvents, SqliteSagas, SqliteSettings, SqliteSubscriptions};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE events (
     id TEXT PRIMARY KEY,
@@ -61,17 +62,18 @@ CREATE TABLE queue_messages (
 );
 CREATE INDEX queue_messages_visible ON queue_messages (queue, visible_at);
 "#,
-// 2: the reconciler finds retrying sagas that stopped progressing by
-// `due_at` (ms; NULL unless InProgress or PendingRetry: see
-// `crate::saga::due_at`), and the purge finds expired events by
-// `expires_at` (both through an index, never a scan). Sagas already
-// retrying are due now, so the first reconciler run checks them once.
-r#"
+    // 2: the reconciler finds retrying sagas that stopped progressing by
+    // `due_at` (ms; NULL unless InProgress or PendingRetry: see
+    // `crate::saga::due_at`), and the purge finds expired events by
+    // `expires_at` (both through an index, never a scan). Sagas already
+    // retrying are due now, so the first reconciler run checks them once.
+    r#"
 ALTER TABLE sagas ADD COLUMN due_at INTEGER;
 UPDATE sagas SET due_at = 0 WHERE status IN ('InProgress', 'PendingRetry');
 CREATE INDEX sagas_due ON sagas (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX events_by_expiry ON events (expires_at);
-"#];
+"#,
+];
 
 /// The streams the outbox carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -289,11 +291,17 @@ impl Backend {
     /// Opens the database at `path` and builds every adapter on it.
     pub fn open(path: &Path) -> Result<Backend, StoreError> {
         let db = Db::open(path)?;
-        let deliveries =
-            SqliteQueue::new(db.clone(), "deliveries", Some(("deliveries-dlq", DELIVERY_MAX_RECEIVES)), Stream::Deliveries);
+        let deliveries = SqliteQueue::new(
+            db.clone(),
+            "deliveries",
+            Some(("deliveries-dlq", DELIVERY_MAX_RECEIVES)),
+            Stream::Deliveries,
+        );
         let deliveries_dlq = SqliteQueue::new(db.clone(), "deliveries-dlq", None, Stream::Control);
-        let retries = SqliteQueue::new(db.clone(), "retries", Some(("retries-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
-        let requeues = SqliteQueue::new(db.clone(), "requeue", Some(("requeue-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
+        let retries =
+            SqliteQueue::new(db.clone(), "retries", Some(("retries-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
+        let requeues =
+            SqliteQueue::new(db.clone(), "requeue", Some(("requeue-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
         let stores = crate::context::Stores {
             events: Arc::new(SqliteEvents(db.clone())),
             subscriptions: Arc::new(SqliteSubscriptions(db.clone())),

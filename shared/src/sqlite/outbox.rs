@@ -9,8 +9,8 @@ use super::{decode, sql, Db, Stream};
 use crate::attempt::Attempt;
 use crate::event::EventRecord;
 use crate::ports::{GivenUp, StoreResult, StreamFailures};
-use rusqlite::OptionalExtension;
 use crate::saga::Saga;
+use rusqlite::OptionalExtension;
 
 /// Reader of the outbox streams (one consumer per stream).
 #[derive(Clone)]
@@ -31,7 +31,9 @@ impl Outbox {
         self.0
             .call(move |c, _| {
                 let mut st = c.prepare_cached(&q).map_err(sql)?;
-                let rows = st.query_map(params![name, max as i64, after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(sql)?;
+                let rows = st
+                    .query_map(params![name, max as i64, after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                    .map_err(sql)?;
                 rows.map(|r| {
                     let (seq, data) = r.map_err(sql)?;
                     Ok((seq, decode(&data)?))
@@ -77,7 +79,11 @@ impl Outbox {
     pub async fn give_up(&self, seqs: Vec<i64>) -> StoreResult<()> {
         self.0
             .call(move |c, _| {
-                let mut st = c.prepare_cached("UPDATE outbox SET stream = stream || '-failed' WHERE seq = ?1 AND stream NOT LIKE '%-failed'").map_err(sql)?;
+                let mut st = c
+                    .prepare_cached(
+                        "UPDATE outbox SET stream = stream || '-failed' WHERE seq = ?1 AND stream NOT LIKE '%-failed'",
+                    )
+                    .map_err(sql)?;
                 for s in &seqs {
                     st.execute([s]).map_err(sql)?;
                 }
@@ -90,7 +96,11 @@ impl Outbox {
     pub async fn pending(&self, stream: Stream) -> StoreResult<u64> {
         let name = stream.name();
         self.0
-            .call(move |c, _| c.query_row("SELECT COUNT(*) FROM outbox WHERE stream = ?1", [name], |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(sql))
+            .call(move |c, _| {
+                c.query_row("SELECT COUNT(*) FROM outbox WHERE stream = ?1", [name], |r| r.get::<_, i64>(0))
+                    .map(|n| n as u64)
+                    .map_err(sql)
+            })
             .await
     }
 }

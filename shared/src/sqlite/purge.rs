@@ -55,7 +55,11 @@ pub struct PurgePolicy {
 
 impl Default for PurgePolicy {
     fn default() -> Self {
-        PurgePolicy { dead_letter_retention: chrono::Duration::days(60), batch: 200, rescan_every: Duration::from_secs(600) }
+        PurgePolicy {
+            dead_letter_retention: chrono::Duration::days(60),
+            batch: 200,
+            rescan_every: Duration::from_secs(600),
+        }
     }
 }
 
@@ -141,7 +145,8 @@ impl Purger {
     /// dead-letter retention. One write transaction.
     pub async fn batch(&mut self, now: DateTime<Utc>) -> Result<Batch, StoreError> {
         let now_ms = now.timestamp_millis();
-        let dl_cutoff = now.checked_sub_signed(self.policy.dead_letter_retention).map_or(i64::MIN, |t| t.timestamp_millis());
+        let dl_cutoff =
+            now.checked_sub_signed(self.policy.dead_letter_retention).map_or(i64::MIN, |t| t.timestamp_millis());
         let (limit, cursor) = (self.policy.batch.max(1), self.cursor);
         let (purged, last, more, writer_time) = self
             .db

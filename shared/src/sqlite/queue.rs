@@ -35,7 +35,8 @@ impl SqliteQueue {
         let name = self.name;
         self.db
             .call(move |c, _| {
-                c.query_row("SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1", [name], |r| r.get(0)).map_err(sql)
+                c.query_row("SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1", [name], |r| r.get(0))
+                    .map_err(sql)
             })
             .await
     }
@@ -79,7 +80,9 @@ impl JobQueue for SqliteQueue {
             .call(move |c, marks| {
                 let now = now_ms();
                 let mut st = c
-                    .prepare_cached("INSERT INTO queue_messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)")
+                    .prepare_cached(
+                        "INSERT INTO queue_messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)",
+                    )
                     .map_err(sql)?;
                 for (body, delay) in &messages {
                     st.execute(params![name, body, now + delay.as_millis() as i64, now]).map_err(sql)?;
@@ -131,7 +134,8 @@ impl JobQueue for SqliteQueue {
         let ids: Vec<(i64, u32)> = receipts.iter().filter_map(|r| parse_receipt(r)).collect();
         self.db
             .call(move |c, _| {
-                let mut st = c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND receive_count = ?2").map_err(sql)?;
+                let mut st =
+                    c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND receive_count = ?2").map_err(sql)?;
                 for (id, count) in &ids {
                     st.execute(params![id, count]).map_err(sql)?;
                 }

@@ -10,11 +10,11 @@ use crate::attempt::Attempt;
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::event::EventRecord;
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, StoreResult, SagaStore, SubscriptionStore, Transition, TransitionOutcome,
+    AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
 };
 use crate::saga::{Saga, SagaState};
-use chrono::{DateTime, Utc};
 use crate::subscription::Subscription;
+use chrono::{DateTime, Utc};
 
 /// Inserts each item's row unless its key exists and, for each row inserted,
 /// its outbox row in the same transaction: SQLite's stream of new records,
@@ -102,8 +102,11 @@ impl SubscriptionStore for SqliteSubscriptions {
         let sub = sub.clone();
         self.0
             .call(move |c, _| {
-                c.execute("INSERT INTO subscriptions (id, version, data) VALUES (?1, ?2, ?3)", params![sub.id, sub.version as i64, encode(&sub)])
-                    .map_err(sql)?;
+                c.execute(
+                    "INSERT INTO subscriptions (id, version, data) VALUES (?1, ?2, ?3)",
+                    params![sub.id, sub.version as i64, encode(&sub)],
+                )
+                .map_err(sql)?;
                 Ok(())
             })
             .await
@@ -113,8 +116,10 @@ impl SubscriptionStore for SqliteSubscriptions {
         let id = id.to_string();
         self.0
             .call(move |c, _| {
-                let data: Option<String> =
-                    c.query_row("SELECT data FROM subscriptions WHERE id = ?1", [id], |r| r.get(0)).optional().map_err(sql)?;
+                let data: Option<String> = c
+                    .query_row("SELECT data FROM subscriptions WHERE id = ?1", [id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
                 data.map(|d| decode(&d)).transpose()
             })
             .await
@@ -243,7 +248,8 @@ impl SagaStore for SqliteSagas {
         let id = event_id.to_string();
         self.0
             .call(move |c, _| {
-                let mut st = c.prepare_cached("SELECT data FROM sagas WHERE event_id = ?1 ORDER BY rowid").map_err(sql)?;
+                let mut st =
+                    c.prepare_cached("SELECT data FROM sagas WHERE event_id = ?1 ORDER BY rowid").map_err(sql)?;
                 let rows = st.query_map([id], |r| r.get::<_, String>(0)).map_err(sql)?;
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
             })
@@ -254,9 +260,13 @@ impl SagaStore for SqliteSagas {
         self.0
             .call(move |c, _| {
                 let mut st = c
-                    .prepare_cached("SELECT data FROM sagas WHERE due_at IS NOT NULL AND due_at < ?1 ORDER BY due_at LIMIT ?2")
+                    .prepare_cached(
+                        "SELECT data FROM sagas WHERE due_at IS NOT NULL AND due_at < ?1 ORDER BY due_at LIMIT ?2",
+                    )
                     .map_err(sql)?;
-                let rows = st.query_map(params![before.timestamp_millis(), limit as i64], |r| r.get::<_, String>(0)).map_err(sql)?;
+                let rows = st
+                    .query_map(params![before.timestamp_millis(), limit as i64], |r| r.get::<_, String>(0))
+                    .map_err(sql)?;
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
             })
             .await
@@ -326,7 +336,8 @@ impl AttemptStore for SqliteAttempts {
         let id = saga_id.to_string();
         self.0
             .call(move |c, _| {
-                let mut st = c.prepare_cached("SELECT data FROM attempts WHERE saga_id = ?1 ORDER BY attempt").map_err(sql)?;
+                let mut st =
+                    c.prepare_cached("SELECT data FROM attempts WHERE saga_id = ?1 ORDER BY attempt").map_err(sql)?;
                 let rows = st.query_map([id], |r| r.get::<_, String>(0)).map_err(sql)?;
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
             })
@@ -359,8 +370,10 @@ impl DeadLetterStore for SqliteDeadLetters {
         let id = id.to_string();
         self.0
             .call(move |c, _| {
-                let data: Option<String> =
-                    c.query_row("SELECT data FROM dead_letters WHERE id = ?1", [id], |r| r.get(0)).optional().map_err(sql)?;
+                let data: Option<String> = c
+                    .query_row("SELECT data FROM dead_letters WHERE id = ?1", [id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
                 data.map(|d| decode(&d)).transpose()
             })
             .await
@@ -399,15 +412,22 @@ impl DeadLetterStore for SqliteDeadLetters {
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
-                    .query_row("SELECT data FROM dead_letters WHERE id = ?1 AND state = ?2", params![&id, DeadLetterState::Open.as_str()], |r| r.get(0))
+                    .query_row(
+                        "SELECT data FROM dead_letters WHERE id = ?1 AND state = ?2",
+                        params![&id, DeadLetterState::Open.as_str()],
+                        |r| r.get(0),
+                    )
                     .optional()
                     .map_err(sql)?;
                 let Some(data) = data else { return Ok(false) };
                 let mut dl: DeadLetter = decode(&data)?;
                 dl.state = state;
                 dl.resolution = Some(resolution);
-                c.execute("UPDATE dead_letters SET state = ?1, data = ?2 WHERE id = ?3", params![state.as_str(), encode(&dl), id])
-                    .map_err(sql)?;
+                c.execute(
+                    "UPDATE dead_letters SET state = ?1, data = ?2 WHERE id = ?3",
+                    params![state.as_str(), encode(&dl), id],
+                )
+                .map_err(sql)?;
                 Ok(true)
             })
             .await
@@ -424,8 +444,10 @@ impl SqliteSettings {
         let key = key.to_string();
         self.0
             .call(move |c, _| {
-                let v: Option<String> =
-                    c.query_row("SELECT value FROM settings WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(sql)?;
+                let v: Option<String> = c
+                    .query_row("SELECT value FROM settings WHERE key = ?1", [&key], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
                 if let Some(v) = v {
                     return Ok(v);
                 }

@@ -19,11 +19,11 @@ use std::time::Duration;
 use chrono::Utc;
 
 use crate::attempt::Attempt;
-use crate::job::DeliveryJob;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::http_client::{PostError, PostResult};
+use crate::job::DeliveryJob;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::saga::AttemptResult;
 use crate::signing;
@@ -94,7 +94,9 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
                     tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, "delivery deferred: a fault on Hookline's side; no attempt counted");
                 }
             }
-            Err(e) => tracing::error!(error = %e, "delivery: re-sending deferred jobs failed; they will be received again"),
+            Err(e) => {
+                tracing::error!(error = %e, "delivery: re-sending deferred jobs failed; they will be received again")
+            }
         }
     }
     done
@@ -103,7 +105,8 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
 /// [`deliver_received`] for a batch as the consumer layer hands it over
 /// (`crate::queue::consume`): jobs with their receive counts.
 pub async fn deliver_messages(h: &Hookline, jobs: Vec<(DeliveryJob, u32)>) -> Vec<bool> {
-    let jobs: Vec<ReceivedJob> = jobs.into_iter().map(|(job, receive_count)| ReceivedJob { job, receive_count }).collect();
+    let jobs: Vec<ReceivedJob> =
+        jobs.into_iter().map(|(job, receive_count)| ReceivedJob { job, receive_count }).collect();
     deliver_received(h, &jobs).await
 }
 
@@ -151,7 +154,11 @@ pub async fn event_of(h: &Hookline, event_id: &str, saga_id: &str) -> Result<Opt
         return Ok(Some(e));
     }
     let Some(saga) = h.stores.sagas.get(event_id, saga_id).await? else { return Ok(None) };
-    let Some(dead) = saga.origin.filter(|o| o.kind == crate::saga::OriginKind::Requeue).and_then(|o| o.previous_saga_id) else { return Ok(None) };
+    let Some(dead) =
+        saga.origin.filter(|o| o.kind == crate::saga::OriginKind::Requeue).and_then(|o| o.previous_saga_id)
+    else {
+        return Ok(None);
+    };
     Ok(h.stores.dead_letters.get(&dead).await?.and_then(|d| d.event))
 }
 
@@ -209,9 +216,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         AttemptResult::Failed { error, .. } | AttemptResult::Rejected { error } => Some(error.clone()),
         AttemptResult::Gone => Some("HTTP 410 Gone".into()),
     };
-    tracing::info!(
-        status = res.status, latency_ms, error = error.as_deref().unwrap_or(""), "delivery attempt"
-    );
+    tracing::info!(status = res.status, latency_ms, error = error.as_deref().unwrap_or(""), "delivery attempt");
     Ok(Prepared::Record(Attempt {
         saga_id: job.saga_id.clone(),
         attempt: job.attempt,
@@ -269,12 +274,18 @@ pub fn classify(res: &PostResult) -> AttemptResult {
         (Some(PostError::ForbiddenAddress(why)), _) => {
             AttemptResult::Rejected { error: format!("callback address refused: {why}") }
         }
-        (Some(PostError::InvalidUrl(why)), _) => AttemptResult::Rejected { error: format!("callback URL invalid: {why}") },
+        (Some(PostError::InvalidUrl(why)), _) => {
+            AttemptResult::Rejected { error: format!("callback URL invalid: {why}") }
+        }
         (Some(e), _) => AttemptResult::Failed { error: e.to_string(), retry_after_ms: None },
         (None, Some(s)) if (200..300).contains(&s) => AttemptResult::Delivered,
         (None, Some(410)) => AttemptResult::Gone,
         (None, Some(s)) => AttemptResult::Failed {
-            error: if (300..400).contains(&s) { format!("HTTP {s} (redirects are not followed)") } else { format!("HTTP {s}") },
+            error: if (300..400).contains(&s) {
+                format!("HTTP {s} (redirects are not followed)")
+            } else {
+                format!("HTTP {s}")
+            },
             retry_after_ms: res.retry_after.map(|d| d.as_millis() as u64),
         },
         (None, None) => AttemptResult::Failed { error: "no response".into(), retry_after_ms: None },

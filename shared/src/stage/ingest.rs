@@ -68,9 +68,10 @@ pub async fn ingest_with_defaults(
     default_producer: Option<&str>,
 ) -> Result<Accepted, IngestError> {
     check_size(h, raw)?;
-    let normalized = envelope::normalize_with_defaults(raw, format, default_type, default_producer).inspect_err(|_| {
-        h.metrics.events_rejected.fetch_add(1, Relaxed);
-    })?;
+    let normalized =
+        envelope::normalize_with_defaults(raw, format, default_type, default_producer).inspect_err(|_| {
+            h.metrics.events_rejected.fetch_add(1, Relaxed);
+        })?;
     let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
     crate::failpoint::hit("ingest.after_insert");

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::context::Hookline;
 use crate::error::StoreError;
-use crate::saga::{SagaStatus, Saga};
+use crate::saga::{Saga, SagaStatus};
 use crate::stage::{route, saga};
 
 /// How much one run may do, and when a saga counts as stalled.
@@ -139,7 +139,9 @@ async fn stalled(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileR
                 h.stores.sagas.defer(&s.event_id, &s.id, &s.state, now + limits.stall_margin).await?;
             }
             Ok(false) => {}
-            Err(e) => tracing::error!(error = %e, saga_id = %s.id, "reconciler: re-driving a stalled saga failed; next run retries"),
+            Err(e) => {
+                tracing::error!(error = %e, saga_id = %s.id, "reconciler: re-driving a stalled saga failed; next run retries")
+            }
         }
     }
     Ok(())
@@ -160,15 +162,18 @@ async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
             let recorded = h.stores.attempts.list(&s.id).await?.into_iter().find(|a| a.attempt == in_flight);
             match recorded {
                 Some(a) => saga::on_attempts(h, &[a]).await?,
-                None => {
-                    h.stores.deliveries.send_now(&[saga::job_of(&s, in_flight)]).await?
-                }
+                None => h.stores.deliveries.send_now(&[saga::job_of(&s, in_flight)]).await?,
             }
         }
         SagaStatus::PendingRetry => {
             // The timer was lost: wake the saga now (it is past due).
             let job = saga::job_of(&s, s.state.attempts);
-            let (timer, _) = saga::timer_message(&job, s.state.attempts + 1, s.state.next_attempt_at.unwrap_or(Utc::now()), Utc::now());
+            let (timer, _) = saga::timer_message(
+                &job,
+                s.state.attempts + 1,
+                s.state.next_attempt_at.unwrap_or(Utc::now()),
+                Utc::now(),
+            );
             h.stores.retries.send(&[(timer, Duration::ZERO)]).await?
         }
         _ => return Ok(false),
@@ -192,7 +197,8 @@ pub fn emf_line(report: &ReconcileReport, function: &str, timestamp_ms: i64) -> 
     for (n, v) in names {
         doc[n] = serde_json::json!(v);
     }
-    let metrics: Vec<serde_json::Value> = names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
+    let metrics: Vec<serde_json::Value> =
+        names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
     doc["_aws"] = serde_json::json!({
         "Timestamp": timestamp_ms,
         "CloudWatchMetrics": [{"Namespace": "Hookline", "Dimensions": [["Function"]], "Metrics": metrics}],

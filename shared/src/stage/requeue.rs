@@ -12,8 +12,8 @@
 use chrono::Utc;
 
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
-use crate::job::{RequeueMessage, RequeueRequest};
 pub use crate::job::ReplayRequest;
+use crate::job::{RequeueMessage, RequeueRequest};
 
 use crate::context::Hookline;
 use crate::envelope::LogSafe;
@@ -62,7 +62,11 @@ pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) 
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
     let msg = RequeueMessage::Requeue {
-        requeue: RequeueRequest { dead_letter_id: dl.id.clone(), actor: audit.actor.clone(), reason: audit.reason.clone() },
+        requeue: RequeueRequest {
+            dead_letter_id: dl.id.clone(),
+            actor: audit.actor.clone(),
+            reason: audit.reason.clone(),
+        },
     };
     h.stores.requeues.send_now(&[msg]).await?;
     Ok(ids::requeue_saga_id(&dl.id))
@@ -71,18 +75,28 @@ pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) 
 /// Checks a replay request and queues it; returns `(saga id, subscription id)`
 /// of the sagas it will create.
 pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(String, String)>, RequeueError> {
-    let event = h.stores.events.get(&req.event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {}", req.event_id)))?;
+    let event = h
+        .stores
+        .events
+        .get(&req.event_id)
+        .await?
+        .ok_or_else(|| RequeueError::NotFound(format!("event {}", req.event_id)))?;
     let targets = replay_targets(h, &event, req.subscription_id.as_deref()).await?;
     let msg = RequeueMessage::Replay { replay: req.clone() };
     h.stores.requeues.send_now(&[msg]).await?;
     Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s, &req.replay_key), s)).collect())
 }
 
-async fn replay_targets(h: &Hookline, event: &crate::event::EventRecord, only: Option<&str>) -> Result<Vec<String>, RequeueError> {
+async fn replay_targets(
+    h: &Hookline,
+    event: &crate::event::EventRecord,
+    only: Option<&str>,
+) -> Result<Vec<String>, RequeueError> {
     let subs = h.stores.subscriptions.list().await?;
     Ok(match only {
         Some(id) => {
-            let s = subs.iter().find(|s| s.id == id).ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
+            let s =
+                subs.iter().find(|s| s.id == id).ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
             vec![s.id.clone()]
         }
         None => routing::matching(&subs, event).map(|s| s.id.clone()).collect(),
@@ -117,7 +131,8 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
                 }
                 return Ok(());
             }
-            let audit = Audit { actor: "dlq-redrive".into(), reason: "redriven from the deliveries dead-letter queue".into() };
+            let audit =
+                Audit { actor: "dlq-redrive".into(), reason: "redriven from the deliveries dead-letter queue".into() };
             match requeue(h, &job.saga_id, &audit).await {
                 // A skipped dead letter stays skipped: the redrive is consumed.
                 Err(RequeueError::AlreadyResolved { .. }) => Ok(()),
@@ -195,7 +210,8 @@ pub async fn replay(
     replay_key: &str,
     audit: &Audit,
 ) -> Result<Vec<Saga>, RequeueError> {
-    let event = h.stores.events.get(event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {event_id}")))?;
+    let event =
+        h.stores.events.get(event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {event_id}")))?;
     let targets = replay_targets(h, &event, subscription_id).await?;
     let now = Utc::now();
     let sagas: Vec<Saga> = targets

@@ -11,10 +11,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::attempt::Attempt;
-use crate::dead_letter::{DeadLetter, DeadLetterState};
-use crate::job::{DeliveryJob, RetryTimer};
 use crate::context::Hookline;
+use crate::dead_letter::{DeadLetter, DeadLetterState};
 use crate::error::StoreError;
+use crate::job::{DeliveryJob, RetryTimer};
 use crate::ports::{Transition, TransitionOutcome};
 use crate::retry::RetryPolicy;
 use crate::saga::{decide, Effect, Input, Saga, SagaState, SagaStatus};
@@ -60,7 +60,12 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
             from: if a.attempt == 1 {
                 SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None }
             } else {
-                SagaState { status: SagaStatus::InProgress, attempts: a.attempt, next_attempt_at: None, last_error: None }
+                SagaState {
+                    status: SagaStatus::InProgress,
+                    attempts: a.attempt,
+                    next_attempt_at: None,
+                    last_error: None,
+                }
             },
             input: Input::Outcome { attempt: a.attempt, result: a.result.clone() },
             policy: subs.iter().find(|s| s.id == a.subscription_id).map(|s| s.retry_policy).unwrap_or_default(),
@@ -95,7 +100,8 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
             webhook_id: String::new(),
             attempt: timer.attempt,
         };
-        let reason = format!("retry timer for attempt {} found its saga no longer stored (retention ended?)", timer.attempt);
+        let reason =
+            format!("retry timer for attempt {} found its saga no longer stored (retention ended?)", timer.attempt);
         dead_letter(h, &job, &reason).await?;
         return Ok(TimerOutcome::Done);
     };
@@ -144,13 +150,22 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
         .map(|(s, d)| Transition {
             event_id: s.job.event_id.clone(),
             saga_id: s.job.saga_id.clone(),
-            from: s.from.clone(), to: d.next.clone(), at: now })
+            from: s.from.clone(),
+            to: d.next.clone(),
+            at: now,
+        })
         .collect();
     let mut stored = h.stores.sagas.transition(&transitions).await?.into_iter();
     crate::failpoint::hit("saga.after_transition");
     let outcomes: Vec<TransitionOutcome> = planned
         .iter()
-        .map(|(s, d)| if d.next == s.from { TransitionOutcome::Applied } else { stored.next().expect("one outcome per transition") })
+        .map(|(s, d)| {
+            if d.next == s.from {
+                TransitionOutcome::Applied
+            } else {
+                stored.next().expect("one outcome per transition")
+            }
+        })
         .collect();
     let mut jobs = Vec::new();
     let mut timers = Vec::new();
@@ -177,10 +192,9 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
         for effect in effects {
             match effect {
                 // Failure injection: a job lost on the way (the reconciler's test).
-                Effect::SendJob { attempt } if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
-                Effect::SendJob { attempt } => {
-                    jobs.push(DeliveryJob { attempt, ..step.job.clone() })
-                }
+                Effect::SendJob { attempt }
+                    if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
+                Effect::SendJob { attempt } => jobs.push(DeliveryJob { attempt, ..step.job.clone() }),
                 Effect::ScheduleRetry { attempt, at } => {
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
                     timers.push(timer_message(&step.job, attempt, at, now));

@@ -125,10 +125,12 @@ async fn main() -> anyhow::Result<()> {
                     t.tick().await;
                 }
                 let seq = (p * per + i) as u64;
-                let body = format!(r#"{{"id":"bench-{seq}","type":"bench.event","data":{{"seq":{seq},"pad":"{filler}"}}}}"#);
+                let body =
+                    format!(r#"{{"id":"bench-{seq}","type":"bench.event","data":{{"seq":{seq},"pad":"{filler}"}}}}"#);
                 let t0 = Instant::now();
                 sent.lock().unwrap().insert(seq, t0);
-                let res = client.post(format!("{base}/v1/events")).bearer_auth(key).body(body).send().await.expect("ingest");
+                let res =
+                    client.post(format!("{base}/v1/events")).bearer_auth(key).body(body).send().await.expect("ingest");
                 assert_eq!(res.status().as_u16(), 202);
             }
         }));
@@ -153,9 +155,16 @@ async fn main() -> anyhow::Result<()> {
     lat.sort_by(|x, y| x.partial_cmp(y).unwrap());
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
     let _ = origin;
-    println!("events            {total} x 1 KiB, {} producers{}", a.producers, a.rate.map(|r| format!(", paced at {r} events/s")).unwrap_or_default());
+    println!(
+        "events            {total} x 1 KiB, {} producers{}",
+        a.producers,
+        a.rate.map(|r| format!(", paced at {r} events/s")).unwrap_or_default()
+    );
     println!("ingest            {:.0} requests/s ({ingest_secs:.2} s)", total as f64 / ingest_secs);
-    println!("end-to-end        {:.0} deliveries/s ({e2e_secs:.2} s from first send to last arrival)", total as f64 / e2e_secs);
+    println!(
+        "end-to-end        {:.0} deliveries/s ({e2e_secs:.2} s from first send to last arrival)",
+        total as f64 / e2e_secs
+    );
     println!("latency p50       {:.2} ms", pct(0.50));
     println!("latency p99       {:.2} ms", pct(0.99));
     println!("latency max       {:.2} ms", lat[lat.len() - 1]);

@@ -50,7 +50,8 @@ struct Args {
 }
 
 fn args() -> anyhow::Result<Args> {
-    let exe_dir = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("target/release"));
+    let exe_dir =
+        std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("target/release"));
     let mut a = Args { dir: exe_dir, runs: 20, only: None, timeout: Duration::from_secs(5), extra_env: vec![] };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -182,7 +183,13 @@ struct Run {
 }
 
 /// One cold start: spawn → first `/next`.
-async fn one_run(bin: &Path, env: &[(String, String)], slot: &Slot, timeout: Duration, log: &Path) -> Result<Run, String> {
+async fn one_run(
+    bin: &Path,
+    env: &[(String, String)],
+    slot: &Slot,
+    timeout: Duration,
+    log: &Path,
+) -> Result<Run, String> {
     let (tx, mut rx) = oneshot::channel();
     *slot.lock().unwrap() = Some(tx);
     let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -324,7 +331,15 @@ async fn main() -> anyhow::Result<()> {
                 }
                 Err(e) => {
                     let output = std::fs::read_to_string(&log).unwrap_or_default();
-                    let tail: String = output.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+                    let tail: String = output
+                        .lines()
+                        .rev()
+                        .take(20)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect::<Vec<_>>()
+                        .join("\n");
                     failures.insert(name, format!("{e}\n--- output ---\n{tail}"));
                     break;
                 }
@@ -343,7 +358,11 @@ async fn main() -> anyhow::Result<()> {
         let cpu = if cpus.is_empty() { "?".to_owned() } else { format!("{:.1}", pct(&cpus, 50.0)) };
         let verdict = match (p50 <= INIT_TARGET_MS, size_mb <= SIZE_TARGET_MB) {
             (true, true) => "ok".to_owned(),
-            (i, s) => [(!i).then_some("init > 20 ms"), (!s).then_some("size > 8 MB")].into_iter().flatten().collect::<Vec<_>>().join(", "),
+            (i, s) => [(!i).then_some("init > 20 ms"), (!s).then_some("size > 8 MB")]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", "),
         };
         println!(
             "{name:<10} {size_mb:>8.1} {symbols:>8} {:>5} {first:>9.1} {p50:>8.1} {p90:>8.1} {max:>8.1} {cpu:>8}  {verdict}",
@@ -351,7 +370,9 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!();
-    println!("targets: init p50 ≤ {INIT_TARGET_MS} ms, size ≤ {SIZE_TARGET_MB} MB (MB = 10^6 bytes, the stricter reading)");
+    println!(
+        "targets: init p50 ≤ {INIT_TARGET_MS} ms, size ≤ {SIZE_TARGET_MB} MB (MB = 10^6 bytes, the stricter reading)"
+    );
     println!("cpu p50: CPU time (all threads) the child had used at its first /next; Lambda gives a");
     println!("         256 MB function a share of one vCPU, so CPU-bound init stretches there");
 

@@ -112,29 +112,115 @@ const FIRST: &[&str] = &[
     "Aisha", "Finn", "Marta", "Kwame", "Ingrid", "Rafael", "Zoe",
 ];
 const LAST: &[&str] = &[
-    "Schneider", "Okafor", "Lindqvist", "Fernández", "Nakamura", "Dubois", "Kowalski", "O'Brien", "Rossi", "Haddad",
-    "Johansson", "Müller", "Singh", "Petrova", "Moreau", "Costa", "Ivanova", "Novak", "Walsh", "Yilmaz",
+    "Schneider",
+    "Okafor",
+    "Lindqvist",
+    "Fernández",
+    "Nakamura",
+    "Dubois",
+    "Kowalski",
+    "O'Brien",
+    "Rossi",
+    "Haddad",
+    "Johansson",
+    "Müller",
+    "Singh",
+    "Petrova",
+    "Moreau",
+    "Costa",
+    "Ivanova",
+    "Novak",
+    "Walsh",
+    "Yilmaz",
 ];
 const STREETS: &[&str] = &[
-    "Lindenstraße", "Rue de la République", "Kingsway", "Via Garibaldi", "Calle Mayor", "Elm Street", "Hauptstraße",
-    "Baker Road", "Sveavägen", "Rua Augusta", "Maple Avenue", "Prinsengracht",
+    "Lindenstraße",
+    "Rue de la République",
+    "Kingsway",
+    "Via Garibaldi",
+    "Calle Mayor",
+    "Elm Street",
+    "Hauptstraße",
+    "Baker Road",
+    "Sveavägen",
+    "Rua Augusta",
+    "Maple Avenue",
+    "Prinsengracht",
 ];
 const CITIES: &[(&str, &str)] = &[
-    ("Berlin", "DE"), ("Lyon", "FR"), ("Manchester", "GB"), ("Bologna", "IT"), ("Valencia", "ES"), ("Portland", "US"),
-    ("Hamburg", "DE"), ("Leeds", "GB"), ("Stockholm", "SE"), ("Lisbon", "PT"), ("Toronto", "CA"), ("Utrecht", "NL"),
+    ("Berlin", "DE"),
+    ("Lyon", "FR"),
+    ("Manchester", "GB"),
+    ("Bologna", "IT"),
+    ("Valencia", "ES"),
+    ("Portland", "US"),
+    ("Hamburg", "DE"),
+    ("Leeds", "GB"),
+    ("Stockholm", "SE"),
+    ("Lisbon", "PT"),
+    ("Toronto", "CA"),
+    ("Utrecht", "NL"),
 ];
 const ADJ: &[&str] = &[
-    "Organic", "Stainless", "Ergonomic", "Recycled", "Wireless", "Handmade", "Compact", "Insulated", "Waterproof",
-    "Bamboo", "Ceramic", "Merino",
+    "Organic",
+    "Stainless",
+    "Ergonomic",
+    "Recycled",
+    "Wireless",
+    "Handmade",
+    "Compact",
+    "Insulated",
+    "Waterproof",
+    "Bamboo",
+    "Ceramic",
+    "Merino",
 ];
 const NOUN: &[&str] = &[
-    "Coffee Grinder", "Desk Lamp", "Water Bottle", "Backpack", "Notebook Set", "Headphones", "Yoga Mat", "Tea Kettle",
-    "Wool Socks", "Cutting Board", "Phone Stand", "Rain Jacket",
+    "Coffee Grinder",
+    "Desk Lamp",
+    "Water Bottle",
+    "Backpack",
+    "Notebook Set",
+    "Headphones",
+    "Yoga Mat",
+    "Tea Kettle",
+    "Wool Socks",
+    "Cutting Board",
+    "Phone Stand",
+    "Rain Jacket",
 ];
 const WORDS: &[&str] = &[
-    "please", "leave", "parcel", "with", "the", "neighbour", "at", "number", "ring", "twice", "gift", "wrap", "no",
-    "invoice", "inside", "deliver", "after", "noon", "side", "door", "fragile", "handle", "care", "call", "before",
-    "arrival", "back", "office", "reception", "closed", "weekends",
+    "please",
+    "leave",
+    "parcel",
+    "with",
+    "the",
+    "neighbour",
+    "at",
+    "number",
+    "ring",
+    "twice",
+    "gift",
+    "wrap",
+    "no",
+    "invoice",
+    "inside",
+    "deliver",
+    "after",
+    "noon",
+    "side",
+    "door",
+    "fragile",
+    "handle",
+    "care",
+    "call",
+    "before",
+    "arrival",
+    "back",
+    "office",
+    "reception",
+    "closed",
+    "weekends",
 ];
 
 fn money(cents: u64) -> String {
@@ -364,9 +450,12 @@ async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
     let idle0 = p.stats().snapshot();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle1 = p.stats().snapshot();
-    let empty = |d: &DriverCounts| -> u64 { d.sqs.iter().filter(|((_, op), _)| op.contains("empty")).map(|(_, r)| r.requests).sum() };
+    let empty = |d: &DriverCounts| -> u64 {
+        d.sqs.iter().filter(|((_, op), _)| op.contains("empty")).map(|(_, r)| r.requests).sum()
+    };
     let idle_receives_per_s = (empty(&idle1) - empty(&idle0)) as f64;
-    let (m0, d0) = if activity(&meter.snapshot(), &idle1) == activity(&m0, &d0) { (m0, d0) } else { (meter.snapshot(), idle1) };
+    let (m0, d0) =
+        if activity(&meter.snapshot(), &idle1) == activity(&m0, &d0) { (m0, d0) } else { (meter.snapshot(), idle1) };
 
     let started = Instant::now();
     let requests: Vec<Vec<u8>> = match s.ingest {
@@ -412,7 +501,12 @@ async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
     }
     let ingested = started.elapsed();
     let deliveries = s.events * s.subscriptions;
-    eprintln!("  [{}] {} requests ingested in {:.1}s; waiting for {deliveries} deliveries", s.key, requests.len(), ingested.as_secs_f64());
+    eprintln!(
+        "  [{}] {} requests ingested in {:.1}s; waiting for {deliveries} deliveries",
+        s.key,
+        requests.len(),
+        ingested.as_secs_f64()
+    );
 
     // Every delivery arrived and every saga is Completed.
     let deadline = Instant::now() + a.timeout;
@@ -498,7 +592,15 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
         let b = b.map_or(String::new(), |b| format!("{b:.0}"));
         println!("   {svc:<10} {op:<38} {res:<22} {:>9} {:>8} {:>8} {b:>10}", f(req), f(w), f(r));
     };
-    row("APIGW", "HTTP API request", "-> IngestFunction", Some(per(m.driver.api_gateway_requests as f64)), None, None, None);
+    row(
+        "APIGW",
+        "HTTP API request",
+        "-> IngestFunction",
+        Some(per(m.driver.api_gateway_requests as f64)),
+        None,
+        None,
+        None,
+    );
     // DynamoDB by table and operation (index writes on their own rows).
     let mut ddb_req: BTreeMap<(String, String), u64> = BTreeMap::new();
     for ((svc, op, res), r) in &m.meter.requests {
@@ -519,7 +621,11 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
         } else {
             op.clone()
         };
-        let reqs = if is_index && u.requests == 0 { None } else { Some(per(ddb_req.get(k).copied().unwrap_or(u.requests) as f64)) };
+        let reqs = if is_index && u.requests == 0 {
+            None
+        } else {
+            Some(per(ddb_req.get(k).copied().unwrap_or(u.requests) as f64))
+        };
         // Average billed item size per write (per request for reads: the sum returned).
         let writes = if is_index { u.wru.max(1.0) } else { u.requests.max(1) as f64 };
         let avg = (u.bytes > 0).then(|| u.bytes as f64 / writes);
@@ -527,12 +633,21 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
     }
     for ((svc, op, res), r) in &m.meter.requests {
         if svc == "DynamoDB" && !m.meter.dynamodb.contains_key(&(res.clone(), op.clone())) {
-            row("DynamoDB", &format!("{op} (errors: {})", r.errors), res, Some(per(r.requests as f64)), None, None, None);
+            row(
+                "DynamoDB",
+                &format!("{op} (errors: {})", r.errors),
+                res,
+                Some(per(r.requests as f64)),
+                None,
+                None,
+                None,
+            );
         }
     }
     for ((svc, op, res), r) in &m.meter.requests {
         if svc == "SQS" {
-            let mut op = if r.billed != r.requests { format!("{op} (billed {:.4})", per(r.billed as f64)) } else { op.clone() };
+            let mut op =
+                if r.billed != r.requests { format!("{op} (billed {:.4})", per(r.billed as f64)) } else { op.clone() };
             if r.errors > 0 {
                 op = format!("{op} ({} errors)", r.errors);
             }
@@ -543,11 +658,27 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
         if op.contains("empty") {
             continue;
         }
-        row("SQS (ESM)", &format!("{op} ({:.1} msg/req)", r.items as f64 / r.requests as f64), function, Some(per(r.requests as f64)), None, None, None);
+        row(
+            "SQS (ESM)",
+            &format!("{op} ({:.1} msg/req)", r.items as f64 / r.requests as f64),
+            function,
+            Some(per(r.requests as f64)),
+            None,
+            None,
+            None,
+        );
     }
     for ((function, op), r) in &m.driver.streams {
         if op == "GetRecords" {
-            row("Streams", &format!("GetRecords, free ({:.1} rec/req)", r.items as f64 / r.requests as f64), function, Some(per(r.requests as f64)), None, None, None);
+            row(
+                "Streams",
+                &format!("GetRecords, free ({:.1} rec/req)", r.items as f64 / r.requests as f64),
+                function,
+                Some(per(r.requests as f64)),
+                None,
+                None,
+                None,
+            );
         }
     }
     println!();
@@ -591,7 +722,12 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
         per_delivery: per(m.driver.api_gateway_requests as f64),
         usd_per_unit: prices.unit("apigw_http_api_request"),
     }];
-    lines.push(Line { group: "Lambda", item: "requests (all functions)".into(), per_delivery: per(inv_total), usd_per_unit: prices.unit("lambda_request") });
+    lines.push(Line {
+        group: "Lambda",
+        item: "requests (all functions)".into(),
+        per_delivery: per(inv_total),
+        usd_per_unit: prices.unit("lambda_request"),
+    });
     for (f, gbs) in &gbs_by {
         lines.push(Line {
             group: "Lambda",
@@ -611,10 +747,20 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
         }
     }
     for (t, w) in &wru_by {
-        lines.push(Line { group: "DynamoDB", item: format!("write units, {t}"), per_delivery: per(*w), usd_per_unit: prices.unit("dynamodb_write_request_unit") });
+        lines.push(Line {
+            group: "DynamoDB",
+            item: format!("write units, {t}"),
+            per_delivery: per(*w),
+            usd_per_unit: prices.unit("dynamodb_write_request_unit"),
+        });
     }
     for (t, r) in &rru_by {
-        lines.push(Line { group: "DynamoDB", item: format!("read units, {t}"), per_delivery: per(*r), usd_per_unit: prices.unit("dynamodb_read_request_unit") });
+        lines.push(Line {
+            group: "DynamoDB",
+            item: format!("read units, {t}"),
+            per_delivery: per(*r),
+            usd_per_unit: prices.unit("dynamodb_read_request_unit"),
+        });
     }
     let mut sqs_by: BTreeMap<String, u64> = BTreeMap::new();
     for ((svc, op, res), r) in &m.meter.requests {
@@ -623,7 +769,12 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
         }
     }
     for (k, b) in &sqs_by {
-        lines.push(Line { group: "SQS", item: format!("requests, {k}"), per_delivery: per(*b as f64), usd_per_unit: prices.unit("sqs_standard_request") });
+        lines.push(Line {
+            group: "SQS",
+            item: format!("requests, {k}"),
+            per_delivery: per(*b as f64),
+            usd_per_unit: prices.unit("sqs_standard_request"),
+        });
     }
     for ((function, op), r) in &m.driver.sqs {
         if !op.contains("empty") {
@@ -635,14 +786,20 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
             });
         }
     }
-    let get_records: u64 = m.driver.streams.iter().filter(|((_, op), _)| op == "GetRecords").map(|(_, r)| r.requests).sum();
+    let get_records: u64 =
+        m.driver.streams.iter().filter(|((_, op), _)| op == "GetRecords").map(|(_, r)| r.requests).sum();
     lines.push(Line {
         group: "DDB Streams",
         item: "GetRecords by Lambda, non-empty (free)".into(),
         per_delivery: per(get_records as f64),
         usd_per_unit: prices.unit("dynamodb_streams_read_request_lambda"),
     });
-    lines.push(Line { group: "EventBridge", item: "custom events (not used here)".into(), per_delivery: 0.0, usd_per_unit: prices.unit("eventbridge_custom_event") });
+    lines.push(Line {
+        group: "EventBridge",
+        item: "custom events (not used here)".into(),
+        per_delivery: 0.0,
+        usd_per_unit: prices.unit("eventbridge_custom_event"),
+    });
 
     let total: f64 = lines.iter().map(Line::usd_per_million).sum();
     println!();
@@ -691,7 +848,11 @@ fn report(s: &Scenario, m: &Measured, prices: &Prices, functions: &BTreeMap<Stri
     top.sort_by(|a, b| b.usd_per_million().total_cmp(&a.usd_per_million()));
     println!(
         "   largest line items: {}",
-        top.iter().take(4).map(|l| format!("{} {} ${:.4}", l.group, l.item, l.usd_per_million())).collect::<Vec<_>>().join("; ")
+        top.iter()
+            .take(4)
+            .map(|l| format!("{} {} ${:.4}", l.group, l.item, l.usd_per_million()))
+            .collect::<Vec<_>>()
+            .join("; ")
     );
     println!(
         "   not counted: empty ESM receives (the driver short-polls ~{:.0}/s while idle; a real SQS mapping long-polls, a \
@@ -710,16 +871,18 @@ async fn main() -> anyhow::Result<()> {
     let prices = Prices::load()?;
     let functions = function_configs();
     let sample = order_event("A", 0, a.payload_bytes);
-    println!("Hookline AWS cost per delivery, measured on the emulator (moto) at {}", std::env::var("AWS_ENDPOINT_URL").unwrap());
     println!(
-        "Price table infra/prices.json as of {} ({}, USD): {}",
-        prices.as_of,
-        prices.region,
-        prices.basis
+        "Hookline AWS cost per delivery, measured on the emulator (moto) at {}",
+        std::env::var("AWS_ENDPOINT_URL").unwrap()
     );
+    println!("Price table infra/prices.json as of {} ({}, USD): {}", prices.as_of, prices.region, prices.basis);
     println!(
         "Functions (template.yaml): {}",
-        functions.iter().map(|(f, c)| format!("{f} {} MB {}", c.memory_mb, c.architecture)).collect::<Vec<_>>().join(", ")
+        functions
+            .iter()
+            .map(|(f, c)| format!("{f} {} MB {}", c.memory_mb, c.architecture))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!("Payload: {} bytes per event (order.created, deterministic pseudo-random fields), e.g.:", sample.len());
     println!("  {}", String::from_utf8_lossy(&sample));
@@ -744,7 +907,10 @@ async fn main() -> anyhow::Result<()> {
         },
         Scenario {
             key: 'C',
-            title: format!("fan-out: each event (POST /v1/events) to {} subscriptions, reported per delivery", a.subscriptions),
+            title: format!(
+                "fan-out: each event (POST /v1/events) to {} subscriptions, reported per delivery",
+                a.subscriptions
+            ),
             events: a.fanout_events,
             subscriptions: a.subscriptions,
             ingest: Ingest::Single,

@@ -39,7 +39,8 @@ async fn main() -> anyhow::Result<()> {
     let hour_ago = Utc::now() - chrono::Duration::hours(1);
     let setup = Instant::now();
     for chunk in (0..sagas).collect::<Vec<_>>().chunks(1000) {
-        let events: Vec<_> = chunk.iter().map(|i| hookline_tests::conformance::event(&format!("lost-{i}"), "task.created")).collect();
+        let events: Vec<_> =
+            chunk.iter().map(|i| hookline_tests::conformance::event(&format!("lost-{i}"), "task.created")).collect();
         stores.events.insert(&events).await?;
         let s: Vec<Saga> = chunk
             .iter()
@@ -48,7 +49,8 @@ async fn main() -> anyhow::Result<()> {
         stores.sagas.create(&s).await?;
     }
     // Events whose routing was given up.
-    let events: Vec<_> = (0..given_up).map(|i| hookline_tests::conformance::event(&format!("unrouted-{i}"), "task.created")).collect();
+    let events: Vec<_> =
+        (0..given_up).map(|i| hookline_tests::conformance::event(&format!("unrouted-{i}"), "task.created")).collect();
     stores.events.insert(&events).await?;
     let rows = backend.outbox.events(0, sagas + given_up).await?;
     let seqs: Vec<i64> = rows.iter().filter(|(_, e)| e.id.starts_with("unrouted-")).map(|(s, _)| *s).collect();
@@ -76,7 +78,10 @@ async fn main() -> anyhow::Result<()> {
     let depth = stores.deliveries.depth().await?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("runs: {runs} (the last found nothing), {:.2} s in all", total.as_secs_f64());
-    println!("re-driven sagas: {redriven}; re-routed events: {rerouted}; delivery jobs queued: {}", depth.visible + depth.not_visible);
+    println!(
+        "re-driven sagas: {redriven}; re-routed events: {rerouted}; delivery jobs queued: {}",
+        depth.visible + depth.not_visible
+    );
     println!(
         "per run (≤ {batch} sagas, ≤ 10 batches): p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms; {:.0} sagas/s",
         ms(pct(0.5)),

@@ -104,10 +104,17 @@ fn mib(b: u64) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = args();
-    let bin = a.bin.clone().unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("hookline").display().to_string());
+    let bin = a
+        .bin
+        .clone()
+        .unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("hookline").display().to_string());
     anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
     let retention_secs = match &a.retention {
-        Some(r) => Some(shared::retention::parse_duration(r).map_err(|e| anyhow::anyhow!("--retention: {e}"))?.num_milliseconds() as f64 / 1000.0),
+        Some(r) => Some(
+            shared::retention::parse_duration(r).map_err(|e| anyhow::anyhow!("--retention: {e}"))?.num_milliseconds()
+                as f64
+                / 1000.0,
+        ),
         None => None,
     };
 
@@ -172,7 +179,8 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let sub_id = sub["id"].as_str().expect("subscription created").to_string();
     loop {
-        let s: serde_json::Value = client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
+        let s: serde_json::Value =
+            client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
         if s["verified"] == true {
             break;
         }
@@ -189,7 +197,8 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let mut producers = Vec::new();
     for p in 0..a.producers {
-        let (client, base, sent, failed, filler) = (client.clone(), base.clone(), sent.clone(), failed.clone(), filler.clone());
+        let (client, base, sent, failed, filler) =
+            (client.clone(), base.clone(), sent.clone(), failed.clone(), filler.clone());
         producers.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -197,7 +206,9 @@ async fn main() -> anyhow::Result<()> {
                 tick.tick().await;
                 let seq = p * per + i;
                 let t = origin.elapsed().as_micros() as u64;
-                let body = format!(r#"{{"id":"ret-{seq}","type":"bench.retention","data":{{"seq":{seq},"t":{t},"pad":"{filler}"}}}}"#);
+                let body = format!(
+                    r#"{{"id":"ret-{seq}","type":"bench.retention","data":{{"seq":{seq},"t":{t},"pad":"{filler}"}}}}"#
+                );
                 match client.post(format!("{base}/v1/events")).bearer_auth(key).body(body).send().await {
                     Ok(r) if r.status().as_u16() == 202 => {
                         sent.fetch_add(1, Relaxed);
@@ -246,7 +257,9 @@ async fn main() -> anyhow::Result<()> {
         let per_sec = (d - last_delivered) as f64 / (at - last_at).max(1e-9);
         let mut lat = std::mem::take(&mut window.lock().unwrap().latencies);
         lat.sort_unstable();
-        let p99 = lat.get(((lat.len() as f64 * 0.99) as usize).min(lat.len().saturating_sub(1))).map_or(0.0, |v| *v as f64 / 1000.0);
+        let p99 = lat
+            .get(((lat.len() as f64 * 0.99) as usize).min(lat.len().saturating_sub(1)))
+            .map_or(0.0, |v| *v as f64 / 1000.0);
         let (db_len, wal_len) = (file_len(&db), file_len(&wal));
         let free = pages(&db).map(|(_, f, _)| f).unwrap_or(-1);
         let purged = purged_events(&client, &base).await;
@@ -284,7 +297,8 @@ async fn main() -> anyhow::Result<()> {
     // The file can grow until the first events are purged: retention plus
     // one purge interval (5 s by default), then one sample.
     let split = retention_secs.unwrap_or(300.0) + 5.0 + a.sample.as_secs_f64();
-    let (before, after): (Vec<&Sample>, Vec<&Sample>) = full.iter().take(full.len().saturating_sub(1)).partition(|s| s.at < split);
+    let (before, after): (Vec<&Sample>, Vec<&Sample>) =
+        full.iter().take(full.len().saturating_sub(1)).partition(|s| s.at < split);
     println!(
         "deliveries/s       before t={split:.0} s: {:.0}; from then on (purging, if a retention is set): {:.0} ({} windows)",
         avg(&before),
@@ -307,7 +321,9 @@ async fn main() -> anyhow::Result<()> {
                     if growth <= 10.0 { "flat" } else { "STILL GROWING" }
                 );
             }
-            None => println!("file size          the run ended before t={split:.0} s: run more events to see the plateau"),
+            None => {
+                println!("file size          the run ended before t={split:.0} s: run more events to see the plateau")
+            }
         }
     }
     Ok(())

@@ -76,9 +76,18 @@ enum Kind {
 
 /// One hostile client: holds a connection open its way; when the server
 /// closes it, opens another.
-async fn hostile(addr: String, kind: Kind, trickle: Duration, key: String, attack: Arc<Attack>, stop: Arc<std::sync::atomic::AtomicBool>) {
+async fn hostile(
+    addr: String,
+    kind: Kind,
+    trickle: Duration,
+    key: String,
+    attack: Arc<Attack>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
     let header = b"POST /v1/events HTTP/1.1\r\nHost: hookline\r\nX-Padding: ".to_vec();
-    let body_head = format!("POST /v1/events HTTP/1.1\r\nHost: hookline\r\nAuthorization: Bearer {key}\r\nContent-Length: 100000\r\n\r\n");
+    let body_head = format!(
+        "POST /v1/events HTTP/1.1\r\nHost: hookline\r\nAuthorization: Bearer {key}\r\nContent-Length: 100000\r\n\r\n"
+    );
     while !stop.load(Relaxed) {
         let Ok(mut c) = TcpStream::connect(&addr).await else {
             attack.refused.fetch_add(1, Relaxed);
@@ -167,7 +176,10 @@ async fn ingest(base: &str, key: &str, tag: &str, a: &Args) -> (Vec<f64>, usize)
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = args();
-    let bin = a.bin.clone().unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("hookline").display().to_string());
+    let bin = a
+        .bin
+        .clone()
+        .unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("hookline").display().to_string());
     anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
 
     // The receiver counts deliveries.
@@ -232,7 +244,8 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let sub_id = sub["id"].as_str().expect("subscription created").to_string();
     loop {
-        let s: serde_json::Value = client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
+        let s: serde_json::Value =
+            client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
         if s["verified"] == true {
             break;
         }
@@ -248,7 +261,14 @@ async fn main() -> anyhow::Result<()> {
     let mut hostiles = Vec::new();
     for i in 0..a.connections {
         let kind = [Kind::Idle, Kind::SlowHeader, Kind::SlowBody][i % 3];
-        hostiles.push(tokio::spawn(hostile(addr.clone(), kind, a.trickle, key.to_string(), attack.clone(), stop.clone())));
+        hostiles.push(tokio::spawn(hostile(
+            addr.clone(),
+            kind,
+            a.trickle,
+            key.to_string(),
+            attack.clone(),
+            stop.clone(),
+        )));
         if i % 100 == 99 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -292,7 +312,11 @@ async fn main() -> anyhow::Result<()> {
     let (p50, p99, max) = percentiles(lat.clone());
     let pace = if a.rate > 0.0 { format!("paced at {} posts/s", a.rate) } else { "unpaced".into() };
     println!("hookline serve    {banner}");
-    println!("posts             {} per run, {} keep-alive producers, {pace}", a.posts / a.producers * a.producers, a.producers);
+    println!(
+        "posts             {} per run, {} keep-alive producers, {pace}",
+        a.posts / a.producers * a.producers,
+        a.producers
+    );
     println!("baseline          p50 {b50:.2} ms  p99 {b99:.2} ms  max {bmax:.2} ms  ({} failed)", base_failed);
     println!(
         "hostile clients   {} wanted: {} open at the start, at least {} open throughout the measurement ({:.1} s); \
@@ -310,6 +334,9 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("under attack      p50 {p50:.2} ms  p99 {p99:.2} ms  max {max:.2} ms  ({failed} failed)");
     println!("delivered         {} of {total}", delivered.load(Relaxed));
-    println!("target            p99 under 50 ms with the hostile clients open: {}", if p99 < 50.0 && failed == 0 { "met" } else { "NOT met" });
+    println!(
+        "target            p99 under 50 ms with the hostile clients open: {}",
+        if p99 < 50.0 && failed == 0 { "met" } else { "NOT met" }
+    );
     Ok(())
 }
