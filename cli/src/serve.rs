@@ -19,10 +19,9 @@ use hyper::body::Incoming;
 use shared::api::{self, Api, Verification};
 use shared::context::{Config, Hookline};
 use shared::error::StoreError;
-use shared::http_client::ClientConfig;
 use shared::ports::{JobQueue, Received};
 use shared::queue::{self, Delivered};
-use shared::retention::{parse_retention, parse_std_duration, Display as ShowDuration};
+use shared::retention::{parse_std_duration, Display as ShowDuration};
 use shared::sqlite::purge::{PurgePolicy, Purger};
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
@@ -55,25 +54,25 @@ pub struct ServeArgs {
     /// a whole number and a unit (s, m, h, d), e.g. 30d or 12h. Past it they
     /// are purged in the background (not while a saga of the event is in
     /// flight or has an open dead letter).
-    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_retention)]
-    retention: chrono::Duration,
+    #[arg(long, value_name = "DURATION", env = "RETENTION", default_value = "30d")]
+    retention: String,
     /// Former spelling of --retention, in whole days.
-    #[arg(long, value_name = "DAYS", hide = true, conflicts_with = "retention")]
-    retention_days: Option<u32>,
+    #[arg(long, value_name = "DAYS", hide = true, env = "RETENTION_DAYS", conflicts_with = "retention")]
+    retention_days: Option<String>,
     /// How long requeued and skipped dead letters (and messages in the
     /// dead-letter queues) are kept, from when their saga was dead-lettered;
     /// at least --retention. Default: twice --retention. Open dead letters
     /// are never purged.
-    #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
-    dead_letter_retention: Option<chrono::Duration>,
+    #[arg(long, value_name = "DURATION", env = "DEAD_LETTER_RETENTION")]
+    dead_letter_retention: Option<String>,
     /// How often the reconciler looks for stuck work: outbox rows the
     /// pipeline gave up on, and sagas that stopped progressing.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_std_duration)]
     reconcile_interval: Duration,
     /// How long past its due time a saga may wait before the reconciler
     /// re-drives it (longer than a job can wait in the queue).
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_std_duration)]
-    stall_margin: Duration,
+    #[arg(long, value_name = "DURATION", env = "RECONCILE_STALL_MARGIN", default_value = "1h")]
+    stall_margin: String,
     /// How often the purge looks for rows past their retention.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_std_duration)]
     purge_interval: Duration,
@@ -101,29 +100,54 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_connections: usize,
     /// Connect timeout of deliveries, in milliseconds.
-    #[arg(long, default_value_t = 5_000)]
-    connect_timeout_ms: u64,
+    #[arg(long, env = "CONNECT_TIMEOUT_MS", default_value = "5000")]
+    connect_timeout_ms: String,
     /// Total timeout of one delivery attempt, in milliseconds.
-    #[arg(long, default_value_t = 15_000)]
-    delivery_timeout_ms: u64,
+    #[arg(long, env = "DELIVERY_TIMEOUT_MS", default_value = "15000")]
+    delivery_timeout_ms: String,
+}
+
+/// The settings of `shared::config` this process runs with: its flags,
+/// which fall back to the same environment variables a Lambda function
+/// reads (clap's `env`), on top of the defaults.
+fn settings(args: &ServeArgs) -> Result<Config, shared::config::ConfigError> {
+    Config::from_lookup(|key| match key {
+        // An explicit --retention-days wins over the default --retention.
+        "RETENTION" if args.retention_days.is_some() => None,
+        "RETENTION" => Some(args.retention.clone()),
+        "RETENTION_DAYS" => args.retention_days.clone(),
+        "DEAD_LETTER_RETENTION" => args.dead_letter_retention.clone(),
+        "RECONCILE_STALL_MARGIN" => Some(args.stall_margin.clone()),
+        "CONNECT_TIMEOUT_MS" => Some(args.connect_timeout_ms.clone()),
+        "DELIVERY_TIMEOUT_MS" => Some(args.delivery_timeout_ms.clone()),
+        other => std::env::var(other).ok(),
+    })
+}
+
+/// The flag of a setting, for error messages (settings without one are
+/// read from the environment only).
+fn flag_of(key: &str) -> &'static str {
+    match key {
+        "RETENTION" => "--retention",
+        "RETENTION_DAYS" => "--retention-days",
+        "DEAD_LETTER_RETENTION" => "--dead-letter-retention",
+        "RECONCILE_STALL_MARGIN" => "--stall-margin",
+        "CONNECT_TIMEOUT_MS" => "--connect-timeout-ms",
+        "DELIVERY_TIMEOUT_MS" => "--delivery-timeout-ms",
+        _ => "environment",
+    }
 }
 
 /// Runs until SIGINT/SIGTERM, then stops taking jobs and finishes those in flight.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
-    let retention = match args.retention_days {
-        Some(0) => anyhow::bail!("--retention-days must be at least 1"),
-        Some(days) => parse_retention(&format!("{days}d")).map_err(|e| anyhow::anyhow!("--retention-days: {e}"))?,
-        None => args.retention,
-    };
-    let dead_letter_retention =
-        args.dead_letter_retention.unwrap_or_else(|| retention.checked_mul(2).unwrap_or(retention));
-    anyhow::ensure!(
-        dead_letter_retention >= retention,
-        "--dead-letter-retention ({}) must be at least --retention ({})",
-        ShowDuration(dead_letter_retention),
-        ShowDuration(retention)
-    );
+    // Every setting through the one parser both backends use; every bad
+    // value is reported at once, by its flag and variable.
+    let settings = settings(&args).map_err(|e| {
+        let named: Vec<String> = e.problems.iter().map(|(key, m)| format!("{} ({key}): {m}", flag_of(key))).collect();
+        anyhow::anyhow!("invalid settings:\n  {}", named.join("\n  "))
+    })?;
+    let (retention, dead_letter_retention) = (settings.retention, settings.dead_letter_retention);
     let open_files = raise_open_files_limit();
     let max_connections = connection_cap(args.max_connections, open_files);
     let backend = Backend::open(&args.db).with_context(|| format!("opening database {}", args.db.display()))?;
@@ -135,20 +159,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let config = Config {
-        retention,
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
-        http: ClientConfig {
-            connect_timeout: Duration::from_millis(args.connect_timeout_ms.max(1)),
-            total_timeout: Duration::from_millis(args.delivery_timeout_ms.max(1)),
-            ..ClientConfig::default()
-        },
-        ..Config::default()
-    };
-    let config = Config {
-        // A job stays invisible well past one attempt's timeout, so a live
-        // worker never loses it to another.
-        delivery_visibility: config.http.total_timeout * 2 + Duration::from_secs(5),
-        ..config
+        ..settings
     };
     let h = Arc::new(Hookline::new(backend.stores.clone(), config));
     let api = Api::new(h.clone(), api_key.clone(), Verification::Background);
@@ -280,11 +292,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.purge_interval,
         stop.clone(),
     ));
-    let reconcile_limits = ReconcileLimits {
-        stall_margin: chrono::Duration::from_std(args.stall_margin).unwrap_or(chrono::Duration::MAX),
-        ..ReconcileLimits::default()
-    };
-    tasks.spawn(reconcile_loop(h.clone(), reconcile_limits, args.reconcile_interval, stop.clone()));
+    tasks.spawn(reconcile_loop(h.clone(), h.config.reconcile, args.reconcile_interval, stop.clone()));
     tokio::spawn(reverify_unverified(h.clone()));
 
     let (max_body, body_timeout) = (h.config.max_body_bytes, args.body_timeout);

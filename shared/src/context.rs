@@ -63,9 +63,15 @@ pub struct Config {
     pub http: ClientConfig,
     /// The retry schedule of subscriptions that do not set one.
     pub default_retry_policy: crate::retry::RetryPolicy,
+    /// How long resolved dead letters are kept (open ones always are).
+    pub dead_letter_retention: chrono::Duration,
+    /// The reconciler's bounds and stall margin.
+    pub reconcile: crate::stage::reconcile::ReconcileLimits,
 }
 
 impl Default for Config {
+    /// The defaults, each held here once ([`Config::from_lookup`] reads
+    /// settings on top of them).
     fn default() -> Self {
         Config {
             retention: chrono::Duration::days(30),
@@ -77,6 +83,8 @@ impl Default for Config {
             subscription_cache_ttl: Duration::from_secs(5),
             http: ClientConfig::default(),
             default_retry_policy: crate::retry::RetryPolicy::default(),
+            dead_letter_retention: chrono::Duration::days(60),
+            reconcile: crate::stage::reconcile::ReconcileLimits::default(),
         }
     }
 }

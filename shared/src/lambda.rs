@@ -19,30 +19,12 @@ use crate::aws::sqs::SqsQueue;
 use crate::context::{Config, Hookline};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::queue::{self, Delivered};
-use crate::retry::RetryPolicy;
 use crate::stage::{deliver, ingest, reconcile, requeue, route, saga};
 
 /// The Lambda event types, for the function binaries.
 pub use aws_lambda_events as events;
 /// What a handler may fail with (a failed invocation; Lambda retries it).
 pub use lambda_runtime::Error;
-
-/// The stage settings from the function's environment (the template's
-/// parameters): retention and the default retry schedule.
-pub fn config_from_env() -> Config {
-    let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-    let d = Config::default();
-    let p = RetryPolicy::default();
-    Config {
-        retention: crate::aws::retention_from_env().unwrap_or(d.retention),
-        default_retry_policy: RetryPolicy {
-            max_attempts: num("MAX_ATTEMPTS").map(|n| n as u32).unwrap_or(p.max_attempts),
-            base_delay_ms: num("RETRY_BASE_MS").unwrap_or(p.base_delay_ms),
-            max_delay_ms: num("RETRY_CAP_MS").unwrap_or(p.max_delay_ms),
-        },
-        ..d
-    }
-}
 
 /// One incoming Lambda event of a function with several sources.
 pub enum Incoming {
@@ -294,32 +276,6 @@ pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
     not_done(&event, &done)
 }
 
-/// The reconciler's bounds from the environment: `RECONCILE_MAX_BATCHES`,
-/// `RECONCILE_MAX_SAGAS` (whole numbers) and `RECONCILE_STALL_MARGIN` (a
-/// duration with a unit, e.g. `1h`); the defaults of
-/// [`reconcile::ReconcileLimits`] otherwise.
-pub fn reconcile_limits_from_env() -> Result<reconcile::ReconcileLimits, String> {
-    let d = reconcile::ReconcileLimits::default();
-    let num = |k: &str, default: usize| match std::env::var(k).ok().filter(|v| !v.trim().is_empty()) {
-        None => Ok(default),
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| format!("{k} must be a whole number >= 1, got {v:?}")),
-    };
-    let stall_margin = match std::env::var("RECONCILE_STALL_MARGIN").ok().filter(|v| !v.trim().is_empty()) {
-        None => d.stall_margin,
-        Some(v) => crate::retention::parse_duration(&v).map_err(|e| format!("RECONCILE_STALL_MARGIN: {e}"))?,
-    };
-    Ok(reconcile::ReconcileLimits {
-        max_batches: num("RECONCILE_MAX_BATCHES", d.max_batches)?,
-        max_sagas: num("RECONCILE_MAX_SAGAS", d.max_sagas)?,
-        stall_margin,
-    })
-}
-
 /// One scheduled run of the reconciler; prints its report as an EMF line
 /// (the open-dead-letters alarm reads `OpenDeadLetters` from it). A failure
 /// to read its work fails the invocation (the schedule runs it again).
@@ -387,8 +343,9 @@ pub async fn hookline_from_env() -> Result<std::sync::Arc<Hookline>, String> {
 /// cover (the ingest DLQ).
 pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::aws::AwsBackend), String> {
     let sdk = crate::aws::sdk_config_loader().load().await;
-    let backend = crate::aws::AwsBackend::from_env(&sdk)?;
-    let config = Config { retention: backend.retention, ..config_from_env() };
+    // A bad setting fails the function's init, naming every bad value.
+    let config = Config::from_env().map_err(|e| e.to_string())?;
+    let backend = crate::aws::AwsBackend::from_env(&sdk, &config)?;
     Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config)), backend))
 }
 

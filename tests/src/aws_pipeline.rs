@@ -109,7 +109,7 @@ impl AwsPipeline {
         let prefix = prefix(tag);
         let names = emulator::create_resources(&prefix).await;
         let streams = aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await);
-        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), chrono::Duration::days(30));
+        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
         let config = Config {
             address_policy: AddressPolicy::AllowLoopback,
             http: ClientConfig {
@@ -117,7 +117,7 @@ impl AwsPipeline {
                 total_timeout: Duration::from_millis(1500),
                 ..ClientConfig::default()
             },
-            ..lambda::config_from_env()
+            ..Config::default()
         };
         let hookline = Arc::new(Hookline::new(backend.stores.clone(), config));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);

@@ -72,7 +72,7 @@ impl Rig {
             strict.sqs_client(&sdk),
             strict.streams_client(&sdk),
             names,
-            chrono::Duration::days(30),
+            &shared::context::Config::default(),
         );
         Rig { stores: backend.stores.clone(), kind: Kind::Aws { backend: Box::new(backend), strict } }
     }

@@ -18,7 +18,7 @@ async fn fresh(tag: &str) -> (AwsBackend, Strict) {
         strict.sqs_client(&sdk),
         strict.streams_client(&sdk),
         names,
-        chrono::Duration::days(30),
+        &shared::context::Config::default(),
     );
     (backend, strict)
 }

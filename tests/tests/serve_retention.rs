@@ -160,17 +160,23 @@ fn bad_retention_values_are_refused_naming_the_flag() {
         (&["--retention", "5w"][..], "--retention", "unknown unit"),
         (&["--retention", "0s"][..], "--retention", "more than zero"),
         (&["--dead-letter-retention", "x"][..], "--dead-letter-retention", "whole number"),
-        (
-            &["--retention", "10d", "--dead-letter-retention", "1d"][..],
-            "--dead-letter-retention",
-            "at least --retention",
-        ),
+        (&["--retention", "10d", "--dead-letter-retention", "1d"][..], "--dead-letter-retention", "at least RETENTION"),
         (&["--header-timeout", "10"][..], "--header-timeout", "10d"),
-        (&["--retention-days", "0"][..], "--retention-days", "at least 1"),
+        (&["--retention-days", "0"][..], "--retention-days", "from 1 to"),
         (&["--retention", "1d", "--retention-days", "1"][..], "--retention-days", "cannot be used with"),
     ] {
         let (ok, err) = run(args);
         assert!(!ok, "{args:?} accepted");
         assert!(err.contains(flag) && err.contains(hint), "{args:?}: {err}");
+    }
+    // Every bad setting at once, each by its flag and variable.
+    let (ok, err) = run(&["--retention", "30", "--delivery-timeout-ms", "soon", "--stall-margin", "soon"]);
+    assert!(!ok);
+    for named in [
+        "--retention (RETENTION)",
+        "--delivery-timeout-ms (DELIVERY_TIMEOUT_MS)",
+        "--stall-margin (RECONCILE_STALL_MARGIN)",
+    ] {
+        assert!(err.contains(named), "{named} missing from: {err}");
     }
 }

@@ -9,9 +9,8 @@ use shared::lambda::{self, Error};
 async fn main() -> Result<(), Error> {
     lambda::init_logging();
     let h = lambda::hookline_from_env().await?;
-    let limits = lambda::reconcile_limits_from_env()?;
     lambda::run("reconciler", h, move |h, _schedule: Value| async move {
-        Ok(serde_json::to_value(lambda::reconcile_scheduled(&h, &limits).await?)?)
+        Ok(serde_json::to_value(lambda::reconcile_scheduled(&h, &h.config.reconcile).await?)?)
     })
     .await
 }

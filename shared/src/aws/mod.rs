@@ -15,12 +15,8 @@ pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoSagas,
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
 
-use crate::context::Stores;
+use crate::context::{Config, Stores};
 use crate::queue::Queue;
-
-/// Days events (and their sagas and attempts) are kept when
-/// `RETENTION_DAYS` is not set; the template's default too.
-pub const DEFAULT_RETENTION_DAYS: i64 = 30;
 
 /// The names of the deployed tables and queues: from the function
 /// environment in Lambda ([`AwsNames::from_env`]), or from the resources a
@@ -108,41 +104,6 @@ impl AwsNames {
     }
 }
 
-/// Reads `RETENTION`, a duration with a unit (`30d`, `12h`, `5m`:
-/// [`crate::retention::parse_retention`], the parser of `hookline serve
-/// --retention`), or else `RETENTION_DAYS` (whole days; default
-/// [`DEFAULT_RETENTION_DAYS`]).
-pub fn retention_from_env() -> Result<chrono::Duration, String> {
-    retention_from(std::env::var("RETENTION").ok().as_deref(), std::env::var("RETENTION_DAYS").ok().as_deref())
-}
-
-fn retention_from(duration: Option<&str>, v: Option<&str>) -> Result<chrono::Duration, String> {
-    if let Some(d) = duration.filter(|d| !d.trim().is_empty()) {
-        return crate::retention::parse_retention(d).map_err(|e| format!("RETENTION: {e}"));
-    }
-    let days = match v.map(str::trim).filter(|v| !v.is_empty()) {
-        None => DEFAULT_RETENTION_DAYS,
-        Some(v) => v
-            .parse::<i64>()
-            .ok()
-            .filter(|d| *d >= 1)
-            .ok_or_else(|| format!("RETENTION_DAYS must be a whole number of days >= 1, got {v:?}"))?,
-    };
-    chrono::Duration::try_days(days).ok_or_else(|| format!("RETENTION_DAYS {days} is too large"))
-}
-
-/// How long a resolved dead letter is kept: `DEAD_LETTER_RETENTION` (a
-/// duration with a unit, e.g. `90d`), else twice the event retention, and
-/// never less than the event retention (a dead letter outlives its event so
-/// its snapshot can still be requeued).
-pub fn dead_letter_retention(retention: chrono::Duration) -> chrono::Duration {
-    std::env::var("DEAD_LETTER_RETENTION")
-        .ok()
-        .and_then(|v| crate::retention::parse_duration(&v).ok())
-        .unwrap_or(retention * 2)
-        .max(retention)
-}
-
 /// The loader of every AWS SDK configuration Hookline builds (the Lambda
 /// functions, `hookline` ops, the tests and benchmarks): the SDK's defaults
 /// (`BehaviorVersion::latest()`, region and credentials from the
@@ -208,12 +169,13 @@ pub struct AwsBackend {
 }
 
 impl AwsBackend {
-    /// Builds every adapter on `names`; no network call happens here.
-    pub fn new(config: &aws_config::SdkConfig, names: AwsNames, retention: chrono::Duration) -> AwsBackend {
-        let dynamodb = aws_sdk_dynamodb::Client::new(config);
-        let sqs = aws_sdk_sqs::Client::new(config);
-        let streams = aws_sdk_dynamodbstreams::Client::new(config);
-        Self::with_clients(dynamodb, sqs, streams, names, retention)
+    /// Builds every adapter on `names` with the retentions of `settings`;
+    /// no network call happens here.
+    pub fn new(sdk: &aws_config::SdkConfig, names: AwsNames, settings: &Config) -> AwsBackend {
+        let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
+        Self::with_clients(dynamodb, sqs, streams, names, settings)
     }
 
     /// Builds every adapter on already built clients (shared between
@@ -223,8 +185,9 @@ impl AwsBackend {
         sqs: aws_sdk_sqs::Client,
         streams: aws_sdk_dynamodbstreams::Client,
         names: AwsNames,
-        retention: chrono::Duration,
+        settings: &Config,
     ) -> AwsBackend {
+        let retention = settings.retention;
         let queue = |url: &str, dlq: Option<&String>| SqsQueue::new(sqs.clone(), url, dlq.cloned());
         let deliveries = queue(&names.deliveries_queue_url, Some(&names.deliveries_dlq_url));
         let deliveries_dlq = queue(&names.deliveries_dlq_url, None);
@@ -239,7 +202,7 @@ impl AwsBackend {
             dead_letters: Arc::new(DynamoDeadLetters::new(
                 dynamodb.clone(),
                 &names.dead_letters_table,
-                dead_letter_retention(retention),
+                settings.dead_letter_retention,
             )),
             deliveries: Queue::new(Arc::new(deliveries.clone())),
             dead_jobs: Queue::new(Arc::new(deliveries_dlq.clone())),
@@ -270,10 +233,10 @@ impl AwsBackend {
         }
     }
 
-    /// Builds the backend from the function environment (names and
-    /// `RETENTION_DAYS`); no network call happens here.
-    pub fn from_env(config: &aws_config::SdkConfig) -> Result<AwsBackend, String> {
-        Ok(Self::new(config, AwsNames::from_env()?, retention_from_env()?))
+    /// Builds the backend from the function environment (the names) and
+    /// `settings`; no network call happens here.
+    pub fn from_env(sdk: &aws_config::SdkConfig, settings: &Config) -> Result<AwsBackend, String> {
+        Ok(Self::new(sdk, AwsNames::from_env()?, settings))
     }
 }
 
@@ -291,17 +254,5 @@ mod tests {
         assert_eq!(all.sagas_table, "sagas_table");
         assert_eq!(all.deliveries_dlq_url, "deliveries_dlq_url");
         assert_eq!(all.retries_dlq_url, None);
-    }
-
-    #[test]
-    fn retention_defaults_and_validates() {
-        assert_eq!(retention_from(None, None).unwrap(), chrono::Duration::days(30));
-        assert_eq!(retention_from(None, Some("7")).unwrap(), chrono::Duration::days(7));
-        assert!(retention_from(None, Some("0")).is_err());
-        assert!(retention_from(None, Some("x")).is_err());
-        assert_eq!(retention_from(Some("36h"), Some("7")).unwrap(), chrono::Duration::hours(36));
-        assert_eq!(retention_from(Some(" "), Some("7")).unwrap(), chrono::Duration::days(7));
-        let err = retention_from(Some("30"), None).unwrap_err();
-        assert!(err.starts_with("RETENTION:") && err.contains("30d"), "{err}");
     }
 }

@@ -2,8 +2,8 @@
 //! `shared::stage::reconcile` the scheduled Lambda function runs) finds and
 //! re-drives stuck work, run by run, on a real SQLite file.
 //!
-//! Setup: `--sagas N` sagas whose first delivery job was lost (created an
-//! hour ago, never started) and `--given-up M` events whose routing was
+//! Setup: `--sagas N` retrying sagas whose retry timer was lost (due an
+//! hour ago) and `--given-up M` events whose routing was
 //! given up (outbox rows moved to the failed stream). Then runs of at most
 //! `--batch` sagas and 10 given-up batches each, until a run finds nothing.
 //!
@@ -17,7 +17,8 @@ use chrono::Utc;
 use hookline_tests::server::TempDir;
 use hookline_tests::stages::subscription;
 use shared::context::{Config, Hookline};
-use shared::saga::Saga;
+use shared::ports::Transition;
+use shared::saga::{Saga, SagaState, SagaStatus};
 use shared::stage::reconcile::{reconcile, ReconcileLimits};
 
 fn arg(name: &str, default: usize) -> usize {
@@ -35,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
     stores.subscriptions.create(&sub).await?;
     let h = Hookline::new(stores.clone(), Config::default());
 
-    // Sagas whose first job was lost an hour ago.
+    // Retrying sagas whose retry timer was lost: due an hour ago.
     let hour_ago = Utc::now() - chrono::Duration::hours(1);
     let setup = Instant::now();
     for chunk in (0..sagas).collect::<Vec<_>>().chunks(1000) {
@@ -47,6 +48,23 @@ async fn main() -> anyhow::Result<()> {
             .map(|i| Saga::new(format!("sag_lost_{i}"), &format!("lost-{i}"), &sub.id, None, hour_ago))
             .collect();
         stores.sagas.create(&s).await?;
+        let waiting = SagaState {
+            status: SagaStatus::PendingRetry,
+            attempts: 1,
+            next_attempt_at: Some(hour_ago),
+            last_error: Some("HTTP 503".into()),
+        };
+        let transitions: Vec<Transition> = s
+            .iter()
+            .map(|sg| Transition {
+                event_id: sg.event_id.clone(),
+                saga_id: sg.id.clone(),
+                from: sg.state.clone(),
+                to: waiting.clone(),
+                at: hour_ago,
+            })
+            .collect();
+        stores.sagas.transition(&transitions).await?;
     }
     // Events whose routing was given up.
     let events: Vec<_> =
@@ -78,8 +96,10 @@ async fn main() -> anyhow::Result<()> {
     let depth = stores.deliveries.depth().await?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("runs: {runs} (the last found nothing), {:.2} s in all", total.as_secs_f64());
+    let timers = stores.retries.depth().await?;
     println!(
-        "re-driven sagas: {redriven}; re-routed events: {rerouted}; delivery jobs queued: {}",
+        "re-driven sagas: {redriven}; re-routed events: {rerouted}; retry timers queued: {}; delivery jobs queued: {}",
+        timers.visible + timers.not_visible,
         depth.visible + depth.not_visible
     );
     println!(
