@@ -159,7 +159,7 @@ async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyh
 async fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
     use aws_credential_types::provider::ProvideCredentials;
     use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-    let sdk = shared::aws::sdk_config_loader().region(aws_config::Region::new(region.to_string())).load().await;
+    let sdk = shared::sdk::sdk_config_loader().region(aws_config::Region::new(region.to_string())).load().await;
     let provider = sdk.credentials_provider().context("no AWS credentials provider configured")?;
     let identity: aws_smithy_runtime_api::client::identity::Identity =
         provider.provide_credentials().await.context("loading AWS credentials")?.into();

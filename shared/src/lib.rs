@@ -31,6 +31,8 @@ pub mod retention;
 pub mod retry;
 pub mod routing;
 pub mod saga;
+#[cfg(feature = "aws-auth")]
+pub mod sdk;
 pub mod signing;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
