@@ -36,6 +36,10 @@ use crate::saga::SagaStatus;
 /// The dead-letter queues of the embedded backend ([`super::Backend::open`]).
 const DEAD_LETTER_QUEUES: [&str; 3] = ["deliveries-dlq", "retries-dlq", "requeue-dlq"];
 
+/// Between two batches the purge sleeps at least this many times as long
+/// as the last batch held the writer.
+const PAUSE_FACTOR: u32 = 3;
+
 /// Oldest outbox rows per stream the orphan sweep checks in one run.
 const ORPHAN_SWEEP: usize = 256;
 
@@ -57,7 +61,7 @@ impl Default for PurgePolicy {
     fn default() -> Self {
         PurgePolicy {
             dead_letter_retention: chrono::Duration::days(60),
-            batch: 200,
+            batch: 50,
             rescan_every: Duration::from_secs(600),
         }
     }
@@ -207,9 +211,12 @@ impl Purger {
     }
 
     /// One run at `now`: the orphan sweep, then batches until nothing more
-    /// is due or `keep_going` says stop, sleeping `pause` between batches so
-    /// other writes commit in between. Each batch is counted in `metrics`
-    /// and logged at debug level; returns the run's totals.
+    /// is due or `keep_going` says stop. Between batches it sleeps at least
+    /// `pause` and [`PAUSE_FACTOR`] times as long as the batch held the
+    /// writer, so other writes commit in between and a run that catches up
+    /// a backlog takes at most a quarter of the writer's time. Each batch is
+    /// counted in `metrics` and logged at debug level; returns the run's
+    /// totals.
     pub async fn run(
         &mut self,
         now: DateTime<Utc>,
@@ -241,7 +248,7 @@ impl Purger {
             if !b.more || !keep_going() {
                 break;
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause.max(b.writer_time * PAUSE_FACTOR)).await;
         }
         Ok(total)
     }
