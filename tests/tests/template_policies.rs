@@ -1145,3 +1145,17 @@ fn a_visibility_timeout_shorter_than_the_consumer_is_caught() {
         "DeliveriesQueue VisibilityTimeout 30 is shorter than the function's Timeout 60",
     );
 }
+
+/// The template's defaults are the code's defaults (`Config::default`): a
+/// stack deployed with its parameters untouched behaves as `hookline serve`
+/// does without flags.
+#[test]
+fn template_parameter_defaults_are_the_code_defaults() {
+    let t = load();
+    let d = shared::context::Config::default();
+    let default = |p: &str| t["Parameters"][p]["Default"].as_i64();
+    assert_eq!(default("RetentionDays"), Some(d.retention.num_days()));
+    assert_eq!(default("MaxAttempts"), Some(i64::from(d.default_retry_policy.max_attempts)));
+    assert_eq!(default("RetryBaseMs"), Some(d.default_retry_policy.base_delay_ms as i64));
+    assert_eq!(default("RetryCapMs"), Some(d.default_retry_policy.max_delay_ms as i64));
+}
