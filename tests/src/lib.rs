@@ -10,6 +10,14 @@ pub mod server;
 pub use receiver::{Behaviour, Delivery, Receiver};
 pub use server::Server;
 
+/// One producer-format example from the `shared` crate's
+/// `tests/fixtures/envelopes/` (docs/formats.md#producer-formats).
+pub fn fixture(name: &str) -> Vec<u8> {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+    let path = workspace.join("shared").join("tests").join("fixtures").join("envelopes").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
 /// Polls `f` every 25 ms until it returns `Some`, or panics after `secs` with `what`.
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
 where

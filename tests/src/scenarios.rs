@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::pipeline::Pipeline;
-use crate::{eventually, Behaviour, Receiver};
+use crate::{eventually, fixture, Behaviour, Receiver};
 use serde_json::{json, Value};
 use shared::signing::{self, Secret};
 
@@ -14,12 +14,6 @@ use shared::signing::{self, Secret};
 /// (docs/delivery.md#retry-schedule).
 fn fast_retry(max_attempts: u32) -> Value {
     json!({"max_attempts": max_attempts, "base_delay_ms": 50, "max_delay_ms": 200})
-}
-
-/// One producer-format example from `shared/tests/fixtures/envelopes/`
-/// (docs/formats.md#producer-formats).
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/../shared/tests/fixtures/envelopes/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 async fn post_raw<P: Pipeline>(s: &P, path: &str, body: &[u8]) -> (u16, Value) {

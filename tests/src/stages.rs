@@ -28,7 +28,7 @@ use shared::subscription::{PayloadFormat, SigningKey, Subscription};
 
 use crate::server::TempDir;
 use crate::strict::Strict;
-use crate::{emulator, Behaviour, Receiver};
+use crate::{Behaviour, Receiver};
 
 /// One backend's stores, and what a test needs to reach behind them.
 pub struct Rig {
@@ -64,16 +64,8 @@ impl Rig {
 
     /// Fresh tables and queues in the emulator, under the strict checker.
     pub async fn aws(tag: &str) -> Rig {
-        let sdk = emulator::aws_config().await;
-        let names = emulator::create_resources_with(&sdk, &emulator::fresh_prefix(tag)).await;
         let strict = Strict::new();
-        let backend = AwsBackend::with_clients(
-            strict.dynamodb_client(&sdk),
-            strict.sqs_client(&sdk),
-            strict.streams_client(&sdk),
-            names,
-            &shared::context::Config::default(),
-        );
+        let backend = strict.backend(tag).await;
         Rig { stores: backend.stores.clone(), kind: Kind::Aws { backend: Box::new(backend), strict } }
     }
 

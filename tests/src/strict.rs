@@ -123,6 +123,20 @@ impl Strict {
         aws_sdk_sqs::Client::from_conf(conf)
     }
 
+    /// A backend on fresh tables and queues named `prefix` (created from the
+    /// template), its clients under this checker.
+    pub async fn backend(&self, tag: &str) -> shared::aws::AwsBackend {
+        let sdk = crate::emulator::aws_config().await;
+        let names = crate::emulator::create_resources_with(&sdk, &crate::emulator::fresh_prefix(tag)).await;
+        shared::aws::AwsBackend::with_clients(
+            self.dynamodb_client(&sdk),
+            self.sqs_client(&sdk),
+            self.streams_client(&sdk),
+            names,
+            &shared::context::Config::default(),
+        )
+    }
+
     /// Every violation so far.
     pub fn violations(&self) -> Vec<String> {
         self.state.violations.lock().unwrap().clone()

@@ -53,14 +53,7 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     p.put_bus_event(
         "task.failed",
         "worker",
-        &String::from_utf8(
-            std::fs::read(format!(
-                "{}/../shared/tests/fixtures/envelopes/contract_task_failed.json",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .unwrap(),
-        )
-        .unwrap(),
+        &String::from_utf8(hookline_tests::fixture("contract_task_failed.json")).unwrap(),
     )
     .await;
     let d = p.settled_deliveries("bus-1", 1, 30).await;

@@ -3,24 +3,14 @@
 //! starts it and sets `AWS_ENDPOINT_URL`), every case on its own tables and
 //! queues created from `template.yaml` under a fresh prefix.
 
-use hookline_tests::emulator;
 use hookline_tests::strict::Strict;
 use shared::aws::AwsBackend;
 
 /// A fresh backend on new tables and queues, its clients under the strict
 /// checker (a request AWS would reject fails the case).
 async fn fresh(tag: &str) -> (AwsBackend, Strict) {
-    let sdk = emulator::aws_config().await;
-    let names = emulator::create_resources_with(&sdk, &emulator::fresh_prefix(tag)).await;
     let strict = Strict::new();
-    let backend = AwsBackend::with_clients(
-        strict.dynamodb_client(&sdk),
-        strict.sqs_client(&sdk),
-        strict.streams_client(&sdk),
-        names,
-        &shared::context::Config::default(),
-    );
-    (backend, strict)
+    (strict.backend(tag).await, strict)
 }
 
 macro_rules! case {
