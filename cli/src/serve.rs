@@ -287,6 +287,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // An expired event kept for a saga in flight or an open dead letter
         // is looked at again within the retention, at most 10 minutes.
         rescan_every: retention.to_std().unwrap_or(Duration::MAX).min(Duration::from_secs(600)),
+        // Behind when expired events wait longer than a few runs.
+        max_lag: (args.purge_interval * 3).max(Duration::from_secs(30)),
     };
     tasks.spawn(purge_loop(
         Purger::new(backend.db.clone(), purge_policy),

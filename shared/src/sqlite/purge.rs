@@ -37,8 +37,14 @@ use crate::saga::SagaStatus;
 const DEAD_LETTER_QUEUES: [&str; 3] = ["deliveries-dlq", "retries-dlq", "requeue-dlq"];
 
 /// Between two batches the purge sleeps at least this many times as long
-/// as the last batch held the writer.
+/// as the last batch held the writer (at most a quarter of the writer's
+/// time), unless it is behind.
 const PAUSE_FACTOR: u32 = 3;
+
+/// When behind ([`PurgePolicy::max_lag`]), batches are this many times
+/// larger and the pause only as long as the batch (half the writer's time),
+/// until it has caught up.
+const BEHIND_FACTOR: usize = 4;
 
 /// Oldest outbox rows per stream the orphan sweep checks in one run.
 const ORPHAN_SWEEP: usize = 256;
@@ -55,6 +61,11 @@ pub struct PurgePolicy {
     /// How often the purge goes back over expired events it kept (a saga in
     /// flight, an open dead letter) to see whether they may go now.
     pub rescan_every: Duration,
+    /// When the oldest expired event not yet examined expired longer ago
+    /// than this, the purge is behind (ingest outpaces it, or it restarted
+    /// on a backlog) and works harder: larger batches, shorter pauses, so
+    /// storage stays bounded whatever the ingest rate.
+    pub max_lag: Duration,
 }
 
 impl Default for PurgePolicy {
@@ -63,6 +74,7 @@ impl Default for PurgePolicy {
             dead_letter_retention: chrono::Duration::days(60),
             batch: 50,
             rescan_every: Duration::from_secs(600),
+            max_lag: Duration::from_secs(30),
         }
     }
 }
@@ -122,6 +134,9 @@ pub struct Batch {
     /// How long the batch held the writer (its statements; the commit it
     /// shares with other calls is not included).
     pub writer_time: Duration,
+    /// How long ago the oldest expired event it examined expired: how far
+    /// behind the purge is.
+    pub lag: Duration,
 }
 
 /// The purge of one database. Keeps, in memory, its place among expired
@@ -135,41 +150,47 @@ pub struct Purger {
     /// Events kept behind the cursor since it was last reset.
     held_behind: u64,
     last_rescan: Instant,
+    /// The last batch found the purge behind ([`PurgePolicy::max_lag`]).
+    behind: bool,
 }
 
 impl Purger {
     /// A purge of `db` with `policy`.
     pub fn new(db: Db, policy: PurgePolicy) -> Purger {
-        Purger { db, policy, cursor: None, held_behind: 0, last_rescan: Instant::now() }
+        Purger { db, policy, cursor: None, held_behind: 0, last_rescan: Instant::now(), behind: false }
     }
 
     /// One batch at `now`: up to `batch` expired events (each deleted with
     /// its sagas and attempts, or kept), up to `batch` resolved dead letters
     /// of each state and dead-letter-queue messages of each queue past the
-    /// dead-letter retention. One write transaction.
+    /// dead-letter retention (four times as many while behind). One write
+    /// transaction.
     pub async fn batch(&mut self, now: DateTime<Utc>) -> Result<Batch, StoreError> {
         let now_ms = now.timestamp_millis();
         let dl_cutoff =
             now.checked_sub_signed(self.policy.dead_letter_retention).map_or(i64::MIN, |t| t.timestamp_millis());
-        let (limit, cursor) = (self.policy.batch.max(1), self.cursor);
-        let (purged, last, more, writer_time) = self
+        let size = if self.behind { self.policy.batch.saturating_mul(BEHIND_FACTOR) } else { self.policy.batch };
+        let (limit, cursor) = (size.max(1), self.cursor);
+        let (Examined { purged, last, oldest, full: more }, writer_time) = self
             .db
             .call(move |c, _| {
                 let t0 = Instant::now();
-                let (mut p, last, mut more) = expired_events(c, now_ms, cursor, limit)?;
+                let mut e = expired_events(c, now_ms, cursor, limit)?;
                 let (dead_letters, dl_more) = resolved_dead_letters(c, dl_cutoff, limit)?;
                 let (messages, q_more) = dead_queue_messages(c, dl_cutoff, limit)?;
-                p.dead_letters = dead_letters;
-                p.queue_messages = messages;
-                more |= dl_more || q_more;
-                Ok((p, last, more, t0.elapsed()))
+                e.purged.dead_letters = dead_letters;
+                e.purged.queue_messages = messages;
+                e.full |= dl_more || q_more;
+                Ok((e, t0.elapsed()))
             })
             .await?;
         if last.is_some() {
             self.cursor = last;
         }
         self.held_behind += purged.held;
-        Ok(Batch { purged, more, writer_time })
+        let lag = oldest.map_or(Duration::ZERO, |at| Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64));
+        self.behind = lag > self.policy.max_lag;
+        Ok(Batch { purged, more, writer_time, lag })
     }
 
     /// Deletes outbox rows whose record is gone, among the oldest
@@ -213,10 +234,10 @@ impl Purger {
     /// One run at `now`: the orphan sweep, then batches until nothing more
     /// is due or `keep_going` says stop. Between batches it sleeps at least
     /// `pause` and [`PAUSE_FACTOR`] times as long as the batch held the
-    /// writer, so other writes commit in between and a run that catches up
-    /// a backlog takes at most a quarter of the writer's time. Each batch is
-    /// counted in `metrics` and logged at debug level; returns the run's
-    /// totals.
+    /// writer, so other writes commit in between and the purge takes at most
+    /// a quarter of the writer's time; while behind, see
+    /// [`PurgePolicy::max_lag`]. Each batch is counted in `metrics` and
+    /// logged at debug level; returns the run's totals.
     pub async fn run(
         &mut self,
         now: DateTime<Utc>,
@@ -243,12 +264,15 @@ impl Purger {
                 queue_messages = b.purged.queue_messages,
                 kept = b.purged.held,
                 writer_ms = b.writer_time.as_secs_f64() * 1000.0,
+                lag_s = b.lag.as_secs_f64(),
+                behind = self.behind,
                 "purge batch"
             );
             if !b.more || !keep_going() {
                 break;
             }
-            tokio::time::sleep(pause.max(b.writer_time * PAUSE_FACTOR)).await;
+            let factor = if self.behind { 1 } else { PAUSE_FACTOR };
+            tokio::time::sleep(pause.max(b.writer_time * factor)).await;
         }
         Ok(total)
     }
@@ -256,6 +280,17 @@ impl Purger {
 
 /// Where a purge pass is in `events_by_expiry`: `(expires_at, rowid)`.
 type ExpiryCursor = (i64, i64);
+
+/// What one batch found among expired events.
+struct Examined {
+    purged: Purged,
+    /// The last event examined (the next batch starts after it).
+    last: Option<ExpiryCursor>,
+    /// When the first event examined expired (ms).
+    oldest: Option<i64>,
+    /// As many as the batch allows: more may be due.
+    full: bool,
+}
 
 /// Up to `limit` expired events after `cursor`, each deleted with its sagas
 /// and attempts unless kept. Returns the counts, the last event examined,
@@ -265,7 +300,7 @@ fn expired_events(
     now_ms: i64,
     cursor: Option<ExpiryCursor>,
     limit: usize,
-) -> Result<(Purged, Option<ExpiryCursor>, bool), StoreError> {
+) -> Result<Examined, StoreError> {
     let (after_exp, after_row) = cursor.unwrap_or((i64::MIN, i64::MIN));
     // A range on events_by_expiry (expires_at, rowid) starting at the cursor.
     let rows: Vec<(i64, String, i64)> = c
@@ -314,8 +349,12 @@ fn expired_events(
         p.sagas += del_sagas.execute([id]).map_err(sql)? as u64;
         p.events += del_event.execute([rowid]).map_err(sql)? as u64;
     }
-    let last = rows.last().map(|(rowid, _, exp)| (*exp, *rowid));
-    Ok((p, last, rows.len() == limit))
+    Ok(Examined {
+        purged: p,
+        last: rows.last().map(|(rowid, _, exp)| (*exp, *rowid)),
+        oldest: rows.first().map(|(_, _, exp)| *exp),
+        full: rows.len() == limit,
+    })
 }
 
 /// Up to `limit` requeued and `limit` skipped dead letters created before
@@ -352,4 +391,136 @@ fn dead_queue_messages(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(
         more |= k == limit;
     }
     Ok((n, more))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh database file, removed on drop.
+    struct TempDb(std::path::PathBuf, Db);
+
+    impl TempDb {
+        fn new(tag: &str) -> TempDb {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            let path = std::env::temp_dir().join(format!("hookline-purge-{tag}-{}-{nanos}.db", std::process::id()));
+            let db = Db::open(&path).unwrap();
+            TempDb(path, db)
+        }
+    }
+
+    impl Drop for TempDb {
+        fn drop(&mut self) {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+            }
+        }
+    }
+
+    /// An event expiring at `expires_ms` with one saga per `(status,
+    /// dead letter state)`, each with two attempts.
+    async fn event(db: &Db, id: &str, expires_ms: i64, sagas: &[(&str, Option<&str>)]) {
+        let (id, sagas): (String, Vec<(String, Option<String>)>) =
+            (id.into(), sagas.iter().map(|(s, d)| (s.to_string(), d.map(str::to_string))).collect());
+        db.call(move |c, _| {
+            c.execute("INSERT INTO events VALUES (?1, 't', 0, ?2, '{}')", params![id, expires_ms]).map_err(sql)?;
+            for (i, (status, dl)) in sagas.iter().enumerate() {
+                let saga = format!("{id}-s{i}");
+                c.execute("INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, 'sub', ?3, 2, '{}')", params![saga, id, status]).map_err(sql)?;
+                for a in 1..=2 {
+                    c.execute("INSERT INTO attempts VALUES (?1, ?2, '{}')", params![saga, a]).map_err(sql)?;
+                }
+                if let Some(state) = dl {
+                    c.execute("INSERT INTO dead_letters VALUES (?1, ?2, ?3, '{}')", params![saga, state, expires_ms])
+                        .map_err(sql)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn count(db: &Db, sql_text: &'static str) -> i64 {
+        db.call(move |c, _| c.query_row(sql_text, [], |r| r.get(0)).map_err(sql)).await.unwrap()
+    }
+
+    fn policy(batch: usize) -> PurgePolicy {
+        PurgePolicy { dead_letter_retention: chrono::Duration::days(1), batch, ..PurgePolicy::default() }
+    }
+
+    #[tokio::test]
+    async fn expired_events_go_with_their_sagas_and_attempts_unless_in_flight_or_openly_dead_lettered() {
+        let t = TempDb::new("hold");
+        let now = Utc::now();
+        let past = now.timestamp_millis() - 1_000;
+        event(&t.1, "done", past, &[("Completed", None), ("DeadLettered", Some("skipped"))]).await;
+        event(&t.1, "retrying", past, &[("Completed", None), ("PendingRetry", None)]).await;
+        event(&t.1, "open-dl", past, &[("DeadLettered", Some("open"))]).await;
+        event(&t.1, "unrouted-or-no-match", past, &[]).await;
+        event(&t.1, "fresh", now.timestamp_millis() + 60_000, &[("Completed", None)]).await;
+        let mut p = Purger::new(t.1.clone(), policy(100));
+        let total = p.run(now, &Metrics::default(), Duration::ZERO, || true).await.unwrap();
+        assert_eq!((total.events, total.sagas, total.attempts, total.held), (2, 2, 4, 2));
+        let left: String =
+            t.1.call(|c, _| {
+                c.query_row("SELECT group_concat(id, ',') FROM (SELECT id FROM events ORDER BY id)", [], |r| r.get(0))
+                    .map_err(sql)
+            })
+            .await
+            .unwrap();
+        assert_eq!(left, "fresh,open-dl,retrying");
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM sagas").await, 4);
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM attempts").await, 8);
+        // Dead letters have their own retention: the skipped one is still here.
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM dead_letters").await, 2);
+    }
+
+    #[tokio::test]
+    async fn kept_events_are_not_examined_again_in_the_same_pass() {
+        let t = TempDb::new("cursor");
+        let now = Utc::now();
+        let past = now.timestamp_millis() - 1_000;
+        for i in 0..5 {
+            event(&t.1, &format!("a-kept-{i}"), past - 10, &[("InProgress", None)]).await;
+        }
+        for i in 0..5 {
+            event(&t.1, &format!("b-done-{i}"), past, &[("Completed", None)]).await;
+        }
+        let mut p = Purger::new(t.1.clone(), policy(5));
+        let first = p.batch(now).await.unwrap();
+        assert_eq!((first.purged.held, first.purged.events, first.more), (5, 0, true));
+        let second = p.batch(now).await.unwrap();
+        assert_eq!((second.purged.held, second.purged.events), (0, 5));
+    }
+
+    #[tokio::test]
+    async fn a_purge_that_falls_behind_takes_larger_batches_until_it_catches_up() {
+        let t = TempDb::new("behind");
+        let now = Utc::now();
+        let long_ago = now.timestamp_millis() - 120_000;
+        for i in 0..60 {
+            event(&t.1, &format!("old-{i:03}"), long_ago + i, &[("Completed", None)]).await;
+        }
+        for i in 0..30 {
+            event(&t.1, &format!("new-{i:03}"), now.timestamp_millis() - 1_000 + i, &[("Completed", None)]).await;
+        }
+        let mut p = Purger::new(t.1.clone(), policy(5));
+        let b = p.batch(now).await.unwrap();
+        assert_eq!(b.purged.events, 5, "the configured batch first");
+        assert!(b.lag >= Duration::from_secs(119), "{:?}", b.lag);
+        let b = p.batch(now).await.unwrap();
+        assert_eq!(b.purged.events, 20, "four times larger while behind");
+        let mut sizes = vec![];
+        loop {
+            let b = p.batch(now).await.unwrap();
+            sizes.push(b.purged.events);
+            if !b.more {
+                break;
+            }
+        }
+        assert_eq!(sizes.iter().sum::<u64>(), 65);
+        assert_eq!(*sizes.last().unwrap(), 0);
+        assert!(sizes.contains(&5), "back to the configured batch once caught up: {sizes:?}");
+    }
 }
