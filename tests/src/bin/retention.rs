@@ -74,6 +74,8 @@ struct Sample {
     at: f64,
     bytes: u64,
     per_sec: f64,
+    /// Events stored (accepted, not yet purged).
+    live: u64,
 }
 
 fn file_len(p: &std::path::Path) -> u64 {
@@ -229,8 +231,19 @@ async fn main() -> anyhow::Result<()> {
         a.retention.as_deref().unwrap_or("none (30d default: nothing is purged)")
     );
     println!(
-        "{:>6} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>10}",
-        "t (s)", "sent", "delivered", "deliv/s", "p99 ms", "db MiB", "wal MiB", "total MiB", "free pg", "purged ev"
+        "{:>6} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>10} {:>9} {:>8}",
+        "t (s)",
+        "sent",
+        "delivered",
+        "deliv/s",
+        "p99 ms",
+        "db MiB",
+        "wal MiB",
+        "total MiB",
+        "free pg",
+        "purged ev",
+        "live ev",
+        "KiB/live"
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut last_delivered = 0;
@@ -263,14 +276,16 @@ async fn main() -> anyhow::Result<()> {
         let (db_len, wal_len) = (file_len(&db), file_len(&wal));
         let free = pages(&db).map(|(_, f, _)| f).unwrap_or(-1);
         let purged = purged_events(&client, &base).await;
+        let live = sent.load(Relaxed).saturating_sub(purged);
+        let per_live = (db_len + wal_len) as f64 / 1024.0 / live.max(1) as f64;
         println!(
-            "{at:>6.0} {:>9} {d:>9} {per_sec:>9.0} {p99:>8.2} {:>9.1} {:>9.1} {:>9.1} {free:>8} {purged:>10}",
+            "{at:>6.0} {:>9} {d:>9} {per_sec:>9.0} {p99:>8.2} {:>9.1} {:>9.1} {:>9.1} {free:>8} {purged:>10} {live:>9} {per_live:>8.2}",
             sent.load(Relaxed),
             mib(db_len),
             mib(wal_len),
             mib(db_len + wal_len)
         );
-        samples.push(Sample { at, bytes: db_len + wal_len, per_sec });
+        samples.push(Sample { at, bytes: db_len + wal_len, per_sec, live });
         last_delivered = d;
         last_at = at;
         if finished {
@@ -324,6 +339,21 @@ async fn main() -> anyhow::Result<()> {
             None => {
                 println!("file size          the run ended before t={split:.0} s: run more events to see the plateau")
             }
+        }
+        // The file holds the events within the retention: at a steady rate
+        // its size is flat; when the rate varies (a loaded machine), the size
+        // per stored event shows whether freed pages are reused.
+        if let (Some(first), Some(last)) = (from.first(), from.last()) {
+            let per = |s: &Sample| s.bytes as f64 / 1024.0 / s.live.max(1) as f64;
+            let change = (per(last) / per(first) - 1.0) * 100.0;
+            println!(
+                "size per event     stored: {:.2} KiB at t={:.0} s ({} events), {:.2} KiB at the end ({} events): {change:+.1}%",
+                per(first),
+                first.at,
+                first.live,
+                per(last),
+                last.live
+            );
         }
     }
     Ok(())
