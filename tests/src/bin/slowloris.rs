@@ -10,6 +10,7 @@
 //! measurement then spans at least one header timeout of churn; 0 = as fast
 //! as they go), `--trickle SECS` (3), `--bin PATH`, `--serve-args "..."`
 //! (extra flags of `hookline serve`, e.g. "--max-connections 1000").
+//! `SLOWLORIS_VERBOSE=1` prints why each failed post failed.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -158,7 +159,18 @@ async fn ingest(base: &str, key: &str, tag: &str, a: &Args) -> (Vec<f64>, usize)
                 let res = client.post(format!("{base}/v1/events")).bearer_auth(&key).json(&body).send().await;
                 match res {
                     Ok(r) if r.status().as_u16() == 202 => lat.push(t0.elapsed().as_secs_f64() * 1000.0),
-                    _ => failed += 1,
+                    Ok(r) => {
+                        failed += 1;
+                        if std::env::var_os("SLOWLORIS_VERBOSE").is_some() {
+                            eprintln!("producer {p}: post {i} answered {}", r.status());
+                        }
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        if std::env::var_os("SLOWLORIS_VERBOSE").is_some() {
+                            eprintln!("producer {p}: post {i} failed: {e:?}");
+                        }
+                    }
                 }
             }
             (lat, failed)
