@@ -5,19 +5,20 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{EventId, SagaId, SubscriptionId};
 use crate::saga::AttemptResult;
 
 /// One delivery attempt as recorded by the delivery stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     /// The saga attempted.
-    pub saga_id: String,
+    pub saga_id: SagaId,
     /// 1-based attempt number within the saga.
     pub attempt: u32,
     /// The event (for reporting without a join).
-    pub event_id: String,
+    pub event_id: EventId,
     /// The subscription (for reporting without a join).
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// HTTP status, when the subscriber answered.
     pub status_code: Option<u16>,
     /// What went wrong, when something did.

@@ -8,6 +8,7 @@ use tokio::sync::RwLock;
 
 use crate::error::StoreError;
 use crate::http_client::{ClientConfig, HttpClient};
+use crate::ids::SubscriptionId;
 use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
 use crate::metrics::Metrics;
 use crate::ports::{AttemptStore, DeadLetterStore, EventStore, SagaStore, StreamFailures, SubscriptionStore};
@@ -97,7 +98,7 @@ pub struct SubscriptionCache {
     ttl: Duration,
     inner: RwLock<Option<(Instant, Arc<Vec<Subscription>>)>>,
     /// Ids [`SubscriptionCache::confirm`] read from the store since the last fill.
-    confirmed: std::sync::Mutex<std::collections::HashSet<String>>,
+    confirmed: std::sync::Mutex<std::collections::HashSet<SubscriptionId>>,
 }
 
 impl SubscriptionCache {
@@ -126,8 +127,12 @@ impl SubscriptionCache {
     }
 
     /// One subscription, from the cache when fresh.
-    pub async fn get(&self, store: &dyn SubscriptionStore, id: &str) -> Result<Option<Subscription>, StoreError> {
-        Ok(self.all(store).await?.iter().find(|s| s.id == id).cloned())
+    pub async fn get(
+        &self,
+        store: &dyn SubscriptionStore,
+        id: &SubscriptionId,
+    ) -> Result<Option<Subscription>, StoreError> {
+        Ok(self.all(store).await?.iter().find(|s| &s.id == id).cloned())
     }
 
     /// The store's copy of a subscription this cache would refuse (unknown
@@ -136,14 +141,21 @@ impl SubscriptionCache {
     /// is rejected on this cache's word alone. Read from the store at most
     /// once per subscription per cache fill; when the store's copy differs,
     /// the cache is dropped so the next read refills it.
-    pub async fn confirm(&self, store: &dyn SubscriptionStore, id: &str) -> Result<Option<Subscription>, StoreError> {
+    pub async fn confirm(
+        &self,
+        store: &dyn SubscriptionStore,
+        id: &SubscriptionId,
+    ) -> Result<Option<Subscription>, StoreError> {
         let cached = self.get(store, id).await?;
-        if !self.confirmed.lock().expect("cache lock").insert(id.to_string()) {
+        if !self.confirmed.lock().expect("cache lock").insert(id.clone()) {
             return Ok(cached);
         }
         let fresh = store.get(id).await?;
         if fresh.as_ref().map(|s| s.version) != cached.as_ref().map(|s| s.version) {
-            tracing::debug!(subscription_id = id, "subscription changed since this cache was filled; refreshing");
+            tracing::debug!(
+                subscription_id = id.as_str(),
+                "subscription changed since this cache was filled; refreshing"
+            );
             self.invalidate().await;
         }
         Ok(fresh)

@@ -5,6 +5,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
+
 /// Where ops are with a dead letter. Open ones raise the alarm; the others
 /// carry their [`Resolution`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -73,18 +75,19 @@ pub struct Resolution {
     pub at: DateTime<Utc>,
     /// The saga a requeue created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub new_saga_id: Option<String>,
+    pub new_saga_id: Option<SagaId>,
 }
 
 /// A saga that gave up, with the snapshot ops need to decide what to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeadLetter {
-    /// The dead saga's id (one dead letter per saga).
-    pub id: String,
+    /// The dead saga's id (one dead letter per saga, see
+    /// [`crate::ids::dead_letter_id`]).
+    pub id: DeadLetterId,
     /// The event.
-    pub event_id: String,
+    pub event_id: EventId,
     /// The subscription.
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// The event type, for listing.
     pub event_type: String,
     /// Why the saga gave up.

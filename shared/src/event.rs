@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{Format, Normalized};
+use crate::ids::EventId;
 
 /// One accepted event. Events are append-only: nothing updates or deletes one
 /// before its retention ends.
@@ -13,7 +14,7 @@ pub struct EventRecord {
     /// The stored id: the producer's id for an event without a tenant, a
     /// hash of (tenant, producer id) for one with a tenant (see
     /// [`crate::ids::stored_event_id`]), generated when the envelope has no id.
-    pub id: String,
+    pub id: EventId,
     /// The event type subscriptions match against.
     pub event_type: String,
     /// Tenant scope; tenant-scoped subscriptions only see their tenant's events.
@@ -101,6 +102,6 @@ mod tests {
         assert_eq!(a.id, record(acme).id, "a retry by the same tenant has the same id");
         assert_ne!(a.id, record(globex).id);
         assert_eq!(a.body, acme.as_bytes(), "the producer's body is stored as posted");
-        assert!(record(r#"{"type":"t","tenant_id":"acme","data":{}}"#).id.starts_with("evt_"));
+        assert!(record(r#"{"type":"t","tenant_id":"acme","data":{}}"#).id.as_str().starts_with("evt_"));
     }
 }

@@ -3,7 +3,150 @@
 //! it idempotent (docs/architecture.md#identifiers: one saga per
 //! `(event_id, subscription_id)`).
 
+//!
+//! Every id the pipeline passes around has its own type ([`EventId`],
+//! [`SagaId`], [`SubscriptionId`], [`DeadLetterId`], [`WebhookId`]), from the
+//! API edge to the stores, so handing one where another is expected does not
+//! compile. Each is its text and nothing else: it serializes as that string
+//! (`#[serde(transparent)]`), is stored as that text, and has no conversion
+//! from `&str` or deref to it that would let two ids be swapped silently;
+//! [`EventId::new`] and the others wrap text read from the wire, a store or
+//! an API path, by name (see [`saga_id`] for what does not compile).
+
+use std::borrow::Borrow;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// Defines one id newtype over `String` and its impls; see the module docs.
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Wraps an id's text as read from the wire, a store or an API
+            /// path (unchecked: a lookup of an id that names nothing finds
+            /// nothing). New ids come from this module's constructors.
+            pub fn new(id: impl Into<String>) -> Self {
+                $name(id.into())
+            }
+
+            /// The id's text, as stored and sent.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The id's text, owned.
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            /// The id's text, unchanged.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// Maps and sets keyed by the id can be looked up by its text (the
+        /// id hashes and compares as its text).
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// Compares with text (tests, and ids read back from JSON), never
+        /// with another kind of id.
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        /// As `PartialEq<str>`.
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        /// Bound as its text: the SQLite columns hold the same values as
+        /// before ids had types.
+        #[cfg(feature = "sqlite")]
+        impl rusqlite::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::from(self.0.as_str()))
+            }
+        }
+
+        /// Bound as its text (the adapters' parameter lists).
+        #[cfg(feature = "sqlite")]
+        impl From<$name> for rusqlite::types::Value {
+            fn from(id: $name) -> Self {
+                rusqlite::types::Value::Text(id.0)
+            }
+        }
+
+        /// Read from a text column.
+        #[cfg(feature = "sqlite")]
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+                String::column_result(v).map($name)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// The id an event is stored under ([`stored_event_id`], [`new_event_id`]):
+    /// its key in the event log, in `GET /v1/events/{id}` and in its sagas.
+    EventId
+);
+id_type!(
+    /// A subscription's id (`sub_…`, [`new_subscription_id`]).
+    SubscriptionId
+);
+id_type!(
+    /// A delivery saga's id (`sag_…`), derived from what created it:
+    /// [`saga_id`], [`requeue_saga_id`], [`replay_saga_id`].
+    SagaId
+);
+id_type!(
+    /// A dead letter's id: the id of the saga that died ([`dead_letter_id`],
+    /// [`DeadLetterId::saga_id`]), so a saga has at most one dead letter.
+    DeadLetterId
+);
+id_type!(
+    /// The Standard Webhooks `webhook-id` of a delivery (`msg_…`,
+    /// [`webhook_id`]): the same for every saga of one event to one
+    /// subscription, so subscribers can dedupe.
+    WebhookId
+);
+
+/// The id of the dead letter of saga `saga`: the saga's own id (one dead
+/// letter per saga).
+pub fn dead_letter_id(saga: &SagaId) -> DeadLetterId {
+    DeadLetterId(saga.0.clone())
+}
+
+impl DeadLetterId {
+    /// The id of the saga that died (a dead letter is keyed by it).
+    pub fn saga_id(&self) -> SagaId {
+        SagaId(self.0.clone())
+    }
+}
 
 fn digest(parts: &[&str]) -> String {
     let mut h = Sha256::new();
@@ -16,8 +159,8 @@ fn digest(parts: &[&str]) -> String {
 }
 
 /// A fresh event id for producers whose envelope carries none (time-ordered).
-pub fn new_event_id() -> String {
-    format!("evt_{}", uuid::Uuid::now_v7().simple())
+pub fn new_event_id() -> EventId {
+    EventId(format!("evt_{}", uuid::Uuid::now_v7().simple()))
 }
 
 /// The id an event is stored under, from the producer's id and the event's
@@ -30,40 +173,61 @@ pub fn new_event_id() -> String {
 /// deterministic, so a retry by the same tenant lands on the same key and is
 /// a duplicate; different for another tenant; 36 bytes whatever the lengths
 /// of the tenant and the id, so it fits every store key; and URL-safe.
-pub fn stored_event_id(tenant: Option<&str>, producer_id: &str) -> String {
-    match tenant {
+pub fn stored_event_id(tenant: Option<&str>, producer_id: &str) -> EventId {
+    EventId(match tenant {
         None => producer_id.to_string(),
         Some(t) => format!("tev_{}", &full_hex(&["tenant-event", t, producer_id])[..32]),
-    }
+    })
 }
 
 /// A fresh subscription id.
-pub fn new_subscription_id() -> String {
-    format!("sub_{}", uuid::Uuid::now_v7().simple())
+pub fn new_subscription_id() -> SubscriptionId {
+    SubscriptionId(format!("sub_{}", uuid::Uuid::now_v7().simple()))
 }
 
 /// The id of the first saga of one event to one subscription: the same pair
 /// always gives the same id, so routing twice creates one saga.
-pub fn saga_id(event_id: &str, subscription_id: &str) -> String {
-    format!("sag_{}", digest(&["route", event_id, subscription_id]))
+///
+/// ```
+/// use shared::ids::{saga_id, EventId, SubscriptionId};
+/// let id = saga_id(&EventId::new("evt_1"), &SubscriptionId::new("sub_1"));
+/// assert_eq!(id.as_str(), "sag_025d55a078d02e1131caa7762e");
+/// ```
+///
+/// The ids have types so that they cannot be swapped: a subscription id
+/// where the event id belongs does not compile,
+///
+/// ```compile_fail
+/// use shared::ids::{saga_id, EventId, SubscriptionId};
+/// let _ = saga_id(&SubscriptionId::new("sub_1"), &EventId::new("evt_1"));
+/// ```
+///
+/// and neither does text where an id belongs (there is no `From<&str>`):
+///
+/// ```compile_fail
+/// use shared::ids::{saga_id, SubscriptionId};
+/// let _ = saga_id("evt_1", &SubscriptionId::new("sub_1"));
+/// ```
+pub fn saga_id(event_id: &EventId, subscription_id: &SubscriptionId) -> SagaId {
+    SagaId(format!("sag_{}", digest(&["route", &event_id.0, &subscription_id.0])))
 }
 
 /// The id of the saga a requeue of one dead letter creates: requeueing the
 /// same dead letter twice (console redrive, API, CLI) creates one saga.
-pub fn requeue_saga_id(dead_letter_id: &str) -> String {
-    format!("sag_{}", digest(&["requeue", dead_letter_id]))
+pub fn requeue_saga_id(dead_letter_id: &DeadLetterId) -> SagaId {
+    SagaId(format!("sag_{}", digest(&["requeue", &dead_letter_id.0])))
 }
 
 /// The id of the saga a replay creates, keyed by the caller's replay key so a
 /// retried replay request creates nothing new.
-pub fn replay_saga_id(event_id: &str, subscription_id: &str, replay_key: &str) -> String {
-    format!("sag_{}", digest(&["replay", event_id, subscription_id, replay_key]))
+pub fn replay_saga_id(event_id: &EventId, subscription_id: &SubscriptionId, replay_key: &str) -> SagaId {
+    SagaId(format!("sag_{}", digest(&["replay", &event_id.0, &subscription_id.0, replay_key])))
 }
 
 /// The Standard Webhooks `webhook-id`: the same for every attempt, requeue and
 /// replay of one event to one subscription, so subscribers can dedupe.
-pub fn webhook_id(event_id: &str, subscription_id: &str) -> String {
-    format!("msg_{}", digest(&["webhook", event_id, subscription_id]))
+pub fn webhook_id(event_id: &EventId, subscription_id: &SubscriptionId) -> WebhookId {
+    WebhookId(format!("msg_{}", digest(&["webhook", &event_id.0, &subscription_id.0])))
 }
 
 /// A W3C `traceparent` carrying the producer's trace id to the subscriber:
@@ -98,16 +262,47 @@ pub fn random_token(prefix: &str) -> String {
 mod tests {
     use super::*;
 
+    fn e(id: &str) -> EventId {
+        EventId::new(id)
+    }
+
+    fn s(id: &str) -> SubscriptionId {
+        SubscriptionId::new(id)
+    }
+
     #[test]
     fn derived_ids_are_stable_and_distinct() {
-        assert_eq!(saga_id("e1", "s1"), saga_id("e1", "s1"));
-        assert_ne!(saga_id("e1", "s1"), saga_id("e1", "s2"));
+        assert_eq!(saga_id(&e("e1"), &s("s1")), saga_id(&e("e1"), &s("s1")));
+        assert_ne!(saga_id(&e("e1"), &s("s1")), saga_id(&e("e1"), &s("s2")));
         // length-prefixing keeps ("ab","c") and ("a","bc") apart
-        assert_ne!(saga_id("ab", "c"), saga_id("a", "bc"));
-        assert_ne!(saga_id("e1", "s1"), requeue_saga_id("e1"));
-        assert_eq!(webhook_id("e", "s"), webhook_id("e", "s"));
-        assert!(webhook_id("e", "s").starts_with("msg_"));
+        assert_ne!(saga_id(&e("ab"), &s("c")), saga_id(&e("a"), &s("bc")));
+        assert_ne!(saga_id(&e("e1"), &s("s1")), requeue_saga_id(&DeadLetterId::new("e1")));
+        assert_eq!(webhook_id(&e("e"), &s("s")), webhook_id(&e("e"), &s("s")));
+        assert!(webhook_id(&e("e"), &s("s")).as_str().starts_with("msg_"));
         assert_ne!(random_token("x"), random_token("x"));
+    }
+
+    /// The derived ids are stored and sent to subscribers: these values were
+    /// computed before the ids had types, and must never change.
+    #[test]
+    fn derived_ids_are_byte_identical_to_the_stored_ones() {
+        assert_eq!(saga_id(&e("evt_1"), &s("sub_1")), "sag_025d55a078d02e1131caa7762e");
+        assert_eq!(requeue_saga_id(&DeadLetterId::new("dl_1")), "sag_98d80eed85c869ca2943e19826");
+        assert_eq!(replay_saga_id(&e("evt_1"), &s("sub_1"), "key_1"), "sag_5426a12a07a6db83e953a5d297");
+        assert_eq!(webhook_id(&e("evt_1"), &s("sub_1")), "msg_e3a106dc72ebef867b6f72375e");
+        assert_eq!(stored_event_id(Some("acme"), "e1"), "tev_45c2096ee038506ff8601abf6d4379aa");
+        assert_eq!(stored_event_id(None, "e1"), "e1");
+    }
+
+    #[test]
+    fn ids_serialize_as_their_text() {
+        let id = saga_id(&e("evt_1"), &s("sub_1"));
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"sag_025d55a078d02e1131caa7762e\"");
+        assert_eq!(serde_json::from_str::<SagaId>("\"sag_x\"").unwrap(), SagaId::new("sag_x"));
+        assert_eq!(id.to_string(), id.as_str());
+        let dl = dead_letter_id(&id);
+        assert_eq!(dl.as_str(), id.as_str(), "a dead letter is keyed by its saga's id");
+        assert_eq!(dl.saga_id(), id);
     }
 
     #[test]
@@ -120,10 +315,11 @@ mod tests {
         assert_ne!(a, "e1");
         // Length-prefixed: ("a:b", "c") and ("a", "b:c") differ.
         assert_ne!(stored_event_id(Some("a:b"), "c"), stored_event_id(Some("a"), "b:c"));
+        let a = a.as_str();
         assert!(a.starts_with("tev_") && a.len() == 36, "{a}");
         assert!(a[4..].bytes().all(|b| b.is_ascii_hexdigit()));
         let long = "x".repeat(256);
-        assert_eq!(stored_event_id(Some(&long), &long).len(), 36);
+        assert_eq!(stored_event_id(Some(&long), &long).as_str().len(), 36);
     }
 
     #[test]

@@ -5,18 +5,20 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId, WebhookId};
+
 /// Messages on the delivery queue: everything a delivery needs to find its
 /// event and subscription.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeliveryJob {
     /// The saga.
-    pub saga_id: String,
+    pub saga_id: SagaId,
     /// Its event.
-    pub event_id: String,
+    pub event_id: EventId,
     /// Its subscription.
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// The `webhook-id` header.
-    pub webhook_id: String,
+    pub webhook_id: WebhookId,
     /// Which attempt this job is.
     pub attempt: u32,
 }
@@ -25,9 +27,9 @@ pub struct DeliveryJob {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryTimer {
     /// The saga's event (with the id, the saga's key).
-    pub event_id: String,
+    pub event_id: EventId,
     /// The saga.
-    pub saga_id: String,
+    pub saga_id: SagaId,
     /// The attempt that is due.
     pub attempt: u32,
     /// When it is due.
@@ -38,7 +40,7 @@ pub struct RetryTimer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequeueRequest {
     /// The dead letter (the dead saga's id).
-    pub dead_letter_id: String,
+    pub dead_letter_id: DeadLetterId,
     /// Who asked.
     pub actor: String,
     /// Why.
@@ -49,9 +51,9 @@ pub struct RequeueRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayRequest {
     /// The stored event.
-    pub event_id: String,
+    pub event_id: EventId,
     /// Only this subscription; every matching one when absent.
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     /// Makes a repeated request create nothing new.
     pub replay_key: String,
     /// Who asked.

@@ -12,6 +12,7 @@ use crate::attempt::Attempt;
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
 
@@ -24,7 +25,7 @@ pub trait EventStore: Send + Sync {
     /// Inserts each event unless one with its id exists; `true` where inserted.
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>>;
     /// One event by id.
-    async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>>;
+    async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>>;
 }
 
 /// Subscription configuration.
@@ -33,14 +34,14 @@ pub trait SubscriptionStore: Send + Sync {
     /// Stores a new subscription.
     async fn create(&self, sub: &Subscription) -> StoreResult<()>;
     /// One subscription by id.
-    async fn get(&self, id: &str) -> StoreResult<Option<Subscription>>;
+    async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>>;
     /// All subscriptions.
     async fn list(&self) -> StoreResult<Vec<Subscription>>;
     /// Replaces a subscription if its stored version is still
     /// `expected_version`; `false` if it changed meanwhile or is gone.
     async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool>;
     /// Deletes one; `false` if it did not exist.
-    async fn delete(&self, id: &str) -> StoreResult<bool>;
+    async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool>;
 }
 
 /// What a conditional saga transition found.
@@ -58,9 +59,9 @@ pub enum TransitionOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     /// The saga's event (part of its key: sagas are stored by event).
-    pub event_id: String,
+    pub event_id: EventId,
     /// The saga.
-    pub saga_id: String,
+    pub saga_id: SagaId,
     /// Status and attempt count it must still have.
     pub from: SagaState,
     /// What it becomes.
@@ -79,12 +80,12 @@ pub trait SagaStore: Send + Sync {
     async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>>;
     /// One saga of `event_id` by id; `None` when there is none, also when
     /// the id belongs to another event.
-    async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>>;
+    async fn get(&self, event_id: &EventId, id: &SagaId) -> StoreResult<Option<Saga>>;
     /// Applies each transition only if the saga's status and attempt count
     /// are still those of `from`. Terminal sagas therefore never change.
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>>;
     /// Every saga of one event.
-    async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>>;
+    async fn list_for_event(&self, event_id: &EventId) -> StoreResult<Vec<Saga>>;
     /// Up to `limit` sagas that are not terminal and were due before
     /// `before` (created, retry due, or job sent, and no progress since),
     /// oldest first, found through an index of waiting sagas (never a scan).
@@ -93,7 +94,13 @@ pub trait SagaStore: Send + Sync {
     /// Moves a waiting saga's due time to `until` if it is still in
     /// `expected` (the reconciler re-drove it and gives it time to
     /// progress); `false` if it changed meanwhile.
-    async fn defer(&self, event_id: &str, id: &str, expected: &SagaState, until: DateTime<Utc>) -> StoreResult<bool>;
+    async fn defer(
+        &self,
+        event_id: &EventId,
+        id: &SagaId,
+        expected: &SagaState,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
 }
 
 /// Attempt records, unique per `(saga_id, attempt)`.
@@ -102,7 +109,7 @@ pub trait AttemptStore: Send + Sync {
     /// Inserts each attempt unless that `(saga, attempt)` exists; `true` where inserted.
     async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>>;
     /// The attempts of one saga, oldest first.
-    async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>>;
+    async fn list(&self, saga_id: &SagaId) -> StoreResult<Vec<Attempt>>;
 }
 
 /// Dead letters, one per dead saga.
@@ -111,7 +118,7 @@ pub trait DeadLetterStore: Send + Sync {
     /// Inserts unless one exists for this saga; `true` if inserted.
     async fn put(&self, dl: &DeadLetter) -> StoreResult<bool>;
     /// One by id.
-    async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>>;
+    async fn get(&self, id: &DeadLetterId) -> StoreResult<Option<DeadLetter>>;
     /// Newest first, optionally only those in `state`.
     async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>>;
     /// How many are in `state`, without reading them (the `/metrics` gauge of
@@ -119,7 +126,7 @@ pub trait DeadLetterStore: Send + Sync {
     async fn count(&self, state: DeadLetterState) -> StoreResult<u64>;
     /// Moves an `open` dead letter to `state` with its audit record; `false`
     /// if it was not open.
-    async fn resolve(&self, id: &str, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool>;
+    async fn resolve(&self, id: &DeadLetterId, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool>;
 }
 
 /// A message taken from a queue, invisible to others until its visibility

@@ -16,6 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{EventId, SagaId, SubscriptionId, WebhookId};
 use crate::retry::RetryPolicy;
 
 /// Where a saga is in its life.
@@ -71,7 +72,7 @@ pub struct Origin {
     /// Requeue or replay.
     pub kind: OriginKind,
     /// The saga this one follows, if any.
-    pub previous_saga_id: Option<String>,
+    pub previous_saga_id: Option<SagaId>,
     /// Who asked.
     pub actor: String,
     /// Why they asked.
@@ -108,13 +109,13 @@ pub struct SagaState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Saga {
     /// Derived from what created it (see [`crate::ids`]).
-    pub id: String,
+    pub id: SagaId,
     /// The event delivered.
-    pub event_id: String,
+    pub event_id: EventId,
     /// The subscription delivered to.
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// Standard Webhooks `webhook-id`, the same for every saga of this pair.
-    pub webhook_id: String,
+    pub webhook_id: WebhookId,
     /// Status and attempt count.
     #[serde(flatten)]
     pub state: SagaState,
@@ -128,11 +129,17 @@ pub struct Saga {
 
 impl Saga {
     /// A new Pending saga.
-    pub fn new(id: String, event_id: &str, subscription_id: &str, origin: Option<Origin>, now: DateTime<Utc>) -> Self {
+    pub fn new(
+        id: SagaId,
+        event_id: &EventId,
+        subscription_id: &SubscriptionId,
+        origin: Option<Origin>,
+        now: DateTime<Utc>,
+    ) -> Self {
         Saga {
             id,
-            event_id: event_id.to_string(),
-            subscription_id: subscription_id.to_string(),
+            event_id: event_id.clone(),
+            subscription_id: subscription_id.clone(),
             webhook_id: crate::ids::webhook_id(event_id, subscription_id),
             state: SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None },
             origin,

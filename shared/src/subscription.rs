@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{check_header_value, show, TextError};
+use crate::ids::SubscriptionId;
 use crate::retry::RetryPolicy;
 use crate::signing::Secret;
 
@@ -58,7 +59,7 @@ mod secret_text {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Subscription {
     /// `sub_…`.
-    pub id: String,
+    pub id: SubscriptionId,
     /// Where deliveries go (HTTPS, public address; see [`crate::ssrf`]).
     pub callback_url: String,
     /// Patterns: exact (`task.succeeded`), prefix (`task.*`) or all (`*`).

@@ -20,6 +20,7 @@ use shared::context::Stores;
 use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
 use shared::envelope::Format;
 use shared::event::EventRecord;
+use shared::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use shared::ports::{JobQueue, Received, Transition, TransitionOutcome};
 use shared::retry::RetryPolicy;
 use shared::saga::{AttemptResult, Origin, Saga, SagaState, SagaStatus};
@@ -69,7 +70,7 @@ fn now() -> DateTime<Utc> {
 pub fn event(id: &str, event_type: &str) -> EventRecord {
     let at = now();
     EventRecord {
-        id: id.to_string(),
+        id: ev(id),
         event_type: event_type.to_string(),
         tenant_id: Some("tenant-1".into()),
         partition_key: Some("Opportunity:tenant-1:rec-1".into()),
@@ -86,7 +87,7 @@ pub fn event(id: &str, event_type: &str) -> EventRecord {
 
 /// A new Pending saga of `event_id` → `subscription_id`.
 pub fn saga(id: &str, event_id: &str, subscription_id: &str) -> Saga {
-    Saga::new(id.to_string(), event_id, subscription_id, None, now())
+    Saga::new(sg(id), &ev(event_id), &sub(subscription_id), None, now())
 }
 
 /// A state with no due time or error.
@@ -97,10 +98,10 @@ pub fn state(status: SagaStatus, attempts: u32) -> SagaState {
 /// Attempt `n` of `saga_id`.
 pub fn attempt(saga_id: &str, n: u32, result: AttemptResult) -> Attempt {
     Attempt {
-        saga_id: saga_id.to_string(),
+        saga_id: sg(saga_id),
         attempt: n,
-        event_id: "evt_a".into(),
-        subscription_id: "sub_a".into(),
+        event_id: ev("evt_a"),
+        subscription_id: sub("sub_a"),
         status_code: Some(500),
         error: Some("HTTP 500".into()),
         latency_ms: 12,
@@ -113,7 +114,7 @@ pub fn attempt(saga_id: &str, n: u32, result: AttemptResult) -> Attempt {
 pub fn subscription(id: &str, version: u64) -> Subscription {
     let at = now();
     Subscription {
-        id: id.to_string(),
+        id: sub(id),
         callback_url: format!("https://example.com/hooks/{id}"),
         event_types: vec!["task.*".into(), "quota.committed".into()],
         tenant_id: Some("tenant-1".into()),
@@ -138,16 +139,16 @@ pub fn resolution(action: ResolutionAction, actor: &str, new_saga_id: Option<&st
         actor: actor.into(),
         reason: "receiver fixed".into(),
         at: now(),
-        new_saga_id: new_saga_id.map(str::to_string),
+        new_saga_id: new_saga_id.map(sg),
     }
 }
 
 /// An open dead letter created at `created_at`.
 pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
     DeadLetter {
-        id: id.to_string(),
-        event_id: "evt_a".into(),
-        subscription_id: "sub_a".into(),
+        id: dl(id),
+        event_id: ev("evt_a"),
+        subscription_id: sub("sub_a"),
         event_type: "task.failed".into(),
         reason: "gave up after 3 attempts; last error: HTTP 500".into(),
         attempts: 3,
@@ -158,6 +159,23 @@ pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
         // Round-trips through every backend (DynamoDB keeps it deflated apart).
         event: Some(event(&format!("evt_of_{id}"), "task.failed")),
     }
+}
+
+/// Ids from text: the cases name their records by literal ids.
+fn ev(id: &str) -> EventId {
+    EventId::new(id)
+}
+
+fn sg(id: &str) -> SagaId {
+    SagaId::new(id)
+}
+
+fn sub(id: &str) -> SubscriptionId {
+    SubscriptionId::new(id)
+}
+
+fn dl(id: &str) -> DeadLetterId {
+    DeadLetterId::new(id)
 }
 
 fn sorted_by_id(mut sagas: Vec<Saga>) -> Vec<Saga> {
@@ -176,10 +194,10 @@ pub async fn events_insert_is_conditional(s: &Stores) {
     e1_again.tenant_id = None;
     let e3 = event("evt_3", "quota.committed");
     assert_eq!(s.events.insert(&[e1_again, e3.clone()]).await.unwrap(), vec![false, true]);
-    assert_eq!(s.events.get("evt_1").await.unwrap(), Some(e1));
-    assert_eq!(s.events.get("evt_2").await.unwrap(), Some(e2));
-    assert_eq!(s.events.get("evt_3").await.unwrap(), Some(e3));
-    assert_eq!(s.events.get("evt_missing").await.unwrap(), None);
+    assert_eq!(s.events.get(&ev("evt_1")).await.unwrap(), Some(e1));
+    assert_eq!(s.events.get(&ev("evt_2")).await.unwrap(), Some(e2));
+    assert_eq!(s.events.get(&ev("evt_3")).await.unwrap(), Some(e3));
+    assert_eq!(s.events.get(&ev("evt_missing")).await.unwrap(), None);
     // The same id twice in one batch: exactly one is inserted.
     let e4 = event("evt_4", "task.succeeded");
     let res = s.events.insert(&[e4.clone(), e4.clone()]).await.unwrap();
@@ -199,17 +217,17 @@ pub async fn sagas_create_is_idempotent(s: &Stores) {
     let mut c = saga("sg_c", "evt_2", "sub_1");
     c.origin = Some(Origin {
         kind: shared::saga::OriginKind::Requeue,
-        previous_saga_id: Some("sg_a".into()),
+        previous_saga_id: Some(sg("sg_a")),
         actor: "ops@example.com".into(),
         reason: "receiver fixed".into(),
         at: now(),
     });
     assert_eq!(s.sagas.create(&[a_again, c.clone()]).await.unwrap(), vec![false, true]);
-    assert_eq!(s.sagas.get("evt_1", "sg_a").await.unwrap(), Some(a));
-    assert_eq!(s.sagas.get("evt_1", "sg_b").await.unwrap(), Some(b));
-    assert_eq!(s.sagas.get("evt_2", "sg_c").await.unwrap(), Some(c));
-    assert_eq!(s.sagas.get("evt_1", "sg_missing").await.unwrap(), None);
-    assert_eq!(s.sagas.get("evt_1", "sg_c").await.unwrap(), None, "sg_c belongs to evt_2");
+    assert_eq!(s.sagas.get(&ev("evt_1"), &sg("sg_a")).await.unwrap(), Some(a));
+    assert_eq!(s.sagas.get(&ev("evt_1"), &sg("sg_b")).await.unwrap(), Some(b));
+    assert_eq!(s.sagas.get(&ev("evt_2"), &sg("sg_c")).await.unwrap(), Some(c));
+    assert_eq!(s.sagas.get(&ev("evt_1"), &sg("sg_missing")).await.unwrap(), None);
+    assert_eq!(s.sagas.get(&ev("evt_1"), &sg("sg_c")).await.unwrap(), None, "sg_c belongs to evt_2");
 }
 
 /// Every saga of an event, and only those.
@@ -219,9 +237,9 @@ pub async fn sagas_list_for_event(s: &Stores) {
     let mut all = of_a.clone();
     all.push(of_b.clone());
     s.sagas.create(&all).await.unwrap();
-    assert_eq!(sorted_by_id(s.sagas.list_for_event("evt_a").await.unwrap()), of_a);
-    assert_eq!(s.sagas.list_for_event("evt_b").await.unwrap(), vec![of_b]);
-    assert!(s.sagas.list_for_event("evt_none").await.unwrap().is_empty());
+    assert_eq!(sorted_by_id(s.sagas.list_for_event(&ev("evt_a")).await.unwrap()), of_a);
+    assert_eq!(s.sagas.list_for_event(&ev("evt_b")).await.unwrap(), vec![of_b]);
+    assert!(s.sagas.list_for_event(&ev("evt_none")).await.unwrap().is_empty());
 }
 
 /// An applied transition stores the whole new state (due time and error
@@ -271,7 +289,7 @@ pub async fn saga_transition_applies_and_stores_the_new_state(s: &Stores) {
     assert_eq!(s.sagas.transition(&[due]).await.unwrap(), vec![TransitionOutcome::Applied]);
     let got = s.sagas.get(&sg.event_id, &sg.id).await.unwrap().unwrap();
     assert_eq!(got, Saga { state: again, updated_at: t3, ..sg.clone() });
-    assert_eq!(s.sagas.list_for_event("evt_1").await.unwrap(), vec![got]);
+    assert_eq!(s.sagas.list_for_event(&ev("evt_1")).await.unwrap(), vec![got]);
 }
 
 /// The reconciler's index: only retrying sagas (InProgress, PendingRetry)
@@ -309,10 +327,10 @@ pub async fn sagas_stalled_and_deferred(s: &Stores) {
     assert_eq!(ids(s.sagas.stalled(before, 1).await.unwrap()), vec!["sg_st_c"], "at most `limit`");
     assert!(s.sagas.stalled(t - chrono::Duration::minutes(120), 10).await.unwrap().is_empty());
     // Deferred: not stalled until the new time; a stale expectation changes nothing.
-    assert!(s.sagas.defer("evt_st", "sg_st_c", &waiting(90), t + chrono::Duration::hours(1)).await.unwrap());
+    assert!(s.sagas.defer(&ev("evt_st"), &sg("sg_st_c"), &waiting(90), t + chrono::Duration::hours(1)).await.unwrap());
     assert!(!s
         .sagas
-        .defer("evt_st", "sg_st_a", &state(SagaStatus::InProgress, 2), t + chrono::Duration::hours(1))
+        .defer(&ev("evt_st"), &sg("sg_st_a"), &state(SagaStatus::InProgress, 2), t + chrono::Duration::hours(1))
         .await
         .unwrap());
     assert_eq!(ids(s.sagas.stalled(before, 10).await.unwrap()), vec!["sg_st_a"]);
@@ -327,7 +345,7 @@ pub async fn sagas_stalled_and_deferred(s: &Stores) {
     assert_eq!(s.sagas.transition(&[done]).await.unwrap(), vec![TransitionOutcome::Applied]);
     assert!(s.sagas.stalled(before, 10).await.unwrap().is_empty());
     assert!(
-        !s.sagas.defer("evt_st", "sg_st_a", &state(SagaStatus::Completed, 2), t).await.unwrap(),
+        !s.sagas.defer(&ev("evt_st"), &sg("sg_st_a"), &state(SagaStatus::Completed, 2), t).await.unwrap(),
         "terminal sagas are not deferred"
     );
 }
@@ -408,28 +426,28 @@ pub async fn saga_terminal_status_never_changes(s: &Stores) {
 /// nothing.
 pub async fn saga_transition_missing(s: &Stores) {
     let t = Transition {
-        event_id: "evt_1".into(),
-        saga_id: "sg_nope".into(),
+        event_id: ev("evt_1"),
+        saga_id: sg("sg_nope"),
         from: state(SagaStatus::Pending, 0),
         to: state(SagaStatus::InProgress, 1),
         at: now(),
     };
     assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Missing]);
-    assert_eq!(s.sagas.get("evt_1", "sg_nope").await.unwrap(), None);
+    assert_eq!(s.sagas.get(&ev("evt_1"), &sg("sg_nope")).await.unwrap(), None);
 
     // A saga named under another event is missing there too.
     let sg = saga("sg_here", "evt_1", "sub_1");
     s.sagas.create(std::slice::from_ref(&sg)).await.unwrap();
     let t = Transition {
-        event_id: "evt_2".into(),
+        event_id: ev("evt_2"),
         saga_id: sg.id.clone(),
         from: sg.state.clone(),
         to: state(SagaStatus::InProgress, 1),
         at: now(),
     };
     assert_eq!(s.sagas.transition(&[t]).await.unwrap(), vec![TransitionOutcome::Missing]);
-    assert_eq!(s.sagas.get("evt_2", &sg.id).await.unwrap(), None);
-    assert_eq!(s.sagas.get("evt_1", &sg.id).await.unwrap(), Some(sg), "the saga is unchanged");
+    assert_eq!(s.sagas.get(&ev("evt_2"), &sg.id).await.unwrap(), None);
+    assert_eq!(s.sagas.get(&ev("evt_1"), &sg.id).await.unwrap(), Some(sg), "the saga is unchanged");
 }
 
 /// A batch reports one outcome per transition, in order.
@@ -450,8 +468,8 @@ pub async fn saga_transition_batch_keeps_order(s: &Stores) {
         want.push(if i % 3 == 1 { TransitionOutcome::Conflict(sg.state.clone()) } else { TransitionOutcome::Applied });
         if i % 4 == 0 {
             batch.push(Transition {
-                event_id: "evt_1".into(),
-                saga_id: format!("sg_missing_{i}"),
+                event_id: ev("evt_1"),
+                saga_id: SagaId::new(format!("sg_missing_{i}")),
                 from: state(SagaStatus::Pending, 0),
                 to: state(SagaStatus::InProgress, 1),
                 at: now(),
@@ -475,9 +493,9 @@ pub async fn attempts_unique_per_saga_and_attempt(s: &Stores) {
     let a3 = attempt("sg_a", 3, AttemptResult::Delivered);
     let other = attempt("sg_b", 1, AttemptResult::Gone);
     assert_eq!(s.attempts.record(&[a1_again, a3.clone(), other.clone()]).await.unwrap(), vec![false, true, true]);
-    assert_eq!(s.attempts.list("sg_a").await.unwrap(), vec![a1, a2, a3]);
-    assert_eq!(s.attempts.list("sg_b").await.unwrap(), vec![other]);
-    assert!(s.attempts.list("sg_none").await.unwrap().is_empty());
+    assert_eq!(s.attempts.list(&sg("sg_a")).await.unwrap(), vec![a1, a2, a3]);
+    assert_eq!(s.attempts.list(&sg("sg_b")).await.unwrap(), vec![other]);
+    assert!(s.attempts.list(&sg("sg_none")).await.unwrap().is_empty());
 }
 
 // ----------------------------------------------------------- subscriptions
@@ -488,7 +506,7 @@ pub async fn subscriptions_versioned_update_and_delete(s: &Stores) {
     s.subscriptions.create(&b).await.unwrap();
     s.subscriptions.create(&a).await.unwrap();
     assert!(s.subscriptions.create(&subscription("sub_a", 1)).await.is_err(), "a second create of one id must fail");
-    assert_eq!(s.subscriptions.get("sub_a").await.unwrap(), Some(a.clone()));
+    assert_eq!(s.subscriptions.get(&sub("sub_a")).await.unwrap(), Some(a.clone()));
     assert_eq!(s.subscriptions.list().await.unwrap(), vec![a.clone(), b.clone()]);
 
     let mut a2 = a.clone();
@@ -500,13 +518,13 @@ pub async fn subscriptions_versioned_update_and_delete(s: &Stores) {
     lost.version = 2;
     lost.description = Some("lost update".into());
     assert!(!s.subscriptions.update(&lost, 1).await.unwrap(), "an update from a stale version must fail");
-    assert_eq!(s.subscriptions.get("sub_a").await.unwrap(), Some(a2.clone()));
+    assert_eq!(s.subscriptions.get(&sub("sub_a")).await.unwrap(), Some(a2.clone()));
     assert!(!s.subscriptions.update(&subscription("sub_none", 2), 1).await.unwrap());
-    assert_eq!(s.subscriptions.get("sub_none").await.unwrap(), None);
+    assert_eq!(s.subscriptions.get(&sub("sub_none")).await.unwrap(), None);
 
-    assert!(s.subscriptions.delete("sub_a").await.unwrap());
-    assert!(!s.subscriptions.delete("sub_a").await.unwrap());
-    assert_eq!(s.subscriptions.get("sub_a").await.unwrap(), None);
+    assert!(s.subscriptions.delete(&sub("sub_a")).await.unwrap());
+    assert!(!s.subscriptions.delete(&sub("sub_a")).await.unwrap());
+    assert_eq!(s.subscriptions.get(&sub("sub_a")).await.unwrap(), None);
     assert_eq!(s.subscriptions.list().await.unwrap(), vec![b]);
 }
 
@@ -519,8 +537,8 @@ pub async fn dead_letters_put_once(s: &Stores) {
     let mut again = dead_letter("sg_dead", now());
     again.reason = "other".into();
     assert!(!s.dead_letters.put(&again).await.unwrap());
-    assert_eq!(s.dead_letters.get("sg_dead").await.unwrap(), Some(d));
-    assert_eq!(s.dead_letters.get("sg_none").await.unwrap(), None);
+    assert_eq!(s.dead_letters.get(&dl("sg_dead")).await.unwrap(), Some(d));
+    assert_eq!(s.dead_letters.get(&dl("sg_none")).await.unwrap(), None);
 }
 
 /// An open dead letter is resolved once, with its audit record.
@@ -528,20 +546,20 @@ pub async fn dead_letters_resolve_once(s: &Stores) {
     let d = dead_letter("sg_dead", now());
     s.dead_letters.put(&d).await.unwrap();
     let audit = resolution(ResolutionAction::Requeue, "ops@example.com", Some("sg_new"));
-    assert!(s.dead_letters.resolve("sg_dead", DeadLetterState::Requeued, audit.clone()).await.unwrap());
+    assert!(s.dead_letters.resolve(&dl("sg_dead"), DeadLetterState::Requeued, audit.clone()).await.unwrap());
     assert!(!s
         .dead_letters
-        .resolve("sg_dead", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "late", None))
+        .resolve(&dl("sg_dead"), DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "late", None))
         .await
         .unwrap());
-    let got = s.dead_letters.get("sg_dead").await.unwrap().unwrap();
+    let got = s.dead_letters.get(&dl("sg_dead")).await.unwrap().unwrap();
     assert_eq!(got, DeadLetter { state: DeadLetterState::Requeued, resolution: Some(audit), ..d });
     assert!(!s
         .dead_letters
-        .resolve("sg_none", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None))
+        .resolve(&dl("sg_none"), DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None))
         .await
         .unwrap());
-    assert_eq!(s.dead_letters.get("sg_none").await.unwrap(), None);
+    assert_eq!(s.dead_letters.get(&dl("sg_none")).await.unwrap(), None);
 }
 
 /// Lists are newest first, filtered by state when asked, and limited.
@@ -559,10 +577,10 @@ pub async fn dead_letters_list_newest_first(s: &Stores) {
     }
     assert!(s
         .dead_letters
-        .resolve("sg_3", DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None))
+        .resolve(&dl("sg_3"), DeadLetterState::Skipped, resolution(ResolutionAction::Skip, "ops", None))
         .await
         .unwrap());
-    let d3 = s.dead_letters.get("sg_3").await.unwrap().unwrap();
+    let d3 = s.dead_letters.get(&dl("sg_3")).await.unwrap().unwrap();
     let ids = |v: Vec<DeadLetter>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
 
     assert_eq!(

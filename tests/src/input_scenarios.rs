@@ -342,7 +342,7 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     let (st, a) = post_raw(s, "/v1/events", acme).await;
     assert_eq!((st, &a["duplicate"]), (202, &json!(false)), "{a}");
     let a_id = a["event_id"].as_str().unwrap().to_string();
-    assert_eq!(a_id, shared::ids::stored_event_id(Some("acme"), "shared-1"));
+    assert_eq!(shared::ids::stored_event_id(Some("acme"), "shared-1"), a_id.as_str());
     let (_, again) = post_raw(s, "/v1/events", acme).await;
     assert_eq!(
         (&again["duplicate"], &again["event_id"]),

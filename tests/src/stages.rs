@@ -15,6 +15,7 @@ use shared::aws::AwsBackend;
 use shared::context::{Config, Hookline, Stores};
 use shared::event::EventRecord;
 use shared::http_client::ClientConfig;
+use shared::ids::{self, DeadLetterId, EventId, SagaId};
 use shared::job::RetryTimer;
 use shared::retry::RetryPolicy;
 use shared::saga::{AttemptResult, Saga, SagaStatus};
@@ -94,7 +95,7 @@ impl Rig {
     }
 
     /// Removes an event as its retention (TTL on AWS, the purge locally) would.
-    pub async fn expire_event(&self, id: &str) {
+    pub async fn expire_event(&self, id: &EventId) {
         match &self.kind {
             Kind::Sqlite { db, .. } => {
                 let c = rusqlite::Connection::open(db).unwrap();
@@ -227,7 +228,7 @@ pub async fn a_local_fault_costs_no_attempt(rig: &Rig) {
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true], "the job was re-sent, so its message is done");
     assert!(rig.stores.attempts.list(&sagas[0].id).await.unwrap().is_empty(), "no attempt was counted");
     assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::Pending);
-    assert!(rig.stores.dead_letters.get(&sagas[0].id).await.unwrap().is_none());
+    assert!(rig.stores.dead_letters.get(&ids::dead_letter_id(&sagas[0].id)).await.unwrap().is_none());
     assert_eq!(h.metrics.deliveries_deferred.load(std::sync::atomic::Ordering::Relaxed), 1);
     let depth = rig.stores.deliveries.depth().await.unwrap();
     assert_eq!(depth.not_visible, 1, "the job waits to be tried again: {depth:?}");
@@ -249,7 +250,8 @@ pub async fn a_job_received_too_often_dead_letters_with_a_record(rig: &Rig) {
     assert!(r.deliveries("/crashy").is_empty(), "not tried again");
     feed_attempts(&h, &sagas[0]).await;
     assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::DeadLettered);
-    let dl = rig.stores.dead_letters.get(&sagas[0].id).await.unwrap().expect("a dead-letter record");
+    let dl =
+        rig.stores.dead_letters.get(&ids::dead_letter_id(&sagas[0].id)).await.unwrap().expect("a dead-letter record");
     assert!(dl.reason.contains("received 5 times"), "{}", dl.reason);
     assert_eq!(dl.event.as_ref().map(|e| e.body.clone()), Some(e.body.clone()), "the snapshot is kept");
     // Ops requeue it; the new saga is delivered.
@@ -266,13 +268,19 @@ pub async fn a_job_received_too_often_dead_letters_with_a_record(rig: &Rig) {
 pub async fn a_timer_whose_saga_is_gone_dead_letters(rig: &Rig) {
     let h = rig.container(Duration::from_secs(5));
     let timer = RetryTimer {
-        event_id: "gone-event".into(),
-        saga_id: "sag_gone".into(),
+        event_id: EventId::new("gone-event"),
+        saga_id: SagaId::new("sag_gone"),
         attempt: 3,
         due_at: Utc::now() - chrono::Duration::seconds(1),
     };
     assert_eq!(saga::on_timer(&h, &timer).await.unwrap(), saga::TimerOutcome::Done);
-    let dl = rig.stores.dead_letters.get("sag_gone").await.unwrap().expect("a dead letter for the lost saga");
+    let dl = rig
+        .stores
+        .dead_letters
+        .get(&DeadLetterId::new("sag_gone"))
+        .await
+        .unwrap()
+        .expect("a dead letter for the lost saga");
     assert!(dl.reason.contains("no longer stored"), "{}", dl.reason);
     assert_eq!(dl.event_id, "gone-event");
 }
@@ -301,7 +309,7 @@ pub async fn requeue_after_the_event_expired_delivers_the_snapshot(rig: &Rig) {
     rig.expire_event(&e.id).await;
     r.set("/later", Behaviour::Ok);
     let audit = Audit { actor: "ops".into(), reason: "subscriber fixed".into() };
-    let new = requeue::requeue(&h, &sagas[0].id, &audit).await.unwrap();
+    let new = requeue::requeue(&h, &ids::dead_letter_id(&sagas[0].id), &audit).await.unwrap();
     saga::start(&h, std::slice::from_ref(&new)).await.unwrap();
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
@@ -331,7 +339,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
     feed_attempts(&h, &sagas[0]).await;
     assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::Completed);
-    assert!(rig.stores.dead_letters.get(&sagas[0].id).await.unwrap().is_none());
+    assert!(rig.stores.dead_letters.get(&ids::dead_letter_id(&sagas[0].id)).await.unwrap().is_none());
     assert_eq!(r.deliveries("/resume").len(), 1);
 }
 

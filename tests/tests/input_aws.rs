@@ -61,8 +61,8 @@ async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() 
 
     let a = stored_event_id(Some("acme"), "bus-t");
     let g = stored_event_id(Some("globex"), "bus-t");
-    assert_eq!(p.settled_deliveries(&a, 1, 30).await[0]["status"], "Completed");
-    assert_eq!(p.settled_deliveries(&g, 1, 30).await[0]["status"], "Completed");
+    assert_eq!(p.settled_deliveries(a.as_str(), 1, 30).await[0]["status"], "Completed");
+    assert_eq!(p.settled_deliveries(g.as_str(), 1, 30).await[0]["status"], "Completed");
     put(acme).await;
 
     let rejected = std::sync::Mutex::new(Vec::new());

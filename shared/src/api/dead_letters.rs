@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{parse, query_param, Api, ApiError, ApiResult, Request, Response};
 use crate::dead_letter::{DeadLetter, DeadLetterState};
+use crate::ids::{DeadLetterId, SagaId};
 use crate::stage::requeue::{self, Audit};
 
 /// `POST /v1/dead-letters/{id}/requeue` and `…/skip`: the audit record.
@@ -33,13 +34,13 @@ struct DeadLetterList {
 
 #[derive(Serialize)]
 struct Requeued<'a> {
-    dead_letter_id: &'a str,
-    saga_id: String,
+    dead_letter_id: &'a DeadLetterId,
+    saga_id: SagaId,
 }
 
 #[derive(Serialize)]
 struct Skipped<'a> {
-    dead_letter_id: &'a str,
+    dead_letter_id: &'a DeadLetterId,
     state: DeadLetterState,
 }
 
@@ -63,13 +64,13 @@ impl Api {
         Ok(Response::json(200, &DeadLetterList { dead_letters }))
     }
 
-    pub(super) async fn get_dead_letter(&self, id: &str) -> ApiResult {
+    pub(super) async fn get_dead_letter(&self, id: &DeadLetterId) -> ApiResult {
         let dl =
             self.hookline.stores.dead_letters.get(id).await?.ok_or_else(|| ApiError::not_found("dead letter", id))?;
         Ok(Response::json(200, &dl))
     }
 
-    pub(super) async fn resolve_dead_letter(&self, id: &str, req: &Request<'_>, requeue: bool) -> ApiResult {
+    pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, req: &Request<'_>, requeue: bool) -> ApiResult {
         let audit: Audit = parse::<AuditBody>(req.body, true)?.into();
         if requeue {
             let saga_id = requeue::request_requeue(&self.hookline, id, &audit).await?;

@@ -42,9 +42,9 @@ impl ApiError {
         self
     }
 
-    /// 404 for `what` (`event`, `subscription`, …) `id`.
-    pub fn not_found(what: &str, id: &str) -> Self {
-        ApiError::new(404, "not_found", format!("{what} {} not found", show(id)))
+    /// 404 for `what` (`event`, `subscription`, …) `id` (any id type).
+    pub fn not_found(what: &str, id: impl AsRef<str>) -> Self {
+        ApiError::new(404, "not_found", format!("{what} {} not found", show(id.as_ref())))
     }
 
     /// 400: a field has a wrong value.

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{parse, query_param, Api, ApiError, ApiResult, Request, Response};
 use crate::envelope::{self, Format};
-use crate::ids;
+use crate::ids::{self, EventId, SagaId, SubscriptionId, WebhookId};
 use crate::saga::Origin;
 use crate::stage::ingest;
 use crate::stage::requeue::{self, ReplayRequest};
@@ -14,7 +14,7 @@ use crate::stage::requeue::{self, ReplayRequest};
 /// `202` for one accepted envelope.
 #[derive(Serialize)]
 struct Accepted {
-    event_id: String,
+    event_id: EventId,
     duplicate: bool,
 }
 
@@ -22,7 +22,7 @@ struct Accepted {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum BatchItem {
-    Accepted { index: usize, status: u16, event_id: String, duplicate: bool },
+    Accepted { index: usize, status: u16, event_id: EventId, duplicate: bool },
     Refused { index: usize, status: u16, error: ApiError },
 }
 
@@ -37,7 +37,7 @@ struct BatchAnswer {
 /// A stored event as the API shows it.
 #[derive(Serialize)]
 struct EventView {
-    id: String,
+    id: EventId,
     producer_id: Option<String>,
     #[serde(rename = "type")]
     event_type: String,
@@ -56,9 +56,9 @@ struct EventView {
 /// One saga of an event, with its attempts.
 #[derive(Serialize)]
 struct DeliveryView {
-    subscription_id: String,
-    saga_id: String,
-    webhook_id: String,
+    subscription_id: SubscriptionId,
+    saga_id: SagaId,
+    webhook_id: WebhookId,
     status: &'static str,
     next_attempt_at: Option<DateTime<Utc>>,
     last_error: Option<String>,
@@ -68,7 +68,7 @@ struct DeliveryView {
 
 #[derive(Serialize)]
 struct Deliveries<'a> {
-    event_id: &'a str,
+    event_id: &'a EventId,
     deliveries: Vec<DeliveryView>,
 }
 
@@ -81,20 +81,20 @@ struct ReplayBody {
     #[serde(default)]
     actor: Option<String>,
     #[serde(default)]
-    subscription_id: Option<String>,
+    subscription_id: Option<SubscriptionId>,
     #[serde(default)]
     replay_key: Option<String>,
 }
 
 #[derive(Serialize)]
 struct ReplaySaga {
-    saga_id: String,
-    subscription_id: String,
+    saga_id: SagaId,
+    subscription_id: SubscriptionId,
 }
 
 #[derive(Serialize)]
 struct ReplayAnswer<'a> {
-    event_id: &'a str,
+    event_id: &'a EventId,
     replay_key: String,
     sagas: Vec<ReplaySaga>,
 }
@@ -131,7 +131,7 @@ impl Api {
         Ok(Response::json(if answer.rejected == 0 { 202 } else { 207 }, &answer))
     }
 
-    pub(super) async fn get_event(&self, id: &str) -> ApiResult {
+    pub(super) async fn get_event(&self, id: &EventId) -> ApiResult {
         let e = self.hookline.stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         Ok(Response::json(
             200,
@@ -153,7 +153,7 @@ impl Api {
         ))
     }
 
-    pub(super) async fn get_deliveries(&self, id: &str) -> ApiResult {
+    pub(super) async fn get_deliveries(&self, id: &EventId) -> ApiResult {
         let stores = &self.hookline.stores;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let sagas = stores.sagas.list_for_event(id).await?;
@@ -174,10 +174,10 @@ impl Api {
         Ok(Response::json(200, &Deliveries { event_id: id, deliveries }))
     }
 
-    pub(super) async fn replay(&self, id: &str, req: &Request<'_>) -> ApiResult {
+    pub(super) async fn replay(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
         let body: ReplayBody = parse(req.body, true)?;
         let request = ReplayRequest {
-            event_id: id.to_string(),
+            event_id: id.clone(),
             subscription_id: body.subscription_id,
             replay_key: body.replay_key.unwrap_or_else(|| ids::random_token("")),
             actor: body.actor.unwrap_or_else(|| "api".into()),

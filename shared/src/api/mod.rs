@@ -21,6 +21,7 @@ pub use error::{ApiError, ApiResult};
 
 use crate::context::Hookline;
 use crate::envelope::{show, MAX_ID_BYTES};
+use crate::ids::{DeadLetterId, EventId, SubscriptionId};
 
 /// One HTTP request, as any server or API Gateway hands it over.
 #[derive(Debug, Clone, Copy)]
@@ -149,23 +150,28 @@ impl Api {
         if segments[1..].iter().any(|s| s.is_empty() || s.len() > MAX_ID_BYTES) {
             return Response::error(404, "not_found", format!("nothing at {} {}", req.method, show(req.path)), None);
         }
+        // Path ids take their types here, at the edge; the stages and
+        // stores below only see typed ids.
+        let event = |id: &str| EventId::new(id);
+        let sub = |id: &str| SubscriptionId::new(id);
+        let dead = |id: &str| DeadLetterId::new(id);
         let r = match (req.method, &segments[1..]) {
             ("POST", ["events"]) => self.post_event(&req).await,
             ("POST", ["events", "batch"]) => self.post_batch(&req).await,
-            ("GET", ["events", id]) => self.get_event(id).await,
-            ("GET", ["events", id, "deliveries"]) => self.get_deliveries(id).await,
-            ("POST", ["events", id, "replay"]) => self.replay(id, &req).await,
+            ("GET", ["events", id]) => self.get_event(&event(id)).await,
+            ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id)).await,
+            ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,
             ("POST", ["subscriptions"]) => self.create_subscription(&req).await,
             ("GET", ["subscriptions"]) => self.list_subscriptions().await,
-            ("GET", ["subscriptions", id]) => self.get_subscription(id).await,
-            ("PATCH", ["subscriptions", id]) => self.patch_subscription(id, &req).await,
-            ("DELETE", ["subscriptions", id]) => self.delete_subscription(id).await,
-            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(id).await,
-            ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(id, &req).await,
+            ("GET", ["subscriptions", id]) => self.get_subscription(&sub(id)).await,
+            ("PATCH", ["subscriptions", id]) => self.patch_subscription(&sub(id), &req).await,
+            ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id)).await,
+            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id)).await,
+            ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
-            ("GET", ["dead-letters", id]) => self.get_dead_letter(id).await,
-            ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(id, &req, true).await,
-            ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(id, &req, false).await,
+            ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
+            ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,
+            ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(&dead(id), &req, false).await,
             _ => Err(ApiError::new(404, "not_found", format!("no route for {} {}", req.method, show(req.path)))),
         };
         r.unwrap_or_else(Response::from)

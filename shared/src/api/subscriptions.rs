@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{parse, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use crate::context::Config;
 use crate::envelope::check_id;
-use crate::ids;
+use crate::ids::{self, SubscriptionId};
 use crate::retry::RetryPolicy;
 use crate::signing::Secret;
 use crate::ssrf;
@@ -190,7 +190,7 @@ impl Api {
         }
     }
 
-    async fn load_subscription(&self, id: &str) -> Result<Subscription, ApiError> {
+    async fn load_subscription(&self, id: &SubscriptionId) -> Result<Subscription, ApiError> {
         self.hookline.stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))
     }
 
@@ -199,11 +199,11 @@ impl Api {
         Ok(Response::json(200, &SubscriptionList { subscriptions: subs.iter().map(|s| shown(s, None)).collect() }))
     }
 
-    pub(super) async fn get_subscription(&self, id: &str) -> ApiResult {
+    pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {
         Ok(Response::json(200, &shown(&self.load_subscription(id).await?, None)))
     }
 
-    pub(super) async fn patch_subscription(&self, id: &str, req: &Request<'_>) -> ApiResult {
+    pub(super) async fn patch_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
         let body: PatchBody = parse(req.body, false)?;
         let new_url = match body.callback_url {
             Patch::Absent => None,
@@ -256,7 +256,7 @@ impl Api {
         Ok(Response::json(200, &shown(&sub, None)))
     }
 
-    pub(super) async fn delete_subscription(&self, id: &str) -> ApiResult {
+    pub(super) async fn delete_subscription(&self, id: &SubscriptionId) -> ApiResult {
         if !self.hookline.stores.subscriptions.delete(id).await? {
             return Err(ApiError::not_found("subscription", id));
         }
@@ -264,12 +264,12 @@ impl Api {
         Ok(Response { status: 204, content_type: "application/json", body: vec![] })
     }
 
-    pub(super) async fn verify_now(&self, id: &str) -> ApiResult {
+    pub(super) async fn verify_now(&self, id: &SubscriptionId) -> ApiResult {
         let sub = verify::verify(&self.hookline, id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
         Ok(Response::json(200, &shown(&sub, None)))
     }
 
-    pub(super) async fn rotate_secret(&self, id: &str, req: &Request<'_>) -> ApiResult {
+    pub(super) async fn rotate_secret(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
         let body: RotateBody = parse(req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,

@@ -19,6 +19,7 @@ use crate::attempt::Attempt;
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
@@ -197,8 +198,8 @@ impl EventStore for DynamoEvents {
     /// are immutable and read long after their write, by the delivery of
     /// every job), and a strongly consistent one only when that finds
     /// nothing, so a just-written event is never reported missing.
-    async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>> {
-        let key = || HashMap::from([("id".to_string(), s(id))]);
+    async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>> {
+        let key = || HashMap::from([("id".to_string(), s(id.as_str()))]);
         let found = match get_item(&self.client, &self.table, key(), false).await? {
             Some(a) => Some(a),
             None => get_item(&self.client, &self.table, key(), true).await?,
@@ -234,8 +235,8 @@ impl SubscriptionStore for DynamoSubscriptions {
         }
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<Subscription>> {
-        get_by_id(&self.client, &self.table, id).await?.map(|a| item::subscription_from_attrs(&a)).transpose()
+    async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>> {
+        get_by_id(&self.client, &self.table, id.as_str()).await?.map(|a| item::subscription_from_attrs(&a)).transpose()
     }
 
     async fn list(&self) -> StoreResult<Vec<Subscription>> {
@@ -262,12 +263,12 @@ impl SubscriptionStore for DynamoSubscriptions {
         written("PutItem", &self.table, res)
     }
 
-    async fn delete(&self, id: &str) -> StoreResult<bool> {
+    async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool> {
         let out = self
             .client
             .delete_item()
             .table_name(&self.table)
-            .key("id", s(id))
+            .key("id", s(id.as_str()))
             .return_values(ReturnValue::AllOld)
             .send()
             .await
@@ -279,8 +280,8 @@ impl SubscriptionStore for DynamoSubscriptions {
 // ------------------------------------------------------------------- sagas
 
 /// The full key of a Sagas item.
-fn saga_key(event_id: &str, id: &str) -> HashMap<String, AttributeValue> {
-    HashMap::from([("event_id".to_string(), s(event_id)), ("id".to_string(), s(id))])
+fn saga_key(event_id: &EventId, id: &SagaId) -> HashMap<String, AttributeValue> {
+    HashMap::from([("event_id".to_string(), s(event_id.as_str())), ("id".to_string(), s(id.as_str()))])
 }
 
 /// SagasTable, keyed `(event_id, id)`: conditional creates, conditional
@@ -377,7 +378,7 @@ impl SagaStore for DynamoSagas {
         put_all_if_absent(&self.client, &self.table, "id", sagas, |sg| item::saga_to_attrs(sg, self.retention)).await
     }
 
-    async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>> {
+    async fn get(&self, event_id: &EventId, id: &SagaId) -> StoreResult<Option<Saga>> {
         get_item(&self.client, &self.table, saga_key(event_id, id), true)
             .await?
             .map(|a| item::saga_from_attrs(&a))
@@ -421,7 +422,13 @@ impl SagaStore for DynamoSagas {
         Ok(sagas.into_iter().take(limit).map(|(_, s)| s).collect())
     }
 
-    async fn defer(&self, event_id: &str, id: &str, expected: &SagaState, until: DateTime<Utc>) -> StoreResult<bool> {
+    async fn defer(
+        &self,
+        event_id: &EventId,
+        id: &SagaId,
+        expected: &SagaState,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
         let res = self
             .client
             .update_item()
@@ -441,14 +448,14 @@ impl SagaStore for DynamoSagas {
     /// One consistent `Query` of the event's partition. Ordered by creation
     /// time then id, as close as DynamoDB gets to the SQLite adapter's
     /// insertion order.
-    async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>> {
+    async fn list_for_event(&self, event_id: &EventId) -> StoreResult<Vec<Saga>> {
         let items = query_all(
             &self.client,
             &self.table,
             None,
             "event_id = :e",
             HashMap::new(),
-            HashMap::from([(":e".to_string(), s(event_id))]),
+            HashMap::from([(":e".to_string(), s(event_id.as_str()))]),
             true,
         )
         .await?;
@@ -484,14 +491,14 @@ impl AttemptStore for DynamoAttempts {
             .await
     }
 
-    async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>> {
+    async fn list(&self, saga_id: &SagaId) -> StoreResult<Vec<Attempt>> {
         let items = query_all(
             &self.client,
             &self.table,
             None,
             "saga_id = :s",
             HashMap::new(),
-            HashMap::from([(":s".to_string(), s(saga_id))]),
+            HashMap::from([(":s".to_string(), s(saga_id.as_str()))]),
             true,
         )
         .await?;
@@ -561,8 +568,8 @@ impl DeadLetterStore for DynamoDeadLetters {
         put_if_absent(&self.client, &self.table, "id", item::dead_letter_to_attrs(dl)?).await
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>> {
-        get_by_id(&self.client, &self.table, id).await?.map(|a| item::dead_letter_from_attrs(&a)).transpose()
+    async fn get(&self, id: &DeadLetterId) -> StoreResult<Option<DeadLetter>> {
+        get_by_id(&self.client, &self.table, id.as_str()).await?.map(|a| item::dead_letter_from_attrs(&a)).transpose()
     }
 
     /// With a state: a GSI `by_state` query (eventually consistent). Without:
@@ -610,7 +617,7 @@ impl DeadLetterStore for DynamoDeadLetters {
     /// Reads the dead letter, then rewrites `state` and `data` on condition
     /// that it is still `open`: while it is open nothing else writes it, so
     /// the data read is the data replaced.
-    async fn resolve(&self, id: &str, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool> {
+    async fn resolve(&self, id: &DeadLetterId, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool> {
         let Some(mut dl) = self.get(id).await? else { return Ok(false) };
         if dl.state != DeadLetterState::Open {
             return Ok(false);
@@ -622,7 +629,7 @@ impl DeadLetterStore for DynamoDeadLetters {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("id", s(id))
+            .key("id", s(id.as_str()))
             .update_expression("SET #state = :state, #data = :data, expires_at = :expires")
             .condition_expression("#state = :open")
             .expression_attribute_names("#state", "state")

@@ -20,6 +20,7 @@ use crate::attempt::Attempt;
 use crate::dead_letter::DeadLetter;
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::ids::{EventId, SagaId, SubscriptionId, WebhookId};
 use crate::saga::{Origin, Saga, SagaState, SagaStatus};
 use crate::subscription::Subscription;
 
@@ -273,7 +274,7 @@ const MAX_INFLATED: usize = 4 * 1024 * 1024;
 /// `received_at + retention`, so an event is never dropped before either.
 pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
-    a.put_s("id", &e.id)
+    a.put_s("id", e.id.as_str())
         .put_s("event_type", &e.event_type)
         .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
     let json = encode_json(e)?;
@@ -308,7 +309,7 @@ pub fn event_from_image(image: &serde_dynamo::Item) -> Result<EventRecord, Store
 /// The Subscriptions item: `id`, `version`, `data`.
 pub fn subscription_to_attrs(s: &Subscription) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
-    a.put_s("id", &s.id).put_n("version", s.version).put_s("data", encode_json(s)?);
+    a.put_s("id", s.id.as_str()).put_n("version", s.version).put_s("data", encode_json(s)?);
     Ok(a)
 }
 
@@ -325,10 +326,10 @@ pub fn subscription_from_attrs(a: &Attrs) -> Result<Subscription, StoreError> {
 /// `expires_at` is `created_at + retention` in epoch seconds.
 pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
-    a.put_s("id", &s.id)
-        .put_s("event_id", &s.event_id)
-        .put_s("subscription_id", &s.subscription_id)
-        .put_s("webhook_id", &s.webhook_id)
+    a.put_s("id", s.id.as_str())
+        .put_s("event_id", s.event_id.as_str())
+        .put_s("subscription_id", s.subscription_id.as_str())
+        .put_s("webhook_id", s.webhook_id.as_str())
         .put_s("status", s.state.status.as_str())
         .put_n("attempts", s.state.attempts)
         .put_opt_s("next_attempt_at", s.state.next_attempt_at.map(rfc3339))
@@ -348,8 +349,8 @@ pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, Sto
 pub const DUE_SHARDS: u32 = 16;
 
 /// The `by_due` partition of a saga: a stable hash of its id.
-pub fn due_shard(saga_id: &str) -> String {
-    let h = saga_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+pub fn due_shard(saga_id: &SagaId) -> String {
+    let h = saga_id.as_str().bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
     (h % DUE_SHARDS).to_string()
 }
 
@@ -368,10 +369,10 @@ pub fn saga_state_from_attrs(a: &Attrs) -> Result<SagaState, StoreError> {
 /// Decodes a Sagas item.
 pub fn saga_from_attrs(a: &Attrs) -> Result<Saga, StoreError> {
     Ok(Saga {
-        id: a.s("id")?.to_string(),
-        event_id: a.s("event_id")?.to_string(),
-        subscription_id: a.s("subscription_id")?.to_string(),
-        webhook_id: a.s("webhook_id")?.to_string(),
+        id: SagaId::new(a.s("id")?),
+        event_id: EventId::new(a.s("event_id")?),
+        subscription_id: SubscriptionId::new(a.s("subscription_id")?),
+        webhook_id: WebhookId::new(a.s("webhook_id")?),
         state: saga_state_from_attrs(a)?,
         origin: a.opt_s("origin")?.map(|o| decode_json::<Origin>("origin", o)).transpose()?,
         created_at: a.time("created_at")?,
@@ -390,10 +391,10 @@ pub fn saga_from_image(image: &serde_dynamo::Item) -> Result<Saga, StoreError> {
 /// `expires_at` (`at + retention`, epoch s), `data`.
 pub fn attempt_to_attrs(x: &Attempt, retention: chrono::Duration) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
-    a.put_s("saga_id", &x.saga_id)
+    a.put_s("saga_id", x.saga_id.as_str())
         .put_n("attempt", x.attempt)
-        .put_s("event_id", &x.event_id)
-        .put_s("subscription_id", &x.subscription_id)
+        .put_s("event_id", x.event_id.as_str())
+        .put_s("subscription_id", x.subscription_id.as_str())
         .put_n("expires_at", ttl(x.at, retention))
         .put_s("data", encode_json(x)?);
     Ok(a)
@@ -419,7 +420,7 @@ pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreEr
 pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
     let record = DeadLetter { event: None, ..d.clone() };
-    a.put_s("id", &d.id)
+    a.put_s("id", d.id.as_str())
         .put_s("state", d.state.as_str())
         .put_n("created_at", d.created_at.timestamp_millis())
         .put_s("data", encode_json(&record)?);
@@ -451,12 +452,12 @@ mod tests {
 
     fn saga() -> Saga {
         let now = Utc::now();
-        let mut s = Saga::new("sg_1".into(), "evt_1", "sub_1", None, now);
+        let mut s = Saga::new(SagaId::new("sg_1"), &EventId::new("evt_1"), &SubscriptionId::new("sub_1"), None, now);
         s.state.next_attempt_at = Some(now + chrono::Duration::milliseconds(1234));
         s.state.last_error = Some("HTTP 500".into());
         s.origin = Some(Origin {
             kind: crate::saga::OriginKind::Requeue,
-            previous_saga_id: Some("sg_0".into()),
+            previous_saga_id: Some(SagaId::new("sg_0")),
             actor: "ops".into(),
             reason: "fixed".into(),
             at: now,
@@ -475,7 +476,7 @@ mod tests {
 
     #[test]
     fn optional_saga_fields_are_absent_when_none() {
-        let s = Saga::new("sg_1".into(), "evt_1", "sub_1", None, Utc::now());
+        let s = Saga::new(SagaId::new("sg_1"), &EventId::new("evt_1"), &SubscriptionId::new("sub_1"), None, Utc::now());
         let a = saga_to_attrs(&s, chrono::Duration::days(1)).unwrap();
         for k in ["next_attempt_at", "last_error", "origin"] {
             assert!(!a.0.contains_key(k), "{k}");

@@ -30,6 +30,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{sql, Db};
 use crate::error::StoreError;
+use crate::ids::{self, EventId, SagaId};
 use crate::metrics::Metrics;
 use crate::saga::SagaStatus;
 
@@ -303,7 +304,7 @@ fn expired_events(
 ) -> Result<Examined, StoreError> {
     let (after_exp, after_row) = cursor.unwrap_or((i64::MIN, i64::MIN));
     // A range on events_by_expiry (expires_at, rowid) starting at the cursor.
-    let rows: Vec<(i64, String, i64)> = c
+    let rows: Vec<(i64, EventId, i64)> = c
         .prepare_cached(
             "SELECT rowid, id, expires_at FROM events INDEXED BY events_by_expiry \
              WHERE expires_at <= ?1 AND expires_at >= ?2 AND NOT (expires_at = ?2 AND rowid <= ?3) \
@@ -321,7 +322,7 @@ fn expired_events(
     let mut del_event = c.prepare_cached("DELETE FROM events WHERE rowid = ?1").map_err(sql)?;
     let mut p = Purged::default();
     for (rowid, id, _) in &rows {
-        let sagas: Vec<(String, String)> = sagas_of
+        let sagas: Vec<(SagaId, String)> = sagas_of
             .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(sql)?
             .collect::<Result<_, _>>()
@@ -331,7 +332,7 @@ fn expired_events(
             keep = if status == SagaStatus::Completed.as_str() {
                 false
             } else if status == SagaStatus::DeadLettered.as_str() {
-                open_dl.query_row([saga_id], |_| Ok(())).optional().map_err(sql)?.is_some()
+                open_dl.query_row([ids::dead_letter_id(saga_id)], |_| Ok(())).optional().map_err(sql)?.is_some()
             } else {
                 true
             };

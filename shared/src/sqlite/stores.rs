@@ -9,6 +9,7 @@ use super::{decode, encode, sql, Db, Marks, Stream};
 use crate::attempt::Attempt;
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::event::EventRecord;
+use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
 };
@@ -76,8 +77,8 @@ impl EventStore for SqliteEvents {
             .await
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<EventRecord>> {
-        let id = id.to_string();
+    async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>> {
+        let id = id.clone();
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
@@ -112,8 +113,8 @@ impl SubscriptionStore for SqliteSubscriptions {
             .await
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<Subscription>> {
-        let id = id.to_string();
+    async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>> {
+        let id = id.clone();
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
@@ -150,8 +151,8 @@ impl SubscriptionStore for SqliteSubscriptions {
             .await
     }
 
-    async fn delete(&self, id: &str) -> StoreResult<bool> {
-        let id = id.to_string();
+    async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool> {
+        let id = id.clone();
         self.0.call(move |c, _| Ok(c.execute("DELETE FROM subscriptions WHERE id = ?1", [id]).map_err(sql)? == 1)).await
     }
 }
@@ -190,14 +191,14 @@ impl SagaStore for SqliteSagas {
             .await
     }
 
-    async fn get(&self, event_id: &str, id: &str) -> StoreResult<Option<Saga>> {
-        let (event_id, id) = (event_id.to_string(), id.to_string());
+    async fn get(&self, event_id: &EventId, id: &SagaId) -> StoreResult<Option<Saga>> {
+        let (event_id, id) = (event_id.clone(), id.clone());
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
                     .prepare_cached("SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2")
                     .map_err(sql)?
-                    .query_row([id, event_id], |r| r.get(0))
+                    .query_row(params![id, event_id], |r| r.get(0))
                     .optional()
                     .map_err(sql)?;
                 data.map(|d| decode(&d)).transpose()
@@ -215,7 +216,7 @@ impl SagaStore for SqliteSagas {
                     .map_err(sql)?;
                 let mut res = Vec::with_capacity(transitions.len());
                 for t in &transitions {
-                    let data: Option<String> = sel.query_row([&t.saga_id, &t.event_id], |r| r.get(0)).optional().map_err(sql)?;
+                    let data: Option<String> = sel.query_row(params![t.saga_id, t.event_id], |r| r.get(0)).optional().map_err(sql)?;
                     let Some(data) = data else {
                         res.push(TransitionOutcome::Missing);
                         continue;
@@ -244,8 +245,8 @@ impl SagaStore for SqliteSagas {
             .await
     }
 
-    async fn list_for_event(&self, event_id: &str) -> StoreResult<Vec<Saga>> {
-        let id = event_id.to_string();
+    async fn list_for_event(&self, event_id: &EventId) -> StoreResult<Vec<Saga>> {
+        let id = event_id.clone();
         self.0
             .call(move |c, _| {
                 let mut st =
@@ -272,8 +273,14 @@ impl SagaStore for SqliteSagas {
             .await
     }
 
-    async fn defer(&self, event_id: &str, id: &str, expected: &SagaState, until: DateTime<Utc>) -> StoreResult<bool> {
-        let (event_id, id, expected) = (event_id.to_string(), id.to_string(), expected.clone());
+    async fn defer(
+        &self,
+        event_id: &EventId,
+        id: &SagaId,
+        expected: &SagaState,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (event_id, id, expected) = (event_id.clone(), id.clone(), expected.clone());
         self.0
             .call(move |c, _| {
                 let n = c
@@ -332,8 +339,8 @@ impl AttemptStore for SqliteAttempts {
             .await
     }
 
-    async fn list(&self, saga_id: &str) -> StoreResult<Vec<Attempt>> {
-        let id = saga_id.to_string();
+    async fn list(&self, saga_id: &SagaId) -> StoreResult<Vec<Attempt>> {
+        let id = saga_id.clone();
         self.0
             .call(move |c, _| {
                 let mut st =
@@ -366,8 +373,8 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
-    async fn get(&self, id: &str) -> StoreResult<Option<DeadLetter>> {
-        let id = id.to_string();
+    async fn get(&self, id: &DeadLetterId) -> StoreResult<Option<DeadLetter>> {
+        let id = id.clone();
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c
@@ -407,8 +414,8 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
-    async fn resolve(&self, id: &str, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool> {
-        let id = id.to_string();
+    async fn resolve(&self, id: &DeadLetterId, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool> {
+        let id = id.clone();
         self.0
             .call(move |c, _| {
                 let data: Option<String> = c

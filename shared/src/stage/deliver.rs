@@ -23,6 +23,7 @@ use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::http_client::{PostError, PostResult};
+use crate::ids::{self, EventId, SagaId};
 use crate::job::DeliveryJob;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::saga::AttemptResult;
@@ -149,7 +150,7 @@ fn refused(job: &DeliveryJob, error: &str) -> Attempt {
 
 /// The event a saga delivers: the stored one, or, once it has expired, the
 /// snapshot kept by the dead letter a requeued saga came from.
-pub async fn event_of(h: &Hookline, event_id: &str, saga_id: &str) -> Result<Option<EventRecord>, StoreError> {
+pub async fn event_of(h: &Hookline, event_id: &EventId, saga_id: &SagaId) -> Result<Option<EventRecord>, StoreError> {
     if let Some(e) = h.stores.events.get(event_id).await? {
         return Ok(Some(e));
     }
@@ -159,7 +160,7 @@ pub async fn event_of(h: &Hookline, event_id: &str, saga_id: &str) -> Result<Opt
     else {
         return Ok(None);
     };
-    Ok(h.stores.dead_letters.get(&dead).await?.and_then(|d| d.event))
+    Ok(h.stores.dead_letters.get(&ids::dead_letter_id(&dead)).await?.and_then(|d| d.event))
 }
 
 /// Makes one attempt and describes it; does not store it. Every log line
@@ -236,7 +237,7 @@ pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (V
         PayloadFormat::Original => event.body.clone(),
         PayloadFormat::Hookline => serde_json::to_vec(&serde_json::json!({
             // The producer's id (a tenant event is stored under a derived id).
-            "id": crate::envelope::producer_id(&event.body, event.format).unwrap_or_else(|| event.id.clone()),
+            "id": crate::envelope::producer_id(&event.body, event.format).unwrap_or_else(|| event.id.to_string()),
             "type": event.event_type,
             "timestamp": event.occurred_at,
             "tenant_id": event.tenant_id,
@@ -246,10 +247,10 @@ pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (V
     };
     let now = Utc::now();
     let ts = now.timestamp();
-    let signature = signing::signature_header(sub.signing_secrets(now), &job.webhook_id, ts, &body);
+    let signature = signing::signature_header(sub.signing_secrets(now), job.webhook_id.as_str(), ts, &body);
     let mut headers: Vec<(String, String)> = [
         ("content-type", "application/json".to_string()),
-        ("webhook-id", job.webhook_id.clone()),
+        ("webhook-id", job.webhook_id.to_string()),
         ("webhook-timestamp", ts.to_string()),
         ("webhook-signature", signature),
         ("hookline-event-type", event.event_type.clone()),
@@ -259,7 +260,7 @@ pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (V
     .chain(event.trace_id.iter().flat_map(|t| {
         [
             ("hookline-trace-id", t.clone()),
-            ("traceparent", crate::ids::traceparent(t, &format!("{}#{}", job.saga_id, job.attempt))),
+            ("traceparent", ids::traceparent(t, &format!("{}#{}", job.saga_id, job.attempt))),
         ]
     }))
     .map(|(k, v)| (k.to_string(), v))

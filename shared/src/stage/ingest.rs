@@ -10,13 +10,14 @@ use crate::context::Hookline;
 use crate::envelope::{self, EnvelopeError, Format, LogSafe};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::ids::EventId;
 
 /// An accepted event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
     /// The id it is stored under: the producer's id without a tenant, a hash
     /// of (tenant, producer id) with one (see [`crate::ids::stored_event_id`]).
-    pub event_id: String,
+    pub event_id: EventId,
     /// It was accepted before; nothing new was stored.
     pub duplicate: bool,
 }
@@ -85,7 +86,7 @@ fn count(h: &Hookline, record: &EventRecord, inserted: bool) -> Accepted {
     // id rule, and LogSafe keeps it so for events stored before the rule.
     let trace_id = record.trace_id.as_deref().unwrap_or("");
     let tenant_id = record.tenant_id.as_deref().unwrap_or("");
-    tracing::debug!(event_id = %LogSafe(&record.id), tenant_id, trace_id, duplicate = !inserted, "event accepted");
+    tracing::debug!(event_id = %LogSafe(record.id.as_str()), tenant_id, trace_id, duplicate = !inserted, "event accepted");
     Accepted { event_id: record.id.clone(), duplicate: !inserted }
 }
 

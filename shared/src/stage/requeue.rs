@@ -18,7 +18,7 @@ use crate::job::{RequeueMessage, RequeueRequest};
 use crate::context::Hookline;
 use crate::envelope::LogSafe;
 use crate::error::StoreError;
-use crate::ids;
+use crate::ids::{self, DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::routing;
 use crate::saga::{Origin, OriginKind, Saga};
 
@@ -32,7 +32,7 @@ pub enum RequeueError {
     #[error("dead letter {id} is already {state}")]
     AlreadyResolved {
         /// The dead letter.
-        id: String,
+        id: DeadLetterId,
         /// What happened to it.
         state: DeadLetterState,
     },
@@ -50,13 +50,17 @@ pub struct Audit {
     pub reason: String,
 }
 
-async fn load_dead_letter(h: &Hookline, id: &str) -> Result<DeadLetter, RequeueError> {
+async fn load_dead_letter(h: &Hookline, id: &DeadLetterId) -> Result<DeadLetter, RequeueError> {
     h.stores.dead_letters.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("dead letter {id}")))
 }
 
 /// Checks a requeue request and queues it; returns the id the new saga will
 /// have (the same for every requeue of this dead letter).
-pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<String, RequeueError> {
+pub async fn request_requeue(
+    h: &Hookline,
+    dead_letter_id: &DeadLetterId,
+    audit: &Audit,
+) -> Result<SagaId, RequeueError> {
     let dl = load_dead_letter(h, dead_letter_id).await?;
     if dl.state == DeadLetterState::Skipped {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
@@ -74,14 +78,14 @@ pub async fn request_requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) 
 
 /// Checks a replay request and queues it; returns `(saga id, subscription id)`
 /// of the sagas it will create.
-pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(String, String)>, RequeueError> {
+pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(SagaId, SubscriptionId)>, RequeueError> {
     let event = h
         .stores
         .events
         .get(&req.event_id)
         .await?
         .ok_or_else(|| RequeueError::NotFound(format!("event {}", req.event_id)))?;
-    let targets = replay_targets(h, &event, req.subscription_id.as_deref()).await?;
+    let targets = replay_targets(h, &event, req.subscription_id.as_ref()).await?;
     let msg = RequeueMessage::Replay { replay: req.clone() };
     h.stores.requeues.send_now(&[msg]).await?;
     Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s, &req.replay_key), s)).collect())
@@ -90,13 +94,15 @@ pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(St
 async fn replay_targets(
     h: &Hookline,
     event: &crate::event::EventRecord,
-    only: Option<&str>,
-) -> Result<Vec<String>, RequeueError> {
+    only: Option<&SubscriptionId>,
+) -> Result<Vec<SubscriptionId>, RequeueError> {
     let subs = h.stores.subscriptions.list().await?;
     Ok(match only {
         Some(id) => {
-            let s =
-                subs.iter().find(|s| s.id == id).ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
+            let s = subs
+                .iter()
+                .find(|s| &s.id == id)
+                .ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
             vec![s.id.clone()]
         }
         None => routing::matching(&subs, event).map(|s| s.id.clone()).collect(),
@@ -112,14 +118,15 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
         RequeueMessage::Replay { replay: r } => replay(
             h,
             &r.event_id,
-            r.subscription_id.as_deref(),
+            r.subscription_id.as_ref(),
             &r.replay_key,
             &Audit { actor: r.actor, reason: r.reason },
         )
         .await
         .map(|_| ()),
         RequeueMessage::DeadJob(job) => {
-            if h.stores.dead_letters.get(&job.saga_id).await?.is_none() {
+            let dead_letter_id = ids::dead_letter_id(&job.saga_id);
+            if h.stores.dead_letters.get(&dead_letter_id).await?.is_none() {
                 // Not a dead saga: SQS moved its job after workers failed it
                 // on every receive without a record (e.g. the store was down).
                 // The saga goes on where it was: its job goes back.
@@ -133,7 +140,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
             }
             let audit =
                 Audit { actor: "dlq-redrive".into(), reason: "redriven from the deliveries dead-letter queue".into() };
-            match requeue(h, &job.saga_id, &audit).await {
+            match requeue(h, &dead_letter_id, &audit).await {
                 // A skipped dead letter stays skipped: the redrive is consumed.
                 Err(RequeueError::AlreadyResolved { .. }) => Ok(()),
                 r => r.map(|_| ()),
@@ -145,7 +152,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
 /// Requeues a dead letter: a new Pending saga for the same event and
 /// subscription (same `webhook-id`). Idempotent: requeueing it again returns
 /// the saga the first requeue created.
-pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<Saga, RequeueError> {
+pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<Saga, RequeueError> {
     let mut dl = load_dead_letter(h, dead_letter_id).await?;
     let new_id = ids::requeue_saga_id(&dl.id);
     // The dead letter is resolved first: of concurrent requeues (a redrive
@@ -174,7 +181,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
         Some(r) => (r.actor.clone(), r.reason.clone(), r.at),
         None => (audit.actor.clone(), audit.reason.clone(), Utc::now()),
     };
-    let origin = Origin { kind: OriginKind::Requeue, previous_saga_id: Some(dl.id.clone()), actor, reason, at };
+    let origin = Origin { kind: OriginKind::Requeue, previous_saga_id: Some(dl.id.saga_id()), actor, reason, at };
     let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now());
     h.stores.sagas.create(std::slice::from_ref(&saga)).await?;
     tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %LogSafe(saga.origin.as_ref().map_or("", |o| o.actor.as_str())), "dead letter requeued");
@@ -182,7 +189,7 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Resul
 }
 
 /// Closes a dead letter without delivering it, with the audit record.
-pub async fn skip(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<(), RequeueError> {
+pub async fn skip(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<(), RequeueError> {
     let dl = load_dead_letter(h, dead_letter_id).await?;
     let resolution = Resolution {
         action: ResolutionAction::Skip,
@@ -205,8 +212,8 @@ pub async fn skip(h: &Hookline, dead_letter_id: &str, audit: &Audit) -> Result<(
 /// request create nothing new.
 pub async fn replay(
     h: &Hookline,
-    event_id: &str,
-    subscription_id: Option<&str>,
+    event_id: &EventId,
+    subscription_id: Option<&SubscriptionId>,
     replay_key: &str,
     audit: &Audit,
 ) -> Result<Vec<Saga>, RequeueError> {
@@ -231,6 +238,6 @@ pub async fn replay(
     if !sagas.is_empty() {
         h.stores.sagas.create(&sagas).await?;
     }
-    tracing::info!(event_id = %LogSafe(event_id), sagas = sagas.len(), actor = %LogSafe(&audit.actor), "event replayed");
+    tracing::info!(event_id = %LogSafe(event_id.as_str()), sagas = sagas.len(), actor = %LogSafe(&audit.actor), "event replayed");
     Ok(sagas)
 }

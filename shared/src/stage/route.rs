@@ -7,14 +7,14 @@ use chrono::Utc;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
-use crate::ids;
+use crate::ids::{self, SubscriptionId};
 use crate::routing;
 use crate::saga::Saga;
 
 /// Creates the sagas of these events; returns how many were new. Safe to
 /// repeat: saga ids derive from `(event, subscription)`.
 pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
-    if events.iter().any(|e| crate::failpoint::fails("route.store", &e.id)) {
+    if events.iter().any(|e| crate::failpoint::fails("route.store", e.id.as_str())) {
         return Err(StoreError::Backend("failpoint route.store: injected store failure".into()));
     }
     let store = h.stores.subscriptions.as_ref();
@@ -22,7 +22,7 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
     // A subscription in scope that this cache thinks inactive or unverified
     // may have been verified or re-activated by another container: ask the
     // store before leaving it out (once per cache fill).
-    let doubtful: Vec<String> = subs
+    let doubtful: Vec<SubscriptionId> = subs
         .iter()
         .filter(|s| !s.is_routable() && events.iter().any(|e| routing::in_scope(s, e)))
         .map(|s| s.id.clone())

@@ -14,6 +14,7 @@ use crate::attempt::Attempt;
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetter, DeadLetterState};
 use crate::error::StoreError;
+use crate::ids::{SubscriptionId, WebhookId};
 use crate::job::{DeliveryJob, RetryTimer};
 use crate::ports::{Transition, TransitionOutcome};
 use crate::retry::RetryPolicy;
@@ -96,8 +97,9 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
         let job = DeliveryJob {
             saga_id: timer.saga_id.clone(),
             event_id: timer.event_id.clone(),
-            subscription_id: String::new(),
-            webhook_id: String::new(),
+            // Unknown: the saga held them.
+            subscription_id: SubscriptionId::new(""),
+            webhook_id: WebhookId::new(""),
             attempt: timer.attempt,
         };
         let reason =
@@ -242,7 +244,7 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
     let event_type = event.as_ref().map(|e| e.event_type.clone()).unwrap_or_default();
     let trace_id = event.as_ref().and_then(|e| e.trace_id.clone()).unwrap_or_default();
     let dl = DeadLetter {
-        id: job.saga_id.clone(),
+        id: crate::ids::dead_letter_id(&job.saga_id),
         event_id: job.event_id.clone(),
         subscription_id,
         event_type,
@@ -261,7 +263,7 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
     Ok(())
 }
 
-async fn deactivate(h: &Hookline, subscription_id: &str) -> Result<(), StoreError> {
+async fn deactivate(h: &Hookline, subscription_id: &SubscriptionId) -> Result<(), StoreError> {
     for _ in 0..5 {
         let Some(mut sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(()) };
         if !sub.active {
@@ -273,7 +275,7 @@ async fn deactivate(h: &Hookline, subscription_id: &str) -> Result<(), StoreErro
         sub.updated_at = Utc::now();
         if h.stores.subscriptions.update(&sub, version).await? {
             h.subscription_cache.invalidate().await;
-            tracing::warn!(subscription_id, "subscription deactivated after 410 Gone");
+            tracing::warn!(subscription_id = subscription_id.as_str(), "subscription deactivated after 410 Gone");
             return Ok(());
         }
     }

@@ -7,19 +7,21 @@ use chrono::Utc;
 
 use crate::context::Hookline;
 use crate::error::StoreError;
-use crate::ids;
+use crate::ids::{self, SubscriptionId};
 use crate::signing;
 use crate::subscription::Subscription;
 
 /// Runs the handshake for one subscription and stores the result. Returns
 /// the subscription as stored afterwards, or `None` if it does not exist.
-pub async fn verify(h: &Hookline, subscription_id: &str) -> Result<Option<Subscription>, StoreError> {
+pub async fn verify(h: &Hookline, subscription_id: &SubscriptionId) -> Result<Option<Subscription>, StoreError> {
     let Some(sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(None) };
     let url = sub.callback_url.clone();
     let outcome = handshake(h, &sub).await;
     match &outcome {
-        Ok(()) => tracing::info!(subscription_id, "subscription verified"),
-        Err(e) => tracing::warn!(subscription_id, error = %e, "subscription verification failed"),
+        Ok(()) => tracing::info!(subscription_id = subscription_id.as_str(), "subscription verified"),
+        Err(e) => {
+            tracing::warn!(subscription_id = subscription_id.as_str(), error = %e, "subscription verification failed")
+        }
     }
     // Store the result unless the URL changed meanwhile (that change starts
     // its own handshake).

@@ -17,6 +17,7 @@ use chrono::Utc;
 use hookline_tests::server::TempDir;
 use hookline_tests::stages::subscription;
 use shared::context::{Config, Hookline};
+use shared::ids::{EventId, SagaId};
 use shared::ports::Transition;
 use shared::saga::{Saga, SagaState, SagaStatus};
 use shared::stage::reconcile::{reconcile, ReconcileLimits};
@@ -45,7 +46,15 @@ async fn main() -> anyhow::Result<()> {
         stores.events.insert(&events).await?;
         let s: Vec<Saga> = chunk
             .iter()
-            .map(|i| Saga::new(format!("sag_lost_{i}"), &format!("lost-{i}"), &sub.id, None, hour_ago))
+            .map(|i| {
+                Saga::new(
+                    SagaId::new(format!("sag_lost_{i}")),
+                    &EventId::new(format!("lost-{i}")),
+                    &sub.id,
+                    None,
+                    hour_ago,
+                )
+            })
             .collect();
         stores.sagas.create(&s).await?;
         let waiting = SagaState {
@@ -71,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
         (0..given_up).map(|i| hookline_tests::conformance::event(&format!("unrouted-{i}"), "task.created")).collect();
     stores.events.insert(&events).await?;
     let rows = backend.outbox.events(0, sagas + given_up).await?;
-    let seqs: Vec<i64> = rows.iter().filter(|(_, e)| e.id.starts_with("unrouted-")).map(|(s, _)| *s).collect();
+    let seqs: Vec<i64> = rows.iter().filter(|(_, e)| e.id.as_str().starts_with("unrouted-")).map(|(s, _)| *s).collect();
     backend.outbox.give_up(seqs).await?;
     println!("setup: {sagas} stalled sagas, {given_up} given-up events in {:.1} s", setup.elapsed().as_secs_f64());
 
