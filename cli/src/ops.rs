@@ -15,7 +15,8 @@ pub struct Target {
     api_key: Option<String>,
     /// Sign requests with SigV4 for this AWS region instead of using an API
     /// key: the deployed HTTP API uses IAM authorization. Credentials come
-    /// from the usual AWS chain (environment, profile, SSO, instance role).
+    /// from the environment, the profile's keys or `credential_process`, or
+    /// else the AWS CLI (`aws configure export-credentials`: SSO, roles).
     #[arg(long, env = "HOOKLINE_AWS_REGION", global = true)]
     aws_region: Option<String>,
 }
@@ -138,7 +139,7 @@ async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyh
     let mut req = client.request(method.parse()?, &url).header("content-type", "application/json");
     match (&t.aws_region, &t.api_key) {
         (Some(region), _) => {
-            for (name, value) in sigv4_headers(region, method, &url, &body).await? {
+            for (name, value) in sigv4_headers(region, method, &url, &body)? {
                 req = req.header(name, value);
             }
         }
@@ -156,13 +157,17 @@ async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyh
 
 /// The SigV4 headers (service `execute-api`) for one request to the
 /// deployed HTTP API.
-async fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
-    use aws_credential_types::provider::ProvideCredentials;
+fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
     use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-    let sdk = shared::sdk::sdk_config_loader().region(aws_config::Region::new(region.to_string())).load().await;
-    let provider = sdk.credentials_provider().context("no AWS credentials provider configured")?;
-    let identity: aws_smithy_runtime_api::client::identity::Identity =
-        provider.provide_credentials().await.context("loading AWS credentials")?.into();
+    let keys = crate::credentials::resolve()?;
+    let identity: aws_smithy_runtime_api::client::identity::Identity = aws_credential_types::Credentials::new(
+        keys.access_key_id,
+        keys.secret_access_key,
+        keys.session_token,
+        None,
+        "hookline",
+    )
+    .into();
     let params = aws_sigv4::sign::v4::SigningParams::builder()
         .identity(&identity)
         .region(region)

@@ -87,3 +87,50 @@ async fn ops_commands_sign_with_sigv4_for_a_deployment() {
     assert!(auth.contains("/eu-west-1/execute-api/aws4_request"), "{auth}");
     assert!(!req.header("x-amz-date").is_empty());
 }
+
+/// Without keys in the environment, the signing keys come from the profile's
+/// `credential_process` (the way SSO and role tooling hands them over), and
+/// with nothing anywhere the error names every place that was looked at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked() {
+    let r = Receiver::start().await;
+    let url = r.url("", Behaviour::Ok);
+    let dir = std::env::temp_dir().join(format!("hookline-cli-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config");
+    std::fs::write(
+        &config,
+        "[profile ops]\ncredential_process = printf '{\"Version\": 1, \"AccessKeyId\": \"AKIDPROCESS\", \"SecretAccessKey\": \"s\", \"SessionToken\": \"tok\"}'\n",
+    )
+    .unwrap();
+    let run = |profile: &str, path: &str| {
+        std::process::Command::new(binary())
+            .args(["dead-letters", "list"])
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &dir)
+            .env("HOOKLINE_URL", &url)
+            .env("HOOKLINE_AWS_REGION", "eu-west-1")
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("credentials"))
+            .env("AWS_PROFILE", profile)
+            .output()
+            .expect("run hookline")
+    };
+    let system_path = std::env::var("PATH").unwrap_or_default();
+    let out = run("ops", &system_path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let req = r.requests("/v1/dead-letters").pop().expect("the request arrived");
+    assert!(req.header("authorization").starts_with("AWS4-HMAC-SHA256 Credential=AKIDPROCESS/"));
+    assert_eq!(req.header("x-amz-security-token"), "tok");
+
+    // No keys, no process, and no AWS CLI on the PATH.
+    let empty = dir.join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = run("nobody", empty.to_str().unwrap());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no AWS credentials for profile nobody"), "{err}");
+    assert!(err.contains(config.to_str().unwrap()) && err.contains("aws configure export-credentials"), "{err}");
+    assert_eq!(r.requests("/v1/dead-letters").len(), 1, "nothing unsigned was sent");
+}
