@@ -1,10 +1,10 @@
-//! The AWS SDK configuration every part of Hookline that talks to AWS loads:
-//! the Lambda functions, the `hookline` ops commands (which only sign
-//! requests to a deployment, so they build this feature, `aws-auth`, and not
-//! the DynamoDB and SQS clients), the tests and the benchmarks.
+//! The AWS SDK configuration every part of Hookline that builds AWS clients
+//! loads: the Lambda functions, the tests and the benchmarks. (The
+//! `hookline` ops commands only sign requests to a deployment; they do that
+//! with aws-sigv4 alone and do not build this.)
 
 /// The loader of every AWS SDK configuration Hookline builds (the Lambda
-/// functions, `hookline` ops, the tests and benchmarks): the SDK's defaults
+/// functions, the tests and benchmarks): the SDK's defaults
 /// (`BehaviorVersion::latest()`, region and credentials from the
 /// environment) with an explicit HTTPS client on rustls with the *ring*
 /// crypto provider. Callers add what they need (region, endpoint) and
