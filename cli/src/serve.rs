@@ -25,8 +25,9 @@ use shared::retention::{parse_std_duration, Display as ShowDuration};
 use shared::sqlite::purge::{PurgePolicy, Purger};
 use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
+use shared::stage::dispatch::{DispatchLimits, Dispatcher};
 use shared::stage::reconcile::{self, ReconcileLimits};
-use shared::stage::{deliver, requeue, route, saga, verify};
+use shared::stage::{requeue, route, saga, verify};
 use tokio::sync::watch;
 
 /// Options of `hookline serve`.
@@ -44,12 +45,14 @@ pub struct ServeArgs {
     /// Local development: allow http:// callbacks to loopback addresses.
     #[arg(long)]
     dev: bool,
-    /// Delivery loops running at once; each delivers a batch concurrently.
-    #[arg(long, default_value_t = 4)]
-    delivery_workers: usize,
-    /// Jobs each delivery loop takes at a time.
-    #[arg(long, default_value_t = 64)]
-    batch: usize,
+    /// Delivery requests open at once over all subscriptions. Each job takes
+    /// a slot as soon as one is free, so a slow request holds only its own.
+    #[arg(long, default_value_t = 256)]
+    delivery_slots: usize,
+    /// Delivery requests open at once to one subscription; its further jobs
+    /// wait (without counting an attempt) until one of them ends.
+    #[arg(long, default_value_t = 32)]
+    max_in_flight: usize,
     /// How long events, with their sagas and attempts, are kept for replay:
     /// a whole number and a unit (s, m, h, d), e.g. 30d or 12h. Past it they
     /// are purged in the background (not while a saga of the event is in
@@ -267,21 +270,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.db.watch(Stream::Control),
         stop.clone(),
     ));
-    for _ in 0..args.delivery_workers.max(1) {
-        let hk = h.clone();
-        tasks.spawn(queue_loop(
-            "deliveries",
-            backend.deliveries.clone(),
-            args.batch.max(1),
-            h.config.delivery_visibility,
-            move |msgs| {
-                let hk = hk.clone();
-                async move { on_jobs(&hk, msgs).await }
-            },
-            backend.db.watch(Stream::Deliveries),
-            stop.clone(),
-        ));
-    }
+    let dispatch_limits = DispatchLimits {
+        slots: args.delivery_slots.max(1),
+        max_in_flight: args.max_in_flight.max(1),
+        max_pause: h.config.http.total_timeout,
+    };
+    tasks.spawn(dispatch_loop(
+        h.clone(),
+        backend.deliveries.clone(),
+        dispatch_limits,
+        backend.db.watch(Stream::Deliveries),
+        stop.clone(),
+    ));
     // Background loops: each takes what it needs and `stop`.
     let purge_policy = PurgePolicy {
         dead_letter_retention,
@@ -647,12 +647,45 @@ async fn on_timers(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
     done_receipts(msgs, done)
 }
 
-/// Delivery jobs → attempts, a batch delivered concurrently.
-async fn on_jobs(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
-    let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
-    let done = queue::consume("deliveries", &batch, |jobs| deliver::deliver_messages(h, jobs)).await;
-    done_receipts(msgs, done)
+/// Receives delivery jobs whenever delivery slots are free and hands them
+/// to the [`Dispatcher`]; on stop, takes no more and waits for the jobs in
+/// hand to be attempted and stored.
+async fn dispatch_loop(
+    h: Arc<Hookline>,
+    queue: SqliteQueue,
+    limits: DispatchLimits,
+    mut changes: watch::Receiver<u64>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let (dispatcher, settle) = Dispatcher::new(h.clone(), limits);
+    let settled = tokio::spawn(settle);
+    while !*stop.borrow() {
+        changes.borrow_and_update();
+        let free = tokio::select! {
+            n = dispatcher.free_slots(RECEIVE_MAX) => n,
+            _ = stop.changed() => continue,
+        };
+        let msgs = match queue.receive(free, h.config.delivery_visibility).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(error = %e, queue = "deliveries", "receive failed");
+                tokio::time::sleep(BACKOFF).await;
+                continue;
+            }
+        };
+        if msgs.is_empty() {
+            let d = until_next(&queue).await;
+            wait(&mut changes, &mut stop, d).await;
+            continue;
+        }
+        dispatcher.take(msgs).await;
+    }
+    drop(dispatcher);
+    let _ = settled.await;
 }
+
+/// The most delivery jobs received at once.
+const RECEIVE_MAX: usize = 64;
 
 /// Requeue and replay requests → new sagas.
 async fn on_requeues(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {

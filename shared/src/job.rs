@@ -79,3 +79,16 @@ pub enum RequeueMessage {
     /// A dead saga's job, redriven from the deliveries dead-letter queue.
     DeadJob(DeliveryJob),
 }
+
+/// A delivery job's group is its subscription: SQS fair queues keep one
+/// subscriber's backlog from delaying the others, and `hookline serve`
+/// pauses the jobs of a subscription that is at its in-flight limit.
+impl crate::queue::Message for DeliveryJob {
+    fn group(&self) -> Option<&str> {
+        Some(self.subscription_id.as_str())
+    }
+}
+
+impl crate::queue::Message for RetryTimer {}
+
+impl crate::queue::Message for RequeueMessage {}

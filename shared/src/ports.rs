@@ -141,6 +141,20 @@ pub struct Received {
     pub receive_count: u32,
 }
 
+/// A message to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    /// The body.
+    pub body: String,
+    /// Invisible for this long after sending.
+    pub delay: Duration,
+    /// Whose message it is (the subscription of a delivery job): SQS fair
+    /// queues take it as `MessageGroupId` and prefer quiet groups when one
+    /// builds a backlog; the SQLite queue can pause one group's messages
+    /// ([`JobQueue::pause_group`]). `None`: its own group.
+    pub group: Option<String>,
+}
+
 /// How many messages a queue holds, for metrics and alarms.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct QueueDepth {
@@ -157,7 +171,7 @@ pub struct QueueDepth {
 #[async_trait]
 pub trait JobQueue: Send + Sync {
     /// Sends messages, each visible after its delay.
-    async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()>;
+    async fn send(&self, messages: &[Outgoing]) -> StoreResult<()>;
     /// Takes up to `max` visible messages for `visibility`.
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>>;
     /// Deletes received messages. A receipt from an earlier receive may or
@@ -168,6 +182,14 @@ pub trait JobQueue: Send + Sync {
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
     /// Message counts.
     async fn depth(&self) -> StoreResult<QueueDepth>;
+    /// Keeps every visible or sooner-visible message of `group` invisible
+    /// for `delay`, without receiving it (so its receive count does not
+    /// grow); how many were paused. Lets a consumer set aside a whole
+    /// group it cannot take now (a subscription at its in-flight limit)
+    /// instead of receiving and returning its messages one by one. A queue
+    /// that cannot do this (SQS: its fair queues already put quiet groups
+    /// first) pauses nothing and answers 0.
+    async fn pause_group(&self, group: &str, delay: Duration) -> StoreResult<u64>;
 }
 
 /// A batch of stream records a stream consumer gave up on (the on-failure

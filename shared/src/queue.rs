@@ -15,7 +15,15 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
-use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
+use crate::ports::{JobQueue, Outgoing, QueueDepth, Received, StoreResult};
+
+/// What a queue message says about itself beyond its body.
+pub trait Message: Serialize + DeserializeOwned {
+    /// The group it belongs to ([`Outgoing::group`]); none by default.
+    fn group(&self) -> Option<&str> {
+        None
+    }
+}
 
 /// A queue of `M` messages (JSON) on a [`JobQueue`].
 pub struct Queue<M> {
@@ -29,7 +37,7 @@ impl<M> Clone for Queue<M> {
     }
 }
 
-impl<M: Serialize + DeserializeOwned> Queue<M> {
+impl<M: Message> Queue<M> {
     /// The typed view of `raw`.
     pub fn new(raw: Arc<dyn JobQueue>) -> Self {
         Queue { raw, _message: PhantomData }
@@ -45,17 +53,17 @@ impl<M: Serialize + DeserializeOwned> Queue<M> {
         if messages.is_empty() {
             return Ok(());
         }
-        let bodies: Vec<(String, Duration)> = messages.iter().map(|(m, d)| (encode(m), *d)).collect();
-        self.raw.send(&bodies).await
+        let out: Vec<Outgoing> = messages.iter().map(|(m, d)| outgoing(m, *d)).collect();
+        self.raw.send(&out).await
     }
 
     /// Sends messages to be received at once.
     pub async fn send_now(&self, messages: &[M]) -> StoreResult<()> {
-        let bodies: Vec<(String, Duration)> = messages.iter().map(|m| (encode(m), Duration::ZERO)).collect();
-        if bodies.is_empty() {
+        if messages.is_empty() {
             return Ok(());
         }
-        self.raw.send(&bodies).await
+        let out: Vec<Outgoing> = messages.iter().map(|m| outgoing(m, Duration::ZERO)).collect();
+        self.raw.send(&out).await
     }
 
     /// Message counts (for metrics).
@@ -64,10 +72,14 @@ impl<M: Serialize + DeserializeOwned> Queue<M> {
     }
 }
 
-/// A message as JSON. Hookline's messages are plain data that always
-/// serialize; a failure here is a bug, not an input error.
-fn encode<M: Serialize>(m: &M) -> String {
-    serde_json::to_string(m).expect("queue messages serialize")
+/// A message as JSON with its group. Hookline's messages are plain data
+/// that always serialize; a failure here is a bug, not an input error.
+fn outgoing<M: Message>(m: &M, delay: Duration) -> Outgoing {
+    Outgoing {
+        body: serde_json::to_string(m).expect("queue messages serialize"),
+        delay,
+        group: m.group().map(str::to_string),
+    }
 }
 
 /// One received message: its body, and how often the queue has handed it out.

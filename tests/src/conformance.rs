@@ -21,7 +21,7 @@ use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAct
 use shared::envelope::Format;
 use shared::event::EventRecord;
 use shared::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
-use shared::ports::{JobQueue, Received, Transition, TransitionOutcome};
+use shared::ports::{JobQueue, Outgoing, Received, Transition, TransitionOutcome};
 use shared::retry::RetryPolicy;
 use shared::saga::{AttemptResult, Origin, Saga, SagaState, SagaStatus};
 use shared::signing::Secret;
@@ -606,8 +606,12 @@ const SHORT: Duration = Duration::from_secs(1);
 const PAST_SHORT: Duration = Duration::from_millis(1600);
 
 async fn send(q: &dyn JobQueue, bodies: &[&str]) {
-    let msgs: Vec<(String, Duration)> = bodies.iter().map(|b| (b.to_string(), Duration::ZERO)).collect();
+    let msgs: Vec<Outgoing> = bodies.iter().map(|b| out(b, Duration::ZERO, None)).collect();
     q.send(&msgs).await.unwrap();
+}
+
+fn out(body: &str, delay: Duration, group: Option<&str>) -> Outgoing {
+    Outgoing { body: body.to_string(), delay, group: group.map(str::to_string) }
 }
 
 /// Receives until `want` messages came or `secs` passed (emulators and SQS
@@ -674,7 +678,7 @@ pub async fn queue_receive_respects_max(s: &Stores) {
 /// delay has passed.
 pub async fn queue_delay(s: &Stores) {
     let q = &**s.retries.raw();
-    q.send(&[("later".to_string(), Duration::from_secs(2)), ("now".to_string(), Duration::ZERO)]).await.unwrap();
+    q.send(&[out("later", Duration::from_secs(2), None), out("now", Duration::ZERO, None)]).await.unwrap();
     let got = receive_n(q, 1, LONG, 5).await;
     assert_eq!(bodies(&got), ["now"]);
     assert!(q.receive(10, LONG).await.unwrap().is_empty(), "delayed message received early");
@@ -742,7 +746,8 @@ pub async fn queue_change_visibility(s: &Stores) {
 pub async fn queue_depth_counts(s: &Stores) {
     let q = &**s.deliveries.raw();
     assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
-    q.send(&[("a".to_string(), Duration::ZERO), ("b".to_string(), Duration::ZERO), ("c".to_string(), LONG)])
+    // Grouped, as delivery jobs are (a fair queue's MessageGroupId on SQS).
+    q.send(&[out("a", Duration::ZERO, Some("sub_a")), out("b", Duration::ZERO, Some("sub_b")), out("c", LONG, None)])
         .await
         .unwrap();
     assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth { visible: 2, not_visible: 1, dead: 0 });
@@ -750,7 +755,7 @@ pub async fn queue_depth_counts(s: &Stores) {
     assert_eq!(got.len(), 1);
     assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth { visible: 1, not_visible: 2, dead: 0 });
     // A delay longer than SQS's 900 s is capped (callers re-delay): still held.
-    s.retries.raw().send(&[("far".to_string(), Duration::from_secs(3600))]).await.unwrap();
+    s.retries.raw().send(&[out("far", Duration::from_secs(3600), None)]).await.unwrap();
     assert_eq!(s.retries.depth().await.unwrap(), shared::ports::QueueDepth { visible: 0, not_visible: 1, dead: 0 });
 }
 

@@ -16,7 +16,7 @@ use aws_sdk_sqs::Client;
 
 use crate::error::StoreError;
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
-use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
+use crate::ports::{JobQueue, Outgoing, QueueDepth, Received, StoreResult};
 
 /// Most entries SQS takes in one batch request, and most messages one
 /// `ReceiveMessage` returns.
@@ -83,15 +83,17 @@ impl SqsQueue {
         Ok(())
     }
 
-    async fn send_chunk(&self, chunk: &[(String, Duration)]) -> StoreResult<()> {
+    async fn send_chunk(&self, chunk: &[Outgoing]) -> StoreResult<()> {
         let entries = chunk
             .iter()
             .enumerate()
-            .map(|(i, (body, delay))| {
+            .map(|(i, m)| {
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
-                    .message_body(body)
-                    .delay_seconds(seconds(*delay, MAX_DELAY))
+                    .message_body(&m.body)
+                    .delay_seconds(seconds(m.delay, MAX_DELAY))
+                    // On a standard queue this makes it a fair queue.
+                    .set_message_group_id(m.group.clone())
                     .build()
                     .map_err(|e| StoreError::Backend(format!("sqs batch entry: {e}")))
             })
@@ -170,7 +172,7 @@ impl SqsQueue {
 impl JobQueue for SqsQueue {
     /// `SendMessageBatch` in chunks of ten (sent concurrently); each delay is
     /// rounded up to whole seconds and capped at 900 s.
-    async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()> {
+    async fn send(&self, messages: &[Outgoing]) -> StoreResult<()> {
         let results =
             all_bounded(messages.chunks(SQS_BATCH).map(|c| self.send_chunk(c)).collect(), MAX_STORE_IN_FLIGHT).await;
         results.into_iter().collect()
@@ -247,6 +249,11 @@ impl JobQueue for SqsQueue {
     /// `GetQueueAttributes`: visible = ApproximateNumberOfMessages,
     /// not visible = …NotVisible + …Delayed, dead = the DLQ's
     /// ApproximateNumberOfMessages (0 without a DLQ).
+    async fn pause_group(&self, _group: &str, _delay: Duration) -> StoreResult<u64> {
+        // SQS has no such operation; its fair queues prefer quiet groups.
+        Ok(0)
+    }
+
     async fn depth(&self) -> StoreResult<QueueDepth> {
         let main = self.approximate(
             &self.queue_url,

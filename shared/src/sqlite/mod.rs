@@ -73,6 +73,13 @@ UPDATE sagas SET due_at = 0 WHERE status IN ('InProgress', 'PendingRetry');
 CREATE INDEX sagas_due ON sagas (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX events_by_expiry ON events (expires_at);
 "#,
+    // 3: delivery jobs carry their subscription as a group, so the
+    // dispatcher can set aside the backlog of a subscription at its
+    // in-flight limit in one statement (`SqliteQueue::pause_group`).
+    r#"
+ALTER TABLE queue_messages ADD COLUMN group_key TEXT;
+CREATE INDEX queue_messages_group ON queue_messages (queue, group_key, visible_at) WHERE group_key IS NOT NULL;
+"#,
 ];
 
 /// The streams the outbox carries.

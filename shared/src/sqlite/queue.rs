@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use rusqlite::params;
 
 use super::{now_ms, sql, Db, Stream};
-use crate::ports::{JobQueue, QueueDepth, Received, StoreResult};
+use crate::ports::{JobQueue, Outgoing, QueueDepth, Received, StoreResult};
 
 /// One named queue in the database.
 #[derive(Clone)]
@@ -73,7 +73,7 @@ fn parse_receipt(r: &str) -> Option<(i64, u32)> {
 
 #[async_trait]
 impl JobQueue for SqliteQueue {
-    async fn send(&self, messages: &[(String, Duration)]) -> StoreResult<()> {
+    async fn send(&self, messages: &[Outgoing]) -> StoreResult<()> {
         let (name, stream) = (self.name, self.stream);
         let messages = messages.to_vec();
         self.db
@@ -81,11 +81,11 @@ impl JobQueue for SqliteQueue {
                 let now = now_ms();
                 let mut st = c
                     .prepare_cached(
-                        "INSERT INTO queue_messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)",
+                        "INSERT INTO queue_messages (queue, body, visible_at, sent_at, group_key) VALUES (?1, ?2, ?3, ?4, ?5)",
                     )
                     .map_err(sql)?;
-                for (body, delay) in &messages {
-                    st.execute(params![name, body, now + delay.as_millis() as i64, now]).map_err(sql)?;
+                for m in &messages {
+                    st.execute(params![name, m.body, now + m.delay.as_millis() as i64, now, m.group]).map_err(sql)?;
                 }
                 marks.mark(stream);
                 Ok(())
@@ -156,6 +156,23 @@ impl JobQueue for SqliteQueue {
                 .map_err(sql)?;
                 marks.mark(stream);
                 Ok(())
+            })
+            .await
+    }
+
+    async fn pause_group(&self, group: &str, delay: Duration) -> StoreResult<u64> {
+        let (name, group) = (self.name, group.to_string());
+        self.db
+            .call(move |c, _| {
+                let until = now_ms() + delay.as_millis() as i64;
+                let n = c
+                    .prepare_cached(
+                        "UPDATE queue_messages SET visible_at = ?3 WHERE queue = ?1 AND group_key = ?2 AND visible_at < ?3",
+                    )
+                    .map_err(sql)?
+                    .execute(params![name, group, until])
+                    .map_err(sql)?;
+                Ok(n as u64)
             })
             .await
     }

@@ -43,11 +43,19 @@ pub struct ReceivedJob {
 }
 
 /// What one job came to before anything is stored.
-enum Prepared {
+#[derive(Debug)]
+pub enum Prepared {
     /// An attempt to record (delivered, failed, refused).
     Record(Attempt),
-    /// Not attempted, for a reason on Hookline's side: try again later.
-    Defer(String),
+    /// Not attempted, for a reason that is not the subscriber's fault (a
+    /// fault on Hookline's side, a limit): sent again after `delay`, as a
+    /// new message, without counting an attempt.
+    Defer {
+        /// Why, for the log.
+        reason: String,
+        /// When to try again.
+        delay: Duration,
+    },
 }
 
 /// Delivers a batch of received jobs concurrently (at most
@@ -57,6 +65,14 @@ enum Prepared {
 /// the others are received again after their visibility timeout.
 pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
     let prepared = all_bounded(jobs.iter().map(|r| prepare(h, r)).collect(), MAX_DELIVERIES_IN_FLIGHT).await;
+    settle(h, jobs, prepared).await
+}
+
+/// Stores what a batch of jobs came to: the attempts in one write, the
+/// deferred jobs re-sent. `prepared[i]` belongs to `jobs[i]`; a store error
+/// in preparing defers the job. Returns, per job, whether its message is
+/// done with and may be deleted.
+pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Prepared, StoreError>>) -> Vec<bool> {
     let mut done = vec![false; jobs.len()];
     let (mut recorded, mut attempts, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
     for (i, p) in prepared.into_iter().enumerate() {
@@ -65,8 +81,8 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
                 recorded.push(i);
                 attempts.push(a);
             }
-            Ok(Prepared::Defer(why)) => deferred.push((i, why)),
-            Err(e) => deferred.push((i, format!("store unavailable: {e}"))),
+            Ok(Prepared::Defer { reason, delay }) => deferred.push((i, reason, delay)),
+            Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY)),
         }
     }
     crate::failpoint::hit("deliver.before_record");
@@ -85,14 +101,14 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
     }
     if !deferred.is_empty() {
         let messages: Vec<(DeliveryJob, Duration)> =
-            deferred.iter().map(|(i, _)| (jobs[*i].job.clone(), LOCAL_FAULT_DELAY)).collect();
+            deferred.iter().map(|(i, _, delay)| (jobs[*i].job.clone(), *delay)).collect();
         match h.stores.deliveries.send(&messages).await {
             Ok(()) => {
-                for (i, why) in &deferred {
+                for (i, why, delay) in &deferred {
                     done[*i] = true;
                     h.metrics.deliveries_deferred.fetch_add(1, Relaxed);
                     let j = &jobs[*i].job;
-                    tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, "delivery deferred: a fault on Hookline's side; no attempt counted");
+                    tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, delay_ms = delay.as_millis() as u64, "delivery deferred; no attempt counted");
                 }
             }
             Err(e) => {
@@ -122,7 +138,9 @@ pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), Stor
     }
 }
 
-async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreError> {
+/// Makes one job's attempt (or refuses it, or defers it for a local fault)
+/// without storing anything; [`settle`] stores what it came to.
+pub async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreError> {
     if r.receive_count >= JOB_RECEIVE_LIMIT {
         let error = format!(
             "delivery job received {} times without an attempt being recorded (its worker crashed or timed out each time)",
@@ -201,7 +219,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let res = h.client.post(&sub.callback_url, &headers, body).await;
     if let Some(PostError::Local(why)) = &res.error {
-        return Ok(Prepared::Defer(why.clone()));
+        return Ok(Prepared::Defer { reason: why.clone(), delay: LOCAL_FAULT_DELAY });
     }
     let latency_ms = res.latency.as_millis() as u64;
     h.metrics.observe_latency(latency_ms);

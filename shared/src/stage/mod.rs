@@ -7,6 +7,7 @@
 //! `verify` runs the callback handshake.
 
 pub mod deliver;
+pub mod dispatch;
 pub mod ingest;
 pub mod reconcile;
 pub mod requeue;
