@@ -30,8 +30,10 @@ use shared::stage::reconcile::{self, ReconcileLimits};
 use shared::stage::{requeue, route, saga, verify};
 use tokio::sync::watch;
 
-/// Options of `hookline serve`.
+/// Options of `hookline serve`. A flag given twice takes its last value
+/// (scripts append overrides).
 #[derive(clap::Args)]
+#[command(args_override_self = true)]
 pub struct ServeArgs {
     /// Address of the HTTP API.
     #[arg(long, default_value = "127.0.0.1:8080")]

@@ -63,6 +63,33 @@ struct Inner {
     behaviours: HashMap<String, Behaviour>,
     seen: HashMap<String, usize>,
     log: Vec<Delivery>,
+    /// Deliveries being answered now, and the most at once, per path.
+    open: HashMap<String, (usize, usize)>,
+}
+
+/// Counts a delivery as open on its path until dropped (also when the
+/// client gives up and the handler is cancelled).
+struct Open {
+    inner: Arc<Mutex<Inner>>,
+    path: String,
+}
+
+impl Open {
+    fn new(inner: &Arc<Mutex<Inner>>, path: &str) -> Open {
+        let mut g = inner.lock().unwrap();
+        let (now, max) = g.open.entry(path.to_string()).or_default();
+        *now += 1;
+        *max = (*max).max(*now);
+        Open { inner: inner.clone(), path: path.to_string() }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some((now, _)) = self.inner.lock().unwrap().open.get_mut(&self.path) {
+            *now -= 1;
+        }
+    }
 }
 
 /// The receiver; clones share state.
@@ -101,6 +128,11 @@ impl Receiver {
         self.inner.lock().unwrap().log.iter().filter(|d| d.path == path && !d.is_verification()).cloned().collect()
     }
 
+    /// The most deliveries `path` was answering at one time.
+    pub fn max_concurrent(&self, path: &str) -> usize {
+        self.inner.lock().unwrap().open.get(path).map_or(0, |(_, max)| *max)
+    }
+
     /// Every request received on `path`, verifications included.
     pub fn requests(&self, path: &str) -> Vec<Delivery> {
         self.inner.lock().unwrap().log.iter().filter(|d| d.path == path).cloned().collect()
@@ -137,6 +169,7 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
         };
     }
     let status = |s: u16| StatusCode::from_u16(s).unwrap();
+    let _open = Open::new(&inner, &path);
     match behaviour {
         Behaviour::Ok | Behaviour::NoEcho => StatusCode::OK.into_response(),
         Behaviour::FailFirst(k, s) if n <= k => status(s).into_response(),

@@ -1,0 +1,80 @@
+//! `hookline serve`'s delivery dispatcher: a slow or hung subscription holds
+//! only its own slots, and no subscription has more than its
+//! `max_in_flight` requests open.
+
+use std::time::Duration;
+
+use hookline_tests::pipeline::Pipeline;
+use hookline_tests::{Behaviour, Receiver, Server};
+use serde_json::json;
+
+/// Posts `n` events in batches of 100 and returns their ids.
+async fn post_events(s: &Server, prefix: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let batch: Vec<_> =
+            chunk.iter().map(|i| json!({"id": format!("{prefix}-{i}"), "type": "t", "data": {}})).collect();
+        let (status, _) = s.call("POST", "/v1/events/batch", Some(&serde_json::to_vec(&batch).unwrap())).await;
+        assert_eq!(status, 202, "batch accepted");
+        ids.extend(chunk.iter().map(|i| format!("{prefix}-{i}")));
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_subscription_does_not_hold_a_healthy_one() {
+    const TIMEOUT: Duration = Duration::from_secs(5);
+    let s = Server::start_with("fair-hung", &["--delivery-timeout-ms", "5000"]);
+    let r = Receiver::start().await;
+    // The hung endpoint answers after a minute: every attempt times out.
+    s.subscribe(json!({"callback_url": r.url("/hung", Behaviour::SlowFirst(usize::MAX, Duration::from_secs(60))),
+                       "event_types": ["*"]}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/ok", Behaviour::Ok), "event_types": ["*"]})).await;
+
+    let n = 300;
+    post_events(&s, "hung", n).await;
+    hookline_tests::eventually(20, "every healthy delivery", || async {
+        (r.deliveries("/ok").len() >= n).then_some(())
+    })
+    .await;
+    let first_hung = r.deliveries("/hung").iter().map(|d| d.at).min().expect("the hung endpoint was tried");
+    let last_ok = r.deliveries("/ok").iter().map(|d| d.at).max().unwrap();
+    assert!(
+        last_ok < first_hung + TIMEOUT,
+        "the last healthy delivery came {:?} after the hung subscription's first attempt (its timeout is {TIMEOUT:?})",
+        last_ok - first_hung
+    );
+    // The hung subscription has at most its default max_in_flight (32) open.
+    let hung_open = r.max_concurrent("/hung");
+    assert!((1..=32).contains(&hung_open), "{hung_open} requests open to the hung endpoint");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_subscription_has_more_than_max_in_flight_requests_open_and_waiting_costs_no_attempt() {
+    let s = Server::start_with("fair-limit", &["--max-in-flight", "2"]);
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/slow", Behaviour::SlowFirst(usize::MAX, Duration::from_millis(150))),
+                       "event_types": ["*"]}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/fast", Behaviour::Ok), "event_types": ["*"]})).await;
+
+    let n = 30;
+    let ids = post_events(&s, "limit", n).await;
+    hookline_tests::eventually(30, "every delivery to the slow endpoint", || async {
+        (r.deliveries("/slow").len() >= n).then_some(())
+    })
+    .await;
+    assert_eq!(r.max_concurrent("/slow"), 2, "two requests at a time, never more");
+    assert_eq!(r.deliveries("/fast").len(), n);
+    // Waiting for a slot is not an attempt: each delivery succeeded on its first.
+    for id in &ids {
+        for d in s.settled_deliveries(id, 2, 10).await {
+            assert_eq!(d["status"], "Completed", "{d}");
+            assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
+        }
+    }
+    let attempts: Vec<String> =
+        r.deliveries("/slow").iter().map(|d| d.header("hookline-attempt").to_string()).collect();
+    assert!(attempts.iter().all(|a| a == "1"), "{attempts:?}");
+}
