@@ -699,10 +699,18 @@ async fn on_requeues(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
 /// Subscriptions left unverified by a crash during their handshake get it
 /// again at start-up.
 async fn reverify_unverified(h: Arc<Hookline>) {
-    let Ok(subs) = h.stores.subscriptions.list().await else { return };
-    for s in subs.into_iter().filter(|s| s.active && !s.verified && s.verification_error.is_none()) {
-        if let Err(e) = verify::verify(&h, &s.id).await {
-            tracing::error!(subscription_id = %s.id, error = %e, "re-verification could not be stored");
+    let filter = shared::ports::SubscriptionFilter::All;
+    let mut after = None;
+    loop {
+        let Ok(page) = h.stores.subscriptions.page(&filter, 1000, after.as_ref()).await else { return };
+        for s in page.items.into_iter().filter(|s| s.active && !s.verified && s.verification_error.is_none()) {
+            if let Err(e) = verify::verify(&h, &s.id).await {
+                tracing::error!(subscription_id = %s.id, error = %e, "re-verification could not be stored");
+            }
+        }
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => return,
         }
     }
 }

@@ -1,10 +1,10 @@
 //! The bundle every stage works with: the ports, the configuration, the one
 //! HTTP client and the metrics. Built once per process (or Lambda container).
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use tokio::sync::RwLock;
 
 use crate::error::StoreError;
 use crate::http_client::{ClientConfig, HttpClient};
@@ -13,6 +13,7 @@ use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
 use crate::metrics::Metrics;
 use crate::ports::{AttemptStore, DeadLetterStore, EventStore, SagaStore, StreamFailures, SubscriptionStore};
 use crate::queue::Queue;
+use crate::routing::RouteKey;
 use crate::ssrf::AddressPolicy;
 use crate::subscription::Subscription;
 
@@ -90,40 +91,160 @@ impl Default for Config {
     }
 }
 
-/// Subscriptions cached for a short time: routing and delivery read them for
-/// every event, and they change rarely
-/// (docs/architecture.md#subscription-lookups-and-caching). Writers in the same
-/// process invalidate it; other processes see changes within the TTL.
+/// Most route keys, and most subscriptions, one [`SubscriptionCache`]
+/// holds: beyond it the entries filled longest ago are dropped, so a
+/// process's memory does not grow with the number of subscriptions stored
+/// (a million subscriptions are never all resident).
+pub const SUBSCRIPTION_CACHE_ENTRIES: usize = 10_000;
+
+/// A map of at most `cap` entries, each stamped with when it was filled;
+/// inserting beyond `cap` drops the entries filled first.
+struct Bounded<K, V> {
+    cap: usize,
+    map: HashMap<K, (Instant, u64, V)>,
+    /// Fill order: (key, fill number); a key filled again leaves a stale
+    /// pair here, skipped when it comes up.
+    order: VecDeque<(K, u64)>,
+    fills: u64,
+}
+
+impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
+    fn new(cap: usize) -> Self {
+        Bounded { cap: cap.max(1), map: HashMap::new(), order: VecDeque::new(), fills: 0 }
+    }
+
+    /// The value of `k` if it was filled less than `ttl` ago.
+    fn fresh(&self, k: &K, ttl: Duration) -> Option<&V> {
+        self.map.get(k).filter(|(at, _, _)| at.elapsed() < ttl).map(|(_, _, v)| v)
+    }
+
+    fn insert(&mut self, k: K, v: V) {
+        self.fills += 1;
+        self.order.push_back((k.clone(), self.fills));
+        self.map.insert(k, (Instant::now(), self.fills, v));
+        while self.map.len() > self.cap {
+            let Some((old, n)) = self.order.pop_front() else { break };
+            if self.map.get(&old).is_some_and(|(_, m, _)| *m == n) {
+                self.map.remove(&old);
+            }
+        }
+        // Keys filled again and again leave stale pairs: keep the queue
+        // within a small multiple of the map.
+        if self.order.len() > 2 * self.cap + 64 {
+            let map = &self.map;
+            self.order.retain(|(k, n)| map.get(k).is_some_and(|(_, m, _)| m == n));
+        }
+    }
+
+    fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// A cached subscription (or the knowledge that there is none).
+struct Cached {
+    sub: Option<Arc<Subscription>>,
+    /// Read by [`SubscriptionCache::confirm`] (not by a plain fill).
+    confirmed: bool,
+}
+
+struct CacheState {
+    routes: Bounded<RouteKey, Arc<[SubscriptionId]>>,
+    subs: Bounded<SubscriptionId, Cached>,
+}
+
+/// Subscriptions cached for a short time, per route key (the ids indexed
+/// under it, for routing) and per id (for delivery, retry policies and
+/// routing's final check): routing and delivery read them for every event,
+/// and they change rarely (docs/architecture.md#subscription-lookups-and-caching).
+/// Each entry is trusted for the TTL ([`Config::subscription_cache_ttl`],
+/// 5 s), so a change made elsewhere reaches this process within the TTL
+/// (plus, on DynamoDB, the routing index's own propagation, usually well
+/// under a second); writers in the same process invalidate it at once. At
+/// most [`SUBSCRIPTION_CACHE_ENTRIES`] keys and as many subscriptions are
+/// held.
 pub struct SubscriptionCache {
     ttl: Duration,
-    inner: RwLock<Option<(Instant, Arc<Vec<Subscription>>)>>,
-    /// Ids [`SubscriptionCache::confirm`] read from the store since the last fill.
-    confirmed: std::sync::Mutex<std::collections::HashSet<SubscriptionId>>,
+    state: Mutex<CacheState>,
 }
 
 impl SubscriptionCache {
     /// An empty cache.
     pub fn new(ttl: Duration) -> Self {
-        SubscriptionCache { ttl, inner: RwLock::new(None), confirmed: Default::default() }
+        Self::with_capacity(ttl, SUBSCRIPTION_CACHE_ENTRIES)
     }
 
-    /// All subscriptions, from the cache when fresh.
-    pub async fn all(&self, store: &dyn SubscriptionStore) -> Result<Arc<Vec<Subscription>>, StoreError> {
-        if let Some((at, subs)) = &*self.inner.read().await {
-            if at.elapsed() < self.ttl {
-                return Ok(subs.clone());
+    /// An empty cache of at most `entries` keys and as many subscriptions.
+    pub fn with_capacity(ttl: Duration, entries: usize) -> Self {
+        SubscriptionCache {
+            ttl,
+            state: Mutex::new(CacheState { routes: Bounded::new(entries), subs: Bounded::new(entries) }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CacheState> {
+        self.state.lock().expect("subscription cache lock")
+    }
+
+    /// For each key, the ids indexed under it (one list per key, in the
+    /// order asked), from the cache when fresh; the others in one store call.
+    pub async fn routes(
+        &self,
+        store: &dyn SubscriptionStore,
+        keys: &[RouteKey],
+    ) -> Result<Vec<Arc<[SubscriptionId]>>, StoreError> {
+        let mut out: Vec<Option<Arc<[SubscriptionId]>>> = {
+            let st = self.state();
+            keys.iter().map(|k| st.routes.fresh(k, self.ttl).cloned()).collect()
+        };
+        let missing: Vec<RouteKey> =
+            keys.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(k, _)| k.clone()).collect();
+        if !missing.is_empty() {
+            let found = store.routes(&missing).await?;
+            let mut st = self.state();
+            let mut found = missing.into_iter().zip(found).map(|(k, ids)| {
+                let ids: Arc<[SubscriptionId]> = ids.into();
+                st.routes.insert(k, ids.clone());
+                ids
+            });
+            for slot in out.iter_mut().filter(|v| v.is_none()) {
+                *slot = found.next();
             }
         }
-        let mut guard = self.inner.write().await;
-        if let Some((at, subs)) = &*guard {
-            if at.elapsed() < self.ttl {
-                return Ok(subs.clone());
+        Ok(out.into_iter().map(|v| v.unwrap_or_else(|| Arc::from(Vec::new()))).collect())
+    }
+
+    /// Several subscriptions by id (in the order asked), from the cache
+    /// when fresh; the others in one store call.
+    pub async fn get_many(
+        &self,
+        store: &dyn SubscriptionStore,
+        ids: &[SubscriptionId],
+    ) -> Result<Vec<Option<Arc<Subscription>>>, StoreError> {
+        let mut out: Vec<Option<Option<Arc<Subscription>>>> = {
+            let st = self.state();
+            ids.iter().map(|id| st.subs.fresh(id, self.ttl).map(|c| c.sub.clone())).collect()
+        };
+        let missing: Vec<SubscriptionId> =
+            ids.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(id, _)| id.clone()).collect();
+        if !missing.is_empty() {
+            let found = store.get_many(&missing).await?;
+            let mut st = self.state();
+            let mut found = missing.into_iter().zip(found).map(|(id, sub)| {
+                let sub = sub.map(Arc::new);
+                st.subs.insert(id, Cached { sub: sub.clone(), confirmed: false });
+                sub
+            });
+            for slot in out.iter_mut().filter(|v| v.is_none()) {
+                *slot = Some(found.next().flatten());
             }
         }
-        let subs = Arc::new(store.list().await?);
-        *guard = Some((Instant::now(), subs.clone()));
-        self.confirmed.lock().expect("cache lock").clear();
-        Ok(subs)
+        Ok(out.into_iter().map(Option::flatten).collect())
     }
 
     /// One subscription, from the cache when fresh.
@@ -132,38 +253,47 @@ impl SubscriptionCache {
         store: &dyn SubscriptionStore,
         id: &SubscriptionId,
     ) -> Result<Option<Subscription>, StoreError> {
-        Ok(self.all(store).await?.iter().find(|s| &s.id == id).cloned())
+        let got = self.get_many(store, std::slice::from_ref(id)).await?;
+        Ok(got.into_iter().next().flatten().map(|s| (*s).clone()))
     }
 
     /// The store's copy of a subscription this cache would refuse (unknown
     /// here, inactive or unverified): another container may have created,
-    /// verified or re-activated it since this cache was filled, so nothing
-    /// is rejected on this cache's word alone. Read from the store at most
-    /// once per subscription per cache fill; when the store's copy differs,
-    /// the cache is dropped so the next read refills it.
+    /// verified or re-activated it since this cache read it, so nothing is
+    /// rejected on this cache's word alone. Read from the store at most
+    /// once per subscription per TTL; the copy read replaces the cached one.
     pub async fn confirm(
         &self,
         store: &dyn SubscriptionStore,
         id: &SubscriptionId,
     ) -> Result<Option<Subscription>, StoreError> {
-        let cached = self.get(store, id).await?;
-        if !self.confirmed.lock().expect("cache lock").insert(id.clone()) {
-            return Ok(cached);
+        let known = {
+            let st = self.state();
+            st.subs.fresh(id, self.ttl).map(|c| (c.confirmed, c.sub.clone()))
+        };
+        if let Some((true, sub)) = known {
+            return Ok(sub.map(|s| (*s).clone()));
         }
         let fresh = store.get(id).await?;
-        if fresh.as_ref().map(|s| s.version) != cached.as_ref().map(|s| s.version) {
-            tracing::debug!(
-                subscription_id = id.as_str(),
-                "subscription changed since this cache was filled; refreshing"
-            );
-            self.invalidate().await;
+        let cached_version = known.and_then(|(_, s)| s).map(|s| s.version);
+        if fresh.as_ref().map(|s| s.version) != cached_version {
+            tracing::debug!(subscription_id = id.as_str(), "subscription changed since this cache read it");
         }
+        self.state().subs.insert(id.clone(), Cached { sub: fresh.clone().map(Arc::new), confirmed: true });
         Ok(fresh)
     }
 
     /// Forgets what was read, after a write in this process.
     pub async fn invalidate(&self) {
-        *self.inner.write().await = None;
+        let mut st = self.state();
+        st.routes.clear();
+        st.subs.clear();
+    }
+
+    /// How many route keys and subscriptions are held (for tests and metrics).
+    pub fn held(&self) -> (usize, usize) {
+        let st = self.state();
+        (st.routes.len(), st.subs.len())
     }
 }
 

@@ -34,6 +34,13 @@ pub const QUEUE_MAX_RECEIVES: u32 = JOB_RECEIVE_LIMIT + 1;
 /// serve`'s outbox loops do the same).
 pub const STREAM_MAX_RETRIES: u32 = 5;
 
+/// Most event-type patterns one subscription may have. On DynamoDB a
+/// subscription is written with its routing index entries (one per pattern,
+/// plus one for its tenant) in one `TransactWriteItems` of at most 100
+/// actions, so that the index never disagrees with the subscription: the
+/// subscription, its tenant entry and 98 pattern entries fill it.
+pub const MAX_SUBSCRIPTION_PATTERNS: usize = 98;
+
 /// Runs the futures with at most `cap` of them in flight, and returns their
 /// outputs in input order (as `join_all` would, without its unbounded fan-out).
 /// Takes a `Vec` (not any iterator) so that the future it returns is `Send`

@@ -13,6 +13,8 @@ use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+use crate::routing::RouteKey;
 use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
 
@@ -28,19 +30,61 @@ pub trait EventStore: Send + Sync {
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>>;
 }
 
-/// Subscription configuration.
+/// Which subscriptions a page of [`SubscriptionStore::page`] lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SubscriptionFilter {
+    /// Every subscription.
+    #[default]
+    All,
+    /// Those whose `tenant_id` is this tenant.
+    Tenant(String),
+    /// Those with an index entry under any of these keys (an event's
+    /// [`crate::routing::route_keys`]: the subscriptions in its scope).
+    Routes(Vec<RouteKey>),
+}
+
+/// One page of subscriptions, in id order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SubscriptionPage {
+    /// Up to the page's limit, ordered by id.
+    pub items: Vec<Subscription>,
+    /// Where the next page starts (after this id); `None` on the last page.
+    pub next_after: Option<SubscriptionId>,
+}
+
+/// Subscription configuration, with an index by [`RouteKey`] that every
+/// write keeps in step with the subscription (in the same transaction), so
+/// routing looks up an event's few keys instead of reading every
+/// subscription. A subscription has at most
+/// [`crate::limits::MAX_SUBSCRIPTION_PATTERNS`] patterns.
 #[async_trait]
 pub trait SubscriptionStore: Send + Sync {
-    /// Stores a new subscription.
+    /// Stores a new subscription and its index entries.
     async fn create(&self, sub: &Subscription) -> StoreResult<()>;
     /// One subscription by id.
     async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>>;
-    /// All subscriptions.
-    async fn list(&self) -> StoreResult<Vec<Subscription>>;
-    /// Replaces a subscription if its stored version is still
-    /// `expected_version`; `false` if it changed meanwhile or is gone.
+    /// Several by id, in the order asked (`None` where there is none).
+    async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
+        all_bounded(ids.iter().map(|id| self.get(id)).collect(), MAX_STORE_IN_FLIGHT).await.into_iter().collect()
+    }
+    /// For each key, the ids of the subscriptions indexed under it (one list
+    /// per key, in the order asked): routing's candidates, found through the
+    /// index and never by reading every subscription. May lag a write
+    /// briefly where the index is eventually consistent (DynamoDB); callers
+    /// check each candidate with [`crate::routing::wants`].
+    async fn routes(&self, keys: &[RouteKey]) -> StoreResult<Vec<Vec<SubscriptionId>>>;
+    /// Up to `limit` subscriptions of `filter` with ids after `after` (from
+    /// the first when `None`), in id order, and where the next page starts.
+    async fn page(
+        &self,
+        filter: &SubscriptionFilter,
+        limit: usize,
+        after: Option<&SubscriptionId>,
+    ) -> StoreResult<SubscriptionPage>;
+    /// Replaces a subscription (and its index entries) if its stored version
+    /// is still `expected_version`; `false` if it changed meanwhile or is gone.
     async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool>;
-    /// Deletes one; `false` if it did not exist.
+    /// Deletes one with its index entries; `false` if it did not exist.
     async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool>;
 }
 

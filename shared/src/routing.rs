@@ -1,9 +1,106 @@
 //! Routing: which subscriptions an event goes to. Pure: it reads the event's
 //! type and tenant, never its payload (docs/architecture.md#stage-table:
 //! the router never reads an event's payload).
+//!
+//! The stores keep an index of subscriptions by [`RouteKey`] (scope and
+//! pattern, one entry per pattern of a subscription: [`index_keys`]). An
+//! event's candidates are the entries under its few [`route_keys`] (its
+//! scopes × the patterns that can match its type), so finding them costs the
+//! same whatever the number of subscriptions that do not match; [`wants`]
+//! stays the final check.
 
 use crate::event::EventRecord;
 use crate::subscription::Subscription;
+
+/// Whose events a subscription's patterns apply to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    /// Every event, with a tenant or without (a subscription without `tenant_id`).
+    Global,
+    /// The events of one tenant (a subscription with `tenant_id`).
+    Tenant(String),
+}
+
+impl Scope {
+    /// The scope of a subscription with this `tenant_id`.
+    pub fn of(tenant_id: Option<&str>) -> Scope {
+        tenant_id.map_or(Scope::Global, |t| Scope::Tenant(t.to_string()))
+    }
+
+    /// The scope as stored in an index: `g`, or `t<bytes>:<tenant>` (the
+    /// tenant's length makes it self-delimiting, so no tenant id, whatever it
+    /// holds, can be read as another scope and pattern).
+    pub fn as_text(&self) -> String {
+        match self {
+            Scope::Global => "g".to_string(),
+            Scope::Tenant(t) => format!("t{}:{t}", t.len()),
+        }
+    }
+}
+
+/// One key of the routing index: a scope and a pattern exactly as a
+/// subscription writes it (`task.succeeded`, `task.*` or `*`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteKey {
+    /// Whose events.
+    pub scope: Scope,
+    /// Which types.
+    pub pattern: String,
+}
+
+impl RouteKey {
+    /// The key as one string, `<scope>#<pattern>` ([`Scope::as_text`]): the
+    /// DynamoDB index's partition key. Distinct keys give distinct strings.
+    pub fn encoded(&self) -> String {
+        format!("{}#{}", self.scope.as_text(), self.pattern)
+    }
+}
+
+/// The index entries of a subscription: its scope with each of its
+/// patterns, sorted and without repeats. Whatever its state: routing checks
+/// active and verified on the subscription itself ([`wants`]).
+pub fn index_keys(sub: &Subscription) -> Vec<RouteKey> {
+    let scope = Scope::of(sub.tenant_id.as_deref());
+    let mut keys: Vec<RouteKey> =
+        sub.event_types.iter().map(|p| RouteKey { scope: scope.clone(), pattern: p.clone() }).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The patterns that can match `event_type` ([`pattern_matches`]): the type
+/// itself, `<prefix>.*` for every prefix that ends before a `.` with
+/// something after it, and `*`. For `a.b.c`: `a.b.c`, `a.b.*`, `a.*`, `*`.
+pub fn matching_patterns(event_type: &str) -> Vec<String> {
+    let mut out = vec![event_type.to_string()];
+    let b = event_type.as_bytes();
+    for (i, _) in b.iter().enumerate().filter(|(i, c)| **c == b'.' && b.len() > i + 1) {
+        out.push(format!("{}.*", &event_type[..i]));
+    }
+    out.push("*".to_string());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The index keys under which the subscriptions an event of this tenant
+/// (or none) and type may want are found: global and, with a tenant, that
+/// tenant's scope, each with every [`matching_patterns`]. At most
+/// 2 × (dots in the type + 2) keys, whatever the number of subscriptions.
+pub fn keys_for(tenant_id: Option<&str>, event_type: &str) -> Vec<RouteKey> {
+    let patterns = matching_patterns(event_type);
+    let mut scopes = vec![Scope::Global];
+    scopes.extend(tenant_id.map(|t| Scope::Tenant(t.to_string())));
+    scopes
+        .into_iter()
+        .flat_map(|scope| patterns.iter().map(move |p| RouteKey { scope: scope.clone(), pattern: p.clone() }))
+        .collect()
+}
+
+/// [`keys_for`] an event's tenant and type: where its candidates are indexed.
+pub fn route_keys(event: &EventRecord) -> Vec<RouteKey> {
+    keys_for(event.tenant_id.as_deref(), &event.event_type)
+}
 
 /// Does `pattern` (exact, `prefix.*` or `*`) match `event_type`?
 pub fn pattern_matches(pattern: &str, event_type: &str) -> bool {
@@ -40,9 +137,52 @@ pub fn matching<'a>(subs: &'a [Subscription], event: &'a EventRecord) -> impl It
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// An active, verified global subscription to `*` (unit-test fixture;
+    /// read from JSON so that fields with defaults may be added freely).
+    pub(crate) fn subscription() -> Subscription {
+        let at = chrono::Utc::now();
+        serde_json::from_value(serde_json::json!({
+            "id": crate::ids::new_subscription_id(),
+            "callback_url": "https://example.com/hook",
+            "event_types": ["*"],
+            "tenant_id": null,
+            "description": null,
+            "headers": {},
+            "retry_policy": crate::retry::RetryPolicy::default(),
+            "payload_format": "original",
+            "active": true,
+            "verified": true,
+            "verification_error": null,
+            "signing_keys": [],
+            "created_at": at,
+            "updated_at": at,
+            "version": 1,
+        }))
+        .expect("a subscription")
+    }
+
+    /// An event of this tenant and type (unit-test fixture).
+    pub(crate) fn event(tenant_id: Option<&str>, event_type: &str) -> EventRecord {
+        let at = chrono::Utc::now();
+        EventRecord {
+            id: crate::ids::EventId::new(format!("evt-{event_type}")),
+            event_type: event_type.into(),
+            tenant_id: tenant_id.map(str::to_string),
+            partition_key: None,
+            sequence: None,
+            trace_id: None,
+            producer: None,
+            occurred_at: at,
+            received_at: at,
+            expires_at: at,
+            format: crate::envelope::Format::Native,
+            body: b"{}".to_vec(),
+        }
+    }
 
     #[test]
     fn patterns_match_whole_segments() {
@@ -68,5 +208,53 @@ mod tests {
             let pattern = format!("{p}.*");
             prop_assert!(pattern_matches(&pattern, &child));
         }
+
+        /// The patterns listed for a type are exactly those that match it.
+        #[test]
+        fn matching_patterns_are_the_patterns_that_match(t in "[ab.]{1,7}", p in "[ab.]{0,5}(\\.\\*)?|\\*") {
+            prop_assert_eq!(matching_patterns(&t).contains(&p), pattern_matches(&p, &t), "pattern {} type {}", p, t);
+        }
+
+        /// The index agrees with the scope rule: a subscription shares a key
+        /// with an event's route keys exactly when the event is in its scope.
+        #[test]
+        fn index_keys_meet_route_keys_exactly_when_in_scope(
+            sub_tenant in proptest::option::of("t[12]"),
+            patterns in proptest::collection::vec("[ab]{1,2}(\\.[ab]{1,2}){0,2}(\\.\\*)?|\\*", 1..4),
+            event_tenant in proptest::option::of("t[12]"),
+            event_type in "[ab]{1,2}(\\.[ab]{1,2}){0,3}",
+        ) {
+            let mut sub = subscription();
+            sub.tenant_id = sub_tenant;
+            sub.event_types = patterns;
+            let mut event = event(None, &event_type);
+            event.tenant_id = event_tenant;
+            let route = route_keys(&event);
+            let meets = index_keys(&sub).iter().any(|k| route.contains(k));
+            prop_assert_eq!(meets, in_scope(&sub, &event), "{:?} {:?}", index_keys(&sub), route);
+        }
+    }
+
+    #[test]
+    fn route_keys_of_a_dotted_type() {
+        let keys = keys_for(Some("acme"), "a.b.c");
+        let patterns = |s: &Scope| {
+            let mut p: Vec<&str> = keys.iter().filter(|k| &k.scope == s).map(|k| k.pattern.as_str()).collect();
+            p.sort();
+            p
+        };
+        assert_eq!(keys.len(), 8);
+        assert_eq!(patterns(&Scope::Global), ["*", "a.*", "a.b.*", "a.b.c"]);
+        assert_eq!(patterns(&Scope::Tenant("acme".into())), ["*", "a.*", "a.b.*", "a.b.c"]);
+        assert_eq!(keys_for(None, "RecordUpdated").len(), 2, "an undotted type without a tenant: itself and *");
+    }
+
+    #[test]
+    fn scopes_and_keys_encode_without_ambiguity() {
+        let k = |t: Option<&str>, p: &str| RouteKey { scope: Scope::of(t), pattern: p.into() }.encoded();
+        assert_eq!(k(None, "task.*"), "g#task.*");
+        assert_eq!(k(Some("acme"), "*"), "t4:acme#*");
+        assert_ne!(k(Some("a#b"), "c"), k(Some("a"), "b#c"));
+        assert_ne!(k(Some("g"), "x"), k(None, "x"));
     }
 }

@@ -21,8 +21,9 @@ use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAct
 use shared::envelope::Format;
 use shared::event::EventRecord;
 use shared::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
-use shared::ports::{JobQueue, Outgoing, Received, Transition, TransitionOutcome};
+use shared::ports::{JobQueue, Outgoing, Received, SubscriptionFilter, Transition, TransitionOutcome};
 use shared::retry::RetryPolicy;
+use shared::routing::{RouteKey, Scope};
 use shared::saga::{AttemptResult, Origin, Saga, SagaState, SagaStatus};
 use shared::signing::Secret;
 use shared::subscription::{PayloadFormat, SigningKey, Subscription};
@@ -45,6 +46,9 @@ macro_rules! for_each_conformance_case {
         $m!(saga_transition_batch_keeps_order);
         $m!(attempts_unique_per_saga_and_attempt);
         $m!(subscriptions_versioned_update_and_delete);
+        $m!(subscriptions_are_found_by_route_key);
+        $m!(subscriptions_page_walks_every_subscription_once);
+        $m!(subscriptions_with_the_most_patterns);
         $m!(dead_letters_put_once);
         $m!(dead_letters_resolve_once);
         $m!(dead_letters_list_newest_first);
@@ -507,7 +511,7 @@ pub async fn subscriptions_versioned_update_and_delete(s: &Stores) {
     s.subscriptions.create(&a).await.unwrap();
     assert!(s.subscriptions.create(&subscription("sub_a", 1)).await.is_err(), "a second create of one id must fail");
     assert_eq!(s.subscriptions.get(&sub("sub_a")).await.unwrap(), Some(a.clone()));
-    assert_eq!(s.subscriptions.list().await.unwrap(), vec![a.clone(), b.clone()]);
+    assert_eq!(all_subscriptions(s).await, vec![a.clone(), b.clone()]);
 
     let mut a2 = a.clone();
     a2.version = 2;
@@ -525,7 +529,163 @@ pub async fn subscriptions_versioned_update_and_delete(s: &Stores) {
     assert!(s.subscriptions.delete(&sub("sub_a")).await.unwrap());
     assert!(!s.subscriptions.delete(&sub("sub_a")).await.unwrap());
     assert_eq!(s.subscriptions.get(&sub("sub_a")).await.unwrap(), None);
-    assert_eq!(s.subscriptions.list().await.unwrap(), vec![b]);
+    assert_eq!(all_subscriptions(s).await, vec![b]);
+}
+
+/// Every subscription, walking the pages of `filter` (`limit` each) and
+/// checking each page's size and order on the way.
+async fn walk(s: &Stores, filter: &SubscriptionFilter, limit: usize) -> Vec<Subscription> {
+    let mut out: Vec<Subscription> = Vec::new();
+    let mut after: Option<SubscriptionId> = None;
+    for _ in 0..1000 {
+        let page = s.subscriptions.page(filter, limit, after.as_ref()).await.unwrap();
+        assert!(page.items.len() <= limit, "a page holds at most its limit");
+        if let Some(next) = &page.next_after {
+            assert_eq!(page.items.len(), limit, "only the last page is short");
+            assert_eq!(Some(next), page.items.last().map(|x| &x.id), "the next page starts after this one");
+        }
+        out.extend(page.items);
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => return out,
+        }
+    }
+    panic!("the pages never ended");
+}
+
+async fn all_subscriptions(s: &Stores) -> Vec<Subscription> {
+    walk(s, &SubscriptionFilter::All, 100).await
+}
+
+/// The ids indexed under one key.
+async fn indexed(s: &Stores, scope: Option<&str>, pattern: &str) -> Vec<SubscriptionId> {
+    let key = RouteKey { scope: Scope::of(scope), pattern: pattern.into() };
+    s.subscriptions.routes(&[key]).await.unwrap().remove(0)
+}
+
+/// A subscription is indexed under its scope and each of its patterns,
+/// whatever its state; an update moves its entries and a delete removes
+/// them, in the same write. An id naming no subscription finds nothing.
+pub async fn subscriptions_are_found_by_route_key(s: &Stores) {
+    let a = subscription("sub_a", 1); // tenant-1: task.*, quota.committed
+    let b = Subscription { tenant_id: None, event_types: vec!["*".into()], ..subscription("sub_b", 1) };
+    let c = Subscription {
+        tenant_id: Some("tenant-2".into()),
+        event_types: vec!["task.created".into()],
+        ..subscription("sub_c", 1)
+    };
+    let d = Subscription {
+        tenant_id: None,
+        event_types: vec!["task.created".into(), "task.created".into()],
+        active: false,
+        ..subscription("sub_d", 1)
+    };
+    for x in [&a, &b, &c, &d] {
+        s.subscriptions.create(x).await.unwrap();
+    }
+    let e = event("evt_route", "task.created"); // tenant-1
+    let keys = shared::routing::route_keys(&e);
+    let found = s.subscriptions.routes(&keys).await.unwrap();
+    assert_eq!(found.len(), keys.len(), "one list per key");
+    let mut ids: Vec<SubscriptionId> = found.into_iter().flatten().collect();
+    ids.sort();
+    assert_eq!(ids, vec![sub("sub_a"), sub("sub_b"), sub("sub_d")], "tenant-2's subscription is not a candidate");
+    assert_eq!(indexed(s, Some("tenant-1"), "task.*").await, vec![sub("sub_a")]);
+    assert_eq!(indexed(s, Some("tenant-1"), "quota.committed").await, vec![sub("sub_a")]);
+    assert_eq!(indexed(s, None, "*").await, vec![sub("sub_b")]);
+    assert_eq!(indexed(s, None, "task.created").await, vec![sub("sub_d")], "inactive ones are indexed too, once");
+    assert_eq!(indexed(s, Some("tenant-2"), "task.created").await, vec![sub("sub_c")]);
+    assert!(indexed(s, None, "task.*").await.is_empty(), "a tenant's pattern is not global");
+
+    let a2 = Subscription { tenant_id: None, event_types: vec!["quota.*".into()], version: 2, ..a.clone() };
+    assert!(s.subscriptions.update(&a2, 1).await.unwrap());
+    assert!(indexed(s, Some("tenant-1"), "task.*").await.is_empty(), "old entries go with the update");
+    assert!(indexed(s, Some("tenant-1"), "quota.committed").await.is_empty());
+    assert_eq!(indexed(s, None, "quota.*").await, vec![sub("sub_a")]);
+    let lost = Subscription { event_types: vec!["lost.*".into()], version: 2, ..a.clone() };
+    assert!(!s.subscriptions.update(&lost, 1).await.unwrap());
+    assert!(indexed(s, Some("tenant-1"), "lost.*").await.is_empty(), "a refused update indexes nothing");
+
+    assert!(s.subscriptions.delete(&sub("sub_b")).await.unwrap());
+    assert!(indexed(s, None, "*").await.is_empty(), "a deleted subscription leaves the index");
+    assert!(s.subscriptions.routes(&[]).await.unwrap().is_empty());
+    // Ids that are not subscriptions' (DynamoDB keeps index entries beside
+    // them under ids like these) name nothing.
+    for other in ["sub_a#tenant", "sub_a#route#0", "sub_c#route#0"] {
+        assert_eq!(s.subscriptions.get(&sub(other)).await.unwrap(), None, "{other}");
+        assert!(!s.subscriptions.delete(&sub(other)).await.unwrap(), "{other}");
+        assert!(!s.subscriptions.update(&Subscription { id: sub(other), ..subscription("x", 2) }, 1).await.unwrap());
+    }
+    assert_eq!(indexed(s, Some("tenant-2"), "task.created").await, vec![sub("sub_c")], "still indexed");
+    assert_eq!(
+        s.subscriptions.get_many(&[sub("sub_c"), sub("sub_none"), sub("sub_a")]).await.unwrap(),
+        vec![Some(c), None, Some(a2)]
+    );
+}
+
+/// Pages walk every subscription once, in id order, for every filter: all,
+/// one tenant's, and those in scope of an event (by route key), also when
+/// the count is a multiple of the page size.
+pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
+    let mut subs = Vec::new();
+    for i in 0..25 {
+        let tenant = match i % 3 {
+            0 => None,
+            1 => Some("tenant-1".to_string()),
+            _ => Some("tenant-2".to_string()),
+        };
+        let patterns: Vec<String> = match i % 4 {
+            0 => vec!["*".into()],
+            1 => vec!["task.*".into(), "task.created".into()],
+            2 => vec!["task.created".into()],
+            _ => vec!["quota.committed".into()],
+        };
+        subs.push(Subscription {
+            tenant_id: tenant,
+            event_types: patterns,
+            ..subscription(&format!("sub_p{i:02}"), 1)
+        });
+    }
+    // Created out of order: pages are in id order, not creation order.
+    for x in subs.iter().rev() {
+        s.subscriptions.create(x).await.unwrap();
+    }
+    let ids = |v: &[Subscription]| v.iter().map(|x| x.id.clone()).collect::<Vec<_>>();
+    for limit in [1, 5, 7, 25, 100] {
+        assert_eq!(ids(&walk(s, &SubscriptionFilter::All, limit).await), ids(&subs), "limit {limit}");
+    }
+    let t1: Vec<Subscription> = subs.iter().filter(|x| x.tenant_id.as_deref() == Some("tenant-1")).cloned().collect();
+    assert_eq!(walk(s, &SubscriptionFilter::Tenant("tenant-1".into()), 3).await, t1);
+    assert!(walk(s, &SubscriptionFilter::Tenant("tenant-9".into()), 3).await.is_empty());
+    let e = event("evt_page", "task.created"); // tenant-1
+    let in_scope: Vec<Subscription> = subs.iter().filter(|x| shared::routing::in_scope(x, &e)).cloned().collect();
+    assert!(in_scope.len() > 5 && in_scope.len() < 20, "{}", in_scope.len());
+    for limit in [2, 4, 100] {
+        let got = walk(s, &SubscriptionFilter::Routes(shared::routing::route_keys(&e)), limit).await;
+        assert_eq!(ids(&got), ids(&in_scope), "routes, limit {limit}: each once, in id order");
+    }
+    let after = s.subscriptions.page(&SubscriptionFilter::All, 2, Some(&sub("sub_p10x"))).await.unwrap();
+    assert_eq!(ids(&after.items), vec![sub("sub_p11"), sub("sub_p12")], "after an id that is not stored");
+}
+
+/// A subscription with the most patterns allowed is created, moved to
+/// another tenant with as many other patterns (the largest write: on
+/// DynamoDB a transaction of exactly 100 actions) and deleted.
+pub async fn subscriptions_with_the_most_patterns(s: &Stores) {
+    let max = shared::limits::MAX_SUBSCRIPTION_PATTERNS;
+    let patterns = |p: &str| (0..max).map(|i| format!("{p}{i}.*")).collect::<Vec<_>>();
+    let a = Subscription { event_types: patterns("a"), ..subscription("sub_big", 1) };
+    s.subscriptions.create(&a).await.unwrap();
+    assert_eq!(indexed(s, Some("tenant-1"), &format!("a{}.*", max - 1)).await, vec![sub("sub_big")]);
+    let b = Subscription { tenant_id: Some("tenant-2".into()), event_types: patterns("b"), version: 2, ..a.clone() };
+    assert!(s.subscriptions.update(&b, 1).await.unwrap());
+    assert!(indexed(s, Some("tenant-1"), "a0.*").await.is_empty());
+    assert_eq!(indexed(s, Some("tenant-2"), &format!("b{}.*", max - 1)).await, vec![sub("sub_big")]);
+    assert_eq!(walk(s, &SubscriptionFilter::Tenant("tenant-2".into()), 10).await, vec![b.clone()]);
+    assert!(walk(s, &SubscriptionFilter::Tenant("tenant-1".into()), 10).await.is_empty());
+    assert!(s.subscriptions.delete(&sub("sub_big")).await.unwrap());
+    assert!(indexed(s, Some("tenant-2"), "b0.*").await.is_empty());
+    assert!(all_subscriptions(s).await.is_empty());
 }
 
 // ------------------------------------------------------------ dead letters

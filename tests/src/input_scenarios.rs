@@ -215,7 +215,7 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
         assert!(!v["error"]["message"].as_str().unwrap().chars().any(char::is_control), "{v}");
     }
     let (_, subs) = s.get("/v1/subscriptions").await;
-    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
+    assert_eq!(subs["items"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
 
     let (id, _) = s.subscribe(json!({"callback_url": url, "event_types": ["*"], "headers": {"X-Team": "a\tb c", "X_Empty": "", "X-Tok!#$%&'*+.^_`|~": "1"}})).await;
     let (st, v) =
@@ -304,7 +304,7 @@ pub async fn retry_schedules_longer_than_the_retention_are_refused<P: Pipeline>(
         assert_eq!(v["error"]["field"], "retry_policy", "{v}");
     }
     let (_, subs) = s.get("/v1/subscriptions").await;
-    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
+    assert_eq!(subs["items"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
     // 30 waits of a day: exactly the retention, accepted.
     let fits = json!({"max_attempts": 31, "base_delay_ms": 1000, "max_delay_ms": day});
     let (st, v) =

@@ -424,7 +424,7 @@ pub async fn bad_input_gets_a_clear_error_and_writes_nothing<P: Pipeline>(s: &P)
     let (st, _) = s.get("/v1/subscriptions/sub_nope").await;
     assert_eq!(st, 404);
     let (_, subs) = s.get("/v1/subscriptions").await;
-    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 0, "rejected subscriptions are not stored");
+    assert_eq!(subs["items"].as_array().unwrap().len(), 0, "rejected subscriptions are not stored");
     let m = s.metrics().await;
     assert!(m.contains("hookline_events_accepted_total 0"), "{m}");
 }
@@ -546,4 +546,94 @@ pub async fn patch_keeps_absent_fields_and_resets_null_ones<P: Pipeline>(s: &P) 
     }
     let (_, v) = s.get(&path).await;
     assert_eq!(v["event_types"], json!(["a.*"]), "a refused PATCH changed nothing");
+}
+
+/// `GET /v1/subscriptions` is paginated: walking the pages with a small
+/// `limit` returns every subscription once; `tenant_id` lists one tenant's;
+/// `event_type` (with or without `tenant_id`) lists those an event of that
+/// type (and tenant) is in scope of; a cursor Hookline did not issue, or
+/// one sent with other filters, and a `limit` out of range are refused
+/// naming the parameter.
+pub async fn subscriptions_list_is_paginated_and_filtered<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let mut made: Vec<(String, Option<&str>, &str)> = Vec::new();
+    for i in 0..12 {
+        let tenant = [None, Some("acme"), Some("globex")][i % 3];
+        let pattern = ["task.*", "quota.committed"][i % 2];
+        let mut body = json!({"callback_url": r.url(&format!("/list{i}"), Behaviour::Ok), "event_types": [pattern]});
+        if let Some(t) = tenant {
+            body["tenant_id"] = json!(t);
+        }
+        let (st, v) = s.post("/v1/subscriptions", &body).await;
+        assert_eq!(st, 201, "{v}");
+        made.push((v["id"].as_str().unwrap().to_string(), tenant, pattern));
+    }
+    let walk = |query: String, limit: usize| async move {
+        let mut ids: Vec<String> = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/v1/subscriptions?limit={limit}{query}");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let (st, v) = s.get(&path).await;
+            assert_eq!(st, 200, "{path}: {v}");
+            let items = v["items"].as_array().unwrap();
+            assert!(items.len() <= limit);
+            assert!(items.iter().all(|x| x.get("secret").is_none()), "no secret in a list");
+            ids.extend(items.iter().map(|x| x["id"].as_str().unwrap().to_string()));
+            match v["next_cursor"].as_str() {
+                Some(c) => {
+                    assert_eq!(items.len(), limit, "only the last page is short");
+                    cursor = Some(c.to_string());
+                }
+                None => return ids,
+            }
+        }
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let want = |f: &dyn Fn(Option<&str>, &str) -> bool| {
+        sorted(made.iter().filter(|(_, t, p)| f(*t, p)).map(|(id, _, _)| id.clone()).collect())
+    };
+    let all = walk(String::new(), 5).await;
+    assert_eq!(all.len(), 12, "every subscription once: {all:?}");
+    assert_eq!(all, want(&|_, _| true), "in id order");
+    let (_, v) = s.get("/v1/subscriptions").await;
+    assert_eq!((v["items"].as_array().unwrap().len(), v["next_cursor"].is_null()), (12, true), "100 by default");
+    assert_eq!(walk("&tenant_id=acme".into(), 2).await, want(&|t, _| t == Some("acme")));
+    assert_eq!(
+        walk("&tenant_id=acme&event_type=task.created".into(), 1).await,
+        want(&|t, p| t != Some("globex") && p == "task.*"),
+        "an acme task.created event reaches the global and acme task.* subscriptions"
+    );
+    assert_eq!(
+        walk("&event_type=quota.committed".into(), 3).await,
+        want(&|t, p| t.is_none() && p == "quota.committed")
+    );
+    assert!(walk("&event_type=nothing.here".into(), 3).await.is_empty());
+
+    let (_, first) = s.get("/v1/subscriptions?limit=2&tenant_id=acme").await;
+    let acme_cursor = first["next_cursor"].as_str().unwrap().to_string();
+    let mut flipped = acme_cursor.clone().into_bytes();
+    flipped[4] = if flipped[4] == b'A' { b'B' } else { b'A' };
+    let flipped = String::from_utf8(flipped).unwrap();
+    for (path, field) in [
+        ("/v1/subscriptions?cursor=not-a-cursor".to_string(), "cursor"),
+        (format!("/v1/subscriptions?cursor={flipped}&tenant_id=acme"), "cursor"),
+        (format!("/v1/subscriptions?cursor={acme_cursor}"), "cursor"),
+        ("/v1/subscriptions?limit=0".to_string(), "limit"),
+        ("/v1/subscriptions?limit=1001".to_string(), "limit"),
+        ("/v1/subscriptions?limit=ten".to_string(), "limit"),
+        (format!("/v1/subscriptions?event_type={}", "a".repeat(101)), "event_type"),
+        ("/v1/subscriptions?tenant_id=".to_string(), "tenant_id"),
+    ] {
+        let (st, v) = s.get(&path).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{path}: {v}");
+    }
+    let (st, v) = s.get(&format!("/v1/subscriptions?cursor={acme_cursor}&tenant_id=acme&limit=1000")).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["items"].as_array().unwrap().len(), 2, "the rest of acme's after the first page");
 }

@@ -116,6 +116,45 @@ impl Rig {
         assert!(self.stores.events.get(id).await.unwrap().is_none(), "event {id} expired");
     }
 
+    /// Stores many subscriptions fast, as many API calls would have: on
+    /// SQLite through the port, concurrently; on AWS as the items the
+    /// adapter writes for each ([`shared::aws::item::subscription_items`]),
+    /// 25 to a `BatchWriteItem` (the emulator copies a whole table for
+    /// every transaction, so thousands of them would take minutes there).
+    pub async fn create_subscriptions(&self, subs: &[Subscription]) {
+        match &self.kind {
+            Kind::Sqlite { .. } => {
+                let calls = subs.iter().map(|s| self.stores.subscriptions.create(s)).collect();
+                for r in shared::limits::all_bounded(calls, 256).await {
+                    r.unwrap();
+                }
+            }
+            Kind::Aws { backend, .. } => {
+                use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+                let mut writes = Vec::new();
+                for s in subs {
+                    for item in shared::aws::item::subscription_items(s).unwrap() {
+                        let put = PutRequest::builder().set_item(Some(item.into_sdk())).build().unwrap();
+                        writes.push(WriteRequest::builder().put_request(put).build());
+                    }
+                }
+                let table = &backend.names.subscriptions_table;
+                let calls = writes
+                    .chunks(25)
+                    .map(|chunk| async move {
+                        let mut pending = chunk.to_vec();
+                        while !pending.is_empty() {
+                            let out =
+                                backend.dynamodb.batch_write_item().request_items(table, pending).send().await.unwrap();
+                            pending = out.unprocessed_items().and_then(|m| m.get(table)).cloned().unwrap_or_default();
+                        }
+                    })
+                    .collect();
+                shared::limits::all_bounded(calls, 8).await;
+            }
+        }
+    }
+
     /// Takes delivery jobs off the queue (received, then deleted: each test
     /// checks the job was done) until some are in hand, at most `want`.
     pub async fn take_jobs(&self, want: usize) -> Vec<ReceivedJob> {
@@ -190,16 +229,21 @@ async fn saga_now(h: &Hookline, s: &Saga) -> Saga {
 pub async fn stale_caches_never_reject_a_subscription(rig: &Rig) {
     let r = Receiver::start().await;
     let hour = Duration::from_secs(3600);
+    let store = rig.stores.subscriptions.as_ref();
     let delivery = rig.container(hour);
-    delivery.subscription_cache.all(rig.stores.subscriptions.as_ref()).await.unwrap();
     let sub = subscription(&r.url("/stale", Behaviour::Ok), false);
+    assert!(delivery.subscription_cache.get(store, &sub.id).await.unwrap().is_none(), "unknown there");
     rig.stores.subscriptions.create(&sub).await.unwrap();
+    let e = stored_event(rig, "stale-cache-1").await;
     let router = rig.container(hour);
-    router.subscription_cache.all(rig.stores.subscriptions.as_ref()).await.unwrap();
+    let keys = shared::routing::route_keys(&e);
+    let indexed: Vec<_> = router.subscription_cache.routes(store, &keys).await.unwrap().concat();
+    assert_eq!(indexed, vec![sub.id.clone()]);
+    let cached = router.subscription_cache.get(store, &sub.id).await.unwrap();
+    assert_eq!(cached.map(|s| s.verified), Some(false), "unverified there");
     let verified = Subscription { verified: true, version: sub.version + 1, ..sub.clone() };
     assert!(rig.stores.subscriptions.update(&verified, sub.version).await.unwrap());
 
-    let e = stored_event(rig, "stale-cache-1").await;
     let sagas = route_and_start(&router, &e).await;
     assert_eq!(sagas.len(), 1, "the router asked the store before leaving the subscription out");
     let jobs = rig.take_jobs(1).await;
@@ -343,6 +387,143 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     assert_eq!(r.deliveries("/resume").len(), 1);
 }
 
+/// A subscription of `tenant` (or global) to `patterns`, stored as
+/// [`subscription`] would be.
+fn scoped(tenant: Option<&str>, patterns: &[&str], active: bool) -> Subscription {
+    Subscription {
+        tenant_id: tenant.map(str::to_string),
+        event_types: patterns.iter().map(|p| p.to_string()).collect(),
+        active,
+        ..subscription("http://127.0.0.1:9/unused", true)
+    }
+}
+
+/// An event of `tenant` (or none) and `event_type` under a fresh id.
+fn event_of(tenant: Option<&str>, event_type: &str) -> EventRecord {
+    let id = format!("evt-{}", uuid_like());
+    EventRecord { tenant_id: tenant.map(str::to_string), ..crate::conformance::event(&id, event_type) }
+}
+
+fn uuid_like() -> String {
+    shared::ids::new_subscription_id().as_str().trim_start_matches("sub_").to_string()
+}
+
+/// The subscriptions `h` routes an event of `tenant` and `event_type` to
+/// (sorted ids of the sagas it creates).
+async fn routed_to(h: &Hookline, tenant: Option<&str>, event_type: &str) -> Vec<shared::ids::SubscriptionId> {
+    let e = event_of(tenant, event_type);
+    route::route(h, std::slice::from_ref(&e)).await.unwrap();
+    let mut ids: Vec<_> =
+        h.stores.sagas.list_for_event(&e.id).await.unwrap().into_iter().map(|s| s.subscription_id).collect();
+    ids.sort();
+    ids
+}
+
+/// Among 2,000 subscriptions that do not match (1,000 of other tenants
+/// with the same patterns, 1,000 global ones to near-miss types), routing
+/// creates sagas for exactly the matching ones: tenant scoping holds, `*`
+/// and `prefix.*` match at any depth, an inactive one gets nothing. Its
+/// cache holds only the candidates of the events' keys: the non-matching
+/// subscriptions were never read.
+pub async fn routing_among_thousands_of_subscriptions(rig: &Rig) {
+    let mut noise = Vec::new();
+    for i in 0..1000 {
+        noise.push(scoped(Some(&format!("tenant-{i}")), &["task.*", "*"], true));
+        noise.push(scoped(None, &[&format!("task.created.v{i}"), &format!("task{i}.*")], true));
+    }
+    let all = scoped(None, &["*"], true);
+    let task = scoped(None, &["task.*"], true);
+    let acme_exact = scoped(Some("acme"), &["task.created"], true);
+    let acme_prefix = scoped(Some("acme"), &["quota.*", "task.*"], true);
+    let inactive = scoped(None, &["task.created"], false);
+    let globex = scoped(Some("globex"), &["*"], true);
+    let mut subs = noise;
+    subs.extend([&all, &task, &acme_exact, &acme_prefix, &inactive, &globex].map(Clone::clone));
+    rig.create_subscriptions(&subs).await;
+
+    let h = rig.container(Duration::from_secs(60));
+    let events = [
+        event_of(Some("acme"), "task.created"),
+        event_of(None, "task.step.updated"),
+        event_of(Some("globex"), "quota.committed"),
+        event_of(Some("acme"), "other.thing"),
+        event_of(Some("initech"), "task"),
+    ];
+    let created = route::route(&h, &events).await.unwrap();
+    let want: [Vec<&Subscription>; 5] =
+        [vec![&all, &task, &acme_exact, &acme_prefix], vec![&all, &task], vec![&all, &globex], vec![&all], vec![&all]];
+    assert_eq!(created, want.iter().map(Vec::len).sum::<usize>());
+    for (e, want) in events.iter().zip(want) {
+        let mut got: Vec<_> =
+            rig.stores.sagas.list_for_event(&e.id).await.unwrap().into_iter().map(|s| s.subscription_id).collect();
+        got.sort();
+        let mut want: Vec<_> = want.iter().map(|s| s.id.clone()).collect();
+        want.sort();
+        assert_eq!(got, want, "{} {:?}", e.event_type, e.tenant_id);
+    }
+    let (keys, cached) = h.subscription_cache.held();
+    assert!(keys <= 5 * 2 * 4, "{keys} route keys");
+    assert!(cached <= 7, "only candidates were read, not the 2,000 others: {cached}");
+}
+
+/// Another container (cache TTL 300 ms here, 5 s by default) routes by a
+/// subscription's current state within its TTL after each change: created,
+/// pattern changed, deactivated, re-activated, deleted. The container that
+/// made the change (its cache invalidated by the write, as the API does)
+/// routes by it at once.
+pub async fn routing_follows_subscription_changes_within_the_cache_ttl(rig: &Rig) {
+    let ttl = Duration::from_millis(300);
+    let router = rig.container(ttl);
+    let writer = rig.container(Duration::from_secs(60));
+    let store = rig.stores.subscriptions.as_ref();
+    rig.create_subscriptions(&(0..200).map(|i| scoped(Some(&format!("t{i}")), &["order.*"], true)).collect::<Vec<_>>())
+        .await;
+    assert!(routed_to(&router, None, "order.created").await.is_empty());
+    assert!(routed_to(&writer, None, "order.created").await.is_empty());
+
+    // Waits until `router` routes (tenant, type) to `want`, and checks it
+    // took no longer than the TTL plus scheduling slack.
+    let settles = |tenant: Option<&'static str>,
+                   event_type: &'static str,
+                   want: Vec<shared::ids::SubscriptionId>,
+                   what: &'static str| {
+        let router = router.clone();
+        async move {
+            let start = std::time::Instant::now();
+            crate::eventually(10, what, || {
+                let (router, want) = (router.clone(), want.clone());
+                async move { (routed_to(&router, tenant, event_type).await == want).then_some(()) }
+            })
+            .await;
+            let took = start.elapsed();
+            assert!(took < ttl + Duration::from_millis(1500), "{what}: {took:?} after the change (TTL {ttl:?})");
+        }
+    };
+
+    let sub = scoped(None, &["order.*"], true);
+    store.create(&sub).await.unwrap();
+    writer.subscription_cache.invalidate().await;
+    assert_eq!(routed_to(&writer, None, "order.created").await, vec![sub.id.clone()], "the writer's own cache");
+    settles(None, "order.created", vec![sub.id.clone()], "a new subscription is routed to").await;
+    settles(Some("acme"), "order.shipped.late", vec![sub.id.clone()], "a global prefix matches any tenant, any depth")
+        .await;
+
+    let changed = Subscription { event_types: vec!["invoice.*".into()], version: 2, ..sub.clone() };
+    assert!(store.update(&changed, 1).await.unwrap());
+    settles(None, "order.created", vec![], "a pattern removed stops matching").await;
+    settles(None, "invoice.paid", vec![sub.id.clone()], "a pattern added matches").await;
+
+    let off = Subscription { active: false, version: 3, ..changed.clone() };
+    assert!(store.update(&off, 2).await.unwrap());
+    settles(None, "invoice.paid", vec![], "a deactivated subscription gets nothing").await;
+    let on = Subscription { active: true, version: 4, ..off.clone() };
+    assert!(store.update(&on, 3).await.unwrap());
+    settles(None, "invoice.paid", vec![sub.id.clone()], "re-activated, it gets events again").await;
+
+    assert!(store.delete(&sub.id).await.unwrap());
+    settles(None, "invoice.paid", vec![], "a deleted subscription gets nothing").await;
+}
+
 /// Every stage scenario, for the backend test files.
 #[macro_export]
 macro_rules! for_each_stage_scenario {
@@ -353,5 +534,7 @@ macro_rules! for_each_stage_scenario {
         $m!(a_timer_whose_saga_is_gone_dead_letters);
         $m!(requeue_after_the_event_expired_delivers_the_snapshot);
         $m!(a_redriven_job_of_a_saga_that_never_died_is_delivered);
+        $m!(routing_among_thousands_of_subscriptions);
+        $m!(routing_follows_subscription_changes_within_the_cache_ttl);
     };
 }

@@ -30,6 +30,7 @@ on_aws!(
     bad_input_gets_a_clear_error_and_writes_nothing,
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
     patch_keeps_absent_fields_and_resets_null_ones,
+    subscriptions_list_is_paginated_and_filtered,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

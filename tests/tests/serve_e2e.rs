@@ -21,6 +21,11 @@ async fn patch_keeps_absent_fields_and_resets_null_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_list_is_paginated_and_filtered() {
+    scenarios::subscriptions_list_is_paginated_and_filtered(&Server::start("subscriptions_list")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verification_handshake_passes_and_fails() {
     scenarios::verification_handshake_passes_and_fails(&Server::start("verification_handsha")).await;
 }

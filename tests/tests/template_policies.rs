@@ -91,7 +91,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     let mut g = Grants::new();
     grant(&mut g, STREAM_READ, &["EventsTable/stream"]);
     grant(&mut g, &["dynamodb:ListStreams"], &["EventsTable/stream/*"]);
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"], &["SubscriptionsTable"]);
+    // Subscriptions: an event's route keys in index by_key, then each by
+    // id (never a scan).
+    grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
     grant(&mut g, &["dynamodb:PutItem"], &["SagasTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["StreamFailuresQueue"]);
     m.insert("RouterFunction", g);
@@ -106,7 +109,7 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:ListStreams"], &["SagasTable/stream/*", "AttemptsTable/stream/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
     // DeadLettersTable GetItem: a requeued saga's event snapshot.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
@@ -119,7 +122,7 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     let mut g = Grants::new();
     grant(&mut g, CONSUME, &["DeliveriesQueue"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable", "SagasTable"]);
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["AttemptsTable"]);
     // A requeued saga whose event expired delivers its dead letter's
     // snapshot; a job hit by a fault on Hookline's side is sent again.
@@ -134,7 +137,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     let mut g = Grants::new();
     grant(&mut g, CONSUME, &["StreamFailuresQueue"]);
     grant(&mut g, STREAM_READ, &["EventsTable/stream", "SagasTable/stream", "AttemptsTable/stream"]);
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
     grant(
         &mut g,
         &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
@@ -159,7 +163,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
-    grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
     // A redriven job whose saga never died goes back to the deliveries queue.
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
     m.insert("RequeueFunction", g);
@@ -168,18 +173,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // (list, skip), requeue/replay requests onto the requeue queue, queue
     // depths for /metrics. It never writes events, sagas or attempts.
     let mut g = Grants::new();
-    grant(
-        &mut g,
-        &[
-            "dynamodb:GetItem",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem",
-            "dynamodb:Query",
-            "dynamodb:Scan",
-        ],
-        &["SubscriptionsTable"],
-    );
+    // A subscription and its index entries are one TransactWriteItems,
+    // authorized as its PutItem and DeleteItem actions; lists query the index.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
@@ -206,6 +203,12 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
     (None, "dynamodb:UpdateItem", "AttemptsTable", "attempts are append-only"),
     (None, "dynamodb:DeleteItem", "AttemptsTable", "attempts are append-only"),
     (None, "dynamodb:DeleteItem", "SagasTable", "terminal sagas never change"),
+    (
+        None,
+        "dynamodb:Scan",
+        "SubscriptionsTable",
+        "subscriptions are found through index by_key, never by reading them all",
+    ),
     (Some("RouterFunction"), "dynamodb:UpdateItem", "*", "router never changes saga status (nor anything else)"),
     (Some("RouterFunction"), "sqs:SendMessage", "DeliveriesQueue", "router never creates jobs"),
     (Some("RouterFunction"), "dynamodb:GetItem", "EventsTable", "router never reads the payload"),

@@ -6,6 +6,7 @@
 //! is one [`ApiError`]: `{"error": {"code", "message", "field"?}}`.
 
 mod body;
+pub mod cursor;
 mod dead_letters;
 mod error;
 mod events;
@@ -162,7 +163,7 @@ impl Api {
             ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id)).await,
             ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,
             ("POST", ["subscriptions"]) => self.create_subscription(&req).await,
-            ("GET", ["subscriptions"]) => self.list_subscriptions().await,
+            ("GET", ["subscriptions"]) => self.list_subscriptions(&req).await,
             ("GET", ["subscriptions", id]) => self.get_subscription(&sub(id)).await,
             ("PATCH", ["subscriptions", id]) => self.patch_subscription(&sub(id), &req).await,
             ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id)).await,

@@ -7,11 +7,14 @@ use std::collections::BTreeMap;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use super::{parse, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
+use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use crate::context::Config;
-use crate::envelope::check_id;
+use crate::envelope::{check_id, MAX_EVENT_TYPE_LEN};
 use crate::ids::{self, SubscriptionId};
+use crate::limits::MAX_SUBSCRIPTION_PATTERNS;
+use crate::ports::SubscriptionFilter;
 use crate::retry::RetryPolicy;
+use crate::routing;
 use crate::signing::Secret;
 use crate::ssrf;
 use crate::stage::verify;
@@ -67,10 +70,17 @@ struct RotateBody {
     overlap_seconds: Option<i64>,
 }
 
+/// `GET /v1/subscriptions`: one page, and the cursor of the next (`null`
+/// on the last page).
 #[derive(Serialize)]
 struct SubscriptionList {
-    subscriptions: Vec<serde_json::Value>,
+    items: Vec<serde_json::Value>,
+    next_cursor: Option<String>,
 }
+
+/// Subscriptions per page unless `limit` says otherwise, and the most it may say.
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1000;
 
 /// A subscription as the API shows it, with its secret only when it was
 /// just created or rotated.
@@ -82,10 +92,13 @@ fn shown(sub: &Subscription, secret: Option<&Secret>) -> serde_json::Value {
     v
 }
 
-/// Event type patterns: 1 to 100, each valid.
+/// Event type patterns: 1 to [`MAX_SUBSCRIPTION_PATTERNS`] (98), each valid.
 fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
-    if types.is_empty() || types.len() > 100 {
-        return Err(ApiError::invalid("event_types", "expected a non-empty array of at most 100 patterns"));
+    if types.is_empty() || types.len() > MAX_SUBSCRIPTION_PATTERNS {
+        return Err(ApiError::invalid(
+            "event_types",
+            format!("expected a non-empty array of at most {MAX_SUBSCRIPTION_PATTERNS} patterns"),
+        ));
     }
     for (i, p) in types.iter().enumerate() {
         validate_pattern(p).map_err(|m| ApiError::invalid(format!("event_types[{i}]"), m))?;
@@ -194,9 +207,55 @@ impl Api {
         self.hookline.stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))
     }
 
-    pub(super) async fn list_subscriptions(&self) -> ApiResult {
-        let subs = self.hookline.stores.subscriptions.list().await?;
-        Ok(Response::json(200, &SubscriptionList { subscriptions: subs.iter().map(|s| shown(s, None)).collect() }))
+    /// One page in id order. `tenant_id` alone: that tenant's
+    /// subscriptions. `event_type` (with `tenant_id` or without): the
+    /// subscriptions an event of that type (and tenant) is in scope of, by
+    /// the routing index (global ones and the tenant's, whatever their
+    /// state). `limit` 1 to 1000 (100); `cursor` from the previous page.
+    pub(super) async fn list_subscriptions(&self, req: &Request<'_>) -> ApiResult {
+        let limit = match query_param(req.query, "limit") {
+            None => DEFAULT_PAGE,
+            Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
+                ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_PAGE}"))
+            })?,
+        };
+        let tenant_id = match query_param(req.query, "tenant_id") {
+            None => None,
+            Some(t) => tenant(Some(t))?,
+        };
+        let event_type = query_param(req.query, "event_type");
+        if let Some(t) = &event_type {
+            if t.is_empty() || t.len() > MAX_EVENT_TYPE_LEN || t.chars().any(char::is_control) {
+                return Err(ApiError::invalid(
+                    "event_type",
+                    format!("event_type must be an event type of 1 to {MAX_EVENT_TYPE_LEN} characters"),
+                ));
+            }
+        }
+        let filters = format!(
+            "tenant_id={}\nevent_type={}",
+            tenant_id.as_deref().unwrap_or(""),
+            event_type.as_deref().unwrap_or("")
+        );
+        let after = match query_param(req.query, "cursor") {
+            None => None,
+            Some(c) => Some(SubscriptionId::new(
+                cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))?,
+            )),
+        };
+        let filter = match (tenant_id, event_type) {
+            (tenant_id, Some(t)) => SubscriptionFilter::Routes(routing::keys_for(tenant_id.as_deref(), &t)),
+            (Some(t), None) => SubscriptionFilter::Tenant(t),
+            (None, None) => SubscriptionFilter::All,
+        };
+        let page = self.hookline.stores.subscriptions.page(&filter, limit, after.as_ref()).await?;
+        Ok(Response::json(
+            200,
+            &SubscriptionList {
+                items: page.items.iter().map(|s| shown(s, None)).collect(),
+                next_cursor: page.next_after.map(|a| cursor::issue(a.as_str(), &filters)),
+            },
+        ))
     }
 
     pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {

@@ -306,16 +306,84 @@ pub fn event_from_image(image: &serde_dynamo::Item) -> Result<EventRecord, Store
 
 // ----------------------------------------------------------- subscriptions
 
-/// The Subscriptions item: `id`, `version`, `data`.
+/// The GSI of SubscriptionsTable that lists subscriptions and finds them by
+/// route key or tenant: partition key `gk`, sort key `gs` (a subscription
+/// id), projection ALL.
+pub const SUBSCRIPTION_INDEX: &str = "by_key";
+
+/// The `gk` of every Subscriptions item proper: the API lists them all,
+/// in id order, from this one index partition.
+pub const SUBSCRIPTION_LIST_KEY: &str = "sub";
+
+/// The Subscriptions item: `id`, `version`, `data`, and its listing entry
+/// in GSI [`SUBSCRIPTION_INDEX`]: `gk` = [`SUBSCRIPTION_LIST_KEY`], `gs` = `id`.
 pub fn subscription_to_attrs(s: &Subscription) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
-    a.put_s("id", s.id.as_str()).put_n("version", s.version).put_s("data", encode_json(s)?);
+    a.put_s("id", s.id.as_str())
+        .put_n("version", s.version)
+        .put_s("data", encode_json(s)?)
+        .put_s("gk", SUBSCRIPTION_LIST_KEY)
+        .put_s("gs", s.id.as_str());
     Ok(a)
 }
 
 /// Decodes a Subscriptions item.
 pub fn subscription_from_attrs(a: &Attrs) -> Result<Subscription, StoreError> {
     a.data()
+}
+
+/// One index entry of a subscription: a small item of SubscriptionsTable
+/// (`id`, `gk`, `gs` = the subscription's id) that GSI
+/// [`SUBSCRIPTION_INDEX`] files under `gk`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The item's id: `<subscription id>#tenant`, or `<subscription
+    /// id>#route#<n>` for the n-th of its sorted route keys (subscription ids
+    /// never hold `#`, so entries never collide with them).
+    pub id: String,
+    /// `tenant#<tenant>`, or `route#<key>` ([`crate::routing::RouteKey::encoded`]).
+    pub gk: String,
+}
+
+/// The `gk` under which the subscriptions indexed under `key` are found.
+pub fn route_index_key(key: &crate::routing::RouteKey) -> String {
+    format!("route#{}", key.encoded())
+}
+
+/// The `gk` under which the subscriptions of tenant `t` are listed.
+pub fn tenant_index_key(t: &str) -> String {
+    format!("tenant#{t}")
+}
+
+/// A subscription's index entries: its tenant entry (when tenant-scoped),
+/// then one per route key ([`crate::routing::index_keys`]) in slot order.
+/// An update writes only the entries whose `gk` changed, so it takes at
+/// most one action per entry slot.
+pub fn index_entries(s: &Subscription) -> Vec<IndexEntry> {
+    let mut out: Vec<IndexEntry> =
+        s.tenant_id.iter().map(|t| IndexEntry { id: format!("{}#tenant", s.id), gk: tenant_index_key(t) }).collect();
+    out.extend(
+        crate::routing::index_keys(s)
+            .iter()
+            .enumerate()
+            .map(|(i, k)| IndexEntry { id: format!("{}#route#{i}", s.id), gk: route_index_key(k) }),
+    );
+    out
+}
+
+/// The item of one index entry of subscription `sub`.
+pub fn index_entry_to_attrs(e: &IndexEntry, sub: &SubscriptionId) -> Attrs {
+    let mut a = Attrs::new();
+    a.put_s("id", e.id.as_str()).put_s("gk", e.gk.as_str()).put_s("gs", sub.as_str());
+    a
+}
+
+/// Every item a stored subscription consists of: itself, then its index
+/// entries (what one create writes, in one transaction).
+pub fn subscription_items(s: &Subscription) -> Result<Vec<Attrs>, StoreError> {
+    let mut items = vec![subscription_to_attrs(s)?];
+    items.extend(index_entries(s).iter().map(|e| index_entry_to_attrs(e, &s.id)));
+    Ok(items)
 }
 
 // ------------------------------------------------------------------- sagas
@@ -463,6 +531,28 @@ mod tests {
             at: now,
         });
         s
+    }
+
+    #[test]
+    fn a_subscription_is_its_item_and_one_entry_per_tenant_and_pattern() {
+        let mut s = crate::routing::tests::subscription();
+        s.tenant_id = Some("acme".into());
+        s.event_types = vec!["task.*".into(), "*".into(), "task.*".into()];
+        let items = subscription_items(&s).unwrap();
+        assert_eq!(subscription_from_attrs(&items[0]).unwrap(), s);
+        assert_eq!(items[0].s("gk").unwrap(), SUBSCRIPTION_LIST_KEY);
+        let entries: Vec<(&str, &str, &str)> =
+            items[1..].iter().map(|a| (a.s("id").unwrap(), a.s("gk").unwrap(), a.s("gs").unwrap())).collect();
+        let id = s.id.as_str();
+        assert_eq!(
+            entries,
+            vec![
+                (format!("{id}#tenant").as_str(), "tenant#acme", id),
+                (format!("{id}#route#0").as_str(), "route#t4:acme#*", id),
+                (format!("{id}#route#1").as_str(), "route#t4:acme#task.*", id),
+            ]
+        );
+        assert!(items.len() <= crate::limits::MAX_SUBSCRIPTION_PATTERNS + 2);
     }
 
     #[test]

@@ -80,6 +80,30 @@ CREATE INDEX events_by_expiry ON events (expires_at);
 ALTER TABLE queue_messages ADD COLUMN group_key TEXT;
 CREATE INDEX queue_messages_group ON queue_messages (queue, group_key, visible_at) WHERE group_key IS NOT NULL;
 "#,
+    // 4: routing looks subscriptions up by (scope, pattern) instead of
+    // reading them all: one `subscription_routes` row per pattern of each
+    // subscription (`crate::routing::index_keys`; scope as
+    // `crate::routing::Scope::as_text`: `g`, or `t<bytes>:<tenant>`), kept
+    // in the transaction of every subscription write. `tenant_id` lets the
+    // API list one tenant's subscriptions by index. Existing subscriptions
+    // are indexed here from their stored JSON.
+    r#"
+CREATE TABLE subscription_routes (
+    scope TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    PRIMARY KEY (scope, pattern, subscription_id)
+) WITHOUT ROWID;
+CREATE INDEX subscription_routes_by_subscription ON subscription_routes (subscription_id);
+ALTER TABLE subscriptions ADD COLUMN tenant_id TEXT;
+UPDATE subscriptions SET tenant_id = json_extract(data, '$.tenant_id');
+CREATE INDEX subscriptions_by_tenant ON subscriptions (tenant_id, id) WHERE tenant_id IS NOT NULL;
+INSERT OR IGNORE INTO subscription_routes (scope, pattern, subscription_id)
+    SELECT CASE WHEN s.tenant_id IS NULL THEN 'g'
+                ELSE 't' || length(CAST(s.tenant_id AS BLOB)) || ':' || s.tenant_id END,
+           p.value, s.id
+    FROM subscriptions s, json_each(s.data, '$.event_types') p;
+"#,
 ];
 
 /// The streams the outbox carries.

@@ -11,8 +11,10 @@ use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::event::EventRecord;
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionStore, Transition, TransitionOutcome,
+    AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionFilter, SubscriptionPage,
+    SubscriptionStore, Transition, TransitionOutcome,
 };
+use crate::routing::{self, RouteKey};
 use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
 use chrono::{DateTime, Utc};
@@ -93,9 +95,55 @@ impl EventStore for SqliteEvents {
     }
 }
 
-/// Subscriptions table.
+/// Subscriptions table, and its routing index `subscription_routes`
+/// (one row per (scope, pattern) of each subscription) written in the same
+/// transaction as every subscription write.
 #[derive(Clone)]
 pub struct SqliteSubscriptions(pub Db);
+
+/// Writes the index rows of `sub` (after its old ones were deleted).
+fn index_subscription(c: &Connection, sub: &Subscription) -> StoreResult<()> {
+    let mut st = c
+        .prepare_cached(
+            "INSERT OR IGNORE INTO subscription_routes (scope, pattern, subscription_id) VALUES (?1, ?2, ?3)",
+        )
+        .map_err(sql)?;
+    for k in routing::index_keys(sub) {
+        st.execute(params![k.scope.as_text(), k.pattern, sub.id]).map_err(sql)?;
+    }
+    Ok(())
+}
+
+fn unindex_subscription(c: &Connection, id: &SubscriptionId) -> StoreResult<()> {
+    c.prepare_cached("DELETE FROM subscription_routes WHERE subscription_id = ?1")
+        .map_err(sql)?
+        .execute([id])
+        .map_err(sql)?;
+    Ok(())
+}
+
+/// The stored subscriptions of `ids`, in that order (`None` where missing).
+fn subscriptions_by_id(c: &Connection, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
+    let mut st = c.prepare_cached("SELECT data FROM subscriptions WHERE id = ?1").map_err(sql)?;
+    ids.iter()
+        .map(|id| {
+            let data: Option<String> = st.query_row([id], |r| r.get(0)).optional().map_err(sql)?;
+            data.map(|d| decode(&d)).transpose()
+        })
+        .collect()
+}
+
+/// Up to `limit` ids indexed under `key` after `after`, in id order.
+fn route_ids(c: &Connection, key: &RouteKey, after: &str, limit: i64) -> StoreResult<Vec<SubscriptionId>> {
+    let mut st = c
+        .prepare_cached(
+            "SELECT subscription_id FROM subscription_routes WHERE scope = ?1 AND pattern = ?2 \
+             AND subscription_id > ?3 ORDER BY subscription_id LIMIT ?4",
+        )
+        .map_err(sql)?;
+    let rows = st.query_map(params![key.scope.as_text(), key.pattern, after, limit], |r| r.get(0)).map_err(sql)?;
+    rows.map(|r| r.map_err(sql)).collect()
+}
 
 #[async_trait]
 impl SubscriptionStore for SqliteSubscriptions {
@@ -104,34 +152,75 @@ impl SubscriptionStore for SqliteSubscriptions {
         self.0
             .call(move |c, _| {
                 c.execute(
-                    "INSERT INTO subscriptions (id, version, data) VALUES (?1, ?2, ?3)",
-                    params![sub.id, sub.version as i64, encode(&sub)],
+                    "INSERT INTO subscriptions (id, version, data, tenant_id) VALUES (?1, ?2, ?3, ?4)",
+                    params![sub.id, sub.version as i64, encode(&sub), sub.tenant_id],
                 )
                 .map_err(sql)?;
-                Ok(())
+                index_subscription(c, &sub)
             })
             .await
     }
 
     async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>> {
         let id = id.clone();
-        self.0
-            .call(move |c, _| {
-                let data: Option<String> = c
-                    .query_row("SELECT data FROM subscriptions WHERE id = ?1", [id], |r| r.get(0))
-                    .optional()
-                    .map_err(sql)?;
-                data.map(|d| decode(&d)).transpose()
-            })
-            .await
+        self.0.call(move |c, _| Ok(subscriptions_by_id(c, std::slice::from_ref(&id))?.pop().flatten())).await
     }
 
-    async fn list(&self) -> StoreResult<Vec<Subscription>> {
+    /// One call (one trip through the writer) for all of them.
+    async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
+        let ids = ids.to_vec();
+        self.0.call(move |c, _| subscriptions_by_id(c, &ids)).await
+    }
+
+    async fn routes(&self, keys: &[RouteKey]) -> StoreResult<Vec<Vec<SubscriptionId>>> {
+        let keys = keys.to_vec();
+        self.0.call(move |c, _| keys.iter().map(|k| route_ids(c, k, "", -1)).collect()).await
+    }
+
+    /// By the primary key (all), the `tenant_id` index (a tenant), or a
+    /// merge of the index ranges of each key (routes), reading at most
+    /// `limit + 1` ids of each.
+    async fn page(
+        &self,
+        filter: &SubscriptionFilter,
+        limit: usize,
+        after: Option<&SubscriptionId>,
+    ) -> StoreResult<SubscriptionPage> {
+        let (filter, after) = (filter.clone(), after.map(|a| a.to_string()).unwrap_or_default());
+        let want = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         self.0
-            .call(|c, _| {
-                let mut st = c.prepare_cached("SELECT data FROM subscriptions ORDER BY id").map_err(sql)?;
-                let rows = st.query_map([], |r| r.get::<_, String>(0)).map_err(sql)?;
-                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+            .call(move |c, _| {
+                let mut rows: Vec<Subscription> = match &filter {
+                    SubscriptionFilter::All => {
+                        let mut st = c
+                            .prepare_cached("SELECT data FROM subscriptions WHERE id > ?1 ORDER BY id LIMIT ?2")
+                            .map_err(sql)?;
+                        let rows = st.query_map(params![after, want], |r| r.get::<_, String>(0)).map_err(sql)?;
+                        rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?
+                    }
+                    SubscriptionFilter::Tenant(t) => {
+                        let mut st = c
+                            .prepare_cached(
+                                "SELECT data FROM subscriptions WHERE tenant_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+                            )
+                            .map_err(sql)?;
+                        let rows = st.query_map(params![t, after, want], |r| r.get::<_, String>(0)).map_err(sql)?;
+                        rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?
+                    }
+                    SubscriptionFilter::Routes(keys) => {
+                        let mut ids = std::collections::BTreeSet::new();
+                        for k in keys {
+                            ids.extend(route_ids(c, k, &after, want)?);
+                        }
+                        let ids: Vec<SubscriptionId> = ids.into_iter().take(limit.saturating_add(1)).collect();
+                        subscriptions_by_id(c, &ids)?.into_iter().flatten().collect()
+                    }
+                };
+                let next_after = (rows.len() > limit).then(|| {
+                    rows.truncate(limit);
+                    rows.last().map(|s| s.id.clone())
+                });
+                Ok(SubscriptionPage { items: rows, next_after: next_after.flatten() })
             })
             .await
     }
@@ -142,10 +231,14 @@ impl SubscriptionStore for SqliteSubscriptions {
             .call(move |c, _| {
                 let n = c
                     .execute(
-                        "UPDATE subscriptions SET version = ?1, data = ?2 WHERE id = ?3 AND version = ?4",
-                        params![sub.version as i64, encode(&sub), sub.id, expected_version as i64],
+                        "UPDATE subscriptions SET version = ?1, data = ?2, tenant_id = ?3 WHERE id = ?4 AND version = ?5",
+                        params![sub.version as i64, encode(&sub), sub.tenant_id, sub.id, expected_version as i64],
                     )
                     .map_err(sql)?;
+                if n == 1 {
+                    unindex_subscription(c, &sub.id)?;
+                    index_subscription(c, &sub)?;
+                }
                 Ok(n == 1)
             })
             .await
@@ -153,7 +246,12 @@ impl SubscriptionStore for SqliteSubscriptions {
 
     async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool> {
         let id = id.clone();
-        self.0.call(move |c, _| Ok(c.execute("DELETE FROM subscriptions WHERE id = ?1", [id]).map_err(sql)? == 1)).await
+        self.0
+            .call(move |c, _| {
+                unindex_subscription(c, &id)?;
+                Ok(c.execute("DELETE FROM subscriptions WHERE id = ?1", [&id]).map_err(sql)? == 1)
+            })
+            .await
     }
 }
 

@@ -96,16 +96,21 @@ async fn replay_targets(
     event: &crate::event::EventRecord,
     only: Option<&SubscriptionId>,
 ) -> Result<Vec<SubscriptionId>, RequeueError> {
-    let subs = h.stores.subscriptions.list().await?;
+    let store = h.stores.subscriptions.as_ref();
     Ok(match only {
         Some(id) => {
-            let s = subs
-                .iter()
-                .find(|s| &s.id == id)
-                .ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
-            vec![s.id.clone()]
+            let s = store.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
+            vec![s.id]
         }
-        None => routing::matching(&subs, event).map(|s| s.id.clone()).collect(),
+        None => {
+            // The subscriptions that match it now, found through the index.
+            let mut ids: Vec<SubscriptionId> =
+                store.routes(&routing::route_keys(event)).await?.into_iter().flatten().collect();
+            ids.sort();
+            ids.dedup();
+            let subs: Vec<_> = store.get_many(&ids).await?.into_iter().flatten().collect();
+            routing::matching(&subs, event).map(|s| s.id.clone()).collect()
+        }
     })
 }
 

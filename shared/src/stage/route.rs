@@ -2,14 +2,19 @@
 //! It inserts sagas conditionally and does nothing else: no status changes,
 //! no jobs, no payload reads (docs/architecture.md#stage-table).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use chrono::Utc;
 
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{self, SubscriptionId};
-use crate::routing;
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+use crate::routing::{self, RouteKey};
 use crate::saga::Saga;
+use crate::subscription::Subscription;
 
 /// Creates the sagas of these events; returns how many were new. Safe to
 /// repeat: saga ids derive from `(event, subscription)`.
@@ -18,27 +23,54 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
         return Err(StoreError::Backend("failpoint route.store: injected store failure".into()));
     }
     let store = h.stores.subscriptions.as_ref();
-    let mut subs = h.subscription_cache.all(store).await?;
-    // A subscription in scope that this cache thinks inactive or unverified
-    // may have been verified or re-activated by another container: ask the
-    // store before leaving it out (once per cache fill).
-    let doubtful: Vec<SubscriptionId> = subs
+    let cache = &h.subscription_cache;
+    // Each event's candidates are indexed under its few route keys: the
+    // cost does not depend on how many subscriptions do not match.
+    let event_keys: Vec<Vec<RouteKey>> = events.iter().map(routing::route_keys).collect();
+    let mut keys: Vec<RouteKey> = event_keys.iter().flatten().cloned().collect();
+    keys.sort();
+    keys.dedup();
+    let indexed: HashMap<&RouteKey, Arc<[SubscriptionId]>> =
+        keys.iter().zip(cache.routes(store, &keys).await?).collect();
+    let candidates: Vec<Vec<SubscriptionId>> = event_keys
         .iter()
-        .filter(|s| !s.is_routable() && events.iter().any(|e| routing::in_scope(s, e)))
-        .map(|s| s.id.clone())
+        .map(|ks| {
+            let mut ids: Vec<SubscriptionId> = ks.iter().flat_map(|k| indexed[k].iter().cloned()).collect();
+            ids.sort();
+            ids.dedup();
+            ids
+        })
         .collect();
-    let mut changed = false;
-    for id in doubtful {
-        changed |= h.subscription_cache.confirm(store, &id).await?.is_some_and(|s| s.is_routable());
-    }
-    if changed {
-        subs = h.subscription_cache.all(store).await?;
+    let mut ids: Vec<SubscriptionId> = candidates.iter().flatten().cloned().collect();
+    ids.sort();
+    ids.dedup();
+    let mut subs: HashMap<SubscriptionId, Option<Arc<Subscription>>> =
+        ids.iter().cloned().zip(cache.get_many(store, &ids).await?).collect();
+    // A candidate this cache does not know, or thinks inactive or
+    // unverified while an event is in its scope, may have been created,
+    // verified or re-activated by another container: ask the store before
+    // leaving it out (once per subscription per cache TTL).
+    let doubtful: Vec<SubscriptionId> = ids
+        .iter()
+        .filter(|id| match &subs[*id] {
+            None => true,
+            Some(s) => !s.is_routable() && events.iter().any(|e| routing::in_scope(s, e)),
+        })
+        .cloned()
+        .collect();
+    let confirmed =
+        all_bounded(doubtful.iter().map(|id| cache.confirm(store, id)).collect(), MAX_STORE_IN_FLIGHT).await;
+    for (id, fresh) in doubtful.into_iter().zip(confirmed) {
+        subs.insert(id, fresh?.map(Arc::new));
     }
     let now = Utc::now();
     let sagas: Vec<Saga> = events
         .iter()
-        .flat_map(|e| {
-            routing::matching(&subs, e)
+        .zip(&candidates)
+        .flat_map(|(e, ids)| {
+            ids.iter()
+                .filter_map(|id| subs[id].as_deref())
+                .filter(|s| routing::wants(s, e))
                 .map(|s| Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now))
                 .collect::<Vec<_>>()
         })

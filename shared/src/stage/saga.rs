@@ -45,7 +45,12 @@ pub async fn start(h: &Hookline, sagas: &[Saga]) -> Result<(), StoreError> {
 
 /// Recorded attempts (the attempts stream): complete, retry or dead-letter.
 pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), StoreError> {
-    let subs = h.subscription_cache.all(h.stores.subscriptions.as_ref()).await?;
+    let mut ids: Vec<crate::ids::SubscriptionId> = attempts.iter().map(|a| a.subscription_id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    let found = h.subscription_cache.get_many(h.stores.subscriptions.as_ref(), &ids).await?;
+    let policies: std::collections::HashMap<_, _> =
+        ids.iter().zip(found).filter_map(|(id, s)| Some((id, s?.retry_policy))).collect();
     let steps = attempts
         .iter()
         .map(|a| Step {
@@ -69,7 +74,7 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
                 }
             },
             input: Input::Outcome { attempt: a.attempt, result: a.result.clone() },
-            policy: subs.iter().find(|s| s.id == a.subscription_id).map(|s| s.retry_policy).unwrap_or_default(),
+            policy: policies.get(&a.subscription_id).copied().unwrap_or_default(),
         })
         .collect();
     run(h, steps).await

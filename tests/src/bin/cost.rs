@@ -930,7 +930,7 @@ async fn main() -> anyhow::Result<()> {
     println!("- DynamoDB Streams reads by Lambda are free; the driver reads streams through raw HTTP calls, not the metered SDK client, so they are never in the DynamoDB rows.");
     println!("- SQS counts every request of the functions' SDK client plus the non-empty receives and the deletes of the event source mappings; each request counts once per started 64 KB.");
     println!("- Lambda duration is each handler's wall time in this process against the emulator on this machine (rounded up to 1 ms per invocation), not a measurement on AWS; batch sizes follow the driver's polling, not Lambda's batching windows.");
-    println!("- All handlers share one process here (one subscription cache); on Lambda each container has its own, so subscription reads grow with the number of warm containers (one consistent Scan per container per 5 s TTL).");
+    println!("- All handlers share one process here (one subscription cache); on Lambda each container has its own, so subscription reads grow with the number of warm containers (per container and 5 s TTL: one index Query per route key used and one GetItem per subscription read, never a Scan).");
     println!("- Not priced: storage, point-in-time recovery, CloudWatch Logs ingestion of the JSON logs and EMF metrics, data transfer, free tiers.");
     Ok(())
 }
