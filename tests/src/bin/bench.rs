@@ -6,6 +6,13 @@
 //! `cargo build --release -p hookline && cargo run --release -p hookline-tests --bin bench -- --events 20000`
 //! (`make bench ARGS="--events 20000"`). `--rate R` paces producers at R
 //! events/s in all (open loop) instead of sending as fast as they can.
+//!
+//! `--extra-subscriptions N` first stores N real subscriptions that match no
+//! bench event (half tenant-scoped to `bench.*` for other tenants, half
+//! global to other types), straight into the database file through the
+//! SQLite store port before `hookline serve` starts on it, so routing has to
+//! find the one matching subscription among them. It also prints the
+//! process's CPU time per delivered event and its peak RSS (`VmHWM`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,10 +28,11 @@ struct Args {
     producers: usize,
     rate: Option<f64>,
     bin: Option<String>,
+    extra_subscriptions: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { events: 20_000, producers: 8, rate: None, bin: None };
+    let mut a = Args { events: 20_000, producers: 8, rate: None, bin: None, extra_subscriptions: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_default();
@@ -33,7 +41,10 @@ fn args() -> Args {
             "--producers" => a.producers = v.parse().expect("--producers N"),
             "--rate" => a.rate = Some(v.parse().expect("--rate events/s")),
             "--bin" => a.bin = Some(v),
-            _ => panic!("unknown argument {k}; use --events N --producers N --rate R --bin PATH"),
+            "--extra-subscriptions" => a.extra_subscriptions = v.parse().expect("--extra-subscriptions N"),
+            _ => {
+                panic!("unknown argument {k}; use --events N --producers N --rate R --bin PATH --extra-subscriptions N")
+            }
         }
     }
     a
@@ -72,13 +83,29 @@ async fn main() -> anyhow::Result<()> {
     let recv_addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
-    // hookline serve on a fresh database.
+    // hookline serve on a fresh database (holding the extra subscriptions).
     let dir = TempDir::new("bench");
+    let db = dir.0.join("bench.db");
+    if a.extra_subscriptions > 0 {
+        let t0 = Instant::now();
+        seed_subscriptions(&db, a.extra_subscriptions).await?;
+        // Write the seeded file out now, so its writeback does not compete
+        // with the run's fsyncs.
+        std::process::Command::new("sync").status()?;
+        let size =
+            std::fs::metadata(&db)?.len() + std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len());
+        println!(
+            "extra subs        {} stored in {:.1} s (database {:.0} MB)",
+            a.extra_subscriptions,
+            t0.elapsed().as_secs_f64(),
+            size as f64 / 1e6
+        );
+    }
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let key = "bench-key";
     let mut child = std::process::Command::new(&bin)
         .args(["serve", "--dev", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-        .arg(dir.0.join("bench.db"))
+        .arg(&db)
         .env("HOOKLINE_API_KEY", key)
         .env("HOOKLINE_LOG", "warn")
         .stdout(std::process::Stdio::null())
@@ -108,6 +135,12 @@ async fn main() -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+
+    // Start-up work (the re-verification pass reads every subscription)
+    // must not count: wait until the process is idle.
+    let pid = child.id();
+    wait_idle(pid).await;
+    let cpu_before = cpu_seconds(pid);
 
     // Producers.
     let filler = "x".repeat(1024 - 90);
@@ -146,6 +179,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let arrivals = arrivals.lock().unwrap().clone();
     let sent = sent.lock().unwrap().clone();
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let peak_rss_kb = status_kb(pid, "VmHWM");
     let _ = child.kill();
     let _ = child.wait();
     anyhow::ensure!(arrivals.len() == total, "only {} of {total} events delivered", arrivals.len());
@@ -168,5 +203,92 @@ async fn main() -> anyhow::Result<()> {
     println!("latency p50       {:.2} ms", pct(0.50));
     println!("latency p99       {:.2} ms", pct(0.99));
     println!("latency max       {:.2} ms", lat[lat.len() - 1]);
+    println!(
+        "hookline CPU      {:.3} ms per delivered event ({cpu:.2} s user+system for ingest and pipeline)",
+        cpu * 1000.0 / total as f64
+    );
+    println!("hookline peak RSS {:.1} MB (VmHWM)", peak_rss_kb as f64 / 1024.0);
     Ok(())
+}
+
+/// Stores `n` subscriptions that no bench event matches, through the
+/// SQLite store port (so with their routing index rows, exactly as the API
+/// would), 1,024 creates in flight (the writer commits them in groups).
+/// Even ones are scoped to a tenant (`tenant-<i>`, pattern `bench.*`: the
+/// bench events have no tenant); odd ones are global, to other types
+/// (`other<i>.*` and `bench.created.v<i>`).
+async fn seed_subscriptions(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
+    let backend = shared::sqlite::Backend::open(db)?;
+    let store = backend.stores.subscriptions.clone();
+    let secret = shared::signing::Secret::generate();
+    let now = chrono::Utc::now();
+    let make = |i: usize| -> anyhow::Result<shared::subscription::Subscription> {
+        let (tenant, types) = if i % 2 == 0 {
+            (json!(format!("tenant-{i}")), json!(["bench.*"]))
+        } else {
+            (json!(null), json!([format!("other{i}.*"), format!("bench.created.v{i}")]))
+        };
+        // From JSON, so fields with defaults can be added to the record freely.
+        Ok(serde_json::from_value(json!({
+            "id": shared::ids::new_subscription_id(),
+            "callback_url": format!("https://example.com/hooks/{i}"),
+            "event_types": types,
+            "tenant_id": tenant,
+            "description": null,
+            "headers": {},
+            "retry_policy": shared::retry::RetryPolicy::default(),
+            "payload_format": "original",
+            "active": true,
+            "verified": true,
+            "verification_error": null,
+            "signing_keys": [{"secret": secret.expose(), "expires_at": null}],
+            "created_at": now,
+            "updated_at": now,
+            "version": 1,
+        }))?)
+    };
+    for start in (0..n).step_by(20_000) {
+        let subs = (start..n.min(start + 20_000)).map(make).collect::<anyhow::Result<Vec<_>>>()?;
+        let calls = subs.iter().map(|s| store.create(s)).collect();
+        for r in shared::limits::all_bounded(calls, 1024).await {
+            r?;
+        }
+    }
+    Ok(())
+}
+
+/// User plus system CPU seconds of process `pid` so far (`/proc/<pid>/stat`,
+/// in clock ticks of 1/100 s, Linux's USER_HZ).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A `kB` line of `/proc/<pid>/status` (`VmHWM`, `VmRSS`).
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.trim_start_matches(':').split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `pid` used less than 2 % of a core over half a second (at
+/// most 5 minutes).
+async fn wait_idle(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut last = cpu_seconds(pid);
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cpu_seconds(pid);
+        if now - last < 0.01 {
+            return;
+        }
+        last = now;
+    }
 }
