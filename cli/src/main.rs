@@ -18,7 +18,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the whole pipeline in this process on an SQLite file.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// A local webhook receiver that answers verification and checks signatures.
     Listen(listen::ListenArgs),
     /// Inspect, requeue, skip and replay through a running Hookline's API.
@@ -31,7 +31,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Serve(a) => serve::run(a).await,
+            Command::Serve(a) => serve::run(*a).await,
             Command::Listen(a) => listen::run(a).await,
             Command::Ops(c) => ops::run(c).await,
         }

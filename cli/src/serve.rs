@@ -27,7 +27,7 @@ use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::dispatch::{DispatchLimits, Dispatcher};
 use shared::stage::reconcile::{self, ReconcileLimits};
-use shared::stage::{requeue, route, saga, verify};
+use shared::stage::{breaker, requeue, route, saga, verify};
 use tokio::sync::watch;
 
 /// Options of `hookline serve`. A flag given twice takes its last value
@@ -114,6 +114,14 @@ pub struct ServeArgs {
     /// Total timeout of one delivery attempt, in milliseconds.
     #[arg(long, env = "DELIVERY_TIMEOUT_MS", default_value = "15000")]
     delivery_timeout_ms: String,
+    /// Consecutive failures (timeouts, connection errors, 5xx, 408, 429)
+    /// that open a subscription's circuit breaker.
+    #[arg(long, env = "BREAKER_FAILURES", default_value = "5")]
+    breaker_failures: String,
+    /// How long an open breaker waits before one probe, in milliseconds;
+    /// doubles after each failed probe up to BREAKER_MAX_COOL_DOWN_MS.
+    #[arg(long, env = "BREAKER_COOL_DOWN_MS", default_value = "30000")]
+    breaker_cool_down_ms: String,
 }
 
 /// The settings of `shared::config` this process runs with: its flags,
@@ -129,6 +137,8 @@ fn settings(args: &ServeArgs) -> Result<Config, shared::config::ConfigError> {
         "RECONCILE_STALL_MARGIN" => Some(args.stall_margin.clone()),
         "CONNECT_TIMEOUT_MS" => Some(args.connect_timeout_ms.clone()),
         "DELIVERY_TIMEOUT_MS" => Some(args.delivery_timeout_ms.clone()),
+        "BREAKER_FAILURES" => Some(args.breaker_failures.clone()),
+        "BREAKER_COOL_DOWN_MS" => Some(args.breaker_cool_down_ms.clone()),
         other => std::env::var(other).ok(),
     })
 }
@@ -143,6 +153,8 @@ fn flag_of(key: &str) -> &'static str {
         "RECONCILE_STALL_MARGIN" => "--stall-margin",
         "CONNECT_TIMEOUT_MS" => "--connect-timeout-ms",
         "DELIVERY_TIMEOUT_MS" => "--delivery-timeout-ms",
+        "BREAKER_FAILURES" => "--breaker-failures",
+        "BREAKER_COOL_DOWN_MS" => "--breaker-cool-down-ms",
         _ => "environment",
     }
 }
@@ -300,6 +312,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.purge_interval,
         stop.clone(),
     ));
+    tasks.spawn(health_loop(h.clone(), stop.clone()));
     tasks.spawn(reconcile_loop(h.clone(), h.config.reconcile, args.reconcile_interval, stop.clone()));
     tokio::spawn(reverify_unverified(h.clone()));
 
@@ -445,6 +458,15 @@ fn connection_cap(wanted: usize, open_files: Option<u64>) -> usize {
 
 /// The reconciler ([`shared::stage::reconcile`]): every `every`, re-drives
 /// given-up outbox rows and stalled sagas, bounded per run.
+/// Merges the attempt counts of each subscription's health window into the
+/// store every [`breaker::FLUSH_EVERY`], and all of them when stopping.
+async fn health_loop(h: Arc<Hookline>, mut stop: watch::Receiver<bool>) {
+    while wait_or_stop(&mut stop, breaker::FLUSH_EVERY).await {
+        breaker::flush_windows(&h, false).await;
+    }
+    breaker::flush_windows(&h, true).await;
+}
+
 async fn reconcile_loop(h: Arc<Hookline>, limits: ReconcileLimits, every: Duration, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {

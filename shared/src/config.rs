@@ -51,6 +51,21 @@ pub const SETTINGS: &[Setting] = &[
         help: "how long past its due time a saga counts as stalled",
         default: "1h",
     },
+    Setting {
+        key: "BREAKER_FAILURES",
+        help: "consecutive failures (timeouts, connection errors, 5xx, 408, 429) that open a subscription's breaker",
+        default: "5",
+    },
+    Setting {
+        key: "BREAKER_COOL_DOWN_MS",
+        help: "how long an open breaker waits before its probe, ms (doubles after a failed probe)",
+        default: "30000",
+    },
+    Setting {
+        key: "BREAKER_MAX_COOL_DOWN_MS",
+        help: "the longest cool-down of an open breaker, ms",
+        default: "1800000",
+    },
 ];
 
 /// Every bad setting found, each with its name.
@@ -142,6 +157,22 @@ impl Config {
             max_sagas: r.number("RECONCILE_MAX_SAGAS", rd.max_sagas as u64, 1, 10_000) as usize,
             stall_margin: r.duration("RECONCILE_STALL_MARGIN").unwrap_or(rd.stall_margin),
         };
+        let bd = d.breaker;
+        let cool_ms = r.number("BREAKER_COOL_DOWN_MS", bd.cool_down.as_millis() as u64, 1, 86_400_000);
+        let breaker = crate::health::BreakerPolicy {
+            failure_threshold: r.number("BREAKER_FAILURES", bd.failure_threshold.into(), 1, 1000) as u32,
+            cool_down: Duration::from_millis(cool_ms),
+            max_cool_down: Duration::from_millis(r.number(
+                "BREAKER_MAX_COOL_DOWN_MS",
+                bd.max_cool_down.as_millis() as u64,
+                1,
+                86_400_000,
+            )),
+            probe_timeout: Duration::from_millis(total) * 2 + Duration::from_secs(5),
+        };
+        if breaker.max_cool_down < breaker.cool_down {
+            r.bad("BREAKER_MAX_COOL_DOWN_MS", "must be at least BREAKER_COOL_DOWN_MS");
+        }
         if !r.problems.is_empty() {
             return Err(ConfigError { problems: r.problems });
         }
@@ -159,6 +190,7 @@ impl Config {
             delivery_visibility: http.total_timeout * 2 + Duration::from_secs(5),
             http,
             reconcile,
+            breaker,
             ..d
         })
     }

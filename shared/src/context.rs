@@ -11,7 +11,9 @@ use crate::http_client::{ClientConfig, HttpClient};
 use crate::ids::SubscriptionId;
 use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
 use crate::metrics::Metrics;
-use crate::ports::{AttemptStore, DeadLetterStore, EventStore, SagaStore, StreamFailures, SubscriptionStore};
+use crate::ports::{
+    AttemptStore, DeadLetterStore, EventStore, HealthStore, SagaStore, StreamFailures, SubscriptionStore,
+};
 use crate::queue::Queue;
 use crate::routing::RouteKey;
 use crate::ssrf::AddressPolicy;
@@ -41,6 +43,8 @@ pub struct Stores {
     pub requeues: Queue<RequeueMessage>,
     /// Stream batches the pipeline gave up on, for the reconciler.
     pub stream_failures: Arc<dyn StreamFailures>,
+    /// Subscription health and circuit breakers.
+    pub health: Arc<dyn HealthStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -69,6 +73,8 @@ pub struct Config {
     pub dead_letter_retention: chrono::Duration,
     /// The reconciler's bounds and stall margin.
     pub reconcile: crate::stage::reconcile::ReconcileLimits,
+    /// When a subscription's circuit breaker opens and for how long.
+    pub breaker: crate::health::BreakerPolicy,
 }
 
 impl Default for Config {
@@ -87,6 +93,7 @@ impl Default for Config {
             default_retry_policy: crate::retry::RetryPolicy::default(),
             dead_letter_retention: chrono::Duration::days(60),
             reconcile: crate::stage::reconcile::ReconcileLimits::default(),
+            breaker: crate::health::BreakerPolicy::default(),
         }
     }
 }
@@ -309,6 +316,9 @@ pub struct Hookline {
     pub metrics: Metrics,
     /// Short-lived subscription cache.
     pub subscription_cache: SubscriptionCache,
+    /// Subscriptions' breakers as last read, and attempt counts not yet
+    /// stored ([`crate::stage::breaker`]).
+    pub health_cache: crate::stage::breaker::HealthCache,
 }
 
 impl Hookline {
@@ -319,6 +329,7 @@ impl Hookline {
         Hookline {
             client: HttpClient::new(http),
             subscription_cache: SubscriptionCache::new(config.subscription_cache_ttl),
+            health_cache: Default::default(),
             stores,
             config,
             metrics: Metrics::default(),

@@ -18,6 +18,7 @@ pub mod envelope;
 pub mod error;
 pub mod event;
 pub mod failpoint;
+pub mod health;
 pub mod http_client;
 pub mod ids;
 pub mod job;

@@ -25,8 +25,13 @@ pub struct Metrics {
     pub deliveries_failed: AtomicU64,
     /// Attempts refused or answered 410.
     pub deliveries_rejected: AtomicU64,
-    /// Jobs deferred by a fault on Hookline's side (no attempt counted).
+    /// Jobs deferred by a fault on Hookline's side, a limit or an open
+    /// breaker (no attempt counted).
     pub deliveries_deferred: AtomicU64,
+    /// Circuit breakers opened (a subscription's deliveries now wait).
+    pub breakers_opened: AtomicU64,
+    /// Circuit breakers closed again by a successful probe.
+    pub breakers_closed: AtomicU64,
     /// Retries scheduled.
     pub retries_scheduled: AtomicU64,
     /// Sagas dead-lettered.
@@ -73,7 +78,7 @@ pub struct ReconcileCounters {
 
 #[derive(Default)]
 struct EmfState {
-    reported: [u64; 7],
+    reported: [u64; 9],
     latencies: Vec<u64>,
 }
 
@@ -108,6 +113,8 @@ impl Metrics {
             "Retries",
             "DeadLetters",
             "EventsRejected",
+            "BreakersOpened",
+            "BreakersClosed",
         ];
         let now = [
             &self.events_accepted,
@@ -117,6 +124,8 @@ impl Metrics {
             &self.retries_scheduled,
             &self.dead_letters,
             &self.events_rejected,
+            &self.breakers_opened,
+            &self.breakers_closed,
         ]
         .map(|c| c.load(Relaxed));
         let mut emf = self.emf.lock().expect("metrics lock");
@@ -158,6 +167,12 @@ impl Metrics {
             &self.retries_scheduled,
         );
         counter("hookline_dead_letters_total", "Sagas dead-lettered.", &self.dead_letters);
+        counter("hookline_breakers_opened_total", "Subscription circuit breakers opened.", &self.breakers_opened);
+        counter(
+            "hookline_breakers_closed_total",
+            "Subscription circuit breakers closed by a successful probe.",
+            &self.breakers_closed,
+        );
         let _ = writeln!(
             out,
             "# HELP hookline_deliveries_total Delivery attempts by outcome.\n# TYPE hookline_deliveries_total counter"

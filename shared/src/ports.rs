@@ -263,3 +263,15 @@ pub trait StreamFailures: Send + Sync {
     /// Forgets batches that were re-driven.
     async fn done(&self, receipts: &[String]) -> StoreResult<()>;
 }
+
+/// Subscription health ([`crate::health`]): one record per subscription,
+/// apart from its configuration, written only when something changed.
+#[async_trait]
+pub trait HealthStore: Send + Sync {
+    /// One subscription's record; `None` when nothing was ever written
+    /// (a healthy subscription).
+    async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<crate::health::Health>>;
+    /// Stores `next` if the stored record's version is still `expected`
+    /// (0: no record yet); `false` if another worker wrote first.
+    async fn put(&self, id: &SubscriptionId, next: &crate::health::Health, expected: u64) -> StoreResult<bool>;
+}

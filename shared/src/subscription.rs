@@ -74,6 +74,14 @@ pub struct Subscription {
     pub retry_policy: RetryPolicy,
     /// What body the subscriber receives.
     pub payload_format: PayloadFormat,
+    /// Most requests open at once to this subscription; `None`: the
+    /// deployment's default ([`DEFAULT_MAX_IN_FLIGHT`] unless configured).
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// Most deliveries per second (fractions allowed: 0.5 is one every two
+    /// seconds); `None`: no limit.
+    #[serde(default)]
+    pub rate_limit: Option<f64>,
     /// Soft switch; inactive subscriptions get nothing.
     pub active: bool,
     /// Set once the verification handshake succeeded for `callback_url`.
@@ -124,6 +132,8 @@ impl Subscription {
             "headers": self.headers,
             "retry_policy": self.retry_policy,
             "payload_format": self.payload_format,
+            "max_in_flight": self.max_in_flight,
+            "rate_limit": self.rate_limit,
             "active": self.active,
             "verified": self.verified,
             "verification_error": self.verification_error,
@@ -147,6 +157,43 @@ impl FieldError {
     /// Names `field` and what is wrong with it.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         FieldError { field: field.into(), message: message.into() }
+    }
+}
+
+/// Requests open at once to a subscription that sets no `max_in_flight`:
+/// enough for a fast endpoint to take thousands of deliveries a second, few
+/// enough that one hung endpoint holds an eighth of `hookline serve`'s 256
+/// delivery slots at most.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 32;
+
+/// The highest `max_in_flight` a subscription may set.
+pub const MAX_IN_FLIGHT_CEILING: u32 = 1_000;
+
+/// The lowest `rate_limit`: one delivery an hour.
+pub const MIN_RATE_LIMIT: f64 = 1.0 / 3600.0;
+
+/// The highest `rate_limit`, deliveries per second.
+pub const MAX_RATE_LIMIT: f64 = 10_000.0;
+
+/// Checks a subscription's `max_in_flight`: 1 to [`MAX_IN_FLIGHT_CEILING`].
+pub fn validate_max_in_flight(n: u32) -> Result<u32, FieldError> {
+    if (1..=MAX_IN_FLIGHT_CEILING).contains(&n) {
+        Ok(n)
+    } else {
+        Err(FieldError::new("max_in_flight", format!("must be between 1 and {MAX_IN_FLIGHT_CEILING}, got {n}")))
+    }
+}
+
+/// Checks a subscription's `rate_limit` (deliveries per second): from one
+/// an hour ([`MIN_RATE_LIMIT`]) to [`MAX_RATE_LIMIT`].
+pub fn validate_rate_limit(r: f64) -> Result<f64, FieldError> {
+    if r.is_finite() && (MIN_RATE_LIMIT..=MAX_RATE_LIMIT).contains(&r) {
+        Ok(r)
+    } else {
+        Err(FieldError::new(
+            "rate_limit",
+            format!("must be between {MIN_RATE_LIMIT:.6} (one per hour) and {MAX_RATE_LIMIT} deliveries per second, got {r}"),
+        ))
     }
 }
 

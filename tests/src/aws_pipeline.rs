@@ -90,9 +90,15 @@ impl AwsPipeline {
     /// The backend's clients carry the strict checker ([`crate::strict`]):
     /// a request AWS would reject fails, and fails the test.
     pub async fn start(tag: &str) -> AwsPipeline {
+        Self::start_configured(tag, |_| {}).await
+    }
+
+    /// [`AwsPipeline::start`] with settings changed by `configure` (on top
+    /// of the test defaults: loopback callbacks, 1.5 s delivery timeout).
+    pub async fn start_configured(tag: &str, configure: impl FnOnce(&mut Config)) -> AwsPipeline {
         let sdk = emulator::aws_config().await;
         let strict = Strict::new();
-        let mut p = Self::start_with_clients(tag, strict.dynamodb_client(&sdk), strict.sqs_client(&sdk)).await;
+        let mut p = Self::start_with(tag, strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), configure).await;
         p.strict = Some(strict);
         p
     }
@@ -105,12 +111,21 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
+        Self::start_with(tag, dynamodb, sqs, |_| {}).await
+    }
+
+    async fn start_with(
+        tag: &str,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+        configure: impl FnOnce(&mut Config),
+    ) -> AwsPipeline {
         log_capture();
         let prefix = prefix(tag);
         let names = emulator::create_resources(&prefix).await;
         let streams = aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await);
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
-        let config = Config {
+        let mut config = Config {
             address_policy: AddressPolicy::AllowLoopback,
             http: ClientConfig {
                 connect_timeout: Duration::from_millis(1000),
@@ -119,6 +134,7 @@ impl AwsPipeline {
             },
             ..Config::default()
         };
+        configure(&mut config);
         let hookline = Arc::new(Hookline::new(backend.stores.clone(), config));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
         let moto = Moto::from_env();

@@ -126,6 +126,8 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         headers: BTreeMap::from([("x-team".to_string(), "payments".to_string())]),
         retry_policy: RetryPolicy { max_attempts: 4, base_delay_ms: 100, max_delay_ms: 1000 },
         payload_format: PayloadFormat::Hookline,
+        max_in_flight: None,
+        rate_limit: None,
         active: true,
         verified: true,
         verification_error: None,

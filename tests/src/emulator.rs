@@ -414,6 +414,7 @@ impl Created {
             sagas_table: table("SagasTable"),
             attempts_table: table("AttemptsTable"),
             dead_letters_table: table("DeadLettersTable"),
+            health_table: table("HealthTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

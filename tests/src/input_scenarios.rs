@@ -428,3 +428,47 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     assert_eq!(to_acme.len(), 2);
     assert_eq!(to_acme[0].header("webhook-id"), to_acme[1].header("webhook-id"));
 }
+
+/// A subscription's delivery limits: `max_in_flight` 1 to 1,000 and
+/// `rate_limit` from one an hour to 10,000 a second, anything else a 422
+/// naming the field, on create and PATCH, with nothing written; GET shows
+/// them and PATCH `null` clears them.
+pub async fn delivery_limits_that_make_no_sense_are_refused<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let url = r.url("/limits", Behaviour::Ok);
+    let bad = [
+        json!({"max_in_flight": 0}),
+        json!({"max_in_flight": -3}),
+        json!({"max_in_flight": 1001}),
+        json!({"rate_limit": 0}),
+        json!({"rate_limit": -1.5}),
+        json!({"rate_limit": 0.0001}),
+        json!({"rate_limit": 20000}),
+    ];
+    for limit in &bad {
+        let field = limit.as_object().unwrap().keys().next().unwrap().clone();
+        let mut body = json!({"callback_url": url, "event_types": ["*"]});
+        body[&field] = limit[&field].clone();
+        let (st, v) = s.post("/v1/subscriptions", &body).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (422, Some(field.as_str())), "{limit}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_limit", "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("between"), "{v}");
+    }
+    let (id, _) =
+        s.subscribe(json!({"callback_url": url, "event_types": ["*"], "max_in_flight": 5, "rate_limit": 0.5})).await;
+    let (_, sub) = s.get(&format!("/v1/subscriptions/{id}")).await;
+    assert_eq!((sub["max_in_flight"].as_u64(), sub["rate_limit"].as_f64()), (Some(5), Some(0.5)), "{sub}");
+    for limit in &bad {
+        let (st, v) =
+            s.call("PATCH", &format!("/v1/subscriptions/{id}"), Some(&serde_json::to_vec(limit).unwrap())).await;
+        assert_eq!(st, 422, "{limit}: {v}");
+    }
+    let (_, sub) = s.get(&format!("/v1/subscriptions/{id}")).await;
+    assert_eq!((sub["max_in_flight"].as_u64(), sub["rate_limit"].as_f64()), (Some(5), Some(0.5)), "unchanged: {sub}");
+    let (st, sub) = s
+        .call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"max_in_flight": null, "rate_limit": 3600}"#))
+        .await;
+    assert_eq!(st, 200, "{sub}");
+    assert!(sub["max_in_flight"].is_null(), "null is the default: {sub}");
+    assert_eq!(sub["rate_limit"].as_f64(), Some(3600.0));
+}

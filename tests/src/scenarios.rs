@@ -637,3 +637,72 @@ pub async fn subscriptions_list_is_paginated_and_filtered<P: Pipeline>(s: &P) {
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["items"].as_array().unwrap().len(), 2, "the rest of acme's after the first page");
 }
+
+/// The circuit breaker, on a pipeline configured with 3 failures to open
+/// and a 1 s cool-down: it opens after 3 consecutive 503s, the jobs that
+/// come due while it is open wait without consuming attempts, the probe
+/// after the cool-down closes it once the endpoint recovers, and every
+/// event is then delivered. The subscription shows it all in `health`, and
+/// opening and closing are log lines and metrics.
+pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let (sub, _) = s
+        .subscribe(
+            json!({"callback_url": r.url("/brk", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(20)}),
+        )
+        .await;
+    r.set("/brk", Behaviour::Always(503));
+    let (_, ev) = s.post("/v1/events", &json!({"type": "b.one", "data": {}})).await;
+    let first = ev["event_id"].as_str().unwrap().to_string();
+    let health = crate::eventually(20, "the breaker open", || async {
+        let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+        (v["health"]["breaker"] != "closed").then_some(v["health"].clone())
+    })
+    .await;
+    assert!(health["consecutive_failures"].as_u64().unwrap() >= 3, "{health}");
+    assert!(health["last_error"].as_str().unwrap().contains("503"), "{health}");
+    assert!(health["breaker_until"].is_string(), "{health}");
+    // Open: retries come due every 50-200 ms, yet no request is made until
+    // the cool-down ends (1 s; the probe may fail once more and double it).
+    let opened_with = r.deliveries("/brk").len();
+    assert!((3..=4).contains(&opened_with), "{opened_with} attempts before the breaker held them");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(r.deliveries("/brk").len() <= opened_with + 1, "at most the probe went out while open");
+
+    r.set("/brk", Behaviour::Ok);
+    let mut ids = vec![first.clone()];
+    for i in 0..5 {
+        let (_, ev) = s.post("/v1/events", &json!({"type": "b.more", "data": {"i": i}})).await;
+        ids.push(ev["event_id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        let d = s.settled_deliveries(id, 1, 30).await;
+        assert_eq!(d[0]["status"], "Completed", "{id}: {}", d[0]);
+    }
+    // Every request made is an attempt on record: deferral consumed none.
+    let d = s.settled_deliveries(&first, 1, 5).await;
+    let attempts = d[0]["attempts"].as_array().unwrap().len();
+    assert!(attempts <= 6, "{attempts} attempts: the breaker held the others");
+    let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+    let health = &v["health"];
+    assert_eq!(health["breaker"], "closed", "{health}");
+    assert_eq!(health["consecutive_failures"], 0, "{health}");
+    assert!(health["last_success_at"].is_string(), "{health}");
+    assert!(health["attempts"].as_u64().unwrap() >= 6, "{health}");
+    let rate = health["success_rate"].as_f64().unwrap();
+    assert!(rate > 0.0 && rate < 1.0, "{health}");
+    assert!(health["latency_p50_ms"].is_u64() && health["latency_p99_ms"].is_u64(), "{health}");
+    let metrics = s.metrics().await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("hookline_breakers_opened_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|l| l.starts_with("hookline_breakers_closed_total ") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    let logs = s.logs().await;
+    let mine: Vec<&str> = logs.lines().filter(|l| l.contains(sub.as_str())).collect();
+    assert!(mine.iter().any(|l| l.contains("breaker opened")), "no 'breaker opened' line for {sub}");
+    assert!(mine.iter().any(|l| l.contains("breaker closed")), "no 'breaker closed' line for {sub}");
+}

@@ -185,6 +185,8 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         headers: BTreeMap::new(),
         retry_policy: RetryPolicy { max_attempts: 3, base_delay_ms: 50, max_delay_ms: 100 },
         payload_format: PayloadFormat::Original,
+        max_in_flight: None,
+        rate_limit: None,
         active: true,
         verified,
         verification_error: None,

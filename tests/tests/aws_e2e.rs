@@ -34,6 +34,16 @@ on_aws!(
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe() {
+    let p = AwsPipeline::start_configured("breaker", |c| {
+        c.breaker.failure_threshold = 3;
+        c.breaker.cool_down = Duration::from_secs(1);
+    })
+    .await;
+    scenarios::breaker_opens_defers_without_attempts_and_closes_after_a_probe(&p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciler_recovers_a_given_up_routing_and_a_lost_job() {
     scenarios::reconciler_recovers_a_given_up_routing_and_a_lost_job(&mut AwsPipeline::start("reconcile").await).await;
 }

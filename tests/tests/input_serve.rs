@@ -21,4 +21,5 @@ on_serve!(
     control_characters_cannot_forge_log_lines,
     retry_schedules_longer_than_the_retention_are_refused,
     deduplication_is_per_tenant,
+    delivery_limits_that_make_no_sense_are_refused,
 );

@@ -16,6 +16,12 @@ async fn reconciler_recovers_a_given_up_routing_and_a_lost_job() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe() {
+    let s = Server::start_with("breaker", &["--breaker-failures", "3", "--breaker-cool-down-ms", "1000"]);
+    scenarios::breaker_opens_defers_without_attempts_and_closes_after_a_probe(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patch_keeps_absent_fields_and_resets_null_ones() {
     scenarios::patch_keeps_absent_fields_and_resets_null_ones(&Server::start("patch_keeps_absent")).await;
 }

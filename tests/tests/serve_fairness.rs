@@ -52,10 +52,10 @@ async fn a_hung_subscription_does_not_hold_a_healthy_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_subscription_has_more_than_max_in_flight_requests_open_and_waiting_costs_no_attempt() {
-    let s = Server::start_with("fair-limit", &["--max-in-flight", "2"]);
+    let s = Server::start("fair-limit");
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/slow", Behaviour::SlowFirst(usize::MAX, Duration::from_millis(150))),
-                       "event_types": ["*"]}))
+                       "event_types": ["*"], "max_in_flight": 2}))
         .await;
     s.subscribe(json!({"callback_url": r.url("/fast", Behaviour::Ok), "event_types": ["*"]})).await;
 
@@ -77,4 +77,47 @@ async fn no_subscription_has_more_than_max_in_flight_requests_open_and_waiting_c
     let attempts: Vec<String> =
         r.deliveries("/slow").iter().map(|d| d.header("hookline-attempt").to_string()).collect();
     assert!(attempts.iter().all(|a| a == "1"), "{attempts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_max_in_flight_is_a_serve_flag() {
+    let s = Server::start_with("fair-default", &["--max-in-flight", "3"]);
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/d", Behaviour::SlowFirst(usize::MAX, Duration::from_millis(150))),
+                       "event_types": ["*"]}))
+        .await;
+    post_events(&s, "default", 24).await;
+    hookline_tests::eventually(30, "every delivery", || async { (r.deliveries("/d").len() >= 24).then_some(()) }).await;
+    assert_eq!(r.max_concurrent("/d"), 3);
+}
+
+/// `rate_limit` 4 a second: no one-second window sees more than 4
+/// deliveries, give or take one for the clock's edges, and none costs an
+/// extra attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_subscription_gets_no_more_than_its_rate() {
+    const RATE: usize = 4;
+    let s = Server::start("fair-rate");
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/rate", Behaviour::Ok), "event_types": ["*"], "rate_limit": RATE})).await;
+    s.subscribe(json!({"callback_url": r.url("/free", Behaviour::Ok), "event_types": ["*"]})).await;
+    let n = 16;
+    post_events(&s, "rate", n).await;
+    hookline_tests::eventually(10, "the unlimited subscription's deliveries", || async {
+        (r.deliveries("/free").len() >= n).then_some(())
+    })
+    .await;
+    hookline_tests::eventually(30, "the rate-limited subscription's deliveries", || async {
+        (r.deliveries("/rate").len() >= n).then_some(())
+    })
+    .await;
+    let mut at: Vec<_> = r.deliveries("/rate").iter().map(|d| d.at).collect();
+    at.sort();
+    for (i, t) in at.iter().enumerate() {
+        let in_window = at[i..].iter().take_while(|u| **u < *t + Duration::from_secs(1)).count();
+        assert!(in_window <= RATE + 1, "{in_window} deliveries within a second of delivery {i}");
+    }
+    let span = *at.last().unwrap() - at[0];
+    assert!(span >= Duration::from_millis(((n - RATE - 1) * 1000 / RATE) as u64), "{n} deliveries in {span:?}");
+    assert!(r.deliveries("/rate").iter().all(|d| d.header("hookline-attempt") == "1"));
 }

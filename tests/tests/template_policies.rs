@@ -128,6 +128,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // snapshot; a job hit by a fault on Hookline's side is sent again.
     grant(&mut g, &["dynamodb:GetItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
+    // Each subscription's breaker and health window.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["HealthTable"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -187,6 +189,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     );
     grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
     grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
+    // A subscription's `health`.
+    grant(&mut g, &["dynamodb:GetItem"], &["HealthTable"]);
     m.insert("ApiFunction", g);
 
     m

@@ -40,6 +40,15 @@ impl<T> Patch<T> {
             Patch::Value(v) => v,
         }
     }
+
+    /// The new value of an optional field: unchanged, cleared (`None`) or set.
+    pub fn apply_option(self, current: Option<T>) -> Option<T> {
+        match self {
+            Patch::Absent => current,
+            Patch::Null => None,
+            Patch::Value(v) => Some(v),
+        }
+    }
 }
 
 /// Parses a JSON body into `T`. An empty body is `{}` when `empty_ok`.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use crate::context::Config;
 use crate::envelope::{check_id, MAX_EVENT_TYPE_LEN};
+use crate::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
 use crate::ids::{self, SubscriptionId};
 use crate::limits::MAX_SUBSCRIPTION_PATTERNS;
 use crate::ports::SubscriptionFilter;
@@ -18,7 +19,13 @@ use crate::routing;
 use crate::signing::Secret;
 use crate::ssrf;
 use crate::stage::verify;
-use crate::subscription::{check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription};
+use crate::subscription::{
+    self, check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription,
+};
+
+/// How many times a PATCH is applied to a subscription that keeps changing
+/// under it before it answers `409`.
+const PATCH_TRIES: usize = 5;
 
 /// `POST /v1/subscriptions`.
 #[derive(Deserialize)]
@@ -36,6 +43,10 @@ struct CreateBody {
     retry_policy: Option<RetryPolicy>,
     #[serde(default)]
     payload_format: Option<PayloadFormat>,
+    #[serde(default)]
+    max_in_flight: Option<i64>,
+    #[serde(default)]
+    rate_limit: Option<f64>,
     #[serde(default)]
     active: Option<bool>,
 }
@@ -58,6 +69,10 @@ struct PatchBody {
     retry_policy: Patch<RetryPolicy>,
     #[serde(default)]
     payload_format: Patch<PayloadFormat>,
+    #[serde(default)]
+    max_in_flight: Patch<i64>,
+    #[serde(default)]
+    rate_limit: Patch<f64>,
     #[serde(default)]
     active: Patch<bool>,
 }
@@ -82,6 +97,38 @@ struct SubscriptionList {
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1000;
 
+/// A subscription's `health` as `GET /v1/subscriptions/{id}` shows it.
+#[derive(Serialize)]
+struct HealthView {
+    /// `closed`, `open` or `half_open`.
+    breaker: BreakerState,
+    /// Open: when the next probe may go; half-open: when the probe times out.
+    breaker_until: Option<chrono::DateTime<Utc>>,
+    consecutive_failures: u32,
+    last_error: Option<String>,
+    last_error_at: Option<chrono::DateTime<Utc>>,
+    last_success_at: Option<chrono::DateTime<Utc>>,
+    /// The window the figures below cover.
+    window_minutes: i64,
+    #[serde(flatten)]
+    window: WindowSummary,
+}
+
+impl HealthView {
+    fn of(h: &Health, now: chrono::DateTime<Utc>) -> Self {
+        HealthView {
+            breaker: h.breaker,
+            breaker_until: h.until,
+            consecutive_failures: h.consecutive_failures,
+            last_error: h.last_error.clone(),
+            last_error_at: h.last_error_at,
+            last_success_at: h.last_success_at,
+            window_minutes: WINDOW_MINUTES,
+            window: h.window.summary(now),
+        }
+    }
+}
+
 /// A subscription as the API shows it, with its secret only when it was
 /// just created or rotated.
 fn shown(sub: &Subscription, secret: Option<&Secret>) -> serde_json::Value {
@@ -104,6 +151,27 @@ fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
         validate_pattern(p).map_err(|m| ApiError::invalid(format!("event_types[{i}]"), m))?;
     }
     Ok(types)
+}
+
+/// A subscription's `max_in_flight`, read as any integer so that zero and
+/// negative values get the range error, not a type error.
+fn max_in_flight(n: i64) -> Result<u32, ApiError> {
+    subscription::validate_max_in_flight(u32::try_from(n).unwrap_or(0)).map_err(|_| {
+        limit_error(FieldError::new(
+            "max_in_flight",
+            format!("must be between 1 and {}, got {n}", subscription::MAX_IN_FLIGHT_CEILING),
+        ))
+    })
+}
+
+/// A subscription's `rate_limit`, deliveries per second.
+fn rate_limit(r: f64) -> Result<f64, ApiError> {
+    subscription::validate_rate_limit(r).map_err(limit_error)
+}
+
+/// A delivery limit out of its range: `422 invalid_limit` naming the field.
+fn limit_error(e: FieldError) -> ApiError {
+    ApiError::new(422, "invalid_limit", e.to_string()).on(e.field)
 }
 
 /// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
@@ -158,6 +226,8 @@ impl Api {
             headers: headers(body.headers)?,
             retry_policy: retry_policy(body.retry_policy, &self.hookline.config)?,
             payload_format: body.payload_format.unwrap_or_default(),
+            max_in_flight: body.max_in_flight.map(max_in_flight).transpose()?,
+            rate_limit: body.rate_limit.map(rate_limit).transpose()?,
             active: body.active.unwrap_or(true),
             verified: false,
             verification_error: None,
@@ -259,60 +329,85 @@ impl Api {
     }
 
     pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {
-        Ok(Response::json(200, &shown(&self.load_subscription(id).await?, None)))
+        let mut v = shown(&self.load_subscription(id).await?, None);
+        let mut health = self.hookline.stores.health.get(id).await?.unwrap_or_default();
+        // In `hookline serve` the deliveries run in this process: add the
+        // attempts counted since the last flush.
+        health.window.merge(&self.hookline.health_cache.pending(id), Utc::now());
+        v["health"] = serde_json::to_value(HealthView::of(&health, Utc::now())).expect("health serializes");
+        Ok(Response::json(200, &v))
     }
 
     pub(super) async fn patch_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
         let body: PatchBody = parse(req.body, false)?;
+        // Every value is checked before anything is read or written.
         let new_url = match body.callback_url {
             Patch::Absent => None,
             Patch::Null => return Err(ApiError::invalid("callback_url", "cannot be removed")),
             Patch::Value(u) => Some(self.check_url(&u).await?),
         };
-        let mut sub = self.load_subscription(id).await?;
-        let version = sub.version;
-        let mut reverify = false;
-        if let Some(u) = new_url.filter(|u| *u != sub.callback_url) {
-            sub.callback_url = u;
-            sub.verified = false;
-            sub.verification_error = None;
-            reverify = true;
-        }
-        sub.event_types = match body.event_types {
-            Patch::Absent => sub.event_types,
+        let event_types = match body.event_types {
+            Patch::Absent => None,
             Patch::Null => return Err(ApiError::invalid("event_types", "cannot be removed")),
-            Patch::Value(t) => event_types(t)?,
+            Patch::Value(t) => Some(event_types(t)?),
         };
-        sub.tenant_id = match body.tenant_id {
-            Patch::Absent => sub.tenant_id,
-            Patch::Null => None,
-            Patch::Value(t) => tenant(Some(t))?,
+        let tenant_id = match body.tenant_id {
+            Patch::Value(t) => Patch::Value(tenant(Some(t))?.expect("a value stays a value")),
+            other => other,
         };
-        sub.description = match body.description {
-            Patch::Absent => sub.description,
-            Patch::Null => None,
-            Patch::Value(d) => Some(d),
+        let headers = match body.headers {
+            Patch::Value(h) => Patch::Value(headers(Some(h))?),
+            other => other,
         };
-        sub.headers = match body.headers {
-            Patch::Absent => sub.headers,
-            Patch::Null => BTreeMap::new(),
-            Patch::Value(h) => headers(Some(h))?,
+        let retry = match body.retry_policy {
+            Patch::Absent => None,
+            Patch::Null => Some(retry_policy(None, &self.hookline.config)?),
+            Patch::Value(p) => Some(retry_policy(Some(p), &self.hookline.config)?),
         };
-        sub.retry_policy = match body.retry_policy {
-            Patch::Absent => sub.retry_policy,
-            Patch::Null => retry_policy(None, &self.hookline.config)?,
-            Patch::Value(p) => retry_policy(Some(p), &self.hookline.config)?,
+        let max_in_flight = match body.max_in_flight {
+            Patch::Value(n) => Patch::Value(max_in_flight(n)?),
+            Patch::Null => Patch::Null,
+            Patch::Absent => Patch::Absent,
         };
-        sub.payload_format = body.payload_format.apply(sub.payload_format, PayloadFormat::default);
-        sub.active = body.active.apply(sub.active, || true);
-        sub.version += 1;
-        sub.updated_at = Utc::now();
-        if !self.hookline.stores.subscriptions.update(&sub, version).await? {
-            return Err(ApiError::conflict("the subscription changed meanwhile; retry"));
+        let rate_limit = match body.rate_limit {
+            Patch::Value(r) => Patch::Value(rate_limit(r)?),
+            other => other,
+        };
+        // Applied to the stored subscription; if another writer (a
+        // verification finishing, another PATCH) changed it meanwhile, the
+        // same changes are applied again to its new version.
+        for _ in 0..PATCH_TRIES {
+            let mut sub = self.load_subscription(id).await?;
+            let version = sub.version;
+            let mut reverify = false;
+            if let Some(u) = new_url.clone().filter(|u| *u != sub.callback_url) {
+                sub.callback_url = u;
+                sub.verified = false;
+                sub.verification_error = None;
+                reverify = true;
+            }
+            if let Some(t) = &event_types {
+                sub.event_types = t.clone();
+            }
+            sub.tenant_id = tenant_id.clone().apply_option(sub.tenant_id);
+            sub.description = body.description.clone().apply_option(sub.description);
+            sub.headers = headers.clone().apply(sub.headers, BTreeMap::new);
+            if let Some(p) = retry {
+                sub.retry_policy = p;
+            }
+            sub.payload_format = body.payload_format.clone().apply(sub.payload_format, PayloadFormat::default);
+            sub.max_in_flight = max_in_flight.clone().apply_option(sub.max_in_flight);
+            sub.rate_limit = rate_limit.clone().apply_option(sub.rate_limit);
+            sub.active = body.active.clone().apply(sub.active, || true);
+            sub.version += 1;
+            sub.updated_at = Utc::now();
+            if self.hookline.stores.subscriptions.update(&sub, version).await? {
+                self.hookline.subscription_cache.invalidate().await;
+                let sub = if reverify { self.start_verification(sub).await } else { sub };
+                return Ok(Response::json(200, &shown(&sub, None)));
+            }
         }
-        self.hookline.subscription_cache.invalidate().await;
-        let sub = if reverify { self.start_verification(sub).await } else { sub };
-        Ok(Response::json(200, &shown(&sub, None)))
+        Err(ApiError::conflict("the subscription kept changing meanwhile; retry"))
     }
 
     pub(super) async fn delete_subscription(&self, id: &SubscriptionId) -> ApiResult {

@@ -4,6 +4,7 @@
 //! a port is used, so cold starts pay for no request.
 
 pub mod dynamodb;
+pub mod health;
 pub mod item;
 pub mod sqs;
 pub mod stream_failures;
@@ -33,6 +34,8 @@ pub struct AwsNames {
     pub attempts_table: String,
     /// `DEAD_LETTERS_TABLE`.
     pub dead_letters_table: String,
+    /// `HEALTH_TABLE`: subscription health and circuit breakers.
+    pub health_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -85,6 +88,7 @@ impl AwsNames {
             sagas_table: req("SAGAS_TABLE"),
             attempts_table: req("ATTEMPTS_TABLE"),
             dead_letters_table: req("DEAD_LETTERS_TABLE"),
+            health_table: req("HEALTH_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -183,6 +187,7 @@ impl AwsBackend {
                 )),
                 None => Arc::new(stream_failures::NotConfigured),
             },
+            health: Arc::new(health::DynamoHealth::new(dynamodb.clone(), &names.health_table)),
         };
         AwsBackend {
             stores,

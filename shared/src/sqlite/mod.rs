@@ -7,6 +7,7 @@
 //! it announces; `queue_messages` takes the place of SQS (a dead-letter
 //! queue is just another named queue there, as in SQS).
 
+mod health;
 mod outbox;
 pub mod purge;
 mod queue;
@@ -103,6 +104,15 @@ INSERT OR IGNORE INTO subscription_routes (scope, pattern, subscription_id)
                 ELSE 't' || length(CAST(s.tenant_id AS BLOB)) || ':' || s.tenant_id END,
            p.value, s.id
     FROM subscriptions s, json_each(s.data, '$.event_types') p;
+"#,
+    // 5: each subscription's delivery health (`crate::health`), apart from
+    // its configuration, written only when something changed.
+    r#"
+CREATE TABLE subscription_health (
+    subscription_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    data TEXT NOT NULL
+) WITHOUT ROWID;
 "#,
 ];
 
@@ -344,6 +354,7 @@ impl Backend {
             retries: Queue::new(Arc::new(retries.clone())),
             requeues: Queue::new(Arc::new(requeues.clone())),
             stream_failures: Arc::new(SqliteStreamFailures(db.clone())),
+            health: Arc::new(health::SqliteHealth(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -22,12 +22,14 @@ use crate::attempt::Attempt;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::health::{Gate, Outcome};
 use crate::http_client::{PostError, PostResult};
 use crate::ids::{self, EventId, SagaId};
 use crate::job::DeliveryJob;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::saga::AttemptResult;
 use crate::signing;
+use crate::stage::breaker;
 use crate::subscription::{PayloadFormat, Subscription};
 
 /// How long a job hit by a local fault waits before it is tried again.
@@ -55,6 +57,11 @@ pub enum Prepared {
         reason: String,
         /// When to try again.
         delay: Duration,
+        /// The reason holds for every job of the subscription (its breaker
+        /// is open), so a consumer may set its other queued jobs aside for
+        /// as long; otherwise a fault on Hookline's side (logged as a
+        /// warning) or a limit of this job only.
+        whole_subscription: bool,
     },
 }
 
@@ -81,8 +88,10 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
                 recorded.push(i);
                 attempts.push(a);
             }
-            Ok(Prepared::Defer { reason, delay }) => deferred.push((i, reason, delay)),
-            Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY)),
+            Ok(Prepared::Defer { reason, delay, whole_subscription }) => {
+                deferred.push((i, reason, delay, !whole_subscription && delay == LOCAL_FAULT_DELAY))
+            }
+            Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY, true)),
         }
     }
     crate::failpoint::hit("deliver.before_record");
@@ -101,14 +110,19 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
     }
     if !deferred.is_empty() {
         let messages: Vec<(DeliveryJob, Duration)> =
-            deferred.iter().map(|(i, _, delay)| (jobs[*i].job.clone(), *delay)).collect();
+            deferred.iter().map(|(i, _, delay, _)| (jobs[*i].job.clone(), *delay)).collect();
         match h.stores.deliveries.send(&messages).await {
             Ok(()) => {
-                for (i, why, delay) in &deferred {
+                for (i, why, delay, fault) in &deferred {
                     done[*i] = true;
                     h.metrics.deliveries_deferred.fetch_add(1, Relaxed);
                     let j = &jobs[*i].job;
-                    tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, delay_ms = delay.as_millis() as u64, "delivery deferred; no attempt counted");
+                    let delay_ms = delay.as_millis() as u64;
+                    if *fault {
+                        tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, delay_ms, "delivery deferred: a fault on Hookline's side; no attempt counted");
+                    } else {
+                        tracing::debug!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, delay_ms, "delivery deferred; no attempt counted");
+                    }
                 }
             }
             Err(e) => {
@@ -215,11 +229,25 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         (Some(s), _) if !s.verified => return Ok(Prepared::Record(refused(job, "subscription is not verified"))),
         (Some(s), Some(e)) => (s, e),
     };
+    // The breaker: an open one defers the job (no attempt counted). If the
+    // health store cannot be read, the attempt goes ahead: a breaker that
+    // cannot be read must not stop deliveries.
+    match breaker::admit(h, &sub.id).await {
+        Ok(Gate::Wait(delay)) => {
+            return Ok(Prepared::Defer {
+                reason: "the subscription's circuit breaker is open".into(),
+                delay,
+                whole_subscription: true,
+            })
+        }
+        Ok(Gate::Attempt | Gate::Probe) => {}
+        Err(e) => tracing::warn!(error = %e, "breaker unreadable; attempting anyway"),
+    }
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let res = h.client.post(&sub.callback_url, &headers, body).await;
     if let Some(PostError::Local(why)) = &res.error {
-        return Ok(Prepared::Defer { reason: why.clone(), delay: LOCAL_FAULT_DELAY });
+        return Ok(Prepared::Defer { reason: why.clone(), delay: LOCAL_FAULT_DELAY, whole_subscription: false });
     }
     let latency_ms = res.latency.as_millis() as u64;
     h.metrics.observe_latency(latency_ms);
@@ -236,6 +264,12 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         AttemptResult::Gone => Some("HTTP 410 Gone".into()),
     };
     tracing::info!(status = res.status, latency_ms, error = error.as_deref().unwrap_or(""), "delivery attempt");
+    let outcome = match &result {
+        AttemptResult::Delivered => Outcome::Success,
+        AttemptResult::Failed { error, .. } => Outcome::of(res.status, Some(error)),
+        AttemptResult::Gone | AttemptResult::Rejected { .. } => Outcome::Other(error.clone().unwrap_or_default()),
+    };
+    breaker::observe(h, &sub.id, &outcome, latency_ms).await;
     Ok(Prepared::Record(Attempt {
         saga_id: job.saga_id.clone(),
         attempt: job.attempt,

@@ -60,12 +60,36 @@ struct Finished {
 }
 
 /// What the dispatcher knows about one subscription with work in hand.
-#[derive(Default)]
 struct Lane {
+    /// Its `max_in_flight` (or the default) as last read.
+    cap: usize,
+    /// Time between two starts under its `rate_limit`, if it has one.
+    interval: Option<Duration>,
+    /// The earliest the next request may start under the rate limit.
+    next_start: Instant,
     /// When each open request started.
     open: Vec<Instant>,
     /// Jobs waiting for one of its requests to end.
     held: VecDeque<Taken>,
+}
+
+impl Lane {
+    fn new(now: Instant) -> Lane {
+        Lane { cap: 1, interval: None, next_start: now, open: Vec::new(), held: VecDeque::new() }
+    }
+
+    /// Books a start now if the rate limit allows one; else says how long
+    /// until it does.
+    fn rate_allows(&mut self, now: Instant) -> Result<(), Duration> {
+        match self.interval {
+            None => Ok(()),
+            Some(_) if now < self.next_start => Err(self.next_start - now),
+            Some(i) => {
+                self.next_start = self.next_start.max(now) + i;
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Runs delivery jobs as slots free up; see the module docs.
@@ -109,12 +133,22 @@ impl Dispatcher {
         self.limits.slots - self.slots.available_permits()
     }
 
+    /// The limits of a subscription as the cache knows it: its own, else
+    /// the defaults (a subscription the cache does not know yet gets the
+    /// defaults; its job is then checked in full by the delivery).
+    async fn limits_of(&self, id: &SubscriptionId) -> (usize, Option<Duration>) {
+        let sub = self.h.subscription_cache.get(self.h.stores.subscriptions.as_ref(), id).await.ok().flatten();
+        let cap = sub.as_ref().and_then(|s| s.max_in_flight).map_or(self.limits.max_in_flight, |n| n as usize);
+        let interval = sub.and_then(|s| s.rate_limit).map(|r| Duration::from_secs_f64(1.0 / r));
+        (cap.max(1), interval)
+    }
+
     /// Takes received messages: starts each job whose subscription has room,
     /// holds or defers the others. An unreadable message is logged and left
     /// to reappear until the queue dead-letters it.
     pub async fn take(&self, messages: Vec<Received>) {
-        let mut pause = Vec::new();
-        let mut overflow = Vec::new();
+        let mut taken = Vec::with_capacity(messages.len());
+        let mut limits: HashMap<SubscriptionId, (usize, Option<Duration>)> = HashMap::new();
         for received in messages {
             let job: DeliveryJob = match serde_json::from_str(&received.body) {
                 Ok(j) => j,
@@ -123,47 +157,63 @@ impl Dispatcher {
                     continue;
                 }
             };
-            let taken = Taken { job: ReceivedJob { job, receive_count: received.receive_count }, received };
-            let sub = taken.job.job.subscription_id.clone();
+            if !limits.contains_key(&job.subscription_id) {
+                let l = self.limits_of(&job.subscription_id).await;
+                limits.insert(job.subscription_id.clone(), l);
+            }
+            taken.push(Taken { job: ReceivedJob { job, receive_count: received.receive_count }, received });
+        }
+        let mut pause: HashMap<SubscriptionId, Duration> = HashMap::new();
+        let mut overflow = Vec::new();
+        {
+            let now = Instant::now();
             let mut lanes = self.lanes.lock().expect("lanes lock");
-            let lane = lanes.entry(sub.clone()).or_default();
-            if lane.open.len() < self.limits.max_in_flight {
+            for taken in taken {
+                let sub = taken.job.job.subscription_id.clone();
+                let lane = lanes.entry(sub.clone()).or_insert_with(|| Lane::new(now));
+                (lane.cap, lane.interval) = limits[&sub];
+                if lane.open.len() >= lane.cap || !lane.held.is_empty() {
+                    if lane.held.len() < lane.cap * HELD_PER_SLOT {
+                        lane.held.push_back(taken);
+                    } else {
+                        // Its requests are taking long: set its backlog
+                        // aside for about as long as they have been open.
+                        let oldest = lane.open.iter().min().map_or(Duration::ZERO, |t| t.elapsed());
+                        let delay = oldest.clamp(MIN_PAUSE, self.limits.max_pause.max(MIN_PAUSE));
+                        overflow.push((taken, delay, "subscription at its max_in_flight"));
+                        pause.entry(sub).or_insert(delay);
+                    }
+                    continue;
+                }
+                if let Err(wait) = lane.rate_allows(now) {
+                    // Spread what waits for the rate limit over the coming
+                    // intervals, and keep the rest of its backlog out of the
+                    // way until then.
+                    let interval = lane.interval.unwrap_or(MIN_PAUSE);
+                    let ahead = pause.get(&sub).map_or(wait, |d| *d + interval);
+                    overflow.push((taken, ahead, "subscription at its rate_limit"));
+                    pause.insert(sub, ahead);
+                    continue;
+                }
                 match self.slots.clone().try_acquire_owned() {
                     Ok(permit) => {
-                        lane.open.push(Instant::now());
-                        drop(lanes);
+                        lane.open.push(now);
                         self.start(taken, permit);
-                        continue;
                     }
-                    // Every slot is taken (more jobs were received than
-                    // slots were free): wait with the lane's held jobs if
-                    // it has requests open, else go back to the queue.
-                    Err(_) if !lane.open.is_empty() && lane.held.len() < self.held_limit() => {
-                        lane.held.push_back(taken)
-                    }
+                    // More jobs were received than slots were free (held
+                    // jobs started meanwhile): back to the queue shortly.
                     Err(_) => overflow.push((taken, MIN_PAUSE, "no delivery slot free")),
-                }
-            } else if lane.held.len() < self.held_limit() {
-                lane.held.push_back(taken);
-            } else {
-                // The subscription's requests are taking long: set its
-                // backlog aside for about as long as they have been open.
-                let oldest = lane.open.iter().min().map_or(Duration::ZERO, |t| t.elapsed());
-                let delay = oldest.clamp(MIN_PAUSE, self.limits.max_pause.max(MIN_PAUSE));
-                overflow.push((taken, delay, "subscription at its max_in_flight"));
-                if !pause.iter().any(|(s, _)| *s == sub) {
-                    pause.push((sub, delay));
                 }
             }
         }
         for (taken, delay, reason) in overflow {
-            let prepared = Ok(Prepared::Defer { reason: reason.to_string(), delay });
+            let prepared = Ok(Prepared::Defer { reason: reason.to_string(), delay, whole_subscription: false });
             let _ = self.finished.send(Finished { taken, prepared });
         }
         for (sub, delay) in pause {
             match self.h.stores.deliveries.raw().pause_group(sub.as_str(), delay).await {
                 Ok(n) if n > 0 => {
-                    tracing::info!(subscription_id = %sub, paused = n, delay_ms = delay.as_millis() as u64, "subscription at its max_in_flight: its queued jobs set aside")
+                    tracing::info!(subscription_id = %sub, paused = n, delay_ms = delay.as_millis() as u64, "subscription at its limit: its queued jobs set aside")
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(subscription_id = %sub, error = %e, "pausing a subscription's jobs failed"),
@@ -171,12 +221,9 @@ impl Dispatcher {
         }
     }
 
-    fn held_limit(&self) -> usize {
-        self.limits.max_in_flight * HELD_PER_SLOT
-    }
-
     /// Runs one job in `permit`'s slot; when it ends, the slot goes to the
-    /// next job its subscription holds, or back to everyone.
+    /// next job its subscription holds (rate permitting), or back to
+    /// everyone.
     fn start(&self, taken: Taken, permit: OwnedSemaphorePermit) {
         let d = self.clone();
         tokio::spawn(async move {
@@ -184,6 +231,12 @@ impl Dispatcher {
             loop {
                 let prepared = deliver::prepare(&d.h, &taken.job).await;
                 let sub = taken.job.job.subscription_id.clone();
+                if let Ok(Prepared::Defer { delay, whole_subscription: true, .. }) = &prepared {
+                    // Its breaker is open: its queued jobs wait as long.
+                    if let Err(e) = d.h.stores.deliveries.raw().pause_group(sub.as_str(), *delay).await {
+                        tracing::warn!(subscription_id = %sub, error = %e, "pausing a subscription's jobs failed");
+                    }
+                }
                 let _ = d.finished.send(Finished { taken, prepared });
                 let mut lanes = d.lanes.lock().expect("lanes lock");
                 let Some(lane) = lanes.get_mut(&sub) else { break };
@@ -192,17 +245,38 @@ impl Dispatcher {
                 if let Some(i) = lane.open.iter().enumerate().min_by_key(|(_, t)| **t).map(|(i, _)| i) {
                     lane.open.swap_remove(i);
                 }
-                match lane.held.pop_front() {
-                    Some(next) if lane.open.len() < d.limits.max_in_flight => {
-                        lane.open.push(Instant::now());
-                        taken = next;
-                    }
-                    Some(next) => {
-                        lane.held.push_front(next);
-                        break;
-                    }
+                let now = Instant::now();
+                let next = if lane.open.len() < lane.cap { lane.held.pop_front() } else { None };
+                match next {
+                    Some(next) => match lane.rate_allows(now) {
+                        Ok(()) => {
+                            lane.open.push(now);
+                            taken = next;
+                        }
+                        Err(wait) => {
+                            // Nothing of this lane may start for a while:
+                            // its held jobs go back to the queue, spread
+                            // over the coming intervals (none stays held
+                            // with no request open to start it).
+                            let interval = lane.interval.unwrap_or(MIN_PAUSE);
+                            let waiting: Vec<Taken> = std::iter::once(next).chain(lane.held.drain(..)).collect();
+                            if lane.open.is_empty() {
+                                lanes.remove(&sub);
+                            }
+                            drop(lanes);
+                            for (k, t) in waiting.into_iter().enumerate() {
+                                let prepared = Ok(Prepared::Defer {
+                                    reason: "subscription at its rate_limit".to_string(),
+                                    delay: wait + interval * k as u32,
+                                    whole_subscription: false,
+                                });
+                                let _ = d.finished.send(Finished { taken: t, prepared });
+                            }
+                            break;
+                        }
+                    },
                     None => {
-                        if lane.open.is_empty() {
+                        if lane.open.is_empty() && lane.held.is_empty() {
                             lanes.remove(&sub);
                         }
                         break;

@@ -6,6 +6,7 @@
 //! `deliver` → Attempts → `saga` … ; `requeue` and `replay` start new sagas;
 //! `verify` runs the callback handshake.
 
+pub mod breaker;
 pub mod deliver;
 pub mod dispatch;
 pub mod ingest;

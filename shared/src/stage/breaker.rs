@@ -1,0 +1,221 @@
+//! The circuit breaker around each attempt ([`crate::health`] decides;
+//! this reads and writes the [`crate::ports::HealthStore`]).
+//!
+//! Before an attempt, [`admit`] asks the subscription's breaker: a closed
+//! one lets it through; an open one defers it (no attempt counted) until
+//! its cool-down ends; then one worker claims the probe with a conditional
+//! write and the others keep waiting. After it, [`observe`] writes the
+//! record only when the outcome changed something (a failure, a success
+//! after failures), and counts the attempt in this process's window, which
+//! [`flush_windows`] merges into the stored record at most every
+//! [`FLUSH_EVERY`] per subscription.
+//!
+//! Each process caches what it read for [`READ_EVERY`], so a breaker
+//! opened by one Lambda container holds the others within that delay.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::context::Hookline;
+use crate::error::StoreError;
+use crate::health::{self, BreakerState, Gate, Health, Outcome, Window};
+use crate::ids::SubscriptionId;
+
+/// How long a process trusts a health record it read.
+pub const READ_EVERY: Duration = Duration::from_secs(5);
+/// How often a process merges its attempt counts into a subscription's record.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
+/// Conditional writes tried before giving up on one change (another
+/// worker kept writing first; the next outcome writes again).
+const WRITE_TRIES: usize = 3;
+
+/// What one process knows about subscriptions' health.
+#[derive(Default)]
+pub struct HealthCache {
+    inner: Mutex<HashMap<SubscriptionId, Entry>>,
+}
+
+struct Entry {
+    /// The record as last read or written; default when none is stored.
+    health: Health,
+    read_at: Instant,
+    /// Attempts counted here and not yet merged into the store.
+    pending: Window,
+    flushed_at: Instant,
+}
+
+impl HealthCache {
+    fn cached(&self, id: &SubscriptionId) -> Option<Health> {
+        let g = self.inner.lock().expect("health cache");
+        g.get(id).filter(|e| e.read_at.elapsed() < READ_EVERY).map(|e| e.health.clone())
+    }
+
+    fn remember(&self, id: &SubscriptionId, health: Health) {
+        let mut g = self.inner.lock().expect("health cache");
+        let now = Instant::now();
+        let e = g.entry(id.clone()).or_insert_with(|| Entry {
+            health: Health::default(),
+            read_at: now,
+            pending: Window::default(),
+            flushed_at: now,
+        });
+        e.health = health;
+        e.read_at = now;
+    }
+
+    fn count(&self, id: &SubscriptionId, at: DateTime<Utc>, ok: bool, latency_ms: u64) {
+        let mut g = self.inner.lock().expect("health cache");
+        let now = Instant::now();
+        let e = g.entry(id.clone()).or_insert_with(|| Entry {
+            health: Health::default(),
+            // Not read yet: the next admit reads the store.
+            read_at: now - READ_EVERY,
+            pending: Window::default(),
+            flushed_at: now,
+        });
+        e.pending.add(at, ok, latency_ms);
+    }
+
+    /// Attempts this process counted for `id` and has not stored yet (the
+    /// API of `hookline serve` adds them to what the store holds).
+    pub fn pending(&self, id: &SubscriptionId) -> Window {
+        self.inner.lock().expect("health cache").get(id).map(|e| e.pending.clone()).unwrap_or_default()
+    }
+}
+
+/// Whether a job of `sub` may be attempted now. [`Gate::Probe`] means this
+/// worker has claimed the probe.
+pub async fn admit(h: &Hookline, sub: &SubscriptionId) -> Result<Gate, StoreError> {
+    let now = Utc::now();
+    let current = match h.health_cache.cached(sub) {
+        Some(c) => c,
+        None => read(h, sub).await?,
+    };
+    match health::gate(&current, now) {
+        Gate::Probe => {
+            let claim = health::claim_probe(&current, &h.config.breaker, now);
+            if h.stores.health.put(sub, &claim, current.version).await? {
+                tracing::info!(subscription_id = %sub, "breaker half-open: probing the endpoint");
+                h.health_cache.remember(sub, claim);
+                Ok(Gate::Probe)
+            } else {
+                // Another worker probes; wait for what it finds.
+                let fresh = read(h, sub).await?;
+                Ok(match health::gate(&fresh, now) {
+                    Gate::Attempt => Gate::Attempt,
+                    Gate::Wait(d) => Gate::Wait(d),
+                    Gate::Probe => Gate::Wait(Duration::from_secs(1)),
+                })
+            }
+        }
+        g => Ok(g),
+    }
+}
+
+async fn read(h: &Hookline, sub: &SubscriptionId) -> Result<Health, StoreError> {
+    let health = h.stores.health.get(sub).await?.unwrap_or_default();
+    h.health_cache.remember(sub, health.clone());
+    Ok(health)
+}
+
+/// Records an attempt's outcome: counts it in the window, and writes the
+/// breaker's record when the outcome changed it. A failure to write is
+/// logged, not returned: the attempt itself is recorded either way.
+pub async fn observe(h: &Hookline, sub: &SubscriptionId, outcome: &Outcome, latency_ms: u64) {
+    let now = Utc::now();
+    h.health_cache.count(sub, now, *outcome == Outcome::Success, latency_ms);
+    let mut current = h.health_cache.cached(sub);
+    for _ in 0..WRITE_TRIES {
+        let base = match current.take() {
+            Some(c) => c,
+            None => match read(h, sub).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(subscription_id = %sub, error = %e, "health record unreadable; breaker not updated");
+                    return;
+                }
+            },
+        };
+        let Some(next) = health::after(&base, outcome, &h.config.breaker, now) else { return };
+        match h.stores.health.put(sub, &next, base.version).await {
+            Ok(true) => {
+                announce(h, sub, &base, &next);
+                h.health_cache.remember(sub, next);
+                return;
+            }
+            Ok(false) => {} // another worker wrote first: read and apply again
+            Err(e) => {
+                tracing::warn!(subscription_id = %sub, error = %e, "health record not written");
+                return;
+            }
+        }
+    }
+}
+
+/// Log lines and metrics for a breaker that changed state.
+fn announce(h: &Hookline, sub: &SubscriptionId, before: &Health, after: &Health) {
+    match (before.breaker, after.breaker) {
+        (BreakerState::Closed, BreakerState::Open) => {
+            h.metrics.breakers_opened.fetch_add(1, Relaxed);
+            tracing::warn!(
+                subscription_id = %sub,
+                consecutive_failures = after.consecutive_failures,
+                cool_down_ms = after.cool_down_ms,
+                last_error = after.last_error.as_deref().unwrap_or(""),
+                "breaker opened: deliveries to this subscription wait for the cool-down, then one probe"
+            );
+        }
+        (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Open) => {
+            tracing::warn!(subscription_id = %sub, cool_down_ms = after.cool_down_ms, "breaker probe failed: open again");
+        }
+        (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Closed) => {
+            h.metrics.breakers_closed.fetch_add(1, Relaxed);
+            tracing::info!(subscription_id = %sub, "breaker closed: the probe succeeded");
+        }
+        _ => {}
+    }
+}
+
+/// Merges this process's attempt counts into the stored records: those
+/// not flushed for [`FLUSH_EVERY`], or all of them with `all` (shutdown,
+/// the end of a test). The only health write a healthy subscription
+/// causes, at most one per subscription per process per [`FLUSH_EVERY`].
+pub async fn flush_windows(h: &Hookline, all: bool) {
+    let due: Vec<(SubscriptionId, Window)> = {
+        let mut g = h.health_cache.inner.lock().expect("health cache");
+        let now = Instant::now();
+        g.retain(|_, e| !e.pending.buckets.is_empty() || e.read_at.elapsed() < READ_EVERY * 12);
+        g.iter_mut()
+            .filter(|(_, e)| !e.pending.buckets.is_empty() && (all || e.flushed_at.elapsed() >= FLUSH_EVERY))
+            .map(|(id, e)| {
+                e.flushed_at = now;
+                (id.clone(), std::mem::take(&mut e.pending))
+            })
+            .collect()
+    };
+    for (id, window) in due {
+        let mut written = false;
+        for _ in 0..WRITE_TRIES {
+            let Ok(current) = h.stores.health.get(&id).await.map(Option::unwrap_or_default) else { break };
+            let mut next = current.clone();
+            next.window.merge(&window, Utc::now());
+            next.version = current.version + 1;
+            match h.stores.health.put(&id, &next, current.version).await {
+                Ok(true) => {
+                    h.health_cache.remember(&id, next);
+                    written = true;
+                    break;
+                }
+                Ok(false) => continue,
+                Err(_) => break,
+            }
+        }
+        if !written {
+            tracing::warn!(subscription_id = %id, "attempt counts of the health window not stored; they are dropped");
+        }
+    }
+}
