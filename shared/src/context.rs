@@ -12,7 +12,7 @@ use crate::ids::SubscriptionId;
 use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
 use crate::metrics::Metrics;
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, HealthStore, SagaStore, StreamFailures, SubscriptionStore,
+    AttemptStore, DeadLetterStore, EventStore, HealthStore, LimitStore, SagaStore, StreamFailures, SubscriptionStore,
 };
 use crate::queue::Queue;
 use crate::routing::RouteKey;
@@ -45,6 +45,8 @@ pub struct Stores {
     pub stream_failures: Arc<dyn StreamFailures>,
     /// Subscription health and circuit breakers.
     pub health: Arc<dyn HealthStore>,
+    /// Explicit per-subscription limits, across workers.
+    pub limits: Arc<dyn LimitStore>,
 }
 
 /// Settings that are the same for every stage.

@@ -275,3 +275,47 @@ pub trait HealthStore: Send + Sync {
     /// (0: no record yet); `false` if another worker wrote first.
     async fn put(&self, id: &SubscriptionId, next: &crate::health::Health, expected: u64) -> StoreResult<bool>;
 }
+
+/// A slot of a subscription's `max_in_flight` held by one request; given
+/// back with [`LimitStore::release`], or taken over by another worker once
+/// it expires (its worker died).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// Which of its slots (`None`: it has no `max_in_flight`, only a rate).
+    pub slot: Option<u32>,
+    /// Proves the holder when giving it back.
+    pub token: String,
+}
+
+/// The longest a job waits for a `max_in_flight` slot before it is tried
+/// again.
+pub const SLOT_RETRY: Duration = Duration::from_secs(1);
+
+/// What [`LimitStore::admit`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// Go ahead; give the lease back when the request ended.
+    Granted(Lease),
+    /// Every slot is held, or the rate limit says not yet: try again then.
+    Wait(Duration),
+}
+
+/// A subscription's explicit `max_in_flight` and `rate_limit` held across
+/// every delivery worker (on AWS, across Lambda containers). Used only for
+/// subscriptions that set one, so others pay no write for it.
+#[async_trait]
+pub trait LimitStore: Send + Sync {
+    /// Takes the next start under `interval` (one start per interval, if
+    /// set) and one of `max_in_flight` slots (if set), leased for `lease`.
+    async fn admit(
+        &self,
+        sub: &SubscriptionId,
+        max_in_flight: Option<u32>,
+        interval: Option<Duration>,
+        lease: Duration,
+    ) -> StoreResult<Admission>;
+    /// Gives a slot back (nothing to do for a rate-only lease).
+    async fn release(&self, lease: &Lease) -> StoreResult<()>;
+}

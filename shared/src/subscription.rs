@@ -175,6 +175,13 @@ pub const MIN_RATE_LIMIT: f64 = 1.0 / 3600.0;
 /// The highest `rate_limit`, deliveries per second.
 pub const MAX_RATE_LIMIT: f64 = 10_000.0;
 
+/// How early a start may come under a rate limit, in ms (a tenth of its
+/// interval, at most 100 ms): clocks and schedulers jitter, and a start a
+/// few ms early is not worth a round trip through the queue.
+pub fn rate_tolerance(interval: std::time::Duration) -> i64 {
+    (interval.as_millis() as i64 / 10).min(100)
+}
+
 /// Checks a subscription's `max_in_flight`: 1 to [`MAX_IN_FLIGHT_CEILING`].
 pub fn validate_max_in_flight(n: u32) -> Result<u32, FieldError> {
     if (1..=MAX_IN_FLIGHT_CEILING).contains(&n) {

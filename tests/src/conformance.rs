@@ -60,6 +60,8 @@ macro_rules! for_each_conformance_case {
         $m!(queue_change_visibility);
         $m!(queue_depth_counts);
         $m!(queue_dead_letters_after_max_receives);
+        $m!(health_writes_are_conditional_on_the_version);
+        $m!(limits_lease_slots_and_space_starts);
     };
 }
 
@@ -952,4 +954,61 @@ pub async fn queue_dead_letters_after_max_receives(s: &Stores) {
     assert_eq!(counts, (1..=counts.len() as u32).collect::<Vec<_>>(), "receive counts must go up by one");
     let dead = receive_one(&**s.dead_jobs.raw(), LONG, "the message in the dead-letter queue").await;
     assert_eq!(dead.body, "poison");
+}
+
+// ------------------------------------------------------ health and limits
+
+/// A health record is written only over the version it was read at (0:
+/// none yet), so two workers never overwrite each other's change.
+pub async fn health_writes_are_conditional_on_the_version(s: &Stores) {
+    let id = SubscriptionId::new("sub_health");
+    assert_eq!(s.health.get(&id).await.unwrap(), None);
+    let first = shared::health::Health { consecutive_failures: 1, version: 1, ..Default::default() };
+    assert!(s.health.put(&id, &first, 0).await.unwrap());
+    assert!(!s.health.put(&id, &first, 0).await.unwrap(), "a second first write loses");
+    let second = shared::health::Health { consecutive_failures: 2, version: 2, ..first.clone() };
+    assert!(!s.health.put(&id, &second, 7).await.unwrap(), "a stale version loses");
+    assert!(s.health.put(&id, &second, 1).await.unwrap());
+    assert_eq!(s.health.get(&id).await.unwrap(), Some(second));
+}
+
+/// `max_in_flight` slots are leased (a third request waits while two are
+/// held; a released or expired slot is free again) and starts under a rate
+/// limit are spaced by its interval.
+pub async fn limits_lease_slots_and_space_starts(s: &Stores) {
+    use shared::ports::Admission;
+    let id = SubscriptionId::new("sub_limits");
+    let lease = Duration::from_secs(30);
+    let granted = |a: Admission| match a {
+        Admission::Granted(l) => l,
+        Admission::Wait(d) => panic!("expected a slot, told to wait {d:?}"),
+    };
+    let a = granted(s.limits.admit(&id, Some(2), None, lease).await.unwrap());
+    let b = granted(s.limits.admit(&id, Some(2), None, lease).await.unwrap());
+    assert_ne!(a.slot, b.slot);
+    match s.limits.admit(&id, Some(2), None, lease).await.unwrap() {
+        Admission::Wait(d) => assert!(d > Duration::ZERO && d <= lease, "{d:?}"),
+        Admission::Granted(l) => panic!("a third slot of two: {l:?}"),
+    }
+    s.limits.release(&a).await.unwrap();
+    let c = granted(s.limits.admit(&id, Some(2), None, lease).await.unwrap());
+    assert_eq!(c.slot, a.slot, "the released slot");
+    s.limits.release(&a).await.unwrap(); // a stale lease gives back nothing
+    assert!(matches!(s.limits.admit(&id, Some(2), None, lease).await.unwrap(), Admission::Wait(_)));
+    // A lease that ran out is taken over.
+    let short = SubscriptionId::new("sub_limits_short");
+    granted(s.limits.admit(&short, Some(1), None, Duration::from_millis(300)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    granted(s.limits.admit(&short, Some(1), None, lease).await.unwrap());
+    // One start per second.
+    let rated = SubscriptionId::new("sub_limits_rate");
+    let second = Some(Duration::from_secs(1));
+    let r = granted(s.limits.admit(&rated, None, second, lease).await.unwrap());
+    assert_eq!(r.slot, None);
+    match s.limits.admit(&rated, None, second, lease).await.unwrap() {
+        Admission::Wait(d) => assert!(d > Duration::from_millis(500) && d <= Duration::from_secs(1), "{d:?}"),
+        Admission::Granted(_) => panic!("two starts within a second"),
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    granted(s.limits.admit(&rated, None, second, lease).await.unwrap());
 }

@@ -526,6 +526,51 @@ pub async fn routing_follows_subscription_changes_within_the_cache_ttl(rig: &Rig
     settles(None, "invoice.paid", vec![], "a deleted subscription gets nothing").await;
 }
 
+/// A subscription's explicit `max_in_flight` and `rate_limit` hold across
+/// containers: two delivery contexts (two Lambda containers) deliver its
+/// jobs at once, the receiver never sees two requests together, and the
+/// jobs that found the slot taken are deferred without an attempt.
+pub async fn explicit_limits_hold_across_containers(rig: &Rig) {
+    let r = Receiver::start().await;
+    let router = rig.container(Duration::from_secs(5));
+    let mut sub = subscription(&r.url("/lim", Behaviour::SlowFirst(usize::MAX, Duration::from_millis(300))), true);
+    sub.max_in_flight = Some(1);
+    rig.stores.subscriptions.create(&sub).await.unwrap();
+    let mut sagas = Vec::new();
+    for i in 0..4 {
+        sagas.extend(route_and_start(&router, &stored_event(rig, &format!("limit-{i}")).await).await);
+    }
+    let jobs = rig.take_jobs(4).await;
+    let (a, b) = (rig.container(Duration::from_secs(5)), rig.container(Duration::from_secs(5)));
+    let (da, db) = tokio::join!(deliver::deliver_received(&a, &jobs[..2]), deliver::deliver_received(&b, &jobs[2..]));
+    assert!(da.iter().chain(&db).all(|d| *d), "every message is done: attempted or deferred");
+    assert_eq!(r.max_concurrent("/lim"), 1, "one request at a time over both containers");
+    let mut attempts = 0;
+    for s in &sagas {
+        attempts += rig.stores.attempts.list(&s.id).await.unwrap().len();
+    }
+    let deferred =
+        [&a, &b].iter().map(|h| h.metrics.deliveries_deferred.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>();
+    assert_eq!(attempts as u64 + deferred, 4, "{attempts} attempts and {deferred} deferred");
+    assert!(deferred >= 1, "the slot was taken for some");
+    assert_eq!(r.deliveries("/lim").len(), attempts, "a request only with an attempt");
+
+    // One start a second over both containers.
+    let mut rated = subscription(&r.url("/rate", Behaviour::Ok), true);
+    rated.rate_limit = Some(1.0);
+    rig.stores.subscriptions.create(&rated).await.unwrap();
+    let router = rig.container(Duration::from_secs(5)); // a fresh route cache
+    route_and_start(&router, &stored_event(rig, "rate-1").await).await;
+    route_and_start(&router, &stored_event(rig, "rate-2").await).await;
+    let mut jobs = Vec::new();
+    while jobs.len() < 2 {
+        jobs.extend(rig.take_jobs(2).await.into_iter().filter(|j| j.job.subscription_id == rated.id));
+    }
+    let (da, db) = tokio::join!(deliver::deliver_received(&a, &jobs[..1]), deliver::deliver_received(&b, &jobs[1..]));
+    assert_eq!((da, db), (vec![true], vec![true]));
+    assert_eq!(r.deliveries("/rate").len(), 1, "the second start waits for the next second");
+}
+
 /// Every stage scenario, for the backend test files.
 #[macro_export]
 macro_rules! for_each_stage_scenario {
@@ -538,5 +583,6 @@ macro_rules! for_each_stage_scenario {
         $m!(a_redriven_job_of_a_saga_that_never_died_is_delivered);
         $m!(routing_among_thousands_of_subscriptions);
         $m!(routing_follows_subscription_changes_within_the_cache_ttl);
+        $m!(explicit_limits_hold_across_containers);
     };
 }

@@ -128,8 +128,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // snapshot; a job hit by a fault on Hookline's side is sent again.
     grant(&mut g, &["dynamodb:GetItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
-    // Each subscription's breaker and health window.
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["HealthTable"]);
+    // Each subscription's breaker and health window; the slots and next
+    // start of subscriptions with explicit limits.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["HealthTable"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on

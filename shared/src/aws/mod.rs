@@ -6,6 +6,7 @@
 pub mod dynamodb;
 pub mod health;
 pub mod item;
+pub mod limits;
 pub mod sqs;
 pub mod stream_failures;
 
@@ -188,6 +189,7 @@ impl AwsBackend {
                 None => Arc::new(stream_failures::NotConfigured),
             },
             health: Arc::new(health::DynamoHealth::new(dynamodb.clone(), &names.health_table)),
+            limits: Arc::new(limits::DynamoLimits::new(dynamodb.clone(), &names.health_table)),
         };
         AwsBackend {
             stores,

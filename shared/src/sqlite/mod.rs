@@ -8,6 +8,7 @@
 //! queue is just another named queue there, as in SQS).
 
 mod health;
+mod limits;
 mod outbox;
 pub mod purge;
 mod queue;
@@ -112,6 +113,16 @@ CREATE TABLE subscription_health (
     subscription_id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     data TEXT NOT NULL
+) WITHOUT ROWID;
+"#,
+    // 6: leases of the slots of subscriptions with an explicit
+    // `max_in_flight`, and the next start of those with a `rate_limit`
+    // (`crate::ports::LimitStore`).
+    r#"
+CREATE TABLE subscription_limits (
+    key TEXT PRIMARY KEY,
+    token TEXT NOT NULL,
+    until INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
 ];
@@ -355,6 +366,7 @@ impl Backend {
             requeues: Queue::new(Arc::new(requeues.clone())),
             stream_failures: Arc::new(SqliteStreamFailures(db.clone())),
             health: Arc::new(health::SqliteHealth(db.clone())),
+            limits: Arc::new(limits::SqliteLimits(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -27,6 +27,7 @@ use crate::http_client::{PostError, PostResult};
 use crate::ids::{self, EventId, SagaId};
 use crate::job::DeliveryJob;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
+use crate::ports::Admission;
 use crate::saga::AttemptResult;
 use crate::signing;
 use crate::stage::breaker;
@@ -243,9 +244,33 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         Ok(Gate::Attempt | Gate::Probe) => {}
         Err(e) => tracing::warn!(error = %e, "breaker unreadable; attempting anyway"),
     }
+    // Explicit limits hold across every worker: a slot of max_in_flight
+    // and the next start under rate_limit, leased for as long as an attempt
+    // can take. Subscriptions without them skip this (no store write).
+    let lease = match limits_of(&sub) {
+        None => None,
+        Some((max, interval)) => {
+            let lease_for = h.config.http.total_timeout + Duration::from_secs(5);
+            match h.stores.limits.admit(&sub.id, max, interval, lease_for).await? {
+                Admission::Granted(l) => Some(l),
+                Admission::Wait(delay) => {
+                    return Ok(Prepared::Defer {
+                        reason: "the subscription is at its max_in_flight or rate_limit".into(),
+                        delay,
+                        whole_subscription: false,
+                    })
+                }
+            }
+        }
+    };
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let res = h.client.post(&sub.callback_url, &headers, body).await;
+    if let Some(l) = lease {
+        if let Err(e) = h.stores.limits.release(&l).await {
+            tracing::warn!(error = %e, "releasing a max_in_flight slot failed; its lease runs out by itself");
+        }
+    }
     if let Some(PostError::Local(why)) = &res.error {
         return Ok(Prepared::Defer { reason: why.clone(), delay: LOCAL_FAULT_DELAY, whole_subscription: false });
     }
@@ -281,6 +306,13 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         at: Utc::now(),
         result,
     }))
+}
+
+/// A subscription's explicit limits, if it sets any: `max_in_flight`, and
+/// the time between two starts under its `rate_limit`.
+fn limits_of(sub: &Subscription) -> Option<(Option<u32>, Option<Duration>)> {
+    let interval = sub.rate_limit.map(|r| Duration::from_secs_f64(1.0 / r));
+    (sub.max_in_flight.is_some() || interval.is_some()).then_some((sub.max_in_flight, interval))
 }
 
 /// The signed request for one attempt: headers and body.
