@@ -223,7 +223,7 @@ async fn seed_subscriptions(db: &std::path::Path, n: usize) -> anyhow::Result<()
     let secret = shared::signing::Secret::generate();
     let now = chrono::Utc::now();
     let make = |i: usize| -> anyhow::Result<shared::subscription::Subscription> {
-        let (tenant, types) = if i % 2 == 0 {
+        let (tenant, types) = if i.is_multiple_of(2) {
             (json!(format!("tenant-{i}")), json!(["bench.*"]))
         } else {
             (json!(null), json!([format!("other{i}.*"), format!("bench.created.v{i}")]))
