@@ -31,6 +31,7 @@ on_aws!(
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
     patch_keeps_absent_fields_and_resets_null_ones,
     subscriptions_list_is_paginated_and_filtered,
+    a_hung_subscription_holds_a_healthy_one_at_most_one_timeout,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
