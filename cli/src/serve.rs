@@ -639,22 +639,38 @@ async fn queue_loop<H, HF>(
 {
     while !*stop.borrow() {
         changes.borrow_and_update();
-        let msgs = match queue.receive(batch, visibility).await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(error = %e, queue = name, "receive failed");
-                tokio::time::sleep(BACKOFF).await;
-                continue;
-            }
-        };
-        if msgs.is_empty() {
-            let d = until_next(&queue).await;
-            wait(&mut changes, &mut stop, d).await;
+        let Some(msgs) = receive_or_wait(&queue, name, batch, visibility, &mut changes, &mut stop).await else {
             continue;
-        }
+        };
         let done = handle(msgs).await;
         if let Err(e) = queue.delete(&done).await {
             tracing::error!(error = %e, queue = name, "deleting messages failed; they will be redelivered and deduplicated");
+        }
+    }
+}
+
+/// Up to `max` messages of `queue`; when it has none, waits until the next
+/// becomes visible or something is sent (or a short back-off after a
+/// failed receive) and answers `None`.
+async fn receive_or_wait(
+    queue: &SqliteQueue,
+    name: &str,
+    max: usize,
+    visibility: Duration,
+    changes: &mut watch::Receiver<u64>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Vec<Received>> {
+    match queue.receive(max, visibility).await {
+        Ok(m) if !m.is_empty() => Some(m),
+        Ok(_) => {
+            let d = until_next(queue).await;
+            wait(changes, stop, d).await;
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, queue = name, "receive failed");
+            tokio::time::sleep(BACKOFF).await;
+            None
         }
     }
 }
@@ -689,19 +705,10 @@ async fn dispatch_loop(
             n = dispatcher.free_slots(RECEIVE_MAX) => n,
             _ = stop.changed() => continue,
         };
-        let msgs = match queue.receive(free, h.config.delivery_visibility).await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(error = %e, queue = "deliveries", "receive failed");
-                tokio::time::sleep(BACKOFF).await;
-                continue;
-            }
-        };
-        if msgs.is_empty() {
-            let d = until_next(&queue).await;
-            wait(&mut changes, &mut stop, d).await;
+        let visibility = h.config.delivery_visibility;
+        let Some(msgs) = receive_or_wait(&queue, "deliveries", free, visibility, &mut changes, &mut stop).await else {
             continue;
-        }
+        };
         dispatcher.take(msgs).await;
     }
     drop(dispatcher);

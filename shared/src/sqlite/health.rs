@@ -4,8 +4,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
-use super::{sql, Db};
-use crate::error::StoreError;
+use super::{decode, encode, sql, Db};
 use crate::health::Health;
 use crate::ids::SubscriptionId;
 use crate::ports::{HealthStore, StoreResult};
@@ -25,15 +24,14 @@ impl HealthStore for SqliteHealth {
                     .query_row([&id], |r| r.get(0))
                     .optional()
                     .map_err(sql)?;
-                data.map(|d| serde_json::from_str(&d).map_err(|e| StoreError::Backend(format!("health record: {e}"))))
-                    .transpose()
+                data.map(|d| decode(&d)).transpose()
             })
             .await
     }
 
     async fn put(&self, id: &SubscriptionId, next: &Health, expected: u64) -> StoreResult<bool> {
         let (id, version) = (id.clone(), next.version as i64);
-        let data = serde_json::to_string(next).expect("health serializes");
+        let data = encode(next);
         self.0
             .call(move |c, _| {
                 let n = if expected == 0 {
