@@ -81,7 +81,7 @@ LAMBDA_VENV ?= .venv-lambda
 lambda: $(LAMBDA_VENV)/.ok
 	rustup target add aarch64-unknown-linux-gnu
 	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH cargo lambda build --release --arm64 $(foreach f,$(FUNCTIONS),-p $(f)) $(ARGS)
-	@ls -l target/lambda/*/bootstrap
+	@ls -l $${CARGO_TARGET_DIR:-target}/lambda/*/bootstrap
 
 # `sam build` of template.yaml: SAM runs cargo-lambda once per function.
 sam-build: $(LAMBDA_VENV)/.ok
