@@ -13,6 +13,11 @@
 //! SQLite store port before `hookline serve` starts on it, so routing has to
 //! find the one matching subscription among them. It also prints the
 //! process's CPU time per delivered event and its peak RSS (`VmHWM`).
+//!
+//! `--neighbour hang` adds a second subscription to the same events whose
+//! endpoint answers after 20 s (so every attempt times out at serve's 15 s);
+//! `--neighbour fail` one that always answers 500. The figures are the
+//! healthy subscription's; the neighbour's request count is printed too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,10 +34,11 @@ struct Args {
     rate: Option<f64>,
     bin: Option<String>,
     extra_subscriptions: usize,
+    neighbour: Option<String>,
 }
 
 fn args() -> Args {
-    let mut a = Args { events: 20_000, producers: 8, rate: None, bin: None, extra_subscriptions: 0 };
+    let mut a = Args { events: 20_000, producers: 8, rate: None, bin: None, extra_subscriptions: 0, neighbour: None };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_default();
@@ -42,8 +48,9 @@ fn args() -> Args {
             "--rate" => a.rate = Some(v.parse().expect("--rate events/s")),
             "--bin" => a.bin = Some(v),
             "--extra-subscriptions" => a.extra_subscriptions = v.parse().expect("--extra-subscriptions N"),
+            "--neighbour" if v == "hang" || v == "fail" => a.neighbour = Some(v),
             _ => {
-                panic!("unknown argument {k}; use --events N --producers N --rate R --bin PATH --extra-subscriptions N")
+                panic!("unknown argument {k} {v}; use --events N --producers N --rate R --bin PATH --extra-subscriptions N --neighbour hang|fail")
             }
         }
     }
@@ -65,13 +72,23 @@ async fn main() -> anyhow::Result<()> {
     let origin = Instant::now();
     let arrivals: Arrivals = Arc::new(Mutex::new(HashMap::with_capacity(a.events)));
     let rx = arrivals.clone();
-    let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
-        let rx = rx.clone();
+    let neighbour_requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (nb, nb_mode) = (neighbour_requests.clone(), a.neighbour.clone());
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
+        let (rx, nb, nb_mode) = (rx.clone(), nb.clone(), nb_mode.clone());
         async move {
             let now = Instant::now();
             let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             if headers.get("hookline-event-type").and_then(|h| h.to_str().ok()) == Some("hookline.verification") {
                 return (StatusCode::OK, axum::Json(json!({"challenge": v["challenge"]})));
+            }
+            if uri.path() == "/neighbour" {
+                nb.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if nb_mode.as_deref() == Some("hang") {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    return (StatusCode::OK, axum::Json(json!({})));
+                }
+                return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(json!({})));
             }
             if let Some(seq) = v["data"]["seq"].as_u64() {
                 rx.lock().unwrap().entry(seq).or_insert(now);
@@ -126,14 +143,27 @@ async fn main() -> anyhow::Result<()> {
         .await?
         .json()
         .await?;
-    let sub_id = sub["id"].as_str().expect("subscription created").to_string();
-    loop {
-        let s: serde_json::Value =
-            client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
-        if s["verified"] == true {
-            break;
+    let mut subs = vec![sub["id"].as_str().expect("subscription created").to_string()];
+    if a.neighbour.is_some() {
+        let n: serde_json::Value = client
+            .post(format!("{base}/v1/subscriptions"))
+            .bearer_auth(key)
+            .json(&json!({"callback_url": format!("http://{recv_addr}/neighbour"), "event_types": ["bench.*"]}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        subs.push(n["id"].as_str().expect("neighbour subscription created").to_string());
+    }
+    for sub_id in &subs {
+        loop {
+            let s: serde_json::Value =
+                client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
+            if s["verified"] == true {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
     // Start-up work (the re-verification pass reads every subscription)
@@ -208,6 +238,12 @@ async fn main() -> anyhow::Result<()> {
         cpu * 1000.0 / total as f64
     );
     println!("hookline peak RSS {:.1} MB (VmHWM)", peak_rss_kb as f64 / 1024.0);
+    if let Some(mode) = &a.neighbour {
+        println!(
+            "neighbour ({mode})   {} requests to it during the run (the figures above are the healthy subscription's)",
+            neighbour_requests.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
     Ok(())
 }
 
