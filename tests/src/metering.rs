@@ -34,6 +34,11 @@
 //!
 //! SQS: every request is billed once per started 64 KB of payload (request
 //! plus response body, a slight over-estimate).
+//!
+//! Every DynamoDB `Scan` is also listed with the function that issued it
+//! ([`MeterCounts::scans`]), named from the call stack at the request (the
+//! handler entry point of `shared::lambda` it runs under); a build without
+//! symbols (the release profile strips them) cannot name it and says so.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -277,6 +282,9 @@ pub struct MeterCounts {
     pub unmetered: BTreeMap<String, u64>,
     /// Attempts that got no response (connection failures; not billed).
     pub no_response: u64,
+    /// DynamoDB `Scan` requests (answered or not) by (table logical id,
+    /// issuing function: [`scan_origin`]).
+    pub scans: BTreeMap<(String, String), u64>,
 }
 
 impl MeterCounts {
@@ -309,6 +317,12 @@ impl MeterCounts {
         }
         out.unmetered.retain(|_, n| *n > 0);
         out.no_response -= earlier.no_response;
+        for (k, e) in &earlier.scans {
+            if let Some(n) = out.scans.get_mut(k) {
+                *n -= e;
+            }
+        }
+        out.scans.retain(|_, n| *n > 0);
         out
     }
 }
@@ -534,6 +548,128 @@ fn apply_update(img: &mut Image, expr: &str, names: &Map<String, Value>, values:
     }
 }
 
+// ------------------------------------------------------------ scan origin
+
+/// The handler entry points of `shared::lambda` by the function of the
+/// template that runs them (`http` serves two: see [`INGEST_ROUTES`]).
+const ENTRY_POINTS: &[(&str, &str)] = &[
+    ("http", "ApiFunction"),
+    ("ingest_from_bus", "IngestFunction"),
+    ("route_stream", "RouterFunction"),
+    ("saga_stream", "SagaFunction"),
+    ("saga_timers", "SagaFunction"),
+    ("deliver_batch", "DeliveryFunction"),
+    ("requeue_batch", "RequeueFunction"),
+    ("reconcile_scheduled", "ReconcilerFunction"),
+];
+
+/// The API's handlers of the routes the IngestFunction serves.
+const INGEST_ROUTES: &[&str] = &["post_event", "post_batch"];
+
+/// One frame of the call stack: its symbol and, with debug info, the
+/// source file (relative to the workspace) and line.
+struct Frame {
+    symbol: String,
+    at: Option<(String, usize)>,
+}
+
+impl Frame {
+    /// The function that holds this frame's code, named from its source
+    /// (the nearest `fn` above its line): line-table debug info names async
+    /// bodies `{async_fn#0}` only. Else from its symbol (`a::b::f::{{closure}}`).
+    fn function(&self) -> Option<String> {
+        if let Some((file, line)) = &self.at {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let text = std::fs::read_to_string(root.join(file)).ok()?;
+            return text.lines().take(*line).collect::<Vec<_>>().iter().rev().find_map(|l| {
+                let rest = l.split_once("fn ")?.1;
+                let before = l.split_once("fn ")?.0.trim();
+                let ok = before
+                    .split_whitespace()
+                    .all(|w| ["pub", "async", "pub(crate)", "pub(super)", "const"].contains(&w));
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                (ok && !name.is_empty()).then_some(name)
+            });
+        }
+        let s = self.symbol.trim_end_matches("::{{closure}}");
+        s.contains("::").then(|| s.rsplit("::").next().unwrap_or(s).to_string())
+    }
+
+    /// Is this frame's code in `file` (workspace-relative), or its symbol under `module`?
+    fn is_in(&self, file: &str, module: &str) -> bool {
+        self.at.as_ref().is_some_and(|(f, _)| f == file) || self.symbol.trim_start_matches('<').starts_with(module)
+    }
+}
+
+/// The frames of the current call stack, innermost first.
+fn frames() -> Vec<Frame> {
+    let trace = std::backtrace::Backtrace::force_capture().to_string();
+    let mut out: Vec<Frame> = Vec::new();
+    for l in trace.lines().map(str::trim_start) {
+        if let Some(at) = l.strip_prefix("at ") {
+            // `./shared/src/lambda.rs:69:10`
+            let mut parts = at.rsplitn(3, ':');
+            let (_col, line, file) = (parts.next(), parts.next(), parts.next());
+            if let (Some(frame), Some(line), Some(file)) = (out.last_mut(), line.and_then(|l| l.parse().ok()), file) {
+                frame.at.get_or_insert((file.trim_start_matches("./").to_string(), line));
+            }
+        } else if let Some((n, symbol)) = l.split_once(": ") {
+            if n.chars().all(|c| c.is_ascii_digit()) {
+                out.push(Frame { symbol: symbol.trim().to_string(), at: None });
+            }
+        }
+    }
+    out
+}
+
+/// Which function issued the request being sent, from the current call
+/// stack (the SDK calls the interceptor inside the caller's future, so the
+/// handler's frames are below it): its logical id and the innermost store
+/// call, e.g. `ApiFunction (shared/src/aws/dynamodb.rs:162, scan_all)`.
+/// Without symbols (the release profile strips them), says so.
+pub fn scan_origin() -> String {
+    let frames = frames();
+    // The outermost frame in shared::lambda is the handler's entry point.
+    let entry =
+        frames.iter().rev().find(|f| f.is_in("shared/src/lambda.rs", "shared::lambda::")).and_then(Frame::function);
+    let function =
+        entry.as_deref().and_then(|e| ENTRY_POINTS.iter().find(|(name, _)| *name == e)).map(|(e, function)| {
+            let ingest = *e == "http"
+                && frames.iter().any(|f| {
+                    f.is_in("shared/src/api/events.rs", "shared::api::")
+                        && f.function().is_some_and(|n| INGEST_ROUTES.contains(&n.as_str()))
+                });
+            if ingest {
+                "IngestFunction"
+            } else {
+                *function
+            }
+        });
+    let in_shared = |f: &&Frame| match &f.at {
+        Some((file, _)) => file.starts_with("shared/"),
+        None => f.symbol.trim_start_matches('<').starts_with("shared::"),
+    };
+    let store_call = frames.iter().find(in_shared).map(|f| match (&f.at, f.function()) {
+        (Some((file, line)), Some(name)) => format!("{file}:{line}, {name}"),
+        (Some((file, line)), None) => format!("{file}:{line}"),
+        (None, _) => f.symbol.clone(),
+    });
+    // Named frames of this workspace (the C library's may be named anyway).
+    let named = frames.iter().any(|f| {
+        f.symbol.contains("hookline_tests::")
+            || f.at.as_ref().is_some_and(|(file, _)| file.starts_with("tests/") || file.starts_with("shared/"))
+    });
+    match (function, store_call) {
+        (Some(function), Some(call)) => format!("{function} ({call})"),
+        (Some(function), None) => function.to_string(),
+        (None, Some(call)) => format!("no handler of the template ({call})"),
+        (None, None) if named => "no handler of the template".to_string(),
+        (None, None) => "an unnamed function: this build has no symbols (the release profile strips them); the debug \
+                         build names it (`cargo run -p hookline-tests --bin cost`)"
+            .to_string(),
+    }
+}
+
 // ------------------------------------------------------------------- meter
 
 #[derive(Default)]
@@ -591,7 +727,15 @@ impl Meter {
     /// Counts one request/response pair (`status` None: no response).
     fn record(&self, service: &str, target: &str, req: &[u8], status: Option<u16>, res: &[u8]) {
         let op = target.rsplit('.').next().unwrap_or(target).to_string();
+        // Named before the lock (reading the call stack is slow); Scans are rare.
+        let scan = (service == "DynamoDB" && op == "Scan").then(|| {
+            let table = serde_json::from_slice::<Value>(req).ok().and_then(|r| r["TableName"].as_str().map(logical_id));
+            (table.unwrap_or_else(|| "-".into()), scan_origin())
+        });
         let mut st = self.state.lock().unwrap();
+        if let Some(k) = scan {
+            *st.counts.scans.entry(k).or_default() += 1;
+        }
         let Some(status) = status else {
             st.counts.no_response += 1;
             return;
