@@ -53,7 +53,7 @@ pub struct ServeArgs {
     delivery_slots: usize,
     /// Delivery requests open at once to one subscription; its further jobs
     /// wait (without counting an attempt) until one of them ends.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 64)]
     max_in_flight: usize,
     /// How long events, with their sagas and attempts, are kept for replay:
     /// a whole number and a unit (s, m, h, d), e.g. 30d or 12h. Past it they

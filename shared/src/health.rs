@@ -316,11 +316,14 @@ pub fn after(h: &Health, outcome: &Outcome, policy: &BreakerPolicy, now: DateTim
             next.last_error_at = Some(now);
             let cool = match h.breaker {
                 // A failed probe: open again, twice as long.
-                BreakerState::HalfOpen | BreakerState::Open => Some(
+                BreakerState::HalfOpen => Some(
                     Duration::from_millis(h.cool_down_ms.max(policy.cool_down.as_millis() as u64))
                         .saturating_mul(2)
                         .min(policy.max_cool_down),
                 ),
+                // A request started before it opened: counted, the
+                // cool-down stands.
+                BreakerState::Open => None,
                 BreakerState::Closed if next.consecutive_failures >= policy.failure_threshold => Some(policy.cool_down),
                 BreakerState::Closed => None,
             };
@@ -376,6 +379,16 @@ mod tests {
         assert_eq!((closed.breaker, closed.consecutive_failures, closed.until), (BreakerState::Closed, 0, None));
         assert_eq!(closed.last_success_at, Some(t(41)));
         assert_eq!(closed.last_error.as_deref(), Some("timed out"), "the last error stays on record");
+    }
+
+    #[test]
+    fn failures_of_requests_started_before_it_opened_do_not_stretch_the_cool_down() {
+        let p = policy();
+        let open =
+            Health { breaker: BreakerState::Open, until: Some(t(10)), cool_down_ms: 10_000, ..Health::default() };
+        let h = after(&open, &Outcome::Trouble("timed out".into()), &p, t(1)).unwrap();
+        assert_eq!((h.breaker, h.until, h.cool_down_ms), (BreakerState::Open, Some(t(10)), 10_000));
+        assert_eq!(h.consecutive_failures, 1);
     }
 
     #[test]

@@ -162,9 +162,9 @@ impl FieldError {
 
 /// Requests open at once to a subscription that sets no `max_in_flight`:
 /// enough for a fast endpoint to take thousands of deliveries a second, few
-/// enough that one hung endpoint holds an eighth of `hookline serve`'s 256
+/// enough that one hung endpoint holds a quarter of `hookline serve`'s 256
 /// delivery slots at most.
-pub const DEFAULT_MAX_IN_FLIGHT: u32 = 32;
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 64;
 
 /// The highest `max_in_flight` a subscription may set.
 pub const MAX_IN_FLIGHT_CEILING: u32 = 1_000;

@@ -709,7 +709,7 @@ pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: P
 
 /// A subscription whose endpoint hangs (every attempt runs into the 1.5 s
 /// delivery timeout of the test pipelines) beside a healthy one, both
-/// subscribed to the same 60 events: every healthy delivery arrives within
+/// subscribed to the same 100 events: every healthy delivery arrives within
 /// one delivery timeout (plus the pipeline's own latency) of the hung
 /// endpoint's first attempt, however many of the hung subscription's jobs
 /// are waiting. On Lambda a batch of jobs waits for its slowest, so the
@@ -721,7 +721,7 @@ pub async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout<P: Pipe
     s.subscribe(json!({"callback_url": r.url("/hang", Behaviour::Ok), "event_types": ["h.*"]})).await;
     s.subscribe(json!({"callback_url": r.url("/fine", Behaviour::Ok), "event_types": ["h.*"]})).await;
     r.set("/hang", Behaviour::SlowFirst(usize::MAX, Duration::from_secs(60)));
-    let n = 60;
+    let n = 100;
     let batch: Vec<Value> = (0..n).map(|i| json!({"type": "h.x", "data": {"i": i}})).collect();
     let (st, _) = s.call("POST", "/v1/events/batch", Some(&serde_json::to_vec(&batch).unwrap())).await;
     assert_eq!(st, 202);
@@ -729,7 +729,7 @@ pub async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout<P: Pipe
         .await;
     let first_hung = r.deliveries("/hang").iter().map(|d| d.at).min().expect("the hung endpoint was tried");
     let last_fine = r.deliveries("/fine").iter().map(|d| d.at).max().unwrap();
-    let slack = Duration::from_secs(3);
+    let slack = Duration::from_secs(5);
     assert!(
         last_fine < first_hung + TIMEOUT + slack,
         "the last healthy delivery came {:?} after the hung endpoint's first attempt",

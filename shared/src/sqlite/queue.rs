@@ -19,6 +19,11 @@ pub struct SqliteQueue {
     name: &'static str,
     dlq: Option<(&'static str, u32)>,
     stream: Stream,
+    /// Groups set aside ([`JobQueue::pause_group`]) and until when (ms):
+    /// a message sent to one meanwhile without a delay of its own is
+    /// invisible until then too, so a paused subscription's new jobs are not
+    /// received just to be put back.
+    paused: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
 }
 
 impl SqliteQueue {
@@ -26,7 +31,7 @@ impl SqliteQueue {
     /// message received `max_receives` times moves to the queue `dlq_name`.
     /// Sends wake the consumers watching `stream`.
     pub fn new(db: Db, name: &'static str, dlq: Option<(&'static str, u32)>, stream: Stream) -> Self {
-        SqliteQueue { db, name, dlq, stream }
+        SqliteQueue { db, name, dlq, stream, paused: Default::default() }
     }
 
     /// When the next message becomes visible, if any (lets a worker sleep
@@ -75,7 +80,22 @@ fn parse_receipt(r: &str) -> Option<(i64, u32)> {
 impl JobQueue for SqliteQueue {
     async fn send(&self, messages: &[Outgoing]) -> StoreResult<()> {
         let (name, stream) = (self.name, self.stream);
-        let messages = messages.to_vec();
+        let mut messages = messages.to_vec();
+        {
+            let mut paused = self.paused.lock().expect("paused groups");
+            if !paused.is_empty() {
+                let now = now_ms();
+                paused.retain(|_, until| *until > now);
+                // Only new work (no delay of its own): a message sent back with
+                // its own delay (a deferral) keeps it.
+                for m in messages.iter_mut().filter(|m| m.delay.is_zero()) {
+                    if let Some(until) = m.group.as_ref().and_then(|g| paused.get(g)) {
+                        let wait = Duration::from_millis((until - now).max(0) as u64);
+                        m.delay = m.delay.max(wait);
+                    }
+                }
+            }
+        }
         self.db
             .call(move |c, marks| {
                 let now = now_ms();
@@ -161,6 +181,7 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn pause_group(&self, group: &str, delay: Duration) -> StoreResult<u64> {
+        self.paused.lock().expect("paused groups").insert(group.to_string(), now_ms() + delay.as_millis() as i64);
         let (name, group) = (self.name, group.to_string());
         self.db
             .call(move |c, _| {

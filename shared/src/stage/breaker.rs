@@ -169,7 +169,7 @@ fn announce(h: &Hookline, sub: &SubscriptionId, before: &Health, after: &Health)
                 "breaker opened: deliveries to this subscription wait for the cool-down, then one probe"
             );
         }
-        (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Open) => {
+        (BreakerState::HalfOpen, BreakerState::Open) => {
             tracing::warn!(subscription_id = %sub, cool_down_ms = after.cool_down_ms, "breaker probe failed: open again");
         }
         (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Closed) => {

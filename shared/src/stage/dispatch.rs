@@ -5,9 +5,10 @@
 //! `max_in_flight` requests open; beyond that its jobs wait in memory (up to
 //! as many again, each taking the slot its subscription's previous request
 //! frees), and beyond that they are deferred (sent again later, no attempt
-//! counted) and the rest of its backlog is paused in the queue for as long
-//! as its requests are taking, so a hung endpoint's backlog is not received
-//! over and over while healthy subscriptions wait.
+//! counted) and the rest of its backlog is set aside in the queue: 100 ms,
+//! then twice as long each time none of its requests ended meanwhile, up to
+//! the delivery timeout, so a hung endpoint's backlog is not received over
+//! and over while healthy subscriptions wait.
 //!
 //! On Lambda each invocation delivers its batch with
 //! [`crate::stage::deliver::deliver_received`]; SQS fair queues (the
@@ -30,7 +31,10 @@ use crate::stage::deliver::{self, Prepared, ReceivedJob};
 /// How many jobs of one subscription may wait in memory behind its open
 /// requests, as a multiple of its `max_in_flight`.
 const HELD_PER_SLOT: usize = 1;
-/// The shortest and longest time a subscription at its limit is set aside.
+/// At most this many times its `max_in_flight` of a fast subscription's jobs
+/// wait in memory.
+const MAX_HELD_PER_SLOT: usize = 64;
+/// The first (shortest) time a subscription at its limit is set aside.
 const MIN_PAUSE: Duration = Duration::from_millis(100);
 /// At most this many finished jobs are stored in one write.
 const SETTLE_BATCH: usize = 256;
@@ -71,11 +75,47 @@ struct Lane {
     open: Vec<Instant>,
     /// Jobs waiting for one of its requests to end.
     held: VecDeque<Taken>,
+    /// How long its requests have been taking (a moving average), once one
+    /// ended.
+    latency: Option<Duration>,
+    /// Times its backlog was set aside since one of its requests last
+    /// ended: each pause is twice the last, so a hung endpoint's backlog
+    /// is set aside for longer and longer (up to the delivery timeout)
+    /// instead of every 100 ms.
+    pauses: u32,
 }
 
 impl Lane {
     fn new(now: Instant) -> Lane {
-        Lane { cap: 1, interval: None, next_start: now, open: Vec::new(), held: VecDeque::new() }
+        Lane {
+            cap: 1,
+            interval: None,
+            next_start: now,
+            open: Vec::new(),
+            held: VecDeque::new(),
+            latency: None,
+            pauses: 0,
+        }
+    }
+
+    /// How many of its jobs may wait in memory: as many as its
+    /// `max_in_flight` while its requests are slow or unknown; more for a
+    /// fast endpoint, as many as it gets through within a quarter of the
+    /// jobs' lease (`lease`), so none waits past its lease; at most
+    /// [`MAX_HELD_PER_SLOT`] times its `max_in_flight`.
+    fn held_limit(&self, lease: Duration) -> usize {
+        let rounds = match self.latency {
+            Some(l) if !l.is_zero() => ((lease / 4).as_secs_f64() / l.as_secs_f64()) as usize,
+            _ => HELD_PER_SLOT,
+        };
+        self.cap * rounds.clamp(HELD_PER_SLOT, MAX_HELD_PER_SLOT)
+    }
+
+    /// How long to set its backlog aside now, and count the pause.
+    fn next_pause(&mut self, max: Duration) -> Duration {
+        let d = MIN_PAUSE.saturating_mul(1 << self.pauses.min(16)).min(max.max(MIN_PAUSE));
+        self.pauses += 1;
+        d
     }
 
     /// Books a start now if the rate limit allows one; else says how long
@@ -173,15 +213,18 @@ impl Dispatcher {
                 let lane = lanes.entry(sub.clone()).or_insert_with(|| Lane::new(now));
                 (lane.cap, lane.interval) = limits[&sub];
                 if lane.open.len() >= lane.cap || !lane.held.is_empty() {
-                    if lane.held.len() < lane.cap * HELD_PER_SLOT {
+                    if lane.held.len() < lane.held_limit(self.h.config.delivery_visibility) {
                         lane.held.push_back(taken);
                     } else {
-                        // Its requests are taking long: set its backlog
-                        // aside for about as long as they have been open.
-                        let oldest = lane.open.iter().min().map_or(Duration::ZERO, |t| t.elapsed());
-                        let delay = oldest.clamp(MIN_PAUSE, self.limits.max_pause.max(MIN_PAUSE));
+                        // More than it can take: set its backlog aside
+                        // (one statement, not a receive and a re-send per
+                        // job), longer each time none of its requests ended.
+                        let delay = match pause.get(&sub) {
+                            Some(d) => *d,
+                            None => lane.next_pause(self.limits.max_pause),
+                        };
                         overflow.push((taken, delay, "subscription at its max_in_flight"));
-                        pause.entry(sub).or_insert(delay);
+                        pause.insert(sub, delay);
                     }
                     continue;
                 }
@@ -243,8 +286,10 @@ impl Dispatcher {
                 // The oldest request ended (requests of one lane are
                 // interchangeable for the limit).
                 if let Some(i) = lane.open.iter().enumerate().min_by_key(|(_, t)| **t).map(|(i, _)| i) {
-                    lane.open.swap_remove(i);
+                    let took = lane.open.swap_remove(i).elapsed();
+                    lane.latency = Some(lane.latency.map_or(took, |l| (l * 7 + took) / 8));
                 }
+                lane.pauses = 0;
                 let now = Instant::now();
                 let next = if lane.open.len() < lane.cap { lane.held.pop_front() } else { None };
                 match next {

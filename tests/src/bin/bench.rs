@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
         .args(["serve", "--dev", "--listen", &format!("127.0.0.1:{port}"), "--db"])
         .arg(&db)
         .env("HOOKLINE_API_KEY", key)
-        .env("HOOKLINE_LOG", "warn")
+        .env("HOOKLINE_LOG", std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(std::process::Stdio::null())
         .spawn()?;
     let base = format!("http://127.0.0.1:{port}");
@@ -210,6 +210,13 @@ async fn main() -> anyhow::Result<()> {
     let arrivals = arrivals.lock().unwrap().clone();
     let sent = sent.lock().unwrap().clone();
     let cpu = cpu_seconds(pid) - cpu_before;
+    if std::env::var_os("BENCH_METRICS").is_some() {
+        let m = client.get(format!("{base}/metrics")).bearer_auth(key).send().await?.text().await?;
+        for l in m.lines().filter(|l| l.starts_with("hookline_deliveries_total") || l.starts_with("hookline_breakers"))
+        {
+            println!("metric            {l}");
+        }
+    }
     let peak_rss_kb = status_kb(pid, "VmHWM");
     let _ = child.kill();
     let _ = child.wait();
