@@ -104,6 +104,11 @@ impl Subscription {
         self.active && self.verified
     }
 
+    /// The time between two starts under its `rate_limit`, if it has one.
+    pub fn start_interval(&self) -> Option<std::time::Duration> {
+        self.rate_limit.map(|r| std::time::Duration::from_secs_f64(1.0 / r))
+    }
+
     /// The secrets that sign a delivery made at `now`.
     pub fn signing_secrets(&self, now: DateTime<Utc>) -> Vec<&Secret> {
         self.signing_keys.iter().filter(|k| k.expires_at.is_none_or(|e| e > now)).map(|k| &k.secret).collect()

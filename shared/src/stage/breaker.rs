@@ -128,32 +128,37 @@ async fn read(h: &Hookline, sub: &SubscriptionId) -> Result<Health, StoreError> 
 pub async fn observe(h: &Hookline, sub: &SubscriptionId, outcome: &Outcome, latency_ms: u64) {
     let now = Utc::now();
     h.health_cache.count(sub, now, *outcome == Outcome::Success, latency_ms);
-    let mut current = h.health_cache.cached(sub);
+    let first = h.health_cache.cached(sub);
+    match update(h, sub, first, |base| health::after(base, outcome, &h.config.breaker, now)).await {
+        Ok(Some((before, after))) => announce(h, sub, &before, &after),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(subscription_id = %sub, error = %e, "breaker not updated"),
+    }
+}
+
+/// Applies `change` to a subscription's record and writes the result
+/// conditionally on the version it was read at, starting from `first` (a
+/// cached copy) when given; if another worker wrote meanwhile, reads and
+/// applies again, at most [`WRITE_TRIES`] times. `change` answering `None`
+/// writes nothing. Returns the record before and after the write.
+async fn update(
+    h: &Hookline,
+    sub: &SubscriptionId,
+    mut first: Option<Health>,
+    change: impl Fn(&Health) -> Option<Health>,
+) -> Result<Option<(Health, Health)>, StoreError> {
     for _ in 0..WRITE_TRIES {
-        let base = match current.take() {
+        let base = match first.take() {
             Some(c) => c,
-            None => match read(h, sub).await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(subscription_id = %sub, error = %e, "health record unreadable; breaker not updated");
-                    return;
-                }
-            },
+            None => read(h, sub).await?,
         };
-        let Some(next) = health::after(&base, outcome, &h.config.breaker, now) else { return };
-        match h.stores.health.put(sub, &next, base.version).await {
-            Ok(true) => {
-                announce(h, sub, &base, &next);
-                h.health_cache.remember(sub, next);
-                return;
-            }
-            Ok(false) => {} // another worker wrote first: read and apply again
-            Err(e) => {
-                tracing::warn!(subscription_id = %sub, error = %e, "health record not written");
-                return;
-            }
+        let Some(next) = change(&base) else { return Ok(None) };
+        if h.stores.health.put(sub, &next, base.version).await? {
+            h.health_cache.remember(sub, next.clone());
+            return Ok(Some((base, next)));
         }
     }
+    Err(StoreError::Backend(format!("health record kept changing under {WRITE_TRIES} writes")))
 }
 
 /// Log lines and metrics for a breaker that changed state.
@@ -198,24 +203,15 @@ pub async fn flush_windows(h: &Hookline, all: bool) {
             .collect()
     };
     for (id, window) in due {
-        let mut written = false;
-        for _ in 0..WRITE_TRIES {
-            let Ok(current) = h.stores.health.get(&id).await.map(Option::unwrap_or_default) else { break };
+        let merged = update(h, &id, None, |current| {
             let mut next = current.clone();
             next.window.merge(&window, Utc::now());
             next.version = current.version + 1;
-            match h.stores.health.put(&id, &next, current.version).await {
-                Ok(true) => {
-                    h.health_cache.remember(&id, next);
-                    written = true;
-                    break;
-                }
-                Ok(false) => continue,
-                Err(_) => break,
-            }
-        }
-        if !written {
-            tracing::warn!(subscription_id = %id, "attempt counts of the health window not stored; they are dropped");
+            Some(next)
+        })
+        .await;
+        if let Err(e) = merged {
+            tracing::warn!(subscription_id = %id, error = %e, "attempt counts of the health window not stored; they are dropped");
         }
     }
 }

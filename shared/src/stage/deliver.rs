@@ -311,7 +311,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
 /// A subscription's explicit limits, if it sets any: `max_in_flight`, and
 /// the time between two starts under its `rate_limit`.
 fn limits_of(sub: &Subscription) -> Option<(Option<u32>, Option<Duration>)> {
-    let interval = sub.rate_limit.map(|r| Duration::from_secs_f64(1.0 / r));
+    let interval = sub.start_interval();
     (sub.max_in_flight.is_some() || interval.is_some()).then_some((sub.max_in_flight, interval))
 }
 

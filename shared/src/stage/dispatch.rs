@@ -168,18 +168,13 @@ impl Dispatcher {
         self.slots.available_permits().clamp(1, max.max(1))
     }
 
-    /// Requests open over all subscriptions (for tests and metrics).
-    pub fn open(&self) -> usize {
-        self.limits.slots - self.slots.available_permits()
-    }
-
     /// The limits of a subscription as the cache knows it: its own, else
     /// the defaults (a subscription the cache does not know yet gets the
     /// defaults; its job is then checked in full by the delivery).
     async fn limits_of(&self, id: &SubscriptionId) -> (usize, Option<Duration>) {
         let sub = self.h.subscription_cache.get(self.h.stores.subscriptions.as_ref(), id).await.ok().flatten();
         let cap = sub.as_ref().and_then(|s| s.max_in_flight).map_or(self.limits.max_in_flight, |n| n as usize);
-        let interval = sub.and_then(|s| s.rate_limit).map(|r| Duration::from_secs_f64(1.0 / r));
+        let interval = sub.and_then(|s| s.start_interval());
         (cap.max(1), interval)
     }
 
