@@ -710,8 +710,8 @@ pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: P
 /// A subscription whose endpoint hangs (every attempt runs into the 1.5 s
 /// delivery timeout of the test pipelines) beside a healthy one, both
 /// subscribed to the same 100 events: the healthy deliveries stall at most
-/// once, for about one delivery timeout, however many of the hung
-/// subscription's jobs are waiting. On Lambda a batch of jobs waits for its slowest, so the
+/// twice (until the hung subscription's breaker has its 5 failures), each
+/// for about one delivery timeout, however many of its jobs are waiting. On Lambda a batch of jobs waits for its slowest, so the
 /// bound is one timeout; the hung subscription's breaker then opens and its
 /// jobs wait without holding a batch.
 pub async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout<P: Pipeline>(s: &P) {
@@ -726,15 +726,17 @@ pub async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout<P: Pipe
     assert_eq!(st, 202);
     crate::eventually(30, "every healthy delivery", || async { (r.deliveries("/fine").len() >= n).then_some(()) })
         .await;
-    // The healthy deliveries stall at most once, for at most about one
-    // delivery timeout (a batch holding hung jobs), however slowly the
-    // pipeline itself runs on a loaded machine.
+    // The healthy deliveries stall at most twice, each for at most about
+    // one delivery timeout, however slowly the pipeline itself runs on a
+    // loaded machine: on Lambda a batch of 10 holding hung jobs waits for
+    // them, and the breaker needs 5 failures, which one mixed batch may not
+    // hold.
     let mut at: Vec<_> = r.deliveries("/fine").iter().map(|d| d.at).collect();
     at.sort();
     let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
     let stalls = gaps.iter().filter(|g| **g >= TIMEOUT * 4 / 5).count();
     let longest = gaps.iter().max().copied().unwrap_or_default();
-    assert!(stalls <= 1, "{stalls} stalls of a delivery timeout or more between healthy deliveries");
+    assert!(stalls <= 2, "{stalls} stalls of a delivery timeout or more between healthy deliveries");
     assert!(longest < TIMEOUT + Duration::from_millis(1500), "a {longest:?} stall between healthy deliveries");
     assert!(r.deliveries("/hang").len() < n, "the hung subscription's breaker held most of its jobs");
 }
