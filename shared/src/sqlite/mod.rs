@@ -1,7 +1,8 @@
 //! The embedded backend: every port on one SQLite file (WAL,
 //! `synchronous=FULL`). One writer thread owns the connection and commits in
 //! groups: every call queued while a commit runs goes into the next
-//! transaction, each in its own savepoint, and each caller is answered only
+//! transaction, each in its own savepoint (a call alone in its transaction
+//! needs none), and each caller is answered only
 //! after the commit that holds its write is on disk. The outbox table takes
 //! the place of DynamoDB Streams, written in the same transaction as the row
 //! it announces; `queue_messages` takes the place of SQS (a dead-letter
@@ -162,7 +163,10 @@ impl Stream {
 }
 
 type Finisher = Box<dyn FnOnce(Result<(), String>) + Send>;
-type Op = Box<dyn FnOnce(&Connection, &mut [bool; 5]) -> Finisher + Send>;
+/// One queued call: run with the connection, the group's stream marks and
+/// whether it is alone in its transaction; answers whether it failed and how
+/// to tell its caller the commit's outcome.
+type Op = Box<dyn FnOnce(&Connection, &mut [bool; 5], bool) -> (bool, Finisher) + Send>;
 
 /// A handle on the database: cheap to clone, shared by every adapter.
 #[derive(Clone)]
@@ -183,6 +187,10 @@ impl Db {
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;",
         )
         .map_err(StoreError::backend)?;
+        // Every statement of the pipeline's paths stays prepared (rusqlite
+        // keeps 16 by default, fewer than the paths use, so they were parsed
+        // again and again).
+        conn.set_prepared_statement_cache_capacity(256);
         migrate(&conn)?;
         let (tx, rx) = mpsc::channel::<Op>();
         let changes: Arc<[watch::Sender<u64>; 5]> = Arc::new(std::array::from_fn(|_| watch::channel(0u64).0));
@@ -194,7 +202,7 @@ impl Db {
         Ok(Db { ops: tx, changes })
     }
 
-    /// Runs `f` in the next group transaction (in its own savepoint) and
+    /// Runs `f` in the next group transaction (a failed call leaves no write) and
     /// returns its result once that transaction is committed.
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
@@ -202,18 +210,25 @@ impl Db {
         F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let op: Op = Box::new(move |conn, marks| {
+        let op: Op = Box::new(move |conn, marks, alone| {
             let mut m = Marks(*marks);
-            let r = in_savepoint(conn, |c| f(c, &mut m));
-            if r.is_ok() {
+            // Alone in its transaction, a failed call is undone by rolling
+            // the transaction back: no savepoint (and its statement journal)
+            // is needed.
+            let r = if alone { f(conn, &mut m) } else { in_savepoint(conn, |c| f(c, &mut m)) };
+            let failed = r.is_err();
+            if !failed {
                 *marks = m.0;
             }
-            Box::new(move |commit| {
-                let _ = tx.send(match commit {
-                    Ok(()) => r,
-                    Err(e) => Err(StoreError::Backend(e)),
-                });
-            })
+            (
+                failed,
+                Box::new(move |commit| {
+                    let _ = tx.send(match commit {
+                        Ok(()) => r,
+                        Err(e) => Err(StoreError::Backend(e)),
+                    });
+                }),
+            )
         });
         self.ops.send(op).map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
@@ -235,11 +250,18 @@ impl Marks {
     }
 }
 
+/// Runs one statement without parameters through the statement cache (the
+/// transaction and savepoint statements run several times per group; parsing
+/// them each time showed in profiles).
+fn run(conn: &Connection, statement: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(statement)?.execute([]).map(|_| ())
+}
+
 fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R, StoreError>) -> Result<R, StoreError> {
-    conn.execute_batch("SAVEPOINT op").map_err(StoreError::backend)?;
+    run(conn, "SAVEPOINT op").map_err(StoreError::backend)?;
     match f(conn) {
         Ok(r) => {
-            conn.execute_batch("RELEASE op").map_err(StoreError::backend)?;
+            run(conn, "RELEASE op").map_err(StoreError::backend)?;
             Ok(r)
         }
         Err(e) => {
@@ -261,14 +283,29 @@ fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<
         let mut marks = [false; 5];
         // Another process may hold the write lock past busy_timeout: wait for
         // it rather than run the group outside a transaction.
-        while let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        while let Err(e) = run(&conn, "BEGIN IMMEDIATE") {
             tracing::warn!(error = %e, "sqlite: cannot begin a write transaction; retrying");
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let finishers: Vec<Finisher> = group.into_iter().map(|op| op(&conn, &mut marks)).collect();
-        let commit = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+        let alone = group.len() == 1;
+        let mut failed_alone = false;
+        let finishers: Vec<Finisher> = group
+            .into_iter()
+            .map(|op| {
+                let (failed, finish) = op(&conn, &mut marks, alone);
+                failed_alone |= alone && failed;
+                finish
+            })
+            .collect();
+        let commit = if failed_alone {
+            // The call's own error is its answer; its writes are undone.
+            let _ = run(&conn, "ROLLBACK");
+            Ok(())
+        } else {
+            run(&conn, "COMMIT").map_err(|e| e.to_string())
+        };
         if commit.is_err() {
-            let _ = conn.execute_batch("ROLLBACK");
+            let _ = run(&conn, "ROLLBACK");
             marks = [false; 5];
         }
         for f in finishers {
@@ -378,5 +415,51 @@ impl Backend {
             settings: SqliteSettings(db.clone()),
             db,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn count(db: &Db) -> i64 {
+        db.call(|c, _| c.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get(0)).map_err(sql)).await.unwrap()
+    }
+
+    async fn write_then(db: &Db, key: &'static str, fail: bool) -> Result<(), StoreError> {
+        db.call(move |c, _| {
+            c.execute("INSERT INTO settings (key, value) VALUES (?1, 'v')", [key]).map_err(sql)?;
+            if fail {
+                return Err(StoreError::Backend(format!("{key} fails after writing")));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_failed_call_leaves_no_write_alone_or_in_a_group() {
+        let path = std::env::temp_dir().join(format!("hookline-writer-{}-{}.db", std::process::id(), now_ms()));
+        let db = Db::open(&path).unwrap();
+        // Alone in its transaction: rolled back, its error answered.
+        let err = write_then(&db, "alone", true).await.unwrap_err();
+        assert!(err.to_string().contains("alone fails"), "{err}");
+        assert_eq!(count(&db).await, 0);
+        // Queued together: the failed one is undone, the others commit.
+        let (a, b, c) =
+            tokio::join!(write_then(&db, "a", false), write_then(&db, "b", true), write_then(&db, "c", false));
+        assert!(a.is_ok() && b.is_err() && c.is_ok(), "{a:?} {b:?} {c:?}");
+        let keys: Vec<String> = db
+            .call(|c, _| {
+                let mut st = c.prepare("SELECT key FROM settings ORDER BY key").map_err(sql)?;
+                let rows = st.query_map([], |r| r.get(0)).map_err(sql)?;
+                rows.collect::<Result<_, _>>().map_err(sql)
+            })
+            .await
+            .unwrap();
+        assert_eq!(keys, ["a", "c"]);
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+        }
     }
 }
