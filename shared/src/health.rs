@@ -57,6 +57,17 @@ pub enum BreakerState {
     HalfOpen,
 }
 
+impl BreakerState {
+    /// The name the API and metrics use (`closed`, `open`, `half_open`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
 /// A subscription's delivery health, stored apart from its configuration
 /// (a breaker flip does not change the subscription's version).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -5,7 +5,12 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
+use crate::health::BreakerState;
 use crate::ports::QueueDepth;
+
+/// Most per-subscription series `/metrics` shows (the unhealthy ones with
+/// the most failures in a row).
+pub const UNHEALTHY_SERIES: usize = 100;
 
 /// Upper bounds (ms) of the attempt-latency histogram buckets.
 const BUCKETS_MS: [u64; 12] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 15000];
@@ -152,8 +157,15 @@ impl Metrics {
         Some(doc.to_string())
     }
 
-    /// The Prometheus text exposition, with queue depths read by the caller.
-    pub fn render(&self, queues: &[(&str, QueueDepth)], open_dead_letters: Option<u64>) -> String {
+    /// The Prometheus text exposition, with queue depths, open dead letters
+    /// and the subscriptions whose breaker is not closed (from
+    /// [`crate::stage::breaker::HealthCache::unhealthy`]) read by the caller.
+    pub fn render(
+        &self,
+        queues: &[(&str, QueueDepth)],
+        open_dead_letters: Option<u64>,
+        unhealthy: &[crate::stage::breaker::Unhealthy],
+    ) -> String {
         let mut out = String::new();
         let mut counter = |name: &str, help: &str, v: &AtomicU64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
@@ -227,6 +239,23 @@ impl Metrics {
                 let _ = writeln!(out, "hookline_queue_depth{{queue=\"{q}\",state=\"{state}\"}} {v}");
             }
         }
+        let _ = writeln!(out, "# HELP hookline_subscriptions_unhealthy Subscriptions whose circuit breaker is open or half-open (as this process last read them).\n# TYPE hookline_subscriptions_unhealthy gauge");
+        for state in [BreakerState::Open, BreakerState::HalfOpen] {
+            let n = unhealthy.iter().filter(|u| u.breaker == state).count();
+            let _ = writeln!(out, "hookline_subscriptions_unhealthy{{breaker=\"{}\"}} {n}", state.as_str());
+        }
+        // One series per unhealthy subscription, the worst first, at most
+        // UNHEALTHY_SERIES of them: a million healthy subscriptions add none.
+        let _ = writeln!(out, "# HELP hookline_subscription_consecutive_failures Failures in a row of a subscription whose breaker is not closed (the {UNHEALTHY_SERIES} with the most).\n# TYPE hookline_subscription_consecutive_failures gauge");
+        for u in unhealthy.iter().take(UNHEALTHY_SERIES) {
+            let _ = writeln!(
+                out,
+                "hookline_subscription_consecutive_failures{{subscription_id=\"{}\",breaker=\"{}\"}} {}",
+                u.subscription_id,
+                u.breaker.as_str(),
+                u.consecutive_failures
+            );
+        }
         if let Some(n) = open_dead_letters {
             let _ = writeln!(out, "# HELP hookline_dead_letters_open Dead letters awaiting requeue or skip.\n# TYPE hookline_dead_letters_open gauge\nhookline_dead_letters_open {n}");
         }
@@ -243,13 +272,22 @@ mod tests {
         let m = Metrics::default();
         m.observe_latency(3);
         m.observe_latency(700);
-        let text = m.render(&[("deliveries", QueueDepth { visible: 2, not_visible: 1, dead: 0 })], Some(4));
+        let unhealthy = [crate::stage::breaker::Unhealthy {
+            subscription_id: crate::ids::SubscriptionId::new("sub_down"),
+            breaker: BreakerState::Open,
+            consecutive_failures: 7,
+        }];
+        let text = m.render(&[("deliveries", QueueDepth { visible: 2, not_visible: 1, dead: 0 })], Some(4), &unhealthy);
         assert!(text.contains("hookline_attempt_latency_ms_bucket{le=\"5\"} 1"));
         assert!(text.contains("hookline_attempt_latency_ms_bucket{le=\"1000\"} 2"));
         assert!(text.contains("hookline_attempt_latency_ms_count 2"));
         assert!(text.contains("hookline_queue_depth{queue=\"deliveries\",state=\"visible\"} 2"));
         assert!(text.contains("hookline_dead_letters_open 4"));
         assert!(text.contains("hookline_purged_total{table=\"events\"} 0"));
+        assert!(text.contains("hookline_subscriptions_unhealthy{breaker=\"open\"} 1"));
+        assert!(text.contains("hookline_subscriptions_unhealthy{breaker=\"half_open\"} 0"));
+        assert!(text
+            .contains("hookline_subscription_consecutive_failures{subscription_id=\"sub_down\",breaker=\"open\"} 7"));
     }
 
     #[test]

@@ -271,6 +271,11 @@ pub trait HealthStore: Send + Sync {
     /// One subscription's record; `None` when nothing was ever written
     /// (a healthy subscription).
     async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<crate::health::Health>>;
+    /// Several records, in the order asked (`None` where none is stored):
+    /// a page of `GET /v1/subscriptions` shows each one's health.
+    async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<crate::health::Health>>> {
+        all_bounded(ids.iter().map(|id| self.get(id)).collect(), MAX_STORE_IN_FLIGHT).await.into_iter().collect()
+    }
     /// Stores `next` if the stored record's version is still `expected`
     /// (0: no record yet); `false` if another worker wrote first.
     async fn put(&self, id: &SubscriptionId, next: &crate::health::Health, expected: u64) -> StoreResult<bool>;

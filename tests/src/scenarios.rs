@@ -662,6 +662,19 @@ pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: P
     assert!(health["consecutive_failures"].as_u64().unwrap() >= 3, "{health}");
     assert!(health["last_error"].as_str().unwrap().contains("503"), "{health}");
     assert!(health["breaker_until"].is_string(), "{health}");
+    // The list shows each subscription's health too.
+    let (_, list) = s.get("/v1/subscriptions?limit=1000").await;
+    let listed = list["items"].as_array().unwrap().iter().find(|i| i["id"] == sub.as_str()).expect("listed").clone();
+    assert_ne!(listed["health"]["breaker"], "closed", "{listed}");
+    assert!(listed["health"]["consecutive_failures"].as_u64().unwrap() >= 3, "{listed}");
+    // And metrics name it while its breaker is not closed.
+    let metrics = s.metrics().await;
+    let series = format!("hookline_subscription_consecutive_failures{{subscription_id=\"{sub}\"");
+    assert!(metrics.lines().any(|l| l.starts_with(&series)), "no {series} in\n{metrics}");
+    assert!(
+        metrics.lines().any(|l| l.starts_with("hookline_subscriptions_unhealthy{") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
     // Open: retries come due every 50-200 ms, yet no request is made until
     // the cool-down ends (1 s; the probe may fail once more and double it).
     let opened_with = r.deliveries("/brk").len();

@@ -198,7 +198,7 @@ impl Api {
             queues.push(("retries", d));
         }
         let open = h.stores.dead_letters.count(crate::dead_letter::DeadLetterState::Open).await.ok();
-        let text = h.metrics.render(&queues, open);
+        let text = h.metrics.render(&queues, open, &h.health_cache.unhealthy());
         Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes() }
     }
 }

@@ -97,7 +97,8 @@ struct SubscriptionList {
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1000;
 
-/// A subscription's `health` as `GET /v1/subscriptions/{id}` shows it.
+/// A subscription's `health` as `GET /v1/subscriptions/{id}` and each item
+/// of `GET /v1/subscriptions` show it.
 #[derive(Serialize)]
 struct HealthView {
     /// `closed`, `open` or `half_open`.
@@ -319,23 +320,42 @@ impl Api {
             (None, None) => SubscriptionFilter::All,
         };
         let page = self.hookline.stores.subscriptions.page(&filter, limit, after.as_ref()).await?;
+        let ids: Vec<SubscriptionId> = page.items.iter().map(|s| s.id.clone()).collect();
+        let healths = self.hookline.stores.health.get_many(&ids).await?;
         Ok(Response::json(
             200,
             &SubscriptionList {
-                items: page.items.iter().map(|s| shown(s, None)).collect(),
+                items: page
+                    .items
+                    .iter()
+                    .zip(healths)
+                    .map(|(s, h)| self.with_health(shown(s, None), &s.id, h))
+                    .collect(),
                 next_cursor: page.next_after.map(|a| cursor::issue(a.as_str(), &filters)),
             },
         ))
     }
 
     pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {
-        let mut v = shown(&self.load_subscription(id).await?, None);
-        let mut health = self.hookline.stores.health.get(id).await?.unwrap_or_default();
+        let shown = shown(&self.load_subscription(id).await?, None);
+        let health = self.hookline.stores.health.get(id).await?;
+        Ok(Response::json(200, &self.with_health(shown, id, health)))
+    }
+
+    /// A shown subscription with its `health` (the default, healthy record
+    /// when none is stored).
+    fn with_health(
+        &self,
+        mut shown: serde_json::Value,
+        id: &SubscriptionId,
+        stored: Option<Health>,
+    ) -> serde_json::Value {
+        let mut health = stored.unwrap_or_default();
         // In `hookline serve` the deliveries run in this process: add the
         // attempts counted since the last flush.
         health.window.merge(&self.hookline.health_cache.pending(id), Utc::now());
-        v["health"] = serde_json::to_value(HealthView::of(&health, Utc::now())).expect("health serializes");
-        Ok(Response::json(200, &v))
+        shown["health"] = serde_json::to_value(HealthView::of(&health, Utc::now())).expect("health serializes");
+        shown
     }
 
     pub(super) async fn patch_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {

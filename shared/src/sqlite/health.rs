@@ -29,6 +29,23 @@ impl HealthStore for SqliteHealth {
             .await
     }
 
+    /// One trip through the writer for the whole page.
+    async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Health>>> {
+        let ids = ids.to_vec();
+        self.0
+            .call(move |c, _| {
+                let mut st =
+                    c.prepare_cached("SELECT data FROM subscription_health WHERE subscription_id = ?1").map_err(sql)?;
+                ids.iter()
+                    .map(|id| {
+                        let data: Option<String> = st.query_row([id], |r| r.get(0)).optional().map_err(sql)?;
+                        data.map(|d| decode(&d)).transpose()
+                    })
+                    .collect()
+            })
+            .await
+    }
+
     async fn put(&self, id: &SubscriptionId, next: &Health, expected: u64) -> StoreResult<bool> {
         let (id, version) = (id.clone(), next.version as i64);
         let data = encode(next);

@@ -171,12 +171,21 @@ type Op = Box<dyn FnOnce(&Connection, &mut [bool; 5], bool) -> (bool, Finisher) 
 /// A handle on the database: cheap to clone, shared by every adapter.
 #[derive(Clone)]
 pub struct Db {
-    ops: mpsc::Sender<Op>,
+    ops: mpsc::Sender<Queued>,
     changes: Arc<[watch::Sender<u64>; 5]>,
 }
 
 /// Largest number of calls committed together.
 const MAX_GROUP: usize = 1024;
+
+/// Longest a lazy call ([`Db::call_lazy`]) waits for a commit to ride in.
+pub const LAZY_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A call on its way to the writer thread.
+struct Queued {
+    lazy: bool,
+    op: Op,
+}
 
 impl Db {
     /// Opens (creating if needed) the database file, applies migrations and
@@ -192,7 +201,7 @@ impl Db {
         // again and again).
         conn.set_prepared_statement_cache_capacity(256);
         migrate(&conn)?;
-        let (tx, rx) = mpsc::channel::<Op>();
+        let (tx, rx) = mpsc::channel::<Queued>();
         let changes: Arc<[watch::Sender<u64>; 5]> = Arc::new(std::array::from_fn(|_| watch::channel(0u64).0));
         let notify = changes.clone();
         std::thread::Builder::new()
@@ -205,6 +214,27 @@ impl Db {
     /// Runs `f` in the next group transaction (a failed call leaves no write) and
     /// returns its result once that transaction is committed.
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.queue(false, f).await
+    }
+
+    /// As [`Db::call`], for bookkeeping nothing waits on (acknowledging
+    /// outbox rows, deleting finished queue messages): the write waits, up to
+    /// [`LAZY_WAIT`], to ride in the commit of a call that something does wait
+    /// on, instead of paying for a commit of its own. Lost in a crash, such a
+    /// write only makes work be seen again, which every stage tolerates.
+    pub async fn call_lazy<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.queue(true, f).await
+    }
+
+    async fn queue<R, F>(&self, lazy: bool, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
@@ -230,7 +260,7 @@ impl Db {
                 }),
             )
         });
-        self.ops.send(op).map_err(|_| StoreError::Closed)?;
+        self.ops.send(Queued { lazy, op }).map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -271,12 +301,36 @@ fn in_savepoint<R>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<R, S
     }
 }
 
-fn writer(conn: Connection, rx: mpsc::Receiver<Op>, changes: Arc<[watch::Sender<u64>; 5]>) {
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
+fn writer(conn: Connection, rx: mpsc::Receiver<Queued>, changes: Arc<[watch::Sender<u64>; 5]>) {
+    // Lazy calls held for the next commit, and when the oldest came.
+    let mut held: Vec<Op> = Vec::new();
+    let mut held_since = std::time::Instant::now();
+    loop {
+        let next = if held.is_empty() {
+            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_timeout(LAZY_WAIT.saturating_sub(held_since.elapsed()))
+        };
+        let mut group = match next {
+            Ok(Queued { lazy: true, op }) if held.len() < MAX_GROUP => {
+                if held.is_empty() {
+                    held_since = std::time::Instant::now();
+                }
+                held.push(op);
+                continue;
+            }
+            Ok(Queued { op, .. }) => {
+                let mut group = std::mem::take(&mut held);
+                group.push(op);
+                group
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => std::mem::take(&mut held),
+            Err(mpsc::RecvTimeoutError::Disconnected) if !held.is_empty() => std::mem::take(&mut held),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(op) => group.push(op),
+                Ok(q) => group.push(q.op),
                 Err(_) => break,
             }
         }

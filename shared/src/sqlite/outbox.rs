@@ -59,10 +59,10 @@ impl Outbox {
         self.next(Stream::Attempts, "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt", after, max).await
     }
 
-    /// Marks outbox rows processed.
+    /// Marks outbox rows processed (lazily: see [`Db::call_lazy`]).
     pub async fn ack(&self, seqs: Vec<i64>) -> StoreResult<()> {
         self.0
-            .call(move |c, _| {
+            .call_lazy(move |c, _| {
                 let mut st = c.prepare_cached("DELETE FROM outbox WHERE seq = ?1").map_err(sql)?;
                 for s in &seqs {
                     st.execute([s]).map_err(sql)?;

@@ -152,8 +152,11 @@ impl JobQueue for SqliteQueue {
 
     async fn delete(&self, receipts: &[String]) -> StoreResult<()> {
         let ids: Vec<(i64, u32)> = receipts.iter().filter_map(|r| parse_receipt(r)).collect();
+        // Lazily (`Db::call_lazy`): a finished message that is not deleted
+        // yet stays invisible, and after a crash is delivered again (as SQS
+        // may).
         self.db
-            .call(move |c, _| {
+            .call_lazy(move |c, _| {
                 let mut st =
                     c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND receive_count = ?2").map_err(sql)?;
                 for (id, count) in &ids {

@@ -33,6 +33,17 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
 /// worker kept writing first; the next outcome writes again).
 const WRITE_TRIES: usize = 3;
 
+/// A subscription whose breaker is not closed, as metrics show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unhealthy {
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// `open` or `half_open`.
+    pub breaker: BreakerState,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+}
+
 /// What one process knows about subscriptions' health.
 #[derive(Default)]
 pub struct HealthCache {
@@ -78,6 +89,25 @@ impl HealthCache {
             flushed_at: now,
         });
         e.pending.add(at, ok, latency_ms);
+    }
+
+    /// The subscriptions whose breaker this process last read as open or
+    /// half-open, the most consecutive failures first (for metrics).
+    pub fn unhealthy(&self) -> Vec<Unhealthy> {
+        let g = self.inner.lock().expect("health cache");
+        let mut out: Vec<Unhealthy> = g
+            .iter()
+            .filter(|(_, e)| e.health.breaker != BreakerState::Closed)
+            .map(|(id, e)| Unhealthy {
+                subscription_id: id.clone(),
+                breaker: e.health.breaker,
+                consecutive_failures: e.health.consecutive_failures,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.consecutive_failures.cmp(&a.consecutive_failures).then(a.subscription_id.cmp(&b.subscription_id))
+        });
+        out
     }
 
     /// Attempts this process counted for `id` and has not stored yet (the
