@@ -21,7 +21,7 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// A local webhook receiver that answers verification and checks signatures.
     Listen(listen::ListenArgs),
-    /// Inspect, requeue, skip and replay through a running Hookline's API.
+    /// Inspect, requeue, skip, replay and reindex through a running Hookline's API.
     #[command(flatten)]
     Ops(ops::OpsCommand),
 }

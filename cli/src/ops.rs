@@ -21,12 +21,15 @@ pub struct Target {
     aws_region: Option<String>,
 }
 
-/// Inspect, requeue, skip and replay.
+/// Inspect, requeue, skip, replay and reindex.
 #[derive(clap::Subcommand)]
 pub enum OpsCommand {
     /// Dead letters: list, show, requeue, skip.
     #[command(subcommand, name = "dead-letters")]
     DeadLetters(DeadLetterCommand),
+    /// Subscriptions: reindex after an upgrade.
+    #[command(subcommand, name = "subscriptions")]
+    Subscriptions(SubscriptionCommand),
     /// Show an event and its deliveries.
     Inspect {
         /// Event id.
@@ -89,6 +92,25 @@ pub enum DeadLetterCommand {
     },
 }
 
+/// Subscription commands.
+#[derive(clap::Subcommand)]
+pub enum SubscriptionCommand {
+    /// Write the routing index of subscriptions stored before it existed
+    /// (once, after upgrading a deployment): pages through every stored
+    /// item (`POST /v1/subscriptions/reindex`, following `next_cursor`)
+    /// and prints the totals. Safe to run again; a second run reindexes 0.
+    Reindex {
+        /// Items examined per request (1-100).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=100))]
+        limit: u16,
+        /// Resume from this `next_cursor` (printed when a run stops early).
+        #[arg(long)]
+        cursor: Option<String>,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
 fn actor() -> String {
     std::env::var("USER").map(|u| format!("cli:{u}")).unwrap_or_else(|_| "cli".into())
 }
@@ -111,6 +133,9 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
         OpsCommand::DeadLetters(DeadLetterCommand::Skip { id, reason, target }) => {
             (target, "POST", format!("/v1/dead-letters/{id}/skip"), Some(json!({"reason": reason, "actor": actor()})))
         }
+        OpsCommand::Subscriptions(SubscriptionCommand::Reindex { limit, cursor, target }) => {
+            return reindex(&target, limit, cursor).await;
+        }
         OpsCommand::Inspect { event_id, target } => {
             let event = call(&target, "GET", &format!("/v1/events/{event_id}"), None).await?;
             let deliveries = call(&target, "GET", &format!("/v1/events/{event_id}/deliveries"), None).await?;
@@ -129,6 +154,36 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
     };
     let v = call(&target, method, &path, body).await?;
     println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// `hookline subscriptions reindex`: one request per page until
+/// `next_cursor` is `null`, a progress line per page on stderr, the totals
+/// on stdout. If a request fails, the error names the cursor to resume from.
+async fn reindex(target: &Target, limit: u16, mut cursor: Option<String>) -> anyhow::Result<()> {
+    let (mut reindexed, mut examined, mut requests) = (0u64, 0u64, 0u64);
+    loop {
+        let body = json!({"cursor": cursor, "limit": limit});
+        let page = call(target, "POST", "/v1/subscriptions/reindex", Some(body)).await.with_context(|| {
+            let resume = cursor.as_deref().map(|c| format!(" --cursor {c}")).unwrap_or_default();
+            format!(
+                "reindex stopped after {requests} pages ({reindexed} reindexed); \
+                 resume with: hookline subscriptions reindex{resume}"
+            )
+        })?;
+        requests += 1;
+        reindexed += page["reindexed"].as_u64().context("the answer has no reindexed count")?;
+        examined += page["examined"].as_u64().context("the answer has no examined count")?;
+        eprintln!("page {requests}: {reindexed} reindexed, {examined} examined so far");
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"reindexed": reindexed, "examined": examined, "requests": requests}))?
+    );
     Ok(())
 }
 

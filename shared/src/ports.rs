@@ -86,6 +86,31 @@ pub trait SubscriptionStore: Send + Sync {
     async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool>;
     /// Deletes one with its index entries; `false` if it did not exist.
     async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool>;
+    /// An operator's repair after an upgrade, one page at a time: examines
+    /// up to `limit` (1 to [`MAX_REINDEX_PAGE`]) stored items after the
+    /// position `after` (from the start when `None`; a position from a
+    /// previous [`ReindexPage::next`], opaque, meaningful only to this store)
+    /// and writes the index entries of each subscription stored without
+    /// them, as an update of it would. Subscriptions stored before the index
+    /// existed are otherwise neither routed nor listed. Idempotent and
+    /// resumable: a second pass reindexes nothing.
+    async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage>;
+}
+
+/// The most items one [`SubscriptionStore::reindex_page`] examines: on
+/// DynamoDB one `Scan` page, and at most one read and one transaction per
+/// subscription found, so one API call stays well within its timeout.
+pub const MAX_REINDEX_PAGE: usize = 100;
+
+/// What one [`SubscriptionStore::reindex_page`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReindexPage {
+    /// Subscriptions whose index entries were written.
+    pub reindexed: u64,
+    /// Stored items looked at (on DynamoDB index entries included).
+    pub examined: u64,
+    /// Where the next page starts; `None` when every item was examined.
+    pub next: Option<String>,
 }
 
 /// What a conditional saga transition found.

@@ -753,3 +753,96 @@ pub async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout<P: Pipe
     assert!(longest < TIMEOUT + Duration::from_millis(1500), "a {longest:?} stall between healthy deliveries");
     assert!(r.deliveries("/hang").len() < n, "the hung subscription's breaker held most of its jobs");
 }
+
+/// Walks `POST /v1/subscriptions/reindex` page after page with `limit`,
+/// following `next_cursor` until `null` (each page answered `200`, examining
+/// at most `limit`); returns the totals (reindexed, examined) and the
+/// number of requests.
+pub async fn reindex_all<P: Pipeline>(s: &P, limit: u64) -> (u64, u64, usize) {
+    let (mut reindexed, mut examined, mut requests) = (0, 0, 0);
+    let mut cursor: Option<String> = None;
+    loop {
+        let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": cursor, "limit": limit})).await;
+        assert_eq!(st, 200, "reindex page {requests}: {v}");
+        requests += 1;
+        assert!(v["examined"].as_u64().unwrap() <= limit, "{v}");
+        reindexed += v["reindexed"].as_u64().unwrap();
+        examined += v["examined"].as_u64().unwrap();
+        match v["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return (reindexed, examined, requests),
+        }
+        assert!(requests < 1000, "the cursor moves on");
+    }
+}
+
+/// The upgrade repair's API on a deployment whose subscriptions are all
+/// indexed: paged with an opaque cursor (limit 1: one request per item
+/// examined, and the cursor followed), it reindexes nothing and changes no
+/// subscription; an empty body is one page of 100; a cursor Hookline did
+/// not issue for this route, or a limit outside 1-100, is a `400` naming
+/// the field. (What it repairs: `aws_e2e`'s pre-index items, `cli_ops`'s
+/// SQLite rows.)
+pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let mut before = Vec::new();
+    for i in 0..2 {
+        let body = json!({"callback_url": r.url(&format!("/ri{i}"), Behaviour::Ok), "event_types": ["ri.*", "x"]});
+        let (st, v) = s.post("/v1/subscriptions", &body).await;
+        assert_eq!(st, 201, "{v}");
+        before.push(v["id"].as_str().unwrap().to_string());
+    }
+    // What the API shows of each, its health aside (the API shows no version).
+    let shown = || async {
+        let mut out = Vec::new();
+        for id in &before {
+            let (_, mut v) = s.get(&format!("/v1/subscriptions/{id}")).await;
+            v.as_object_mut().unwrap().remove("health");
+            out.push(v);
+        }
+        out
+    };
+    // Verification may still be writing: wait until it is done.
+    let settled = eventually(20, "verified", || async {
+        let mut all = true;
+        for id in &before {
+            let (_, v) = s.get(&format!("/v1/subscriptions/{id}")).await;
+            all &= v["verified"] == true;
+        }
+        all.then_some(())
+    });
+    settled.await;
+    let stored = shown().await;
+    assert!(stored.iter().all(|v| v["id"].is_string()), "{stored:?}");
+
+    let (reindexed, examined, requests) = reindex_all(s, 1).await;
+    assert_eq!(reindexed, 0, "everything is indexed already");
+    assert!(examined >= 2 && requests as u64 >= examined, "one item per request: {examined} in {requests}");
+    let (st, v) = s.call("POST", "/v1/subscriptions/reindex", None).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((v["reindexed"].as_u64(), v["examined"].as_u64()), (Some(0), Some(examined)), "{v}");
+    assert!(v["next_cursor"].is_null(), "all in one page of 100: {v}");
+    assert_eq!(reindex_all(s, 100).await, (0, examined, 1));
+
+    let (_, first) = s.post("/v1/subscriptions/reindex", &json!({"limit": 1})).await;
+    let issued = first["next_cursor"].as_str().expect("a cursor after one item").to_string();
+    let (_, listed) = s.get("/v1/subscriptions?limit=1").await;
+    let list_cursor = listed["next_cursor"].as_str().expect("a list cursor").to_string();
+    for (body, field) in [
+        (json!({"cursor": "not-a-cursor"}), "cursor"),
+        (json!({"cursor": ""}), "cursor"),
+        (json!({"cursor": list_cursor}), "cursor"),
+        (json!({"cursor": format!("{issued}x")}), "cursor"),
+        (json!({"limit": 0}), "limit"),
+        (json!({"limit": 101}), "limit"),
+        (json!({"limit": -1}), "limit"),
+        (json!({"limit": "ten"}), "limit"),
+        (json!({"cursor": issued, "limit": 1, "from": "start"}), "from"),
+    ] {
+        let (st, v) = s.post("/v1/subscriptions/reindex", &body).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+    }
+    let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": issued, "limit": 1})).await;
+    assert_eq!(st, 200, "the issued cursor still reads: {v}");
+    assert_eq!(shown().await, stored, "nothing was changed");
+}

@@ -28,6 +28,7 @@ on_aws!(
     duplicate_events_are_one_event_and_one_delivery,
     unverified_inactive_and_other_tenants_get_nothing,
     bad_input_gets_a_clear_error_and_writes_nothing,
+    reindex_pages_with_a_cursor_and_refuses_bad_input,
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
     patch_keeps_absent_fields_and_resets_null_ones,
     subscriptions_list_is_paginated_and_filtered,
@@ -181,4 +182,89 @@ async fn console_redrive_of_the_deliveries_dlq_requeues_once() {
     let got = r.deliveries("/down");
     assert_eq!(got.len(), 3, "two failed attempts and one redriven delivery");
     assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
+}
+
+/// Subscriptions stored before the routing index existed (items of `id`,
+/// `version` and `data` only: no `gk`, no index items, as the previous
+/// version wrote them) are neither routed to nor listed; the upgrade repair
+/// (`POST /v1/subscriptions/reindex`, limit 1 so the cursor is followed)
+/// writes their index items, after which they are listed and routed to,
+/// with their configuration unchanged; a second run reindexes 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reindex() {
+    let p = AwsPipeline::start("reindex").await;
+    let r = Receiver::start().await;
+    let table = p.backend.names.subscriptions_table.clone();
+    let (control, _) =
+        p.subscribe(json!({"callback_url": r.url("/now", Behaviour::Ok), "event_types": ["old.*"]})).await;
+    let mut old = Vec::new();
+    for (path, types) in [("/old-a", json!(["old.*"])), ("/old-b", json!(["old.thing", "other"]))] {
+        let url = r.url(path, Behaviour::Ok);
+        let (id, _) = p.subscribe(json!({"callback_url": url, "event_types": types})).await;
+        let (_, mut shown) = p.get(&format!("/v1/subscriptions/{id}")).await;
+        shown.as_object_mut().unwrap().remove("health");
+        // Rewrite it as the version before the index stored it.
+        let key = json!({"id": {"S": id}});
+        let got = p.moto.call("dynamodb", "DynamoDB_20120810.GetItem", json!({"TableName": table, "Key": key})).await;
+        let item = &got["Item"];
+        let sub: shared::subscription::Subscription =
+            serde_json::from_str(item["data"]["S"].as_str().unwrap()).unwrap();
+        for e in shared::aws::item::index_entries(&sub) {
+            p.moto
+                .call(
+                    "dynamodb",
+                    "DynamoDB_20120810.DeleteItem",
+                    json!({"TableName": table, "Key": {"id": {"S": e.id}}}),
+                )
+                .await;
+        }
+        let pre_index = json!({"id": item["id"], "version": item["version"], "data": item["data"]});
+        p.moto.call("dynamodb", "DynamoDB_20120810.PutItem", json!({"TableName": table, "Item": pre_index})).await;
+        old.push((id, path, shown, item["version"]["N"].as_str().unwrap().parse::<u64>().unwrap()));
+    }
+    p.hookline.subscription_cache.invalidate().await;
+    let listed = |query: &'static str| {
+        let p = &p;
+        async move {
+            let (st, v) = p.get(&format!("/v1/subscriptions{query}")).await;
+            assert_eq!(st, 200, "{v}");
+            let mut ids: Vec<String> =
+                v["items"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(listed("").await, vec![control.clone()], "pre-index subscriptions are not listed");
+    assert_eq!(listed("?event_type=old.thing").await, vec![control.clone()]);
+    p.post("/v1/events", &json!({"id": "ri-before", "type": "old.thing", "data": {}})).await;
+    let d = p.settled_deliveries("ri-before", 1, 30).await;
+    assert_eq!(d[0]["subscription_id"], control.as_str(), "routed to the indexed subscription only");
+
+    let (reindexed, examined, requests) = scenarios::reindex_all(&p, 1).await;
+    assert_eq!(reindexed, 2, "both pre-index subscriptions");
+    assert!(requests >= 3 && examined >= 3, "paged one item at a time: {examined} in {requests} requests");
+
+    let mut want = vec![control.clone(), old[0].0.clone(), old[1].0.clone()];
+    want.sort();
+    assert_eq!(listed("").await, want, "listed after the reindex");
+    assert_eq!(listed("?event_type=old.thing").await, want);
+    for (id, _, shown, version) in &old {
+        let (_, mut v) = p.get(&format!("/v1/subscriptions/{id}")).await;
+        v.as_object_mut().unwrap().remove("health");
+        assert_eq!(&v, shown, "the subscription is as it was");
+        let key = json!({"id": {"S": id}});
+        let got = p.moto.call("dynamodb", "DynamoDB_20120810.GetItem", json!({"TableName": table, "Key": key})).await;
+        let stored = (got["Item"]["version"]["N"].as_str(), got["Item"]["gk"]["S"].as_str());
+        assert_eq!(stored, (Some((version + 1).to_string().as_str()), Some("sub")), "written as an update: {got}");
+    }
+    p.post("/v1/events", &json!({"id": "ri-after", "type": "old.thing", "data": {}})).await;
+    let d = p.settled_deliveries("ri-after", 3, 30).await;
+    assert!(d.iter().all(|s| s["status"] == "Completed"), "{d:?}");
+    for (_, path, _, _) in &old {
+        assert_eq!(r.deliveries(path).len(), 1, "{path} got the event after the reindex, and only that one");
+    }
+
+    assert_eq!(scenarios::reindex_all(&p, 1).await.0, 0, "a second run reindexes 0");
+    let (st, v) = p.post("/v1/subscriptions/reindex", &json!({"cursor": "bm90LWlzc3VlZA"})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
 }

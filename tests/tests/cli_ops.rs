@@ -134,3 +134,52 @@ async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked(
     assert!(err.contains(config.to_str().unwrap()) && err.contains("aws configure export-credentials"), "{err}");
     assert_eq!(r.requests("/v1/dead-letters").len(), 1, "nothing unsigned was sent");
 }
+
+/// `hookline subscriptions reindex` follows `next_cursor` to the end and
+/// prints the totals. On `hookline serve` the schema migration indexed
+/// every subscription, so it finds nothing to do; if index rows went
+/// missing (deleted here with serve stopped), it writes them back and the
+/// subscriptions are routed to again. A cursor it did not issue: the
+/// API's `400`, and where to resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
+    let mut s = Server::start("cli-reindex");
+    let r = Receiver::start().await;
+    let (control, _) =
+        s.subscribe(json!({"callback_url": r.url("/now", Behaviour::Ok), "event_types": ["ri.*"]})).await;
+    let mut lost = Vec::new();
+    for path in ["/lost-a", "/lost-b"] {
+        lost.push(s.subscribe(json!({"callback_url": r.url(path, Behaviour::Ok), "event_types": ["ri.*"]})).await.0);
+    }
+    let env = [("HOOKLINE_URL", s.base.clone()), ("HOOKLINE_API_KEY", s.key.clone())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (ok, v, err) = hookline(&["subscriptions", "reindex", "--limit", "1"], &env);
+    assert!(ok, "{err}");
+    assert_eq!(v, json!({"reindexed": 0, "examined": 3, "requests": 3}), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("page ")).count(), 3, "a progress line per page: {err}");
+
+    s.terminate();
+    {
+        let db = rusqlite::Connection::open(&s.db).unwrap();
+        for id in &lost {
+            db.execute("DELETE FROM subscription_routes WHERE subscription_id = ?1", [id]).unwrap();
+        }
+    }
+    s.restart(None);
+    s.post("/v1/events", &json!({"id": "cli-ri-1", "type": "ri.x", "data": {}})).await;
+    let d = s.settled_deliveries("cli-ri-1", 1, 20).await;
+    assert_eq!(d[0]["subscription_id"], control.as_str(), "without index rows the others are not routed to");
+
+    let (ok, v, err) = hookline(&["subscriptions", "reindex"], &env);
+    assert!(ok, "{err}");
+    assert_eq!(v, json!({"reindexed": 2, "examined": 3, "requests": 1}), "{err}");
+    s.post("/v1/events", &json!({"id": "cli-ri-2", "type": "ri.x", "data": {}})).await;
+    s.settled_deliveries("cli-ri-2", 3, 20).await;
+    assert_eq!((r.deliveries("/lost-a").len(), r.deliveries("/lost-b").len()), (1, 1));
+
+    let (ok, _, err) = hookline(&["subscriptions", "reindex", "--cursor", "not-issued"], &env);
+    assert!(!ok);
+    assert!(err.contains("400") && err.contains("cursor") && err.contains("--cursor not-issued"), "{err}");
+    let (ok, _, err) = hookline(&["subscriptions", "reindex", "--limit", "101"], &env);
+    assert!(!ok && err.contains("101"), "{err}");
+}

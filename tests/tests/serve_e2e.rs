@@ -77,6 +77,11 @@ async fn bad_input_gets_a_clear_error_and_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reindex_pages_with_a_cursor_and_refuses_bad_input() {
+    scenarios::reindex_pages_with_a_cursor_and_refuses_bad_input(&Server::start("reindex_pages")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_secret_keeps_signing_with_the_old_one_during_the_overlap() {
     scenarios::rotated_secret_keeps_signing_with_the_old_one_during_the_overlap(&Server::start("rotated_secret_keeps"))
         .await;

@@ -180,6 +180,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // authorized as its PutItem and DeleteItem actions; lists query the index.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
+    // The one exception to "never scan subscriptions" (NEVER_EXCEPT).
+    grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
@@ -239,6 +241,16 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
         "the API queues requeues; the requeue function creates sagas",
     ),
 ];
+
+/// Grants a rule of [`NEVER`] allows for one function, each with why:
+/// (function, action, resource, why). Nothing else is exempt.
+const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
+    "ApiFunction",
+    "dynamodb:Scan",
+    "SubscriptionsTable",
+    "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
+     a call) for subscriptions stored before index by_key existed; never on a pipeline path",
+)];
 
 /// HTTP API routes: (method, path) → function.
 const ROUTES: &[(&str, &str, &str)] = &[
@@ -508,7 +520,8 @@ fn check_policies(t: &Value) -> Vec<String> {
             }
             let (actual, _) = role_grants(t, role);
             for (a, r) in &actual {
-                if a == action && (*res == "*" || r == res) {
+                let exempt = NEVER_EXCEPT.iter().any(|(xf, xa, xr, _)| xf == f && xa == a && xr == r);
+                if a == action && (*res == "*" || r == res) && !exempt {
                     errors.push(format!("{f}: {a} on {r} is forbidden: {why}"));
                 }
             }
@@ -1031,6 +1044,35 @@ fn ingest_reading_events_is_caught() {
                 yaml("{Effect: Allow, Action: [dynamodb:PutItem, dynamodb:GetItem], Resource: !GetAtt EventsTable.Arn}")
         },
         "IngestFunction: grants dynamodb:GetItem on EventsTable",
+    );
+}
+
+/// Scanning subscriptions stays forbidden for every function but the API
+/// (its reindex route), and for the API on every other subscriptions
+/// resource (the index).
+#[test]
+fn a_subscriptions_scan_outside_the_api_reindex_is_caught() {
+    for role in ["RouterRole", "ReconcilerRole", "SagaRole", "DeliveryRole", "RequeueRole", "IngestRole"] {
+        let function = FUNCTIONS.iter().find(|f| f.1 == role).expect("a function of the role").0;
+        broken_by(
+            |t| {
+                statements_mut(t, role)
+                    .push(yaml("{Effect: Allow, Action: dynamodb:Scan, Resource: !GetAtt SubscriptionsTable.Arn}"))
+            },
+            &format!("{function}: dynamodb:Scan on SubscriptionsTable is forbidden"),
+        );
+    }
+    broken_by(
+        |t| {
+            statements_mut(t, "ApiRole").push(yaml(
+                "{Effect: Allow, Action: dynamodb:Scan, Resource: !Sub '${SubscriptionsTable.Arn}/index/*'}",
+            ))
+        },
+        "ApiFunction: grants dynamodb:Scan on SubscriptionsTable/index/*",
+    );
+    broken_by(
+        |t| statements_mut(t, "ApiRole").retain(|s| s["Sid"].as_str() != Some("SubscriptionsReindexScan")),
+        "ApiFunction: lacks dynamodb:Scan on SubscriptionsTable",
     );
 }
 

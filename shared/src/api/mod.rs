@@ -163,6 +163,7 @@ impl Api {
             ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id)).await,
             ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,
             ("POST", ["subscriptions"]) => self.create_subscription(&req).await,
+            ("POST", ["subscriptions", "reindex"]) => self.reindex_subscriptions(&req).await,
             ("GET", ["subscriptions"]) => self.list_subscriptions(&req).await,
             ("GET", ["subscriptions", id]) => self.get_subscription(&sub(id)).await,
             ("PATCH", ["subscriptions", id]) => self.patch_subscription(&sub(id), &req).await,

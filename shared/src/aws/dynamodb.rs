@@ -23,8 +23,8 @@ use crate::event::EventRecord;
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionFilter, SubscriptionPage,
-    SubscriptionStore, Transition, TransitionOutcome,
+    AttemptStore, DeadLetterStore, EventStore, ReindexPage, SagaStore, StoreResult, SubscriptionFilter,
+    SubscriptionPage, SubscriptionStore, Transition, TransitionOutcome, MAX_REINDEX_PAGE,
 };
 use crate::routing::RouteKey;
 use crate::saga::{Saga, SagaState, SagaStatus};
@@ -217,7 +217,8 @@ impl EventStore for DynamoEvents {
 /// ([`item::index_entries`]) in the same table, filed by GSI
 /// [`item::SUBSCRIPTION_INDEX`]: a subscription and the entries that change
 /// with it are written in one `TransactWriteItems` (at most 100 actions:
-/// [`crate::limits::MAX_SUBSCRIPTION_PATTERNS`]). No call scans the table.
+/// [`crate::limits::MAX_SUBSCRIPTION_PATTERNS`]). No call scans the table
+/// but the operator's repair after an upgrade ([`SubscriptionStore::reindex_page`]).
 #[derive(Clone)]
 pub struct DynamoSubscriptions {
     client: Client,
@@ -493,6 +494,60 @@ impl SubscriptionStore for DynamoSubscriptions {
             }
         }
         Err(StoreError::Backend(format!("subscription {id} kept changing while being deleted")))
+    }
+
+    /// The table's one `Scan`, on this operator path only (never on a
+    /// pipeline path): one page of at most `limit` (≤ 100) items from the
+    /// key `after`, filtered to subscription items without `gk` (stored
+    /// before the index existed; index entries always have one), projected
+    /// to `id`, `version`, `data`. Each found is written by [`Self::update`]
+    /// with its version raised by one: it reads the item again
+    /// (consistently), finds no stored entries and writes the subscription
+    /// and all its entries in one `TransactWriteItems` conditional on the
+    /// version read, so a subscription changed meanwhile (which wrote its
+    /// entries) is left alone and a concurrent update conditional on the
+    /// old version retries on the indexed item. Eventually consistent: a
+    /// stale item fails that condition and counts as not reindexed.
+    async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage> {
+        let limit = limit.clamp(1, MAX_REINDEX_PAGE);
+        let page = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .limit(i32::try_from(limit).unwrap_or(1))
+            .filter_expression("attribute_not_exists(gk) AND attribute_exists(#data)")
+            .projection_expression("id, #version, #data")
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_names("#data", "data")
+            .set_exclusive_start_key(after.map(|a| HashMap::from([("id".to_string(), s(a))])))
+            .send()
+            .await
+            .map_err(|e| backend("Scan", &self.table, e))?;
+        let found = page
+            .items()
+            .iter()
+            .map(|i| {
+                let a = Attrs::from_sdk(i);
+                let version: u64 = a.n("version")?;
+                let mut sub = item::subscription_from_attrs(&a)?;
+                sub.version = version + 1;
+                Ok((sub, version))
+            })
+            .collect::<StoreResult<Vec<(Subscription, u64)>>>()?;
+        let calls = found.iter().map(|(sub, version)| self.update(sub, *version)).collect();
+        let written = all(all_bounded(calls, MAX_STORE_IN_FLIGHT).await)?;
+        let next = match page.last_evaluated_key().and_then(|k| k.get("id")) {
+            Some(AttributeValue::S(id)) => Some(id.clone()),
+            Some(other) => {
+                return Err(StoreError::Backend(format!("dynamodb Scan on {}: a key id of {other:?}", self.table)))
+            }
+            None => None,
+        };
+        Ok(ReindexPage {
+            reindexed: written.iter().filter(|w| **w).count() as u64,
+            examined: u64::try_from(page.scanned_count()).unwrap_or(0),
+            next,
+        })
     }
 }
 

@@ -11,8 +11,8 @@ use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::event::EventRecord;
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, SagaStore, StoreResult, SubscriptionFilter, SubscriptionPage,
-    SubscriptionStore, Transition, TransitionOutcome,
+    AttemptStore, DeadLetterStore, EventStore, ReindexPage, SagaStore, StoreResult, SubscriptionFilter,
+    SubscriptionPage, SubscriptionStore, Transition, TransitionOutcome, MAX_REINDEX_PAGE,
 };
 use crate::routing::{self, RouteKey};
 use crate::saga::{Saga, SagaState};
@@ -250,6 +250,43 @@ impl SubscriptionStore for SqliteSubscriptions {
             .call(move |c, _| {
                 unindex_subscription(c, &id)?;
                 Ok(c.execute("DELETE FROM subscriptions WHERE id = ?1", [&id]).map_err(sql)? == 1)
+            })
+            .await
+    }
+
+    /// Migration 4 indexed every subscription stored before the index
+    /// existed, so this normally writes nothing: it re-checks up to `limit`
+    /// subscriptions after the id `after`, in id order, and indexes any
+    /// without a `subscription_routes` row (every subscription has at least
+    /// one pattern, so at least one row).
+    async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage> {
+        let after = after.unwrap_or_default().to_string();
+        let limit = limit.clamp(1, MAX_REINDEX_PAGE);
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT s.id, s.data, EXISTS (SELECT 1 FROM subscription_routes r WHERE r.subscription_id = s.id) \
+                         FROM subscriptions s WHERE s.id > ?1 ORDER BY s.id LIMIT ?2",
+                    )
+                    .map_err(sql)?;
+                let rows = st
+                    .query_map(params![after, limit as i64 + 1], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?))
+                    })
+                    .map_err(sql)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(sql)?;
+                let next = (rows.len() > limit).then(|| rows[limit - 1].0.clone());
+                let mut page = ReindexPage { next, ..ReindexPage::default() };
+                for (_, data, indexed) in rows.iter().take(limit) {
+                    page.examined += 1;
+                    if !indexed {
+                        index_subscription(c, &decode::<Subscription>(data)?)?;
+                        page.reindexed += 1;
+                    }
+                }
+                Ok(page)
             })
             .await
     }
