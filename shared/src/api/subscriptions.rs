@@ -1,6 +1,6 @@
 //! `/v1/subscriptions`: create, read, patch, delete, verify, rotate the
-//! signing secret. Bodies are typed; a PATCH tells absent, `null` and a
-//! value apart ([`Patch`]).
+//! signing secret, reindex after an upgrade. Bodies are typed; a PATCH
+//! tells absent, `null` and a value apart ([`Patch`]).
 
 use std::collections::BTreeMap;
 
