@@ -377,16 +377,29 @@ async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout
         }
     };
     let auth = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let idempotency_key = joined(&parts.headers, "idempotency-key");
     let res = api
         .handle(api::Request {
             method: parts.method.as_str(),
             path: parts.uri.path(),
             query: parts.uri.query(),
             authorization: auth,
+            idempotency_key: idempotency_key.as_deref(),
             body: &body,
         })
         .await;
     to_http(res)
+}
+
+/// A header's value; a header given several times is one value joined
+/// with `,`, as API Gateway hands it to the Lambda API.
+fn joined<'a>(headers: &'a header::HeaderMap, name: &str) -> Option<std::borrow::Cow<'a, [u8]>> {
+    let mut values = headers.get_all(name).iter().map(|v| v.as_bytes());
+    let first = values.next()?;
+    Some(match values.next() {
+        None => first.into(),
+        Some(second) => [first, second].into_iter().chain(values).collect::<Vec<_>>().join(&b',').into(),
+    })
 }
 
 fn to_http(r: api::Response) -> Response<Body> {

@@ -13,7 +13,9 @@ use crate::ids::EventId;
 pub struct EventRecord {
     /// The stored id: the producer's id for an event without a tenant, a
     /// hash of (tenant, producer id) for one with a tenant (see
-    /// [`crate::ids::stored_event_id`]), generated when the envelope has no id.
+    /// [`crate::ids::stored_event_id`]); a hash of (tenant, idempotency key)
+    /// when the event has one ([`crate::ids::idempotent_event_id`]);
+    /// generated when the envelope has neither.
     pub id: EventId,
     /// The event type subscriptions match against.
     pub event_type: String,
@@ -42,12 +44,15 @@ pub struct EventRecord {
 
 impl EventRecord {
     /// Builds the record for an envelope accepted now, with its retention,
-    /// under its stored id (per-tenant, see [`crate::ids::stored_event_id`]).
+    /// under its stored id (per tenant: from the idempotency key when there
+    /// is one, else from the producer's id).
     pub fn from_normalized(n: Normalized, now: DateTime<Utc>, retention: chrono::Duration) -> Self {
+        let tenant = n.tenant_id.as_deref();
         EventRecord {
-            id: match &n.id {
-                Some(id) => crate::ids::stored_event_id(n.tenant_id.as_deref(), id),
-                None => crate::ids::new_event_id(),
+            id: match (&n.idempotency_key, &n.id) {
+                (Some(key), _) => crate::ids::idempotent_event_id(tenant, key),
+                (None, Some(id)) => crate::ids::stored_event_id(tenant, id),
+                (None, None) => crate::ids::new_event_id(),
             },
             event_type: n.event_type,
             tenant_id: n.tenant_id,
@@ -103,5 +108,37 @@ mod tests {
         assert_ne!(a.id, record(globex).id);
         assert_eq!(a.body, acme.as_bytes(), "the producer's body is stored as posted");
         assert!(record(r#"{"type":"t","tenant_id":"acme","data":{}}"#).id.as_str().starts_with("evt_"));
+    }
+
+    #[test]
+    fn an_idempotency_key_decides_the_stored_id() {
+        use crate::ids::idempotent_event_id;
+        let contract = |id: &str, tenant: Option<&str>| {
+            let mut v = serde_json::json!({"eventId": id, "eventType": "task.failed", "version": 1,
+                "occurredAt": "2026-02-19T10:10:00Z", "traceId": "req_1", "producer": "w",
+                "idempotencyKey": "task:1:failed", "payload": {}});
+            if let Some(t) = tenant {
+                v["tenantId"] = t.into();
+            }
+            record(&v.to_string())
+        };
+        let a = contract("evt_a", Some("acme"));
+        assert_eq!(a.id, idempotent_event_id(Some("acme"), "task:1:failed"));
+        assert_eq!(a.id, contract("evt_b", Some("acme")).id, "another eventId, the same key: the same event");
+        assert_ne!(a.id, contract("evt_a", Some("globex")).id, "another tenant, another event");
+        assert_eq!(contract("evt_a", None).id, idempotent_event_id(None, "task:1:failed"));
+        assert_eq!(a.tenant_id.as_deref(), Some("acme"));
+
+        // A native envelope without id takes the header's key; with an id, the id wins.
+        let native = |body: &str, key: Option<&str>| {
+            let n = crate::envelope::normalize(body.as_bytes(), None).unwrap().with_idempotency_key(key);
+            EventRecord::from_normalized(n, Utc::now(), chrono::Duration::days(30)).id
+        };
+        let no_id = r#"{"type":"t","tenant_id":"acme","data":{}}"#;
+        assert_eq!(native(no_id, Some("k1")), idempotent_event_id(Some("acme"), "k1"));
+        assert_eq!(native(no_id, Some("k1")), native(no_id, Some("k1")));
+        assert_ne!(native(no_id, None), native(no_id, None), "without a key every post is new");
+        let with_id = r#"{"id":"e1","type":"t","tenant_id":"acme","data":{}}"#;
+        assert_eq!(native(with_id, Some("k1")), crate::ids::stored_event_id(Some("acme"), "e1"));
     }
 }

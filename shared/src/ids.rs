@@ -110,7 +110,8 @@ macro_rules! id_type {
 }
 
 id_type!(
-    /// The id an event is stored under ([`stored_event_id`], [`new_event_id`]):
+    /// The id an event is stored under ([`stored_event_id`],
+    /// [`idempotent_event_id`], [`new_event_id`]):
     /// its key in the event log, in `GET /v1/events/{id}` and in its sagas.
     EventId
 );
@@ -178,6 +179,28 @@ pub fn stored_event_id(tenant: Option<&str>, producer_id: &str) -> EventId {
         None => producer_id.to_string(),
         Some(t) => format!("tev_{}", &full_hex(&["tenant-event", t, producer_id])[..32]),
     })
+}
+
+/// The id an event is stored under when its producer deduplicates on an
+/// idempotency key rather than on an event id: a contract envelope's
+/// `idempotencyKey`, or the `Idempotency-Key` header of a `POST /v1/events`
+/// whose envelope has no id (docs/formats.md#stored-ids-and-deduplication).
+///
+/// Deduplication is per tenant, as for [`stored_event_id`]: the same key
+/// from the same tenant always gives the same id, so a repeat is a
+/// duplicate; another tenant, or no tenant, gets another id. Unlike a
+/// producer's event id without a tenant, a key is never the id itself: it
+/// is always stored under `idk_` and 32 hex digits of a SHA-256 of (tenant,
+/// key), so a key equal to some producer's event id (`"evt_1"`) is not a
+/// duplicate of that event, and the id is 36 bytes whatever the key's
+/// length. "No tenant" and a tenant are hashed under different labels
+/// (tenants are never empty, but the label makes it plain).
+pub fn idempotent_event_id(tenant: Option<&str>, key: &str) -> EventId {
+    let hex = match tenant {
+        None => full_hex(&["idempotency-key", key]),
+        Some(t) => full_hex(&["tenant-idempotency-key", t, key]),
+    };
+    EventId(format!("idk_{}", &hex[..32]))
 }
 
 /// A fresh subscription id.
@@ -320,6 +343,33 @@ mod tests {
         assert!(a[4..].bytes().all(|b| b.is_ascii_hexdigit()));
         let long = "x".repeat(256);
         assert_eq!(stored_event_id(Some(&long), &long).as_str().len(), 36);
+    }
+
+    #[test]
+    fn idempotent_event_ids_are_per_tenant_and_deterministic() {
+        let k = "task:tsk_3001:attempt:2:failed";
+        let a = idempotent_event_id(Some("acme"), k);
+        assert_eq!(a, idempotent_event_id(Some("acme"), k), "the same key and tenant always give the same id");
+        assert_ne!(a, idempotent_event_id(Some("globex"), k), "another tenant, another id");
+        assert_ne!(a, idempotent_event_id(None, k), "no tenant is not a tenant");
+        assert_ne!(a, idempotent_event_id(Some("acme"), "task:tsk_3001:attempt:3:failed"));
+        assert_eq!(idempotent_event_id(None, k), idempotent_event_id(None, k));
+        // Length-prefixed: ("a:b", "c") and ("a", "b:c") differ; so do a
+        // tenant and a key that spell the same text without a tenant.
+        assert_ne!(idempotent_event_id(Some("a:b"), "c"), idempotent_event_id(Some("a"), "b:c"));
+        assert_ne!(idempotent_event_id(Some("a"), "b"), idempotent_event_id(None, "ab"));
+        // Never the key itself, and never the id an event id would get.
+        assert_ne!(idempotent_event_id(None, k), k);
+        assert_ne!(idempotent_event_id(None, "e1"), stored_event_id(None, "e1"));
+        assert_ne!(idempotent_event_id(Some("acme"), "e1"), stored_event_id(Some("acme"), "e1"));
+        let a = a.as_str();
+        assert!(a.starts_with("idk_") && a.len() == 36, "{a}");
+        assert!(a[4..].bytes().all(|b| b.is_ascii_hexdigit()));
+        let long = "x".repeat(4096);
+        assert_eq!(idempotent_event_id(Some(&long), &long).as_str().len(), 36);
+        // Stored ids: these values must never change.
+        assert_eq!(idempotent_event_id(None, k), "idk_099f7f76e769d66662d9554c869ca8a5");
+        assert_eq!(idempotent_event_id(Some("acme"), k), "idk_ba1861eee81e56a5dc086aad40415c83");
     }
 
     #[test]

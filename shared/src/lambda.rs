@@ -64,6 +64,8 @@ pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpRe
             path: &path,
             query: req.raw_query_string.as_deref().filter(|q| !q.is_empty()),
             authorization: auth,
+            // API Gateway has already joined repeated headers with `,`.
+            idempotency_key: req.headers.get("idempotency-key").map(|v| v.as_bytes()),
             body: &body,
         })
         .await;

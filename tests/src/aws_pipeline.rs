@@ -251,14 +251,23 @@ fn queue_arn(url: &str) -> String {
 }
 
 impl crate::pipeline::Pipeline for AwsPipeline {
-    async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+    async fn call_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        // API Gateway hands header names over in lower case.
+        let mut header_map = serde_json::Map::from_iter([("content-type".to_string(), json!("application/json"))]);
+        header_map.extend(headers.iter().map(|(name, value)| (name.to_ascii_lowercase(), json!(value))));
         let req = json!({
             "version": "2.0",
             "routeKey": format!("{method} {path}"),
             "rawPath": path,
             "rawQueryString": query,
-            "headers": {"content-type": "application/json"},
+            "headers": header_map,
             "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
                                "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
             "body": body.map(|b| String::from_utf8_lossy(b).into_owned()),

@@ -2,12 +2,13 @@
 //! (`tests/input_serve.rs`, `tests/input_aws.rs`): the producer id limit,
 //! values that could never be sent in a header, ids that need
 //! percent-encoding in a path, log-line forging, retry schedules longer than
-//! the retention, and per-tenant deduplication.
+//! the retention, per-tenant deduplication, and `Idempotency-Key` headers
+//! that break the rule.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use shared::envelope::MAX_ID_BYTES;
+use shared::envelope::{MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES};
 
 use crate::pipeline::Pipeline;
 use crate::{eventually, Behaviour, Receiver};
@@ -284,6 +285,42 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     })
     .await;
     assert_no_forged_line(s).await;
+}
+
+/// The `Idempotency-Key` header of `POST /v1/events` is 1 to 255 bytes of
+/// printable ASCII (docs/formats.md#idempotency-key): anything else is a 400
+/// `invalid_header` naming it, whatever the envelope (with an id of its own
+/// or without), and nothing is written; a batch takes no key at all. A key
+/// at the limit is taken, and a retry with it is a duplicate.
+pub async fn idempotency_keys_that_break_the_rule_are_refused<P: Pipeline>(s: &P) {
+    const HEADER: &str = "Idempotency-Key";
+    let assert_bad_header = |st: u16, v: &Value, why: &str| {
+        assert_eq!(st, 400, "{why}: {v}");
+        assert_eq!((v["error"]["code"].as_str(), v["error"]["field"].as_str()), (Some("invalid_header"), Some(HEADER)));
+        let msg = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(HEADER) && !msg.chars().any(char::is_control), "{why}: {msg:?}");
+    };
+    let no_id: &[u8] = br#"{"type":"t","data":{}}"#;
+    let with_id: &[u8] = br#"{"id":"never-stored","type":"t","data":{}}"#;
+    let too_long = "k".repeat(MAX_IDEMPOTENCY_KEY_BYTES + 1);
+    for (key, why) in [("", "empty"), (too_long.as_str(), "256 bytes"), ("a\tb", "a tab"), ("café", "not ASCII")] {
+        for body in [no_id, with_id] {
+            let (st, v) = s.call_with_headers("POST", "/v1/events", Some(body), &[(HEADER, key)]).await;
+            assert_bad_header(st, &v, why);
+        }
+    }
+    let (st, v) =
+        s.call_with_headers("POST", "/v1/events/batch", Some(b"[{\"type\":\"t\",\"data\":1}]"), &[(HEADER, "k")]).await;
+    assert_bad_header(st, &v, "a batch");
+    assert_eq!(s.get("/v1/events/never-stored").await.0, 404);
+    let m = s.metrics().await;
+    assert!(m.contains("hookline_events_accepted_total 0\n"), "nothing was written: {m}");
+
+    let at_limit = "k".repeat(MAX_IDEMPOTENCY_KEY_BYTES);
+    let (st, a) = s.call_with_headers("POST", "/v1/events", Some(no_id), &[(HEADER, &at_limit)]).await;
+    assert_eq!((st, &a["duplicate"]), (202, &json!(false)), "{a}");
+    let (st, b) = s.call_with_headers("POST", "/v1/events", Some(no_id), &[(HEADER, &at_limit)]).await;
+    assert_eq!((st, &b["duplicate"], &b["event_id"]), (202, &json!(true), &a["event_id"]), "{b}");
 }
 
 /// Item 3: a retry policy whose longest schedule ((max_attempts - 1) waits

@@ -9,9 +9,21 @@ use serde_json::Value;
 
 /// A Hookline under test.
 pub trait Pipeline: Sync {
-    /// Calls the HTTP API (authenticated as the backend expects); returns
-    /// status and JSON body (`Null` when not JSON).
-    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> impl Future<Output = (u16, Value)> + Send;
+    /// Calls the HTTP API (authenticated as the backend expects) with extra
+    /// request headers `(name, value)`; returns status and JSON body (`Null`
+    /// when not JSON).
+    fn call_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> impl Future<Output = (u16, Value)> + Send;
+
+    /// Calls the HTTP API without extra headers.
+    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> impl Future<Output = (u16, Value)> + Send {
+        self.call_with_headers(method, path, body, &[])
+    }
 
     /// The `/metrics` text.
     fn metrics(&self) -> impl Future<Output = String> + Send;

@@ -79,7 +79,8 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
         ids.push(v["event_id"].as_str().unwrap().to_string());
     }
     assert_eq!(ids[1], "de305d54-75b4-431b-adb2-eb6b9e546014", "the producer's id is the event id");
-    assert_eq!(ids[3], "evt_task_failed_001");
+    // A contract envelope is stored under its idempotency key (no tenant here).
+    assert_eq!(ids[3], shared::ids::idempotent_event_id(None, "task:tsk_3001:attempt:2:failed").as_str());
     for id in &ids {
         s.settled_deliveries(id, 1, 10).await;
     }
@@ -103,7 +104,7 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
     // The producer's trace id travels to the subscriber.
     let contract = got.iter().find(|d| d.header("hookline-event-type") == "task.failed").unwrap();
     assert_eq!(contract.header("hookline-trace-id"), "req_abcd");
-    let saga = contract_saga(s, "evt_task_failed_001").await;
+    let saga = contract_saga(s, &ids[3]).await;
     assert_eq!(contract.header("traceparent"), shared::ids::traceparent("req_abcd", &format!("{saga}#1")));
     verify_with_published_library(&captured);
 
@@ -115,7 +116,7 @@ pub async fn delivers_every_producer_format_signed_and_unchanged<P: Pipeline>(s:
     })
     .await;
     let line = logs.lines().find(|l| l.contains("delivery attempt") && l.contains(&saga)).unwrap();
-    for id in ["evt_task_failed_001", sub_id.as_str(), "req_abcd"] {
+    for id in [ids[3].as_str(), sub_id.as_str(), "req_abcd"] {
         assert!(line.contains(id), "{id} missing from the attempt's log line: {line}");
     }
     assert!(!logs.contains(secret.expose()), "the signing secret appears in the logs");
@@ -333,10 +334,69 @@ pub async fn duplicate_events_are_one_event_and_one_delivery<P: Pipeline>(s: &P)
     assert_eq!(st, 202, "{v}");
     assert_eq!(v["results"][0]["duplicate"], true);
     assert_eq!(v["results"][1]["duplicate"], false);
-    s.settled_deliveries("evt_task_failed_001", 1, 10).await;
+    s.settled_deliveries(a["event_id"].as_str().unwrap(), 1, 10).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n = r.deliveries("/d").iter().filter(|d| d.header("hookline-event-type") == "task.failed").count();
     assert_eq!(n, 1);
+}
+
+/// Producer-side idempotency (docs/formats.md#stored-ids-and-deduplication).
+/// Two contract envelopes of one tenant with the same `idempotencyKey` and
+/// different `eventId`s are one event: the second answers `duplicate` with
+/// the first one's id, and the subscriber gets one delivery, the first body.
+/// The same key from another tenant is a new event. A native envelope
+/// without `id` posted twice with the same `Idempotency-Key` header is one
+/// event; without the header, two.
+pub async fn idempotency_keys_make_a_retry_a_duplicate<P: Pipeline>(s: &P) {
+    const KEY: &str = "task:tsk_3001:attempt:2:failed";
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/idem", Behaviour::Ok), "event_types": ["*"]})).await;
+    let contract = |event_id: &str, tenant: &str| {
+        json!({"eventId": event_id, "eventType": "task.failed", "version": 1, "occurredAt": "2026-02-19T10:10:00Z",
+               "traceId": "req_abcd", "producer": "worker-orchestrator", "idempotencyKey": KEY, "tenantId": tenant,
+               "payload": {"taskId": "tsk_3001", "sentAs": event_id}})
+    };
+    let (st, first) = s.post("/v1/events", &contract("evt_first", "acme")).await;
+    assert_eq!((st, &first["duplicate"]), (202, &json!(false)), "{first}");
+    let first_id = first["event_id"].as_str().unwrap().to_string();
+    assert_eq!(first_id, shared::ids::idempotent_event_id(Some("acme"), KEY).as_str());
+    let (st, retry) = s.post("/v1/events", &contract("evt_retry", "acme")).await;
+    assert_eq!((st, retry), (202, json!({"event_id": first_id, "duplicate": true})), "another eventId, the same key");
+    let (st, other) = s.post("/v1/events", &contract("evt_first", "globex")).await;
+    assert_eq!((st, &other["duplicate"]), (202, &json!(false)), "another tenant's key is its own: {other}");
+    let other_id = other["event_id"].as_str().unwrap().to_string();
+    assert_ne!(other_id, first_id);
+    // The first envelope is the event; its eventId stays in the body.
+    let (_, ev) = s.get(&format!("/v1/events/{first_id}")).await;
+    assert_eq!((ev["tenant_id"].as_str(), ev["producer_id"].as_str()), (Some("acme"), Some("evt_first")), "{ev}");
+
+    let native =
+        serde_json::to_vec(&json!({"type": "order.created", "tenant_id": "acme", "data": {"order": 7}})).unwrap();
+    let with_key = [("Idempotency-Key", "order-7-created")];
+    let (st, n1) = s.call_with_headers("POST", "/v1/events", Some(&native), &with_key).await;
+    assert_eq!((st, &n1["duplicate"]), (202, &json!(false)), "{n1}");
+    let keyed_id = n1["event_id"].as_str().unwrap().to_string();
+    assert_eq!(keyed_id, shared::ids::idempotent_event_id(Some("acme"), "order-7-created").as_str());
+    let (st, n2) = s.call_with_headers("POST", "/v1/events", Some(&native), &with_key).await;
+    assert_eq!((st, n2), (202, json!({"event_id": keyed_id, "duplicate": true})), "a retry with the same key");
+    let (_, p1) = post_raw(s, "/v1/events", &native).await;
+    let (_, p2) = post_raw(s, "/v1/events", &native).await;
+    assert_eq!((&p1["duplicate"], &p2["duplicate"]), (&json!(false), &json!(false)), "no key: two events");
+    assert_ne!(p1["event_id"], p2["event_id"]);
+
+    let events =
+        [first_id.as_str(), &other_id, &keyed_id, p1["event_id"].as_str().unwrap(), p2["event_id"].as_str().unwrap()];
+    for id in events {
+        assert_eq!(s.settled_deliveries(id, 1, 20).await[0]["status"], "Completed", "{id}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = r.deliveries("/idem");
+    assert_eq!(got.len(), events.len(), "one delivery per event");
+    let sent_as: Vec<Value> = got.iter().map(|d| d.json()["payload"]["sentAs"].clone()).collect();
+    assert_eq!(sent_as.iter().filter(|v| **v == "evt_first").count(), 2, "acme's and globex's first envelopes");
+    assert!(!sent_as.contains(&json!("evt_retry")), "the duplicate is not delivered");
+    let m = s.metrics().await;
+    assert!(m.contains("hookline_events_duplicate_total 2\n"), "{m}");
 }
 
 pub async fn unverified_inactive_and_other_tenants_get_nothing<P: Pipeline>(s: &P) {

@@ -188,9 +188,26 @@ impl Server {
         body: Option<&[u8]>,
         key: Option<&str>,
     ) -> (u16, Value) {
+        self.request(method, path, body, key, &[]).await
+    }
+
+    /// Calls the API with a given key (or none) and extra headers, each
+    /// value sent as its bytes.
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        key: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
         let mut req = self.client.request(method.parse().unwrap(), format!("{}{}", self.base, path));
         if let Some(k) = key {
             req = req.bearer_auth(k);
+        }
+        for (name, value) in headers {
+            req =
+                req.header(*name, reqwest::header::HeaderValue::from_bytes(value.as_bytes()).expect("a header value"));
         }
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b.to_vec());
@@ -203,8 +220,14 @@ impl Server {
 }
 
 impl crate::pipeline::Pipeline for Server {
-    async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
-        self.call_with_key(method, path, body, Some(&self.key)).await
+    async fn call_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        self.request(method, path, body, Some(&self.key), headers).await
     }
 
     async fn logs(&self) -> String {

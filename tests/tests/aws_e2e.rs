@@ -26,6 +26,7 @@ on_aws!(
     dead_letter_after_max_attempts_then_requeue_and_replay,
     skip_closes_a_dead_letter_with_audit_and_gone_deactivates,
     duplicate_events_are_one_event_and_one_delivery,
+    idempotency_keys_make_a_retry_a_duplicate,
     unverified_inactive_and_other_tenants_get_nothing,
     bad_input_gets_a_clear_error_and_writes_nothing,
     reindex_pages_with_a_cursor_and_refuses_bad_input,
@@ -71,7 +72,9 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     .await;
     let d = p.settled_deliveries("bus-1", 1, 30).await;
     assert_eq!(d[0]["status"], "Completed");
-    p.settled_deliveries("evt_task_failed_001", 1, 30).await;
+    // A contract envelope is stored under its idempotency key.
+    let contract = shared::ids::idempotent_event_id(None, "task:tsk_3001:attempt:2:failed");
+    p.settled_deliveries(contract.as_str(), 1, 30).await;
     let (_, ev) = p.get("/v1/events/bus-1").await;
     assert_eq!(ev["type"], "order.created");
     assert_eq!(ev["producer"], "shop.orders");

@@ -12,7 +12,7 @@ use hookline_tests::pipeline::Pipeline;
 use hookline_tests::{eventually, Behaviour, Receiver};
 use serde_json::json;
 use shared::envelope::MAX_ID_BYTES;
-use shared::ids::stored_event_id;
+use shared::ids::{idempotent_event_id, stored_event_id};
 
 macro_rules! on_aws {
     ($($name:ident),* $(,)?) => {$(
@@ -32,6 +32,7 @@ on_aws!(
     retry_schedules_longer_than_the_retention_are_refused,
     deduplication_is_per_tenant,
     delivery_limits_that_make_no_sense_are_refused,
+    idempotency_keys_that_break_the_rule_are_refused,
 );
 
 /// EventBridge ingest applies the same rules: an id over the limit (and one
@@ -39,6 +40,8 @@ on_aws!(
 /// the ingest DLQ with a `hookline-error` reason naming the field (escaped,
 /// never a store error retried forever); the same id from two tenants is two
 /// events, each delivered to its tenant; a repeat by one tenant is a duplicate.
+/// So is a contract envelope with the same tenant and `idempotencyKey` as
+/// one before it, even under another `eventId`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() {
     let p = AwsPipeline::start("bus_input").await;
@@ -59,12 +62,24 @@ async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() 
     let acme = json!({"id": "bus-t", "tenant_id": "acme", "data": {"who": "acme"}});
     put(acme.clone()).await;
     put(json!({"id": "bus-t", "tenant_id": "globex", "data": {"who": "globex"}})).await;
+    let contract = |event_id: &str, tenant: &str| {
+        json!({"eventId": event_id, "eventType": "task.failed", "version": 1, "occurredAt": "2026-02-19T10:10:00Z",
+               "traceId": "req_1", "producer": "worker", "idempotencyKey": "task:1:failed", "tenantId": tenant,
+               "payload": {"who": tenant, "sentAs": event_id}})
+    };
+    put(contract("bus-c1", "acme")).await;
+    put(contract("bus-c1", "globex")).await;
 
-    let a = stored_event_id(Some("acme"), "bus-t");
-    let g = stored_event_id(Some("globex"), "bus-t");
-    assert_eq!(p.settled_deliveries(a.as_str(), 1, 30).await[0]["status"], "Completed");
-    assert_eq!(p.settled_deliveries(g.as_str(), 1, 30).await[0]["status"], "Completed");
+    for id in [
+        stored_event_id(Some("acme"), "bus-t"),
+        stored_event_id(Some("globex"), "bus-t"),
+        idempotent_event_id(Some("acme"), "task:1:failed"),
+        idempotent_event_id(Some("globex"), "task:1:failed"),
+    ] {
+        assert_eq!(p.settled_deliveries(id.as_str(), 1, 30).await[0]["status"], "Completed");
+    }
     put(acme).await;
+    put(contract("bus-c2", "acme")).await;
 
     let rejected = std::sync::Mutex::new(Vec::new());
     eventually(30, "three refusals in the ingest DLQ", || async {
@@ -91,8 +106,11 @@ async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() 
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (acme_got, globex_got) = (r.deliveries("/acme"), r.deliveries("/globex"));
-    assert_eq!((acme_got.len(), globex_got.len()), (1, 1), "the repeat by acme is a duplicate");
-    assert_eq!(acme_got[0].json()["data"]["who"], "acme");
-    assert_eq!(globex_got[0].json()["data"]["who"], "globex");
+    assert_eq!((acme_got.len(), globex_got.len()), (2, 2), "the repeats by acme are duplicates");
+    for (got, tenant) in [(&acme_got, "acme"), (&globex_got, "globex")] {
+        let bodies: Vec<serde_json::Value> = got.iter().map(|d| d.json()).collect();
+        assert!(bodies.iter().any(|b| b["data"]["who"] == tenant), "{bodies:?}");
+        assert!(bodies.iter().any(|b| b["payload"] == json!({"who": tenant, "sentAs": "bus-c1"})), "{bodies:?}");
+    }
     assert_no_forged_line(&p).await;
 }

@@ -67,6 +67,11 @@ async fn duplicate_events_are_one_event_and_one_delivery() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_make_a_retry_a_duplicate() {
+    scenarios::idempotency_keys_make_a_retry_a_duplicate(&Server::start("idempotency_keys")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unverified_inactive_and_other_tenants_get_nothing() {
     scenarios::unverified_inactive_and_other_tenants_get_nothing(&Server::start("unverified_inactive_")).await;
 }

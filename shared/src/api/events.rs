@@ -99,6 +99,22 @@ struct ReplayAnswer<'a> {
     sagas: Vec<ReplaySaga>,
 }
 
+/// The `Idempotency-Key` header of `POST /v1/events`, checked
+/// ([`envelope::check_idempotency_key`]); a bad one is a 400 naming it.
+fn idempotency_key<'a>(req: &Request<'a>) -> Result<Option<&'a str>, ApiError> {
+    req.idempotency_key
+        .map(|v| {
+            envelope::check_idempotency_key(v).map_err(|e| {
+                ApiError::new(400, "invalid_header", format!("invalid header `{IDEMPOTENCY_KEY}`: {e}"))
+                    .on(IDEMPOTENCY_KEY)
+            })
+        })
+        .transpose()
+}
+
+/// The header's name, as errors spell it.
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
 /// The `?format=` of an ingest request, if any.
 fn format(req: &Request<'_>) -> Result<Option<Format>, ApiError> {
     match query_param(req.query, "format") {
@@ -109,11 +125,25 @@ fn format(req: &Request<'_>) -> Result<Option<Format>, ApiError> {
 
 impl Api {
     pub(super) async fn post_event(&self, req: &Request<'_>) -> ApiResult {
-        let a = ingest::ingest(&self.hookline, req.body, format(req)?).await?;
+        let key = idempotency_key(req)?;
+        let a = ingest::ingest(&self.hookline, req.body, format(req)?, key).await?;
         Ok(Response::json(202, &Accepted { event_id: a.event_id, duplicate: a.duplicate }))
     }
 
     pub(super) async fn post_batch(&self, req: &Request<'_>) -> ApiResult {
+        // One key cannot stand for many events, and ignoring it would let a
+        // producer believe its retries of id-less items are safe.
+        if req.idempotency_key.is_some() {
+            return Err(ApiError::new(
+                400,
+                "invalid_header",
+                format!(
+                    "`{IDEMPOTENCY_KEY}` is not taken by a batch; give each envelope its own id \
+                     (or post it alone to /v1/events with the header)"
+                ),
+            )
+            .on(IDEMPOTENCY_KEY));
+        }
         let results = ingest::ingest_batch(&self.hookline, req.body, format(req)?).await?;
         let accepted = results.iter().filter(|r| r.is_ok()).count();
         let answer = BatchAnswer {

@@ -38,6 +38,10 @@ pub struct Request<'a> {
     pub query: Option<&'a str>,
     /// The `Authorization` header.
     pub authorization: Option<&'a str>,
+    /// The `Idempotency-Key` header, as it arrived (checked by the route
+    /// that reads it: `POST /v1/events`). Several of them are one value,
+    /// joined with `,` (as API Gateway joins repeated headers).
+    pub idempotency_key: Option<&'a [u8]>,
     /// The body.
     pub body: &'a [u8],
 }

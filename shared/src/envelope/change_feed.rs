@@ -69,6 +69,7 @@ pub(super) fn change_feed(obj: &Map<String, Value>, default_producer: Option<&st
     }
     Ok(Fields {
         id: Some(id.to_string()),
+        idempotency_key: None,
         partition_key: Some(format!("{entity_type}:{entity_id}")),
         event_type,
         tenant_id: None,

@@ -1,6 +1,6 @@
 //! The event contract v1 envelope (docs/formats.md#contract-v1): `{eventId, eventType,
-//! version, occurredAt, traceId, producer, idempotencyKey, riskFlags?,
-//! payload}`, and its lower-case dotted event type rule.
+//! version, occurredAt, traceId, producer, idempotencyKey, tenantId?,
+//! riskFlags?, payload}`, and its lower-case dotted event type rule.
 
 use serde_json::{Map, Value};
 
@@ -9,7 +9,12 @@ use super::{EnvelopeError, Fields};
 
 /// Contract-v1 envelope (docs/formats.md#contract-v1): `eventId, eventType, version,
 /// occurredAt, traceId, producer, idempotencyKey, payload` required,
-/// `riskFlags` an optional array of strings (`null` counts as absent).
+/// `tenantId` an optional non-blank string and `riskFlags` an optional array
+/// of strings (`null` counts as absent for both).
+/// The event is deduplicated on `idempotencyKey` per tenant, not on
+/// `eventId` ([`crate::ids::idempotent_event_id`]): the contract makes the
+/// key the producer's idempotency promise, and a producer that retries a
+/// step may mint a new `eventId` for the same key.
 /// `eventType` is lower-case dotted `domain.action`
 /// (`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$`, at most [`MAX_EVENT_TYPE_LEN`];
 /// `task.step.updated` and `task.succeeded.v2` pass), `version` a
@@ -35,7 +40,7 @@ pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError
     let occurred_at = o.req_timestamp("occurredAt")?;
     let trace = o.req_str("traceId")?;
     let producer = o.req_str("producer")?;
-    o.req_str("idempotencyKey")?;
+    let idempotency_key = o.req_str("idempotencyKey")?;
     match obj.get("riskFlags") {
         None | Some(Value::Null) => {}
         Some(Value::Array(flags)) => {
@@ -58,8 +63,9 @@ pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError
     o.req_object("payload")?;
     Ok(Fields {
         id: Some(id.to_string()),
+        idempotency_key: Some(idempotency_key.to_string()),
         event_type: event_type.to_string(),
-        tenant_id: None,
+        tenant_id: o.opt_str("tenantId")?.map(str::to_string),
         partition_key: None,
         sequence: None,
         trace_id: Some(trace.to_string()),
@@ -119,6 +125,51 @@ mod tests {
             let e = expect_err(run(&m, None), "invalid_field", Some(field));
             assert!(e.to_string().contains("positive integer"), "{e}");
         }
+    }
+
+    /// The event is deduplicated on `idempotencyKey`, which follows the id
+    /// rule and names itself when it breaks it; `tenantId` is optional, and
+    /// an envelope carrying it is still detected as a contract.
+    #[test]
+    fn idempotency_key_and_tenant() {
+        let k = run(&obj(CONTRACT), None).unwrap();
+        assert_eq!((k.id.as_deref(), k.idempotency_key.as_deref()), (Some("evt_1"), Some("task:1:success")));
+        assert_eq!(k.tenant_id, None);
+
+        let mut m = obj(CONTRACT);
+        m.insert("tenantId".into(), json!("acme"));
+        let k = run(&m, None).unwrap();
+        assert_eq!((k.format, k.tenant_id.as_deref()), (crate::envelope::Format::Contract, Some("acme")));
+        m.insert("tenantId".into(), Value::Null);
+        assert_eq!(run(&m, None).unwrap().tenant_id, None);
+        for (bad, code) in
+            [(json!(" "), "must not be empty"), (json!(7), "expected a string"), (json!("a\nb"), "printable")]
+        {
+            m.insert("tenantId".into(), bad);
+            let e = expect_err(run(&m, None), "invalid_field", Some("tenantId"));
+            assert!(e.to_string().contains(code), "{e}");
+        }
+
+        let mut m = obj(CONTRACT);
+        for (bad, reason) in [
+            (json!(""), "must not be empty"),
+            (json!("k\r\nINFO forged"), "printable"),
+            (json!("k".repeat(crate::envelope::MAX_ID_BYTES + 1)), "the maximum is 256 bytes"),
+        ] {
+            m.insert("idempotencyKey".into(), bad);
+            let e = expect_err(run(&m, None), "invalid_field", Some("idempotencyKey"));
+            assert!(e.to_string().contains(reason), "{e}");
+        }
+        m.insert("idempotencyKey".into(), json!("ledger:led_001:committed/é #1"));
+        assert_eq!(run(&m, None).unwrap().idempotency_key.as_deref(), Some("ledger:led_001:committed/é #1"));
+    }
+
+    /// An `Idempotency-Key` from outside never replaces what a contract
+    /// envelope carries.
+    #[test]
+    fn an_outside_key_is_ignored() {
+        let k = run(&obj(CONTRACT), None).unwrap().with_idempotency_key(Some("header-key"));
+        assert_eq!(k.idempotency_key.as_deref(), Some("task:1:success"));
     }
 
     /// Event types the contract format accepts and refuses.

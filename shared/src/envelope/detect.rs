@@ -68,24 +68,28 @@ impl FromStr for Format {
 /// format's distinguishing keys are present.
 ///
 /// In order: `entity_type` and `change_type` → change-feed; `eventId` or
-/// `eventType` with any of `schemaVersion`, `sequence`, `tenantId`,
-/// `correlationId` → domain-event; `eventId` or `eventType` with any of
-/// `idempotencyKey`, `traceId`, `version`, `riskFlags` → contract; `type` or
-/// `data` → native. Detection only picks the format; validation then reports
-/// what that format is missing (docs/formats.md#detection-and-the-format-parameter:
-/// so an outbound webhook body, which
-/// has `traceId` and `version`, is read as a contract envelope and refused for
-/// its missing `producer`).
+/// `eventType` with any of `schemaVersion`, `sequence`, `correlationId` →
+/// domain-event; `eventId` or `eventType` with any of `idempotencyKey`,
+/// `traceId`, `version`, `riskFlags` → contract; `eventId` or `eventType`
+/// with `tenantId` → domain-event; `type` or `data` → native. (`tenantId`
+/// is required in a domain event and optional in a contract envelope, so it
+/// decides only when nothing else does.) Detection only picks the format;
+/// validation then reports what that format is missing
+/// (docs/formats.md#detection-and-the-format-parameter: so an outbound
+/// webhook body, which has `traceId` and `version`, is read as a contract
+/// envelope and refused for its missing `producer`).
 pub fn detect_format(obj: &Map<String, Value>) -> Option<Format> {
     let has = |k: &str| obj.contains_key(k);
     let any = |ks: &[&str]| ks.iter().any(|k| has(k));
     let event_like = any(&["eventId", "eventType"]);
     if has("entity_type") && has("change_type") {
         Some(Format::ChangeFeed)
-    } else if event_like && any(&["schemaVersion", "sequence", "tenantId", "correlationId"]) {
+    } else if event_like && any(&["schemaVersion", "sequence", "correlationId"]) {
         Some(Format::DomainEvent)
     } else if event_like && any(&["idempotencyKey", "traceId", "version", "riskFlags"]) {
         Some(Format::Contract)
+    } else if event_like && has("tenantId") {
+        Some(Format::DomainEvent)
     } else if any(&["type", "data"]) {
         Some(Format::Native)
     } else {
@@ -162,6 +166,13 @@ mod tests {
             Some("eventId"),
         );
         expect_err(normalize(br#"{"eventId":"e","traceId":"t"}"#, None), "missing_field", Some("eventType"));
+        // `tenantId` alone says domain event; beside a contract key, contract.
+        expect_err(normalize(br#"{"eventId":"e","tenantId":"t"}"#, None), "missing_field", Some("schemaVersion"));
+        expect_err(
+            normalize(br#"{"eventId":"e","tenantId":"t","idempotencyKey":"k"}"#, None),
+            "missing_field",
+            Some("eventType"),
+        );
         expect_err(normalize(br#"{"entity_type":"A","change_type":"created"}"#, None), "missing_field", Some("id"));
     }
 }

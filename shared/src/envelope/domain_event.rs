@@ -47,6 +47,7 @@ pub(super) fn domain_event(obj: &Map<String, Value>) -> Result<Fields, EnvelopeE
     o.req_object("payload")?;
     Ok(Fields {
         id: Some(id.to_string()),
+        idempotency_key: None,
         event_type: event_type.to_string(),
         tenant_id: Some(tenant.to_string()),
         partition_key: Some(partition_key.to_string()),

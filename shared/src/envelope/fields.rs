@@ -12,9 +12,10 @@ use serde_json::{Map, Value};
 use super::{EnvelopeError, Fields, Format, MAX_EVENT_TYPE_LEN};
 
 /// Longest producer id Hookline accepts, in bytes of UTF-8: the event id
-/// (native and change-feed `id`, `eventId`), the tenant (`tenant_id`,
-/// `tenantId`, and a subscription's `tenant_id`) and the trace id
-/// (`trace_id`, `correlationId`, `traceId`).
+/// (native and change-feed `id`, `eventId`), the contract's
+/// `idempotencyKey`, the tenant (`tenant_id`, `tenantId`, and a
+/// subscription's `tenant_id`) and the trace id (`trace_id`,
+/// `correlationId`, `traceId`).
 ///
 /// One limit for both backends, chosen to fit the tightest store key with
 /// room to spare: the event id is the DynamoDB Events table's partition key
@@ -55,6 +56,9 @@ pub enum TextError {
     /// Leading or trailing space or tab, which HTTP strips from a header value.
     #[error("must not start or end with a space or tab (HTTP strips them from header values)")]
     EdgeWhitespace,
+    /// Nothing at all.
+    #[error("must not be empty")]
+    Empty,
 }
 
 /// What an id may hold, for [`TextError::Forbidden`].
@@ -62,6 +66,12 @@ const ID_RULE: &str = "ids are printable text (no control, line-separator or bid
 
 /// What a header value may hold, for [`TextError::Forbidden`].
 const HEADER_RULE: &str = "the value is sent in an HTTP header, which takes visible ASCII, space and tab only";
+
+/// Longest `Idempotency-Key` header value `POST /v1/events` takes, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 255;
+
+/// What an `Idempotency-Key` header may hold, for [`TextError::Forbidden`].
+const IDEMPOTENCY_KEY_RULE: &str = "an idempotency key is printable ASCII (space to `~`)";
 
 /// Characters that can break or disguise a log line or a terminal: every
 /// control character (C0, DEL, C1, so CR, LF and NUL), the Unicode line and
@@ -113,6 +123,30 @@ pub fn check_header_value(s: &str) -> Result<(), TextError> {
     Ok(())
 }
 
+/// Checks the `Idempotency-Key` header of `POST /v1/events` as it arrived
+/// (bytes: a header need not be UTF-8) and returns it as text: 1 to
+/// [`MAX_IDEMPOTENCY_KEY_BYTES`] bytes of printable ASCII (space to `~`; no
+/// tab, no control character, nothing over 127).
+///
+/// # Errors
+///
+/// [`TextError::Empty`], [`TextError::TooLong`] or [`TextError::Forbidden`].
+pub fn check_idempotency_key(value: &[u8]) -> Result<&str, TextError> {
+    if value.is_empty() {
+        return Err(TextError::Empty);
+    }
+    if value.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+        return Err(TextError::TooLong { len: value.len(), max: MAX_IDEMPOTENCY_KEY_BYTES });
+    }
+    if let Some(at) = value.iter().position(|b| !matches!(b, b' '..=b'~')) {
+        let b = value[at];
+        let shown = if b.is_ascii() { show_char(b as char) } else { format!("the byte 0x{b:02X}") };
+        return Err(TextError::Forbidden { shown, at, rule: IDEMPOTENCY_KEY_RULE });
+    }
+    // All ASCII, so UTF-8.
+    Ok(std::str::from_utf8(value).expect("ASCII is UTF-8"))
+}
+
 /// Checks a trace id: a header value ([`check_header_value`], it is sent as
 /// `hookline-trace-id`) of at most [`MAX_ID_BYTES`] bytes.
 ///
@@ -153,20 +187,25 @@ fn text_fields(format: Format) -> (&'static str, &'static str, &'static str) {
         Format::Native => ("id", "tenant_id", "trace_id"),
         Format::ChangeFeed => ("id", "", ""),
         Format::DomainEvent => ("eventId", "tenantId", "correlationId"),
-        Format::Contract => ("eventId", "", "traceId"),
+        Format::Contract => ("eventId", "tenantId", "traceId"),
     }
 }
 
 /// The rules every format shares for values that become store keys, log
-/// fields and outgoing headers: ids and the tenant by [`check_id`], the trace
-/// id by [`check_trace_id`]. (Event types are already limited to
-/// `A-Z a-z 0-9 . _ : -` by every format's type rule, so they are valid
-/// `hookline-event-type` values.)
+/// fields and outgoing headers: ids, the contract's `idempotencyKey` (it
+/// plays the id's part: the event is deduplicated on it) and the tenant by
+/// [`check_id`], the trace id by [`check_trace_id`]. (Event types are
+/// already limited to `A-Z a-z 0-9 . _ : -` by every format's type rule, so
+/// they are valid `hookline-event-type` values.)
 pub(super) fn check_producer_text(fields: &Fields, format: Format) -> Result<(), EnvelopeError> {
     let (id_field, tenant_field, trace_field) = text_fields(format);
     let invalid = |field: &str, e: TextError| EnvelopeError::invalid(field, e.to_string());
     if let Some(id) = &fields.id {
         check_id(id).map_err(|e| invalid(id_field, e))?;
+    }
+    // Only the contract format carries an idempotency key.
+    if let Some(key) = &fields.idempotency_key {
+        check_id(key).map_err(|e| invalid("idempotencyKey", e))?;
     }
     if let Some(t) = &fields.tenant_id {
         check_id(t).map_err(|e| invalid(tenant_field, e))?;
@@ -471,6 +510,32 @@ mod tests {
             }
             m.insert(field.into(), json!("t".repeat(MAX_ID_BYTES + 1)));
             expect_err(run(&m, None), "invalid_field", Some(field));
+        }
+    }
+
+    /// The `Idempotency-Key` header: 1 to 255 bytes of printable ASCII.
+    #[test]
+    fn idempotency_key_header_rule() {
+        for ok in ["k", "task:tsk_3001:attempt:2:failed", "a b~!", &"x".repeat(MAX_IDEMPOTENCY_KEY_BYTES)] {
+            assert_eq!(check_idempotency_key(ok.as_bytes()), Ok(ok), "{ok}");
+        }
+        assert_eq!(check_idempotency_key(b""), Err(TextError::Empty));
+        assert_eq!(
+            check_idempotency_key("x".repeat(256).as_bytes()),
+            Err(TextError::TooLong { len: 256, max: MAX_IDEMPOTENCY_KEY_BYTES })
+        );
+        for (bad, at, shown) in [
+            (&b"a\tb"[..], 1, "`\\u{9}`"),
+            (b"ab\x7f", 2, "`\\u{7f}`"),
+            (b"\x00", 0, "`\\u{0}`"),
+            ("café".as_bytes(), 3, "the byte 0xC3"),
+            (b"k\xff", 1, "the byte 0xFF"),
+        ] {
+            let e = check_idempotency_key(bad).unwrap_err();
+            assert!(matches!(&e, TextError::Forbidden { at: a, .. } if *a == at), "{e:?}");
+            let text = e.to_string();
+            assert!(text.contains(shown) && text.contains("printable ASCII"), "{text}");
+            assert!(!text.chars().any(char::is_control), "{text:?}");
         }
     }
 

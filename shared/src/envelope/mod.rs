@@ -8,7 +8,7 @@
 //! | [`Format::Native`] | `{id?, type, data, tenant_id?, partition_key?, occurred_at?, trace_id?, producer?}` | docs/formats.md#native |
 //! | [`Format::ChangeFeed`] | `{id, entity_type, entity_id, change_type, published_at, payload}` | docs/formats.md#change-feed |
 //! | [`Format::DomainEvent`] | `{eventId, schemaVersion, eventType, occurredAt, tenantId, producer{service, instanceId}, correlationId, sequence{partitionKey, recordVersion}, payload}` | docs/formats.md#domain-event |
-//! | [`Format::Contract`] | `{eventId, eventType, version, occurredAt, traceId, producer, idempotencyKey, riskFlags?, payload}` | docs/formats.md#contract-v1 |
+//! | [`Format::Contract`] | `{eventId, eventType, version, occurredAt, traceId, producer, idempotencyKey, tenantId?, riskFlags?, payload}` | docs/formats.md#contract-v1 |
 //!
 //! [`normalize`] reduces one envelope to a [`Normalized`] record: the fields
 //! Hookline routes and reports on, plus the body to store and deliver. The body
@@ -58,7 +58,8 @@ pub use change_feed::CHANGE_TYPES;
 pub use detect::{detect_format, Format};
 pub(crate) use fields::show;
 pub use fields::{
-    check_header_value, check_id, check_trace_id, is_unprintable, producer_id, LogSafe, TextError, MAX_ID_BYTES,
+    check_header_value, check_id, check_idempotency_key, check_trace_id, is_unprintable, producer_id, LogSafe,
+    TextError, MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES,
 };
 pub use redact::{is_sensitive_key, redact_sensitive, REDACTED, SENSITIVE_KEYS};
 
@@ -72,10 +73,16 @@ pub struct Normalized {
     /// The producer's own id when the envelope has one (native `id` is optional;
     /// every other format requires it). Ids are opaque: any non-blank string.
     pub id: Option<String>,
+    /// The key the event is deduplicated on instead of `id`, when there is
+    /// one: contract `idempotencyKey`, or the `Idempotency-Key` header of
+    /// `POST /v1/events` for an envelope without `id`
+    /// ([`Normalized::with_idempotency_key`]). The event is then stored under
+    /// [`crate::ids::idempotent_event_id`] of (tenant, key).
+    pub idempotency_key: Option<String>,
     /// The routing type: native `type`, `{entity_type}.{change_type}` for the
     /// change feed, `eventType` otherwise.
     pub event_type: String,
-    /// The tenant (native `tenant_id`, domain-event `tenantId`).
+    /// The tenant (native `tenant_id`, domain-event and contract `tenantId`).
     pub tenant_id: Option<String>,
     /// The ordering key (native `partition_key`, change-feed
     /// `{entity_type}:{entity_id}`, domain-event `sequence.partitionKey`).
@@ -257,6 +264,7 @@ pub fn normalize_with_defaults(
 
     Ok(Normalized {
         id: fields.id,
+        idempotency_key: fields.idempotency_key,
         event_type: fields.event_type,
         tenant_id: fields.tenant_id,
         partition_key: fields.partition_key,
@@ -270,11 +278,30 @@ pub fn normalize_with_defaults(
     })
 }
 
+impl Normalized {
+    /// Takes an idempotency key from outside the envelope: the
+    /// `Idempotency-Key` header of `POST /v1/events`
+    /// (docs/formats.md#stored-ids-and-deduplication). Only an envelope
+    /// without an id of its own (a native envelope without `id`) takes it,
+    /// so that a producer's retry of such a post is a duplicate instead of a
+    /// second event. An envelope with an id (every other format requires
+    /// one) keeps deduplicating on what it carries, its id or its
+    /// `idempotencyKey`, and the key is ignored. `None` changes nothing.
+    pub fn with_idempotency_key(mut self, key: Option<&str>) -> Self {
+        if self.id.is_none() && self.idempotency_key.is_none() {
+            self.idempotency_key = key.map(str::to_string);
+        }
+        self
+    }
+}
+
 /// The routed fields one format yields, before the body is attached.
 #[derive(Debug, Default)]
 struct Fields {
     /// See [`Normalized::id`].
     id: Option<String>,
+    /// See [`Normalized::idempotency_key`].
+    idempotency_key: Option<String>,
     /// See [`Normalized::event_type`].
     event_type: String,
     /// See [`Normalized::tenant_id`].

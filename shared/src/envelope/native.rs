@@ -34,6 +34,7 @@ pub(super) fn native(
     o.required("data")?;
     Ok(Fields {
         id: o.opt_str("id")?.map(str::to_string),
+        idempotency_key: None,
         event_type,
         tenant_id: o.opt_str("tenant_id")?.map(str::to_string),
         partition_key: o.opt_str("partition_key")?.map(str::to_string),
@@ -77,6 +78,18 @@ mod tests {
         expect_err(normalize(br#"{"data":{}}"#, None), "missing_field", Some("type"));
         expect_err(normalize(br#"{"type":"a","data":1,"id":5}"#, None), "invalid_field", Some("id"));
         expect_err(normalize(br#"{"type":"a","data":1,"id":" "}"#, None), "invalid_field", Some("id"));
+    }
+
+    /// The `Idempotency-Key` header counts only for an envelope without `id`:
+    /// an envelope's own id wins and the key is ignored.
+    #[test]
+    fn an_outside_key_applies_only_without_an_id() {
+        let n = normalize(br#"{"type":"a","data":1}"#, None).unwrap();
+        assert_eq!(n.idempotency_key, None, "a native envelope carries no key itself");
+        assert_eq!(n.clone().with_idempotency_key(Some("k1")).idempotency_key.as_deref(), Some("k1"));
+        assert_eq!(n.with_idempotency_key(None).idempotency_key, None);
+        let n = normalize(br#"{"id":"e1","type":"a","data":1}"#, None).unwrap().with_idempotency_key(Some("k1"));
+        assert_eq!((n.id.as_deref(), n.idempotency_key), (Some("e1"), None));
     }
 
     /// Native types: charset and length.

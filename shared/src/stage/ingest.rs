@@ -16,7 +16,9 @@ use crate::ids::EventId;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
     /// The id it is stored under: the producer's id without a tenant, a hash
-    /// of (tenant, producer id) with one (see [`crate::ids::stored_event_id`]).
+    /// of (tenant, producer id) with one (see [`crate::ids::stored_event_id`]);
+    /// a hash of (tenant, idempotency key) when the event has a key (see
+    /// [`crate::ids::idempotent_event_id`]).
     pub event_id: EventId,
     /// It was accepted before; nothing new was stored.
     pub duplicate: bool,
@@ -55,8 +57,17 @@ fn check_size(h: &Hookline, raw: &[u8]) -> Result<(), IngestError> {
 }
 
 /// Accepts one envelope. On `Ok` the event is durably stored (or already was).
-pub async fn ingest(h: &Hookline, raw: &[u8], format: Option<Format>) -> Result<Accepted, IngestError> {
-    ingest_with_defaults(h, raw, format, None, None).await
+///
+/// `idempotency_key` is the `Idempotency-Key` header of `POST /v1/events`,
+/// already checked: an envelope without an id is deduplicated on it (see
+/// [`envelope::Normalized::with_idempotency_key`]).
+pub async fn ingest(
+    h: &Hookline,
+    raw: &[u8],
+    format: Option<Format>,
+    idempotency_key: Option<&str>,
+) -> Result<Accepted, IngestError> {
+    ingest_one(h, raw, format, None, None, idempotency_key).await
 }
 
 /// Accepts one envelope whose carrier supplies a type and producer where the
@@ -68,11 +79,23 @@ pub async fn ingest_with_defaults(
     default_type: Option<&str>,
     default_producer: Option<&str>,
 ) -> Result<Accepted, IngestError> {
+    ingest_one(h, raw, format, default_type, default_producer, None).await
+}
+
+async fn ingest_one(
+    h: &Hookline,
+    raw: &[u8],
+    format: Option<Format>,
+    default_type: Option<&str>,
+    default_producer: Option<&str>,
+    idempotency_key: Option<&str>,
+) -> Result<Accepted, IngestError> {
     check_size(h, raw)?;
-    let normalized =
-        envelope::normalize_with_defaults(raw, format, default_type, default_producer).inspect_err(|_| {
+    let normalized = envelope::normalize_with_defaults(raw, format, default_type, default_producer)
+        .inspect_err(|_| {
             h.metrics.events_rejected.fetch_add(1, Relaxed);
-        })?;
+        })?
+        .with_idempotency_key(idempotency_key);
     let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
     crate::failpoint::hit("ingest.after_insert");
