@@ -132,11 +132,12 @@ impl Config {
         if dead_letter_retention < retention {
             r.bad("DEAD_LETTER_RETENTION", "must be at least RETENTION (a dead letter outlives its event)");
         }
-        let p = d.default_retry_policy;
+        let p = &d.default_retry_policy;
         let policy = RetryPolicy {
             max_attempts: r.number("MAX_ATTEMPTS", p.max_attempts.into(), 1, 100) as u32,
             base_delay_ms: r.number("RETRY_BASE_MS", p.base_delay_ms, 1, 86_400_000),
             max_delay_ms: r.number("RETRY_CAP_MS", p.max_delay_ms, 1, 86_400_000),
+            schedule_ms: None,
         };
         // A policy set here must fit the retention (as one set through the
         // API must); the built-in default is kept even with a short test
@@ -234,7 +235,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.retention, chrono::Duration::hours(12));
         assert_eq!(c.dead_letter_retention, chrono::Duration::hours(24));
-        assert_eq!(c.default_retry_policy, RetryPolicy { max_attempts: 3, base_delay_ms: 100, max_delay_ms: 1000 });
+        assert_eq!(
+            c.default_retry_policy,
+            RetryPolicy { max_attempts: 3, base_delay_ms: 100, max_delay_ms: 1000, schedule_ms: None }
+        );
         assert_eq!(c.reconcile.stall_margin, chrono::Duration::minutes(5));
         assert_eq!(config(&[("RETENTION_DAYS", "7")]).unwrap().retention, chrono::Duration::days(7));
     }

@@ -47,6 +47,8 @@ pub struct Stores {
     pub health: Arc<dyn HealthStore>,
     /// Explicit per-subscription limits, across workers.
     pub limits: Arc<dyn LimitStore>,
+    /// Ordered delivery: partitions' routed-through marks and lanes.
+    pub order: Arc<dyn crate::ports::OrderStore>,
 }
 
 /// Settings that are the same for every stage.

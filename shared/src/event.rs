@@ -25,6 +25,12 @@ pub struct EventRecord {
     pub partition_key: Option<String>,
     /// The producer's record version within its partition.
     pub sequence: Option<String>,
+    /// Hookline's number of this event in its partition (1, 2, 3… in the
+    /// order accepted; [`crate::ordering`]), assigned by the event store
+    /// when it is inserted. `None` without a partition key, and for events
+    /// stored before numbering existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_seq: Option<u64>,
     /// The producer's trace/correlation id, carried to subscribers and logs.
     pub trace_id: Option<String>,
     /// The producing service.
@@ -58,6 +64,7 @@ impl EventRecord {
             tenant_id: n.tenant_id,
             partition_key: n.partition_key,
             sequence: n.sequence,
+            partition_seq: None,
             trace_id: n.trace_id,
             producer: n.producer,
             occurred_at: n.occurred_at.unwrap_or(now),
@@ -66,6 +73,11 @@ impl EventRecord {
             format: n.format,
             body: n.body,
         }
+    }
+
+    /// The partition it belongs to, if it has a partition key.
+    pub fn partition(&self) -> Option<crate::ordering::Partition> {
+        self.partition_key.as_deref().map(|k| crate::ordering::Partition::of(self.tenant_id.as_deref(), k))
     }
 
     /// The body as JSON (it was validated as JSON when accepted).

@@ -21,6 +21,10 @@ pub struct DeliveryJob {
     pub webhook_id: WebhookId,
     /// Which attempt this job is.
     pub attempt: u32,
+    /// The saga's place in its ordered subscription's lane, carried along
+    /// so the saga stage can release the lane without reading the saga.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<crate::ordering::LaneRef>,
 }
 
 /// Messages on the retry-timer queue: wake the saga when its backoff ends.

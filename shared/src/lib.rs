@@ -26,6 +26,8 @@ pub mod job;
 pub mod lambda;
 pub mod limits;
 pub mod metrics;
+pub mod ordering;
+pub mod payload;
 pub mod ports;
 pub mod queue;
 pub mod retention;

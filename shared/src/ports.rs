@@ -24,7 +24,11 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// Append-only event log.
 #[async_trait]
 pub trait EventStore: Send + Sync {
-    /// Inserts each event unless one with its id exists; `true` where inserted.
+    /// Inserts each event unless one with its id exists; `true` where
+    /// inserted. An event with a partition key is stored with the next
+    /// number of its partition (`partition_seq`, [`crate::ordering`]),
+    /// assigned in the same transaction, so numbers follow acceptance and a
+    /// duplicate takes none.
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>>;
     /// One event by id.
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>>;
@@ -348,4 +352,21 @@ pub trait LimitStore: Send + Sync {
     ) -> StoreResult<Admission>;
     /// Gives a slot back (nothing to do for a rate-only lease).
     async fn release(&self, lease: &Lease) -> StoreResult<()>;
+}
+
+/// Ordered delivery's bookkeeping ([`crate::ordering`]): each partition's
+/// routed-through mark, and the lanes of ordered subscriptions.
+#[async_trait]
+pub trait OrderStore: Send + Sync {
+    /// Records that event `seq` of `partition` is routed; returns the mark
+    /// after it (every event numbered up to it is routed).
+    async fn mark_routed(&self, partition: &crate::ordering::Partition, seq: u64) -> StoreResult<u64>;
+    /// The partition's routed-through mark (0 before any event was routed).
+    async fn routed_through(&self, partition: &crate::ordering::Partition) -> StoreResult<u64>;
+    /// Puts a saga in a lane; doing it again changes nothing.
+    async fn enqueue(&self, lane: &crate::ordering::Lane, entry: &crate::ordering::LaneEntry) -> StoreResult<()>;
+    /// The lane's first entry: the lowest number, then the lowest saga id.
+    async fn head(&self, lane: &crate::ordering::Lane) -> StoreResult<Option<crate::ordering::LaneEntry>>;
+    /// Takes a saga out of its lane; doing it again changes nothing.
+    async fn dequeue(&self, lane: &crate::ordering::Lane, seq: u64, saga_id: &SagaId) -> StoreResult<()>;
 }

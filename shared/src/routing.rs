@@ -173,6 +173,7 @@ pub(crate) mod tests {
             event_type: event_type.into(),
             tenant_id: tenant_id.map(str::to_string),
             partition_key: None,
+            partition_seq: None,
             sequence: None,
             trace_id: None,
             producer: None,

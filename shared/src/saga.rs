@@ -25,6 +25,10 @@ pub enum SagaStatus {
     /// Created by routing; its first job is queued or running (attempt 1 is
     /// implied: nothing is written when it starts).
     Pending,
+    /// Ordered: waits for the sagas before it in its partition's lane
+    /// ([`crate::ordering`]); its leaving predecessor (or the reconciler)
+    /// starts it.
+    Waiting,
     /// A retry's job (attempt `attempts`) is queued or running.
     InProgress,
     /// Attempt `attempts` failed; the next one waits for its backoff.
@@ -45,6 +49,7 @@ impl SagaStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             SagaStatus::Pending => "Pending",
+            SagaStatus::Waiting => "Waiting",
             SagaStatus::InProgress => "InProgress",
             SagaStatus::PendingRetry => "PendingRetry",
             SagaStatus::Completed => "Completed",
@@ -56,6 +61,7 @@ impl SagaStatus {
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "Pending" => SagaStatus::Pending,
+            "Waiting" => SagaStatus::Waiting,
             "InProgress" => SagaStatus::InProgress,
             "PendingRetry" => SagaStatus::PendingRetry,
             "Completed" => SagaStatus::Completed,
@@ -121,6 +127,10 @@ pub struct Saga {
     pub state: SagaState,
     /// Requeue/replay audit; `None` when routing created it.
     pub origin: Option<Origin>,
+    /// Its place in its ordered subscription's lane; `None` when the
+    /// subscription was unordered at creation or the event has no partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<crate::ordering::LaneRef>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last transition.
@@ -143,6 +153,7 @@ impl Saga {
             webhook_id: crate::ids::webhook_id(event_id, subscription_id),
             state: SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None },
             origin,
+            lane: None,
             created_at: now,
             updated_at: now,
         }
@@ -182,6 +193,8 @@ pub enum Input {
         attempt: u32,
         /// How it ended.
         result: AttemptResult,
+        /// The HTTP status the subscriber answered, if it answered.
+        status: Option<u16>,
     },
     /// The backoff before attempt `attempt` is over (the retry timer).
     RetryDue {
@@ -227,11 +240,15 @@ pub struct Decision {
 
 /// The state machine. `None` means the input changes nothing: the saga is
 /// terminal, or the input is stale (an old attempt, a timer not yet due, a
-/// duplicate). `jitter` in `[0, 1)` spreads retries.
+/// duplicate). `policy` and `dead_letter_on` are the subscription's: a
+/// failed attempt is retried per `policy` unless the subscriber answered a
+/// status in `dead_letter_on` ([`dead_letters_at_once`]). `jitter` in
+/// `[0, 1)` spreads retries.
 pub fn decide(
     state: &SagaState,
     input: &Input,
     policy: &RetryPolicy,
+    dead_letter_on: &[u16],
     now: DateTime<Utc>,
     jitter: f64,
 ) -> Option<Decision> {
@@ -245,12 +262,32 @@ pub fn decide(
         (Pending, Input::Start) => {
             Some(Decision { next: state.clone(), effects: vec![Effect::SendJob { attempt: 1 }] })
         }
-        (Pending, Input::Outcome { attempt: 1, result }) | (InProgress, Input::Outcome { result, .. })
+        // Released from its lane: Pending again, with its first job.
+        // Released from its lane: Pending again, with its first job, and
+        // watched by time (`next_attempt_at` as a deadline, see `due_at`)
+        // in case the worker that released it dies before sending the job.
+        (Waiting, Input::Start) => {
+            let watch = now + chrono::Duration::from_std(WAITING_RECHECK).expect("small");
+            Some(Decision { next: to(Pending, 0, Some(watch), None), effects: vec![Effect::SendJob { attempt: 1 }] })
+        }
+        (Pending, Input::Outcome { attempt: 1, result, status })
+        | (InProgress, Input::Outcome { result, status, .. })
             if input_attempt(input) == in_progress_attempt(state) =>
         {
             let attempt = &input_attempt(input);
             Some(match result {
                 AttemptResult::Delivered => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
+                AttemptResult::Failed { error, .. } if dead_letters_at_once(*status, dead_letter_on) => {
+                    let reason = format!(
+                        "subscriber answered HTTP {}, a status in the subscription's dead_letter_on: \
+                         dead-lettered at attempt {attempt} without retrying",
+                        status.unwrap_or_default()
+                    );
+                    Decision {
+                        next: to(DeadLettered, *attempt, None, Some(error.clone())),
+                        effects: vec![Effect::DeadLetter { reason }],
+                    }
+                }
                 AttemptResult::Failed { error, retry_after_ms } if policy.has_retry_after(*attempt) => {
                     let wait = policy.delay(*attempt, retry_after_ms.map(Duration::from_millis), jitter);
                     let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
@@ -292,6 +329,15 @@ pub fn decide(
     }
 }
 
+/// Does a failed attempt answered with `status` end its saga at once? Yes
+/// when the subscriber answered a status the subscription lists in
+/// `dead_letter_on`; not when it did not answer. Only failed attempts are
+/// asked: a 2xx is a delivery, and 410 Gone keeps its own handling (the
+/// subscription deactivated, the saga dead-lettered) whether listed or not.
+pub fn dead_letters_at_once(status: Option<u16>, dead_letter_on: &[u16]) -> bool {
+    status.is_some_and(|s| dead_letter_on.contains(&s))
+}
+
 /// When a saga in `state`, last changed at `changed_at`, is next expected
 /// to make progress, if it is one the reconciler watches by time: a
 /// PendingRetry saga when its retry is due, an InProgress one at once (its
@@ -302,11 +348,19 @@ pub fn decide(
 /// the receive limit. Terminal sagas: never.
 pub fn due_at(state: &SagaState, changed_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
     match state.status {
+        // Only a saga released from its lane has a deadline while Pending.
+        SagaStatus::Pending => state.next_attempt_at,
         SagaStatus::PendingRetry => Some(state.next_attempt_at.unwrap_or(changed_at)),
         SagaStatus::InProgress => Some(changed_at),
+        // Its release is a message that a crash can lose: look again later.
+        SagaStatus::Waiting => Some(changed_at + chrono::Duration::from_std(WAITING_RECHECK).expect("small")),
         _ => None,
     }
 }
+
+/// How long a Waiting saga waits before the reconciler looks at its lane
+/// again, in case the release that should have started it was lost.
+pub const WAITING_RECHECK: Duration = Duration::from_secs(60);
 
 /// The attempt an input is about (0 for Start).
 fn input_attempt(input: &Input) -> u32 {
@@ -342,32 +396,40 @@ mod tests {
     fn happy_path() {
         let p = RetryPolicy::default();
         let now = Utc::now();
-        let d = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, now, 0.0).unwrap();
+        let d = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, &[], now, 0.0).unwrap();
         assert_eq!(d.next, st(SagaStatus::Pending, 0), "starting writes nothing");
         assert_eq!(d.effects, vec![Effect::SendJob { attempt: 1 }]);
-        let d =
-            decide(&d.next, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, now, 0.0).unwrap();
+        let d = decide(
+            &d.next,
+            &Input::Outcome { attempt: 1, result: AttemptResult::Delivered, status: None },
+            &p,
+            &[],
+            now,
+            0.0,
+        )
+        .unwrap();
         assert_eq!(d.next.status, SagaStatus::Completed);
         assert_eq!(d.next.attempts, 1);
     }
 
     #[test]
     fn retries_then_dead_letter() {
-        let p = RetryPolicy { max_attempts: 3, base_delay_ms: 1000, max_delay_ms: 10_000 };
+        let p = RetryPolicy { max_attempts: 3, base_delay_ms: 1000, max_delay_ms: 10_000, schedule_ms: None };
         let now = Utc::now();
-        let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, now, 0.0).unwrap().next;
+        let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, &[], now, 0.0).unwrap().next;
         for n in 1..=2 {
-            let d = decide(&s, &Input::Outcome { attempt: n, result: fail() }, &p, now, 0.0).unwrap();
+            let d =
+                decide(&s, &Input::Outcome { attempt: n, result: fail(), status: None }, &p, &[], now, 0.0).unwrap();
             assert_eq!(d.next.status, SagaStatus::PendingRetry);
             let due = d.next.next_attempt_at.unwrap();
             assert_eq!(d.effects, vec![Effect::ScheduleRetry { attempt: n + 1, at: due }]);
-            assert!(decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, now, 0.0).is_none(), "not due yet");
-            let d = decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, due, 0.0).unwrap();
+            assert!(decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, &[], now, 0.0).is_none(), "not due yet");
+            let d = decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, &[], due, 0.0).unwrap();
             assert_eq!(d.next.status, SagaStatus::InProgress);
             assert_eq!(d.next.attempts, n + 1);
             s = d.next;
         }
-        let d = decide(&s, &Input::Outcome { attempt: 3, result: fail() }, &p, now, 0.0).unwrap();
+        let d = decide(&s, &Input::Outcome { attempt: 3, result: fail(), status: None }, &p, &[], now, 0.0).unwrap();
         assert_eq!(d.next.status, SagaStatus::DeadLettered);
         assert!(matches!(&d.effects[..], [Effect::DeadLetter { reason }] if reason.contains("3 attempts")));
     }
@@ -376,8 +438,9 @@ mod tests {
     fn gone_deactivates_and_dead_letters() {
         let d = decide(
             &st(SagaStatus::InProgress, 1),
-            &Input::Outcome { attempt: 1, result: AttemptResult::Gone },
+            &Input::Outcome { attempt: 1, result: AttemptResult::Gone, status: None },
             &RetryPolicy::default(),
+            &[],
             Utc::now(),
             0.0,
         )
@@ -390,15 +453,22 @@ mod tests {
     fn stale_outcomes_are_ignored() {
         let p = RetryPolicy::default();
         let s = st(SagaStatus::InProgress, 2);
-        assert!(
-            decide(&s, &Input::Outcome { attempt: 1, result: AttemptResult::Delivered }, &p, Utc::now(), 0.0).is_none()
-        );
-        assert!(decide(&s, &Input::Start, &p, Utc::now(), 0.0).is_none());
+        assert!(decide(
+            &s,
+            &Input::Outcome { attempt: 1, result: AttemptResult::Delivered, status: None },
+            &p,
+            &[],
+            Utc::now(),
+            0.0
+        )
+        .is_none());
+        assert!(decide(&s, &Input::Start, &p, &[], Utc::now(), 0.0).is_none());
         let pending = st(SagaStatus::Pending, 0);
         assert!(decide(
             &pending,
-            &Input::Outcome { attempt: 2, result: AttemptResult::Delivered },
+            &Input::Outcome { attempt: 2, result: AttemptResult::Delivered, status: None },
             &p,
+            &[],
             Utc::now(),
             0.0
         )
@@ -406,12 +476,116 @@ mod tests {
         let waiting = st(SagaStatus::PendingRetry, 1);
         assert!(decide(
             &waiting,
-            &Input::Outcome { attempt: 1, result: AttemptResult::Delivered },
+            &Input::Outcome { attempt: 1, result: AttemptResult::Delivered, status: None },
             &p,
+            &[],
             Utc::now(),
             0.0
         )
         .is_none());
+    }
+
+    fn answered(status: u16) -> AttemptResult {
+        AttemptResult::Failed { error: format!("HTTP {status}"), retry_after_ms: None }
+    }
+
+    #[test]
+    fn an_explicit_schedule_sets_each_wait_and_the_attempts() {
+        let p = RetryPolicy::from_schedule(vec![50, 100, 200]);
+        let now = Utc::now();
+        let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, &[], now, 0.0).unwrap().next;
+        for (n, ms) in [(1, 50), (2, 100), (3, 200)] {
+            let outcome = Input::Outcome { attempt: n, result: answered(500), status: Some(500) };
+            let d = decide(&s, &outcome, &p, &[], now, 0.9).unwrap();
+            let at = now + chrono::Duration::milliseconds(ms);
+            assert_eq!(d.next.status, SagaStatus::PendingRetry);
+            assert_eq!(d.effects, vec![Effect::ScheduleRetry { attempt: n + 1, at }], "exactly the schedule's wait");
+            s = decide(&d.next, &Input::RetryDue { attempt: n + 1 }, &p, &[], at, 0.0).unwrap().next;
+        }
+        let d = decide(&s, &Input::Outcome { attempt: 4, result: answered(500), status: Some(500) }, &p, &[], now, 0.0)
+            .unwrap();
+        assert_eq!(d.next.status, SagaStatus::DeadLettered);
+        assert!(matches!(&d.effects[..], [Effect::DeadLetter { reason }] if reason.contains("4 attempts")));
+    }
+
+    #[test]
+    fn a_status_in_dead_letter_on_dead_letters_at_the_first_such_answer() {
+        let p = RetryPolicy::default();
+        let on = [400, 422];
+        let now = Utc::now();
+        let pending = st(SagaStatus::Pending, 0);
+        // At the first attempt.
+        let d = decide(
+            &pending,
+            &Input::Outcome { attempt: 1, result: answered(422), status: Some(422) },
+            &p,
+            &on,
+            now,
+            0.0,
+        )
+        .unwrap();
+        assert_eq!(
+            d.next,
+            SagaState {
+                status: SagaStatus::DeadLettered,
+                attempts: 1,
+                next_attempt_at: None,
+                last_error: Some("HTTP 422".into())
+            }
+        );
+        let [Effect::DeadLetter { reason }] = &d.effects[..] else { panic!("{:?}", d.effects) };
+        assert!(reason.contains("HTTP 422") && reason.contains("dead_letter_on"), "{reason}");
+        // A status not listed, and no answer at all, are retried as before.
+        for (result, status) in [(answered(500), Some(500)), (answered(404), Some(404)), (fail(), None)] {
+            let d = decide(&pending, &Input::Outcome { attempt: 1, result, status }, &p, &on, now, 0.0).unwrap();
+            assert_eq!(d.next.status, SagaStatus::PendingRetry, "{status:?}");
+        }
+        // On a retry: the first such answer ends it, retries left or not.
+        let retrying = st(SagaStatus::InProgress, 3);
+        let d = decide(
+            &retrying,
+            &Input::Outcome { attempt: 3, result: answered(400), status: Some(400) },
+            &p,
+            &on,
+            now,
+            0.0,
+        )
+        .unwrap();
+        assert_eq!((d.next.status, d.next.attempts), (SagaStatus::DeadLettered, 3));
+        // Without dead_letter_on, a 422 is retried.
+        let d = decide(
+            &pending,
+            &Input::Outcome { attempt: 1, result: answered(422), status: Some(422) },
+            &p,
+            &[],
+            now,
+            0.0,
+        )
+        .unwrap();
+        assert_eq!(d.next.status, SagaStatus::PendingRetry);
+    }
+
+    #[test]
+    fn gone_keeps_deactivating_when_410_is_in_dead_letter_on() {
+        let d = decide(
+            &st(SagaStatus::Pending, 0),
+            &Input::Outcome { attempt: 1, result: AttemptResult::Gone, status: Some(410) },
+            &RetryPolicy::default(),
+            &[410, 422],
+            Utc::now(),
+            0.0,
+        )
+        .unwrap();
+        assert_eq!(d.next.status, SagaStatus::DeadLettered);
+        assert_eq!(d.effects[0], Effect::DeactivateSubscription);
+    }
+
+    #[test]
+    fn dead_letters_at_once_only_for_a_listed_answer() {
+        assert!(dead_letters_at_once(Some(422), &[400, 422]));
+        assert!(!dead_letters_at_once(Some(500), &[400, 422]));
+        assert!(!dead_letters_at_once(None, &[400, 422]));
+        assert!(!dead_letters_at_once(Some(422), &[]));
     }
 
     fn any_status() -> impl Strategy<Value = SagaStatus> {
@@ -434,7 +608,8 @@ mod tests {
         ];
         prop_oneof![
             Just(Input::Start),
-            (0u32..12, result).prop_map(|(attempt, result)| Input::Outcome { attempt, result }),
+            (0u32..12, result, prop_oneof![Just(None), Just(Some(422)), Just(Some(500))])
+                .prop_map(|(attempt, result, status)| Input::Outcome { attempt, result, status }),
             (0u32..12).prop_map(|attempt| Input::RetryDue { attempt }),
         ]
     }
@@ -446,18 +621,18 @@ mod tests {
             attempts in 0u32..12, input in any_input(), j in 0.0f64..1.0, max in 1u32..10
         ) {
             let p = RetryPolicy { max_attempts: max, ..Default::default() };
-            prop_assert!(decide(&st(status, attempts), &input, &p, Utc::now(), j).is_none());
+            prop_assert!(decide(&st(status, attempts), &input, &p, &[], Utc::now(), j).is_none());
         }
 
         #[test]
         fn attempts_never_decrease_and_stay_within_policy(
             inputs in proptest::collection::vec(any_input(), 0..40), max in 1u32..8, start in any_status()
         ) {
-            let p = RetryPolicy { max_attempts: max, base_delay_ms: 1, max_delay_ms: 1 };
+            let p = RetryPolicy { max_attempts: max, base_delay_ms: 1, max_delay_ms: 1, schedule_ms: None };
             let now = Utc::now() + chrono::Duration::days(1);
             let mut s = st(start, 0);
             for i in &inputs {
-                if let Some(d) = decide(&s, i, &p, now, 0.5) {
+                if let Some(d) = decide(&s, i, &p, &[422], now, 0.5) {
                     prop_assert!(d.next.attempts >= s.attempts);
                     prop_assert!(d.next.attempts <= max.max(s.attempts));
                     prop_assert!(d.next.status != SagaStatus::Pending || d.next == s, "only Start keeps a saga Pending");
@@ -468,17 +643,37 @@ mod tests {
 
         #[test]
         fn every_failure_sequence_ends_dead_lettered_after_max_attempts(max in 1u32..10) {
-            let p = RetryPolicy { max_attempts: max, base_delay_ms: 1, max_delay_ms: 1 };
+            let p = RetryPolicy { max_attempts: max, base_delay_ms: 1, max_delay_ms: 1, schedule_ms: None };
             let later = Utc::now() + chrono::Duration::days(1);
-            let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, Utc::now(), 0.0).unwrap().next;
+            let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, &[], Utc::now(), 0.0).unwrap().next;
             let mut sent = 1;
             loop {
-                let d = decide(&s, &Input::Outcome { attempt: in_progress_attempt(&s), result: fail() }, &p, Utc::now(), 0.0).unwrap();
+                let d = decide(&s, &Input::Outcome { attempt: in_progress_attempt(&s), result: fail(), status: None }, &p, &[], Utc::now(), 0.0).unwrap();
                 if d.next.status == SagaStatus::DeadLettered { break; }
-                s = decide(&d.next, &Input::RetryDue { attempt: d.next.attempts + 1 }, &p, later, 0.0).unwrap().next;
+                s = decide(&d.next, &Input::RetryDue { attempt: d.next.attempts + 1 }, &p, &[], later, 0.0).unwrap().next;
                 sent += 1;
             }
             prop_assert_eq!(sent, max);
+        }
+
+        #[test]
+        fn every_failure_sequence_ends_dead_lettered_after_the_schedule(
+            schedule in proptest::collection::vec(1u64..1000, 1..12), listed in any::<bool>()
+        ) {
+            let p = RetryPolicy::from_schedule(schedule.clone());
+            // A status not listed never shortens the schedule.
+            let on: &[u16] = if listed { &[400, 422] } else { &[] };
+            let later = Utc::now() + chrono::Duration::days(1);
+            let mut s = decide(&st(SagaStatus::Pending, 0), &Input::Start, &p, on, Utc::now(), 0.0).unwrap().next;
+            let mut sent = 1;
+            loop {
+                let outcome = Input::Outcome { attempt: in_progress_attempt(&s), result: answered(503), status: Some(503) };
+                let d = decide(&s, &outcome, &p, on, Utc::now(), 0.0).unwrap();
+                if d.next.status == SagaStatus::DeadLettered { break; }
+                s = decide(&d.next, &Input::RetryDue { attempt: d.next.attempts + 1 }, &p, on, later, 0.0).unwrap().next;
+                sent += 1;
+            }
+            prop_assert_eq!(sent, schedule.len() + 1);
         }
     }
 }

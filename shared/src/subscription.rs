@@ -23,6 +23,11 @@ pub enum PayloadFormat {
     Original,
     /// `{"id", "type", "timestamp", "tenant_id", "data": <original envelope>}`.
     Hookline,
+    /// The task-event contract's webhook body: `{eventId, eventType,
+    /// version, occurredAt, traceId, data}` plus `executionProfile` and
+    /// `riskFlags` when the event has them, from an event of any format
+    /// ([`crate::payload`]).
+    ContractWebhook,
 }
 
 /// One signing secret and, once rotated out, when it stops signing.
@@ -72,8 +77,22 @@ pub struct Subscription {
     pub headers: BTreeMap<String, String>,
     /// Retry schedule for this subscription.
     pub retry_policy: RetryPolicy,
+    /// HTTP statuses that dead-letter a delivery at once instead of being
+    /// retried ([`validate_dead_letter_on`]); empty by default.
+    #[serde(default)]
+    pub dead_letter_on: Vec<u16>,
     /// What body the subscriber receives.
     pub payload_format: PayloadFormat,
+    /// With `contract-webhook`: the only paths of `data` delivered (an
+    /// allow-list, so internal fields never leave); `None`: all of `data`.
+    #[serde(default)]
+    pub data_fields: Option<Vec<String>>,
+    /// Whether deliveries keep their partition's order ([`crate::ordering`]).
+    #[serde(default)]
+    pub ordering: crate::ordering::Ordering,
+    /// What a dead letter does to its partition (ordered subscriptions).
+    #[serde(default)]
+    pub on_dead_letter: crate::ordering::OnDeadLetter,
     /// Most requests open at once to this subscription; `None`: the
     /// deployment's default ([`DEFAULT_MAX_IN_FLIGHT`] unless configured).
     #[serde(default)]
@@ -136,7 +155,11 @@ impl Subscription {
             "description": self.description,
             "headers": self.headers,
             "retry_policy": self.retry_policy,
+            "dead_letter_on": self.dead_letter_on,
             "payload_format": self.payload_format,
+            "data_fields": self.data_fields,
+            "ordering": self.ordering,
+            "on_dead_letter": self.on_dead_letter,
             "max_in_flight": self.max_in_flight,
             "rate_limit": self.rate_limit,
             "active": self.active,
@@ -207,6 +230,45 @@ pub fn validate_rate_limit(r: f64) -> Result<f64, FieldError> {
             format!("must be between {MIN_RATE_LIMIT:.6} (one per hour) and {MAX_RATE_LIMIT} deliveries per second, got {r}"),
         ))
     }
+}
+
+/// Most statuses a subscription's `dead_letter_on` may list.
+pub const MAX_DEAD_LETTER_ON: usize = 20;
+
+/// Checks a subscription's `dead_letter_on`, the statuses that dead-letter
+/// a delivery at once: at most [`MAX_DEAD_LETTER_ON`], each an HTTP status
+/// (100 to 599) that is not a 2xx (a 2xx is a delivery), no duplicates.
+/// Read as any integers, so that out-of-range values get this error, not a
+/// type error. 410 may be listed; it keeps its own handling (the
+/// subscription is deactivated too).
+///
+/// # Errors
+///
+/// A [`FieldError`] naming `dead_letter_on`, or the entry at fault
+/// (`dead_letter_on[1]`).
+pub fn validate_dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, FieldError> {
+    if statuses.len() > MAX_DEAD_LETTER_ON {
+        return Err(FieldError::new(
+            "dead_letter_on",
+            format!("at most {MAX_DEAD_LETTER_ON} statuses, got {}", statuses.len()),
+        ));
+    }
+    let mut out: Vec<u16> = Vec::with_capacity(statuses.len());
+    for (i, &s) in statuses.iter().enumerate() {
+        let field = format!("dead_letter_on[{i}]");
+        let status = u16::try_from(s)
+            .ok()
+            .filter(|s| (100..=599).contains(s))
+            .ok_or_else(|| FieldError::new(&field, format!("must be an HTTP status between 100 and 599, got {s}")))?;
+        if (200..300).contains(&status) {
+            return Err(FieldError::new(field, format!("{status} is a success: a 2xx answer is a delivery")));
+        }
+        if let Some(j) = out.iter().position(|&o| o == status) {
+            return Err(FieldError::new(field, format!("{status} is listed twice (also dead_letter_on[{j}])")));
+        }
+        out.push(status);
+    }
+    Ok(out)
 }
 
 /// Checks an event-type pattern: exact, `prefix.*` or `*`.
@@ -328,6 +390,31 @@ pub fn validate_header_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dead_letter_on_lists_distinct_failure_statuses() {
+        assert_eq!(validate_dead_letter_on(&[]), Ok(vec![]));
+        assert_eq!(validate_dead_letter_on(&[400, 422, 410, 599, 100, 301]), Ok(vec![400, 422, 410, 599, 100, 301]));
+        for (given, field, says) in [
+            (vec![400, 99], "dead_letter_on[1]", "between 100 and 599, got 99"),
+            (vec![600], "dead_letter_on[0]", "got 600"),
+            (vec![-422], "dead_letter_on[0]", "got -422"),
+            (vec![70_000], "dead_letter_on[0]", "got 70000"),
+            (vec![400, 200], "dead_letter_on[1]", "2xx"),
+            (vec![400, 422, 400], "dead_letter_on[2]", "also dead_letter_on[0]"),
+            ((400..421).collect(), "dead_letter_on", "at most 20"),
+        ] {
+            let e = validate_dead_letter_on(&given).unwrap_err();
+            assert_eq!(e.field, field, "{given:?}: {e}");
+            assert!(e.message.contains(says), "{given:?}: {e}");
+        }
+        assert!(validate_dead_letter_on(&(400..420).collect::<Vec<_>>()).is_ok(), "20 is the most");
+        // Subscriptions stored before the field existed read as empty.
+        let mut v = serde_json::to_value(crate::routing::tests::subscription()).unwrap();
+        v.as_object_mut().unwrap().remove("dead_letter_on");
+        let old: Subscription = serde_json::from_value(v).unwrap();
+        assert!(old.dead_letter_on.is_empty());
+    }
 
     #[test]
     fn patterns() {

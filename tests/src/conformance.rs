@@ -62,6 +62,7 @@ macro_rules! for_each_conformance_case {
         $m!(queue_dead_letters_after_max_receives);
         $m!(health_writes_are_conditional_on_the_version);
         $m!(limits_lease_slots_and_space_starts);
+        $m!(partitions_are_numbered_marked_and_laned);
     };
 }
 
@@ -88,6 +89,7 @@ pub fn event(id: &str, event_type: &str) -> EventRecord {
         expires_at: at + chrono::Duration::days(30),
         format: Format::Native,
         body: format!(r#"{{"id":"{id}","type":"{event_type}","data":{{"n":1,"s":"é\"q"}}}}"#).into_bytes(),
+        partition_seq: None,
     }
 }
 
@@ -113,6 +115,7 @@ pub fn attempt(saga_id: &str, n: u32, result: AttemptResult) -> Attempt {
         latency_ms: 12,
         at: now(),
         result,
+        lane: None,
     }
 }
 
@@ -126,8 +129,12 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         tenant_id: Some("tenant-1".into()),
         description: Some("conformance".into()),
         headers: BTreeMap::from([("x-team".to_string(), "payments".to_string())]),
-        retry_policy: RetryPolicy { max_attempts: 4, base_delay_ms: 100, max_delay_ms: 1000 },
+        retry_policy: RetryPolicy { max_attempts: 4, base_delay_ms: 100, max_delay_ms: 1000, schedule_ms: None },
+        dead_letter_on: vec![],
         payload_format: PayloadFormat::Hookline,
+        ordering: Default::default(),
+        on_dead_letter: Default::default(),
+        data_fields: None,
         max_in_flight: None,
         rate_limit: None,
         active: true,
@@ -202,15 +209,30 @@ pub async fn events_insert_is_conditional(s: &Stores) {
     e1_again.tenant_id = None;
     let e3 = event("evt_3", "quota.committed");
     assert_eq!(s.events.insert(&[e1_again, e3.clone()]).await.unwrap(), vec![false, true]);
-    assert_eq!(s.events.get(&ev("evt_1")).await.unwrap(), Some(e1));
-    assert_eq!(s.events.get(&ev("evt_2")).await.unwrap(), Some(e2));
-    assert_eq!(s.events.get(&ev("evt_3")).await.unwrap(), Some(e3));
+    // Stored with the next number of their partition, in acceptance order;
+    // the duplicate took none.
+    let numbered = |e: &EventRecord, n| Some(EventRecord { partition_seq: Some(n), ..e.clone() });
+    assert_eq!(s.events.get(&ev("evt_1")).await.unwrap(), numbered(&e1, 1));
+    assert_eq!(s.events.get(&ev("evt_2")).await.unwrap(), numbered(&e2, 2));
+    assert_eq!(s.events.get(&ev("evt_3")).await.unwrap(), numbered(&e3, 3));
     assert_eq!(s.events.get(&ev("evt_missing")).await.unwrap(), None);
-    // The same id twice in one batch: exactly one is inserted.
+    // The same id twice in one batch: exactly one is inserted, numbered once.
     let e4 = event("evt_4", "task.succeeded");
     let res = s.events.insert(&[e4.clone(), e4.clone()]).await.unwrap();
     assert_eq!(res.iter().filter(|b| **b).count(), 1, "{res:?}");
     assert_eq!(s.events.insert(&[]).await.unwrap(), Vec::<bool>::new());
+    let e5 = event("evt_5", "task.succeeded");
+    s.events.insert(std::slice::from_ref(&e5)).await.unwrap();
+    assert_eq!(s.events.get(&ev("evt_5")).await.unwrap().unwrap().partition_seq, Some(5), "no gap, no repeat");
+    // Another tenant's partition of the same key counts on its own; an
+    // event without a partition key gets no number.
+    let mut other = event("evt_6", "task.succeeded");
+    other.tenant_id = Some("tenant-2".into());
+    let mut plain = event("evt_7", "task.succeeded");
+    plain.partition_key = None;
+    s.events.insert(&[other, plain]).await.unwrap();
+    assert_eq!(s.events.get(&ev("evt_6")).await.unwrap().unwrap().partition_seq, Some(1));
+    assert_eq!(s.events.get(&ev("evt_7")).await.unwrap().unwrap().partition_seq, None);
 }
 
 // ------------------------------------------------------------------- sagas
@@ -1011,4 +1033,38 @@ pub async fn limits_lease_slots_and_space_starts(s: &Stores) {
     }
     tokio::time::sleep(Duration::from_millis(1000)).await;
     granted(s.limits.admit(&rated, None, second, lease).await.unwrap());
+}
+
+/// Ordered delivery's store: a partition's routed-through mark moves only
+/// over numbers routed without a gap; a lane's head is its lowest number
+/// (then saga id); enqueue and dequeue are idempotent; lanes of other
+/// subscriptions and partitions are apart.
+pub async fn partitions_are_numbered_marked_and_laned(s: &Stores) {
+    use shared::ordering::{Lane, LaneEntry, Partition};
+    let p = Partition::of(Some("tenant-1"), "Opportunity:1");
+    assert_eq!(s.order.routed_through(&p).await.unwrap(), 0);
+    assert_eq!(s.order.mark_routed(&p, 2).await.unwrap(), 0, "1 is not routed yet");
+    assert_eq!(s.order.mark_routed(&p, 3).await.unwrap(), 0);
+    assert_eq!(s.order.mark_routed(&p, 1).await.unwrap(), 3, "1 closes the gap");
+    assert_eq!(s.order.mark_routed(&p, 2).await.unwrap(), 3, "again: nothing changes");
+    assert_eq!(s.order.routed_through(&p).await.unwrap(), 3);
+    assert_eq!(s.order.routed_through(&Partition::of(None, "Opportunity:1")).await.unwrap(), 0, "another scope");
+
+    let lane = Lane { subscription_id: sub("sub_ordered"), partition: p.clone() };
+    let other = Lane { subscription_id: sub("sub_other"), partition: p.clone() };
+    let entry = |seq, id: &str| LaneEntry { seq, saga_id: sg(id), event_id: ev(&format!("evt_{seq}")) };
+    assert_eq!(s.order.head(&lane).await.unwrap(), None);
+    for e in [entry(12, "sg_c"), entry(3, "sg_b"), entry(3, "sg_a"), entry(12, "sg_c")] {
+        s.order.enqueue(&lane, &e).await.unwrap();
+    }
+    s.order.enqueue(&other, &entry(1, "sg_z")).await.unwrap();
+    assert_eq!(s.order.head(&lane).await.unwrap(), Some(entry(3, "sg_a")), "lowest number, then saga id");
+    s.order.dequeue(&lane, 3, &sg("sg_a")).await.unwrap();
+    s.order.dequeue(&lane, 3, &sg("sg_a")).await.unwrap();
+    assert_eq!(s.order.head(&lane).await.unwrap(), Some(entry(3, "sg_b")));
+    s.order.dequeue(&lane, 3, &sg("sg_b")).await.unwrap();
+    assert_eq!(s.order.head(&lane).await.unwrap(), Some(entry(12, "sg_c")), "12 sorts after 3 (numbers, not text)");
+    s.order.dequeue(&lane, 12, &sg("sg_c")).await.unwrap();
+    assert_eq!(s.order.head(&lane).await.unwrap(), None);
+    assert_eq!(s.order.head(&other).await.unwrap(), Some(entry(1, "sg_z")));
 }

@@ -415,6 +415,7 @@ impl Created {
             attempts_table: table("AttemptsTable"),
             dead_letters_table: table("DeadLettersTable"),
             health_table: table("HealthTable"),
+            order_table: table("OrderTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

@@ -509,3 +509,107 @@ pub async fn delivery_limits_that_make_no_sense_are_refused<P: Pipeline>(s: &P) 
     assert!(sub["max_in_flight"].is_null(), "null is the default: {sub}");
     assert_eq!(sub["rate_limit"].as_f64(), Some(3600.0));
 }
+
+/// `retry_policy.schedule_ms` and `dead_letter_on` values that make no
+/// sense are a 422 naming the member or entry at fault
+/// (`retry_policy.schedule_ms[2]`, `dead_letter_on[1]`), on create and
+/// PATCH, with nothing written; a wrong type stays a 400. GET shows what was
+/// set, what GET shows can be sent back as it is, and `null` resets both.
+pub async fn retry_schedules_and_dead_letter_statuses_that_make_no_sense_are_refused<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let url = r.url("/sched", Behaviour::Ok);
+    let day = 86_400_000u64;
+    let schedule = "invalid_retry_schedule";
+    let statuses = "invalid_dead_letter_on";
+    let bad = [
+        (json!({"retry_policy": {"schedule_ms": []}}), "retry_policy.schedule_ms", schedule),
+        (json!({"retry_policy": {"schedule_ms": vec![1000; 51]}}), "retry_policy.schedule_ms", schedule),
+        (json!({"retry_policy": {"schedule_ms": [1000, 2000, 0]}}), "retry_policy.schedule_ms[2]", schedule),
+        (json!({"retry_policy": {"schedule_ms": [-1]}}), "retry_policy.schedule_ms[0]", schedule),
+        (json!({"retry_policy": {"schedule_ms": [1000, day + 1]}}), "retry_policy.schedule_ms[1]", schedule),
+        (
+            json!({"retry_policy": {"schedule_ms": [1000, 2000], "max_attempts": 6}}),
+            "retry_policy.max_attempts",
+            schedule,
+        ),
+        (json!({"retry_policy": {"schedule_ms": [1000], "max_delay_ms": 5000}}), "retry_policy.max_delay_ms", schedule),
+        // 31 waits of up to a day: longer than the 30 days events are kept.
+        (
+            json!({"retry_policy": {"schedule_ms": vec![day; 31]}}),
+            "retry_policy.schedule_ms",
+            "retry_schedule_too_long",
+        ),
+        (json!({"dead_letter_on": [422, 99]}), "dead_letter_on[1]", statuses),
+        (json!({"dead_letter_on": [600]}), "dead_letter_on[0]", statuses),
+        (json!({"dead_letter_on": [204]}), "dead_letter_on[0]", statuses),
+        (json!({"dead_letter_on": [422, 400, 422]}), "dead_letter_on[2]", statuses),
+        (json!({"dead_letter_on": (400..421).collect::<Vec<u16>>()}), "dead_letter_on", statuses),
+    ];
+    let with = |v: &Value| {
+        let mut body = json!({"callback_url": url, "event_types": ["*"]});
+        for (k, x) in v.as_object().unwrap() {
+            body[k] = x.clone();
+        }
+        body
+    };
+    for (given, field, code) in &bad {
+        let (st, v) = s.post("/v1/subscriptions", &with(given)).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (422, Some(*field)), "{given}: {v}");
+        assert_eq!(v["error"]["code"], *code, "{given}: {v}");
+    }
+    let malformed = [
+        (json!({"retry_policy": {"schedule_ms": [1000, "x"]}}), "retry_policy.schedule_ms[1]", "invalid_field"),
+        (json!({"retry_policy": {"schedule": [1000]}}), "retry_policy.schedule", "unknown_field"),
+        (json!({"dead_letter_on": 422}), "dead_letter_on", "invalid_field"),
+    ];
+    for (given, field, code) in &malformed {
+        let (st, v) = s.post("/v1/subscriptions", &with(given)).await;
+        assert_eq!(
+            (st, v["error"]["field"].as_str(), &v["error"]["code"]),
+            (400, Some(*field), &json!(code)),
+            "{given}: {v}"
+        );
+    }
+    let (_, subs) = s.get("/v1/subscriptions").await;
+    assert_eq!(subs["items"].as_array().unwrap().len(), 0, "refused subscriptions are not stored");
+
+    // The task-event contract's ladder: 1, 2, 5, 15, 30, 60 minutes.
+    let ladder = [60_000, 120_000, 300_000, 900_000, 1_800_000, 3_600_000];
+    let (id, _) =
+        s.subscribe(with(&json!({"retry_policy": {"schedule_ms": ladder}, "dead_letter_on": [400, 422]}))).await;
+    let path = format!("/v1/subscriptions/{id}");
+    let (_, sub) = s.get(&path).await;
+    let policy = json!({"max_attempts": 7, "base_delay_ms": 60_000, "max_delay_ms": 3_600_000, "schedule_ms": ladder});
+    assert_eq!((&sub["retry_policy"], &sub["dead_letter_on"]), (&policy, &json!([400, 422])), "{sub}");
+    for (given, field, _) in bad.iter().chain(&malformed) {
+        let (st, v) = s.call("PATCH", &path, Some(&serde_json::to_vec(given).unwrap())).await;
+        assert!(st == 422 || st == 400, "{given}: {v}");
+        assert_eq!(v["error"]["field"].as_str(), Some(*field), "{given}: {v}");
+    }
+    let (_, after) = s.get(&path).await;
+    assert_eq!(
+        (&after["retry_policy"], &after["dead_letter_on"], &after["updated_at"]),
+        (&policy, &json!([400, 422]), &sub["updated_at"]),
+        "refused PATCHes change nothing: {after}"
+    );
+    // What GET shows can be sent back.
+    let (st, v) = s
+        .call(
+            "PATCH",
+            &path,
+            Some(&serde_json::to_vec(&json!({"retry_policy": policy, "dead_letter_on": [422]})).unwrap()),
+        )
+        .await;
+    assert_eq!((st, &v["retry_policy"], &v["dead_letter_on"]), (200, &policy, &json!([422])), "{v}");
+    // A policy without schedule_ms replaces the schedule; null resets both.
+    let (st, v) = s.call("PATCH", &path, Some(br#"{"retry_policy": {"max_attempts": 3}}"#)).await;
+    assert_eq!(
+        (st, &v["retry_policy"]["schedule_ms"], &v["retry_policy"]["max_attempts"]),
+        (200, &Value::Null, &json!(3)),
+        "{v}"
+    );
+    let (st, v) = s.call("PATCH", &path, Some(br#"{"retry_policy": null, "dead_letter_on": null}"#)).await;
+    assert_eq!(st, 200, "{v}");
+    let reset = (&v["retry_policy"]["schedule_ms"], &v["retry_policy"]["max_attempts"], &v["dead_letter_on"]);
+    assert_eq!(reset, (&Value::Null, &json!(6), &json!([])), "the configured default, and no statuses: {v}");
+}

@@ -26,6 +26,10 @@ pub enum Behaviour {
     NoEcho,
     /// `status` with a `Retry-After` header of `secs`, for the first `n`.
     RetryAfterFirst(usize, u16, u64),
+    /// `status` at random, with this probability (0 to 1); else 200.
+    FailRandomly(f64, u16),
+    /// `status` to deliveries whose body contains the text; else 200.
+    FailMatching(String, u16),
 }
 
 /// One request the receiver got.
@@ -39,6 +43,8 @@ pub struct Delivery {
     pub body: Vec<u8>,
     /// When it arrived.
     pub at: std::time::Instant,
+    /// The status it was answered with (200 for verifications).
+    pub status: u16,
 }
 
 impl Delivery {
@@ -123,6 +129,11 @@ impl Receiver {
         g.seen.remove(path);
     }
 
+    /// Deliveries on `path` answered with a 2xx, in the order they arrived.
+    pub fn successes(&self, path: &str) -> Vec<Delivery> {
+        self.deliveries(path).into_iter().filter(|d| (200..300).contains(&d.status)).collect()
+    }
+
     /// Deliveries (not verifications) received on `path`.
     pub fn deliveries(&self, path: &str) -> Vec<Delivery> {
         self.inner.lock().unwrap().log.iter().filter(|d| d.path == path && !d.is_verification()).cloned().collect()
@@ -141,17 +152,17 @@ impl Receiver {
 
 async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_string();
-    let d = Delivery {
+    let mut d = Delivery {
         path: path.clone(),
         headers: headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect(),
         body: body.to_vec(),
         at: std::time::Instant::now(),
+        status: 200,
     };
     let verification = d.is_verification();
     let challenge = d.json()["challenge"].clone();
-    let (behaviour, n) = {
+    let (behaviour, n, status) = {
         let mut g = inner.lock().unwrap();
-        g.log.push(d);
         let b = g.behaviours.get(&path).cloned().unwrap_or(Behaviour::Ok);
         let n = if verification {
             0
@@ -160,7 +171,19 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
             *c += 1;
             *c
         };
-        (b, n)
+        // The status is decided before the delivery is logged, so the log
+        // says how each was answered.
+        let status = match &b {
+            _ if verification => 200,
+            Behaviour::FailFirst(k, s) | Behaviour::RetryAfterFirst(k, s, _) if n <= *k => *s,
+            Behaviour::Always(s) => *s,
+            Behaviour::FailRandomly(p, s) if rand::random::<f64>() < *p => *s,
+            Behaviour::FailMatching(text, s) if String::from_utf8_lossy(&d.body).contains(text.as_str()) => *s,
+            _ => 200,
+        };
+        d.status = status;
+        g.log.push(d);
+        (b, n, status)
     };
     if verification {
         return match behaviour {
@@ -168,6 +191,7 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
             _ => (StatusCode::OK, axum::Json(serde_json::json!({"challenge": challenge}))).into_response(),
         };
     }
+    let status_code = status;
     let status = |s: u16| StatusCode::from_u16(s).unwrap();
     let _open = Open::new(&inner, &path);
     match behaviour {
@@ -185,5 +209,6 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
             (status(s), [("retry-after", secs.to_string())]).into_response()
         }
         Behaviour::RetryAfterFirst(..) => StatusCode::OK.into_response(),
+        Behaviour::FailRandomly(..) | Behaviour::FailMatching(..) => status(status_code).into_response(),
     }
 }

@@ -86,3 +86,16 @@ async fn requeue_crash_after_resolving_the_dead_letter() {
     .await;
     assert_eq!(r.deliveries("/q").len(), 2, "one failed attempt, one requeued delivery");
 }
+
+/// Ordered delivery through a crash between two writes of each handler
+/// (router, saga step, delivery, and the saga step leaving a lane).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_delivery_survives_a_crash_of_each_handler() {
+    let _g = ONE_AT_A_TIME.lock().await;
+    let failpoints = ["route.after_sagas", "saga.after_transition", "deliver.before_record", "order.after_leave"];
+    scenarios::ordered_delivery_survives_crashes_in_the_middle(
+        &mut AwsPipeline::start("ordered_crash").await,
+        &failpoints,
+    )
+    .await;
+}

@@ -33,8 +33,18 @@ on_aws!(
     rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
     patch_keeps_absent_fields_and_resets_null_ones,
     subscriptions_list_is_paginated_and_filtered,
+    contract_webhook_payload_keeps_internal_fields_in,
     a_hung_subscription_holds_a_healthy_one_at_most_one_timeout,
+    retry_schedule_is_followed_then_dead_letters,
+    dead_letter_on_statuses_end_a_delivery_at_once,
+    ordered_partition_blocks_or_continues_behind_a_dead_letter,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_partitions_deliver_in_sequence_under_random_failures() {
+    let p = AwsPipeline::start("ordered").await;
+    scenarios::ordered_partitions_deliver_in_sequence_under_random_failures(&p, 1000).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe() {

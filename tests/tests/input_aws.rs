@@ -32,6 +32,7 @@ on_aws!(
     retry_schedules_longer_than_the_retention_are_refused,
     deduplication_is_per_tenant,
     delivery_limits_that_make_no_sense_are_refused,
+    retry_schedules_and_dead_letter_statuses_that_make_no_sense_are_refused,
     idempotency_keys_that_break_the_rule_are_refused,
 );
 

@@ -32,6 +32,27 @@ async fn patch_keeps_absent_fields_and_resets_null_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_partitions_deliver_in_sequence_under_random_failures() {
+    scenarios::ordered_partitions_deliver_in_sequence_under_random_failures(&Server::start("ordered"), 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_delivery_survives_kill9_in_the_middle() {
+    let failpoints = ["route.after_sagas", "saga.after_transition", "deliver.before_record", "order.after_leave"];
+    scenarios::ordered_delivery_survives_crashes_in_the_middle(&mut Server::start("ordered_crash"), &failpoints).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_partition_blocks_or_continues_behind_a_dead_letter() {
+    scenarios::ordered_partition_blocks_or_continues_behind_a_dead_letter(&Server::start("ordered_block")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contract_webhook_payload_keeps_internal_fields_in() {
+    scenarios::contract_webhook_payload_keeps_internal_fields_in(&Server::start("contract_webhook")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_list_is_paginated_and_filtered() {
     scenarios::subscriptions_list_is_paginated_and_filtered(&Server::start("subscriptions_list")).await;
 }
@@ -59,6 +80,16 @@ async fn dead_letter_after_max_attempts_then_requeue_and_replay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates() {
     scenarios::skip_closes_a_dead_letter_with_audit_and_gone_deactivates(&Server::start("skip_closes_a_dead_l")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_schedule_is_followed_then_dead_letters() {
+    scenarios::retry_schedule_is_followed_then_dead_letters(&Server::start("retry_schedule_is_fo")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_on_statuses_end_a_delivery_at_once() {
+    scenarios::dead_letter_on_statuses_end_a_delivery_at_once(&Server::start("dead_letter_on_statu")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,6 +83,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:PutItem"], &["EventsTable"]);
     grant(&mut g, CONSUME, &["IngestQueue"]);
     grant(&mut g, &["sqs:SendMessage"], &["IngestDLQ"]);
+    // A partitioned event's number, in the transaction of its put.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["OrderTable"]);
     m.insert("IngestFunction", g);
 
     // router: reads the Events stream and Subscriptions; writes Sagas
@@ -97,6 +99,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
     grant(&mut g, &["dynamodb:PutItem"], &["SagasTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["StreamFailuresQueue"]);
+    // Lane entries of ordered subscriptions; each partition's routed-through mark.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], &["OrderTable"]);
     m.insert("RouterFunction", g);
 
     // saga step: reads the Sagas and Attempts streams and retry timers;
@@ -114,6 +118,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
     grant(&mut g, CONSUME, &["RetriesQueue"]);
+    // Ordered sagas: the partition's mark, the lane's head, a missing entry
+    // put back, leaving the lane.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["OrderTable"]);
     m.insert("SagaFunction", g);
 
     // delivery: reads the deliveries queue, Events, Subscriptions, Sagas;
@@ -155,6 +162,11 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
         &["DeadLettersTable", "DeadLettersTable/index/*"],
     );
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ"]);
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+        &["OrderTable"],
+    );
     m.insert("ReconcilerFunction", g);
 
     // requeue: reads the requeue queue; writes a new saga linked to the old
@@ -194,6 +206,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
     // A subscription's `health`.
     grant(&mut g, &["dynamodb:GetItem"], &["HealthTable"]);
+    // Skipping a dead letter that blocks its lane releases the next saga.
+    grant(&mut g, &["dynamodb:Query", "dynamodb:DeleteItem"], &["OrderTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
     m.insert("ApiFunction", g);
 
     m
@@ -216,7 +231,9 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
         "SubscriptionsTable",
         "subscriptions are found through index by_key, never by reading them all",
     ),
-    (Some("RouterFunction"), "dynamodb:UpdateItem", "*", "router never changes saga status (nor anything else)"),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "SagasTable", "router never changes saga status"),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "EventsTable", "router never changes an event"),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "SubscriptionsTable", "router never changes a subscription"),
     (Some("RouterFunction"), "sqs:SendMessage", "DeliveriesQueue", "router never creates jobs"),
     (Some("RouterFunction"), "dynamodb:GetItem", "EventsTable", "router never reads the payload"),
     (Some("DeliveryFunction"), "dynamodb:UpdateItem", "*", "delivery never changes a saga (nor anything else)"),
@@ -230,7 +247,8 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
     ),
     (Some("DeliveryFunction"), "sqs:SendMessage", "DeliveriesDLQ", "delivery never decides a dead letter"),
     (Some("ReconcilerFunction"), "dynamodb:PutItem", "AttemptsTable", "the reconciler never delivers"),
-    (Some("IngestFunction"), "dynamodb:UpdateItem", "*", "ingest never updates"),
+    (Some("IngestFunction"), "dynamodb:UpdateItem", "SagasTable", "ingest never updates a saga"),
+    (Some("IngestFunction"), "dynamodb:UpdateItem", "SubscriptionsTable", "ingest never updates a subscription"),
     (Some("IngestFunction"), "dynamodb:DeleteItem", "*", "ingest never deletes"),
     (Some("RequeueFunction"), "dynamodb:UpdateItem", "SagasTable", "requeue never touches the old saga"),
     (Some("ApiFunction"), "dynamodb:UpdateItem", "SagasTable", "only the saga step changes saga status"),

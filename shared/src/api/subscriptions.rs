@@ -13,8 +13,9 @@ use crate::envelope::{check_id, MAX_EVENT_TYPE_LEN};
 use crate::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
 use crate::ids::{self, SubscriptionId};
 use crate::limits::MAX_SUBSCRIPTION_PATTERNS;
+use crate::payload;
 use crate::ports::{SubscriptionFilter, MAX_REINDEX_PAGE};
-use crate::retry::RetryPolicy;
+use crate::retry::{RetryPolicy, RetryPolicyInput};
 use crate::routing;
 use crate::signing::Secret;
 use crate::ssrf;
@@ -40,9 +41,17 @@ struct CreateBody {
     #[serde(default)]
     headers: Option<BTreeMap<String, String>>,
     #[serde(default)]
-    retry_policy: Option<RetryPolicy>,
+    retry_policy: Option<RetryPolicyInput>,
+    #[serde(default)]
+    dead_letter_on: Option<Vec<i64>>,
     #[serde(default)]
     payload_format: Option<PayloadFormat>,
+    #[serde(default)]
+    data_fields: Option<Vec<String>>,
+    #[serde(default)]
+    ordering: Option<crate::ordering::Ordering>,
+    #[serde(default)]
+    on_dead_letter: Option<crate::ordering::OnDeadLetter>,
     #[serde(default)]
     max_in_flight: Option<i64>,
     #[serde(default)]
@@ -66,9 +75,17 @@ struct PatchBody {
     #[serde(default)]
     headers: Patch<BTreeMap<String, String>>,
     #[serde(default)]
-    retry_policy: Patch<RetryPolicy>,
+    retry_policy: Patch<RetryPolicyInput>,
+    #[serde(default)]
+    dead_letter_on: Patch<Vec<i64>>,
     #[serde(default)]
     payload_format: Patch<PayloadFormat>,
+    #[serde(default)]
+    data_fields: Patch<Vec<String>>,
+    #[serde(default)]
+    ordering: Patch<crate::ordering::Ordering>,
+    #[serde(default)]
+    on_dead_letter: Patch<crate::ordering::OnDeadLetter>,
     #[serde(default)]
     max_in_flight: Patch<i64>,
     #[serde(default)]
@@ -140,6 +157,18 @@ fn shown(sub: &Subscription, secret: Option<&Secret>) -> serde_json::Value {
     v
 }
 
+/// `data_fields` cuts down the `data` of a `contract-webhook` body; with
+/// another payload format it would be silently ignored, so it is refused.
+fn payload_fits(sub: &Subscription) -> Result<(), ApiError> {
+    if sub.data_fields.is_some() && sub.payload_format != PayloadFormat::ContractWebhook {
+        return Err(ApiError::invalid(
+            "data_fields",
+            "applies only to payload_format \"contract-webhook\"; set that format too, or remove data_fields",
+        ));
+    }
+    Ok(())
+}
+
 /// Event type patterns: 1 to [`MAX_SUBSCRIPTION_PATTERNS`] (98), each valid.
 fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
     if types.is_empty() || types.len() > MAX_SUBSCRIPTION_PATTERNS {
@@ -201,15 +230,33 @@ fn headers(h: Option<BTreeMap<String, String>>) -> Result<BTreeMap<String, Strin
     Ok(h)
 }
 
-/// A retry policy: well-formed ([`RetryPolicy::validate`], `400`), and no
-/// longer than the event retention ([`RetryPolicy::check_fits_retention`],
-/// `422` naming `retry_policy`). Absent or `null` is the configured default.
-fn retry_policy(p: Option<RetryPolicy>, config: &Config) -> Result<RetryPolicy, ApiError> {
-    let Some(p) = p else { return Ok(config.default_retry_policy) };
-    p.validate()?;
+/// A retry policy: well-formed ([`RetryPolicyInput::resolve`]: `400
+/// invalid_field` naming the member, as before explicit schedules; with
+/// `schedule_ms`, `422 invalid_retry_schedule` naming it, e.g.
+/// `retry_policy.schedule_ms[2]`), and no longer than the event retention
+/// ([`RetryPolicy::check_fits_retention`], `422 retry_schedule_too_long`
+/// naming `retry_policy`, or `retry_policy.schedule_ms`). Absent or `null`
+/// is the configured default.
+fn retry_policy(p: Option<RetryPolicyInput>, config: &Config) -> Result<RetryPolicy, ApiError> {
+    let Some(p) = p else { return Ok(config.default_retry_policy.clone()) };
+    let scheduled = p.schedule_ms.is_some();
+    let p = p.resolve().map_err(|e| {
+        if scheduled {
+            ApiError::new(422, "invalid_retry_schedule", e.to_string()).on(e.field)
+        } else {
+            e.into()
+        }
+    })?;
     p.check_fits_retention(config.retention)
-        .map_err(|e| ApiError::new(422, "retry_schedule_too_long", e.to_string()).on("retry_policy"))?;
+        .map_err(|e| ApiError::new(422, "retry_schedule_too_long", e.to_string()).on(e.field()))?;
     Ok(p)
+}
+
+/// A subscription's `dead_letter_on` ([`subscription::validate_dead_letter_on`]):
+/// `422 invalid_dead_letter_on` naming the field or the entry at fault.
+fn dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, ApiError> {
+    subscription::validate_dead_letter_on(statuses)
+        .map_err(|e| ApiError::new(422, "invalid_dead_letter_on", e.to_string()).on(e.field))
 }
 
 impl Api {
@@ -226,7 +273,11 @@ impl Api {
             description: body.description,
             headers: headers(body.headers)?,
             retry_policy: retry_policy(body.retry_policy, &self.hookline.config)?,
+            dead_letter_on: dead_letter_on(body.dead_letter_on.as_deref().unwrap_or_default())?,
             payload_format: body.payload_format.unwrap_or_default(),
+            data_fields: body.data_fields.map(|f| payload::validate_data_fields(&f).map(|()| f)).transpose()?,
+            ordering: body.ordering.unwrap_or_default(),
+            on_dead_letter: body.on_dead_letter.unwrap_or_default(),
             max_in_flight: body.max_in_flight.map(max_in_flight).transpose()?,
             rate_limit: body.rate_limit.map(rate_limit).transpose()?,
             active: body.active.unwrap_or(true),
@@ -237,6 +288,7 @@ impl Api {
             updated_at: now,
             version: 1,
         };
+        payload_fits(&sub)?;
         self.hookline.stores.subscriptions.create(&sub).await?;
         self.hookline.subscription_cache.invalidate().await;
         tracing::info!(subscription_id = %sub.id, "subscription created");
@@ -384,6 +436,11 @@ impl Api {
             Patch::Null => Some(retry_policy(None, &self.hookline.config)?),
             Patch::Value(p) => Some(retry_policy(Some(p), &self.hookline.config)?),
         };
+        let dead_letters = match body.dead_letter_on {
+            Patch::Absent => None,
+            Patch::Null => Some(Vec::new()),
+            Patch::Value(d) => Some(dead_letter_on(&d)?),
+        };
         let max_in_flight = match body.max_in_flight {
             Patch::Value(n) => Patch::Value(max_in_flight(n)?),
             Patch::Null => Patch::Null,
@@ -391,6 +448,10 @@ impl Api {
         };
         let rate_limit = match body.rate_limit {
             Patch::Value(r) => Patch::Value(rate_limit(r)?),
+            other => other,
+        };
+        let data_fields = match body.data_fields {
+            Patch::Value(f) => Patch::Value(payload::validate_data_fields(&f).map(|()| f)?),
             other => other,
         };
         // Applied to the stored subscription; if another writer (a
@@ -412,10 +473,17 @@ impl Api {
             sub.tenant_id = tenant_id.clone().apply_option(sub.tenant_id);
             sub.description = body.description.clone().apply_option(sub.description);
             sub.headers = headers.clone().apply(sub.headers, BTreeMap::new);
-            if let Some(p) = retry {
-                sub.retry_policy = p;
+            if let Some(p) = &retry {
+                sub.retry_policy = p.clone();
+            }
+            if let Some(d) = &dead_letters {
+                sub.dead_letter_on = d.clone();
             }
             sub.payload_format = body.payload_format.clone().apply(sub.payload_format, PayloadFormat::default);
+            sub.data_fields = data_fields.clone().apply_option(sub.data_fields);
+            sub.ordering = body.ordering.clone().apply(sub.ordering, Default::default);
+            sub.on_dead_letter = body.on_dead_letter.clone().apply(sub.on_dead_letter, Default::default);
+            payload_fits(&sub)?;
             sub.max_in_flight = max_in_flight.clone().apply_option(sub.max_in_flight);
             sub.rate_limit = rate_limit.clone().apply_option(sub.rate_limit);
             sub.active = body.active.clone().apply(sub.active, || true);

@@ -32,7 +32,7 @@ use crate::subscription::Subscription;
 use chrono::{DateTime, Utc};
 
 /// A `StoreError` for a failed DynamoDB call, with the service's message.
-fn backend<E, R>(op: &str, table: &str, e: SdkError<E, R>) -> StoreError
+pub(super) fn backend<E, R>(op: &str, table: &str, e: SdkError<E, R>) -> StoreError
 where
     E: std::error::Error + 'static,
     R: std::fmt::Debug,
@@ -42,7 +42,7 @@ where
 
 /// The outcome of a conditional write: `true` if written, `false` if its
 /// condition failed (not an error: the idempotent writes expect it).
-fn written<O, E, R>(op: &str, table: &str, res: Result<O, SdkError<E, R>>) -> StoreResult<bool>
+pub(super) fn written<O, E, R>(op: &str, table: &str, res: Result<O, SdkError<E, R>>) -> StoreResult<bool>
 where
     E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
     R: std::fmt::Debug,
@@ -54,11 +54,11 @@ where
     }
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
+pub(super) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-fn n(v: impl ToString) -> AttributeValue {
+pub(super) fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
@@ -176,25 +176,48 @@ fn all<T>(results: Vec<StoreResult<T>>) -> StoreResult<Vec<T>> {
 
 // ------------------------------------------------------------------ events
 
-/// EventsTable: append-only, one conditional `PutItem` per event.
+/// EventsTable: append-only, one conditional `PutItem` per event; an event
+/// with a partition key is numbered in a transaction with its partition's
+/// item of the OrderTable ([`super::ordering::DynamoOrder::insert_numbered`]).
 #[derive(Clone)]
 pub struct DynamoEvents {
     client: Client,
     table: String,
     retention: chrono::Duration,
+    order: super::ordering::DynamoOrder,
 }
 
 impl DynamoEvents {
-    /// The adapter over `table`; items expire `retention` after receipt.
-    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
-        DynamoEvents { client, table: table.into(), retention }
+    /// The adapter over `table`, numbering partitions in `order`; items
+    /// expire `retention` after receipt.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        retention: chrono::Duration,
+        order: super::ordering::DynamoOrder,
+    ) -> Self {
+        DynamoEvents { client, table: table.into(), retention, order }
     }
 }
 
 #[async_trait]
 impl EventStore for DynamoEvents {
+    /// Events without a partition key concurrently; those with one in the
+    /// order given (a batch's order is its acceptance order).
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>> {
-        put_all_if_absent(&self.client, &self.table, "id", events, |e| item::event_to_attrs(e, self.retention)).await
+        let to_attrs = |e: &EventRecord| item::event_to_attrs(e, self.retention);
+        let (numbered, plain): (Vec<usize>, Vec<usize>) =
+            (0..events.len()).partition(|i| events[*i].partition_key.is_some());
+        let plain_events: Vec<&EventRecord> = plain.iter().map(|i| &events[*i]).collect();
+        let plain_done = put_all_if_absent(&self.client, &self.table, "id", &plain_events, |e| to_attrs(e)).await?;
+        let mut out = vec![false; events.len()];
+        for (i, ok) in plain.into_iter().zip(plain_done) {
+            out[i] = ok;
+        }
+        for i in numbered {
+            out[i] = self.order.insert_numbered(&self.table, &events[i], to_attrs).await?;
+        }
+        Ok(out)
     }
 
     /// An eventually consistent read first (half the read units: events

@@ -403,6 +403,7 @@ pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, Sto
         .put_opt_s("next_attempt_at", s.state.next_attempt_at.map(rfc3339))
         .put_opt_s("last_error", s.state.last_error.clone())
         .put_opt_s("origin", s.origin.as_ref().map(encode_json).transpose()?)
+        .put_opt_s("lane", s.lane.as_ref().map(encode_json).transpose()?)
         .put_s("created_at", rfc3339(s.created_at))
         .put_s("updated_at", rfc3339(s.updated_at))
         .put_n("expires_at", ttl(s.created_at, retention));
@@ -443,6 +444,7 @@ pub fn saga_from_attrs(a: &Attrs) -> Result<Saga, StoreError> {
         webhook_id: WebhookId::new(a.s("webhook_id")?),
         state: saga_state_from_attrs(a)?,
         origin: a.opt_s("origin")?.map(|o| decode_json::<Origin>("origin", o)).transpose()?,
+        lane: a.opt_s("lane")?.map(|l| decode_json::<crate::ordering::LaneRef>("lane", l)).transpose()?,
         created_at: a.time("created_at")?,
         updated_at: a.time("updated_at")?,
     })

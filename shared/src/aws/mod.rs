@@ -7,6 +7,7 @@ pub mod dynamodb;
 pub mod health;
 pub mod item;
 pub mod limits;
+pub mod ordering;
 pub mod sqs;
 pub mod stream_failures;
 
@@ -37,6 +38,9 @@ pub struct AwsNames {
     pub dead_letters_table: String,
     /// `HEALTH_TABLE`: subscription health and circuit breakers.
     pub health_table: String,
+    /// `ORDER_TABLE`: partition numbers and the lanes of ordered
+    /// subscriptions ([`crate::ordering`]).
+    pub order_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -90,6 +94,7 @@ impl AwsNames {
             attempts_table: req("ATTEMPTS_TABLE"),
             dead_letters_table: req("DEAD_LETTERS_TABLE"),
             health_table: req("HEALTH_TABLE"),
+            order_table: req("ORDER_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -164,8 +169,9 @@ impl AwsBackend {
         let retries = queue(&names.retries_queue_url, names.retries_dlq_url.as_ref());
         let requeues = queue(&names.requeue_queue_url, names.requeue_dlq_url.as_ref());
         let optional = |url: &Option<String>| url.as_deref().map(|u| SqsQueue::new(sqs.clone(), u, None));
+        let order = ordering::DynamoOrder::new(dynamodb.clone(), &names.order_table);
         let stores = Stores {
-            events: Arc::new(DynamoEvents::new(dynamodb.clone(), &names.events_table, retention)),
+            events: Arc::new(DynamoEvents::new(dynamodb.clone(), &names.events_table, retention, order.clone())),
             subscriptions: Arc::new(DynamoSubscriptions::new(dynamodb.clone(), &names.subscriptions_table)),
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
             attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
@@ -190,6 +196,7 @@ impl AwsBackend {
             },
             health: Arc::new(health::DynamoHealth::new(dynamodb.clone(), &names.health_table)),
             limits: Arc::new(limits::DynamoLimits::new(dynamodb.clone(), &names.health_table)),
+            order: Arc::new(order),
         };
         AwsBackend {
             stores,

@@ -10,6 +10,7 @@
 
 mod health;
 mod limits;
+mod ordering;
 mod outbox;
 pub mod purge;
 mod queue;
@@ -124,6 +125,29 @@ CREATE TABLE subscription_limits (
     key TEXT PRIMARY KEY,
     token TEXT NOT NULL,
     until INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
+    // 7: ordered delivery (`crate::ordering`): each partition's last number
+    // (taken in the transaction of the event's insert) and routed-through
+    // mark, and the lanes of ordered subscriptions. Events stored before
+    // have no number and are delivered unordered.
+    r#"
+CREATE TABLE partitions (
+    scope TEXT NOT NULL,
+    partition_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    routed INTEGER NOT NULL DEFAULT 0,
+    ahead TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (scope, partition_key)
+) WITHOUT ROWID;
+CREATE TABLE lanes (
+    subscription_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    partition_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    saga_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    PRIMARY KEY (subscription_id, scope, partition_key, seq, saga_id)
 ) WITHOUT ROWID;
 "#,
 ];
@@ -458,6 +482,7 @@ impl Backend {
             stream_failures: Arc::new(SqliteStreamFailures(db.clone())),
             health: Arc::new(health::SqliteHealth(db.clone())),
             limits: Arc::new(limits::SqliteLimits(db.clone())),
+            order: Arc::new(ordering::SqliteOrder(db.clone())),
         };
         Ok(Backend {
             stores,

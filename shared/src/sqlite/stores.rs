@@ -57,24 +57,38 @@ impl EventStore for SqliteEvents {
         let events = events.to_vec();
         self.0
             .call(move |c, marks| {
-                insert_announced(
-                    c,
-                    marks,
-                    Stream::Events,
-                    "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
-                    "INSERT INTO outbox (stream, key) VALUES ('events', ?1)",
-                    &events,
-                    |e| {
-                        let row = vec![
-                            Value::from(e.id.clone()),
-                            Value::from(e.event_type.clone()),
-                            Value::from(e.received_at.timestamp_millis()),
-                            Value::from(e.expires_at.timestamp_millis()),
-                            Value::from(encode(e)),
-                        ];
-                        (row, vec![Value::from(e.id.clone())])
-                    },
-                )
+                let mut exists = c.prepare_cached("SELECT 1 FROM events WHERE id = ?1").map_err(sql)?;
+                let mut inserted = Vec::with_capacity(events.len());
+                for mut e in events {
+                    if exists.query_row([&e.id], |_| Ok(())).optional().map_err(sql)?.is_some() {
+                        inserted.push(false);
+                        continue;
+                    }
+                    // Numbered in this transaction: a duplicate (above) or a
+                    // rolled-back insert takes no number.
+                    if let Some(p) = e.partition() {
+                        e.partition_seq = Some(super::ordering::next_seq(c, &p)?);
+                    }
+                    inserted.extend(insert_announced(
+                        c,
+                        marks,
+                        Stream::Events,
+                        "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                        "INSERT INTO outbox (stream, key) VALUES ('events', ?1)",
+                        std::slice::from_ref(&e),
+                        |e| {
+                            let row = vec![
+                                Value::from(e.id.clone()),
+                                Value::from(e.event_type.clone()),
+                                Value::from(e.received_at.timestamp_millis()),
+                                Value::from(e.expires_at.timestamp_millis()),
+                                Value::from(encode(e)),
+                            ];
+                            (row, vec![Value::from(e.id.clone())])
+                        },
+                    )?);
+                }
+                Ok(inserted)
             })
             .await
     }

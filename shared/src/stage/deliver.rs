@@ -28,10 +28,10 @@ use crate::ids::{self, EventId, SagaId};
 use crate::job::DeliveryJob;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::ports::Admission;
-use crate::saga::AttemptResult;
+use crate::saga::{AttemptResult, SagaStatus};
 use crate::signing;
 use crate::stage::breaker;
-use crate::subscription::{PayloadFormat, Subscription};
+use crate::subscription::Subscription;
 
 /// How long a job hit by a local fault waits before it is tried again.
 pub const LOCAL_FAULT_DELAY: Duration = Duration::from_secs(10);
@@ -64,6 +64,10 @@ pub enum Prepared {
         /// warning) or a limit of this job only.
         whole_subscription: bool,
     },
+    /// Not attempted: the job is stale (an ordered saga that already ended
+    /// or moved past this attempt: a duplicate message, or one a crash left
+    /// behind). Delivering it would put an old event after newer ones.
+    Stale,
 }
 
 /// Delivers a batch of received jobs concurrently (at most
@@ -91,6 +95,10 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
             }
             Ok(Prepared::Defer { reason, delay, whole_subscription }) => {
                 deferred.push((i, reason, delay, !whole_subscription && delay == LOCAL_FAULT_DELAY))
+            }
+            Ok(Prepared::Stale) => {
+                done[i] = true;
+                tracing::info!(saga_id = %jobs[i].job.saga_id, attempt = jobs[i].job.attempt, "stale job of an ordered saga dropped");
             }
             Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY, true)),
         }
@@ -163,6 +171,18 @@ pub async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreErr
         );
         return Ok(Prepared::Record(refused(&r.job, &error)));
     }
+    // An ordered saga's job goes only while its saga is at this attempt
+    // (one read, for ordered subscriptions only).
+    if r.job.lane.is_some() {
+        let current = h.stores.sagas.get(&r.job.event_id, &r.job.saga_id).await?;
+        let at_this_attempt = current.is_some_and(|s| {
+            matches!(s.state.status, SagaStatus::Pending | SagaStatus::InProgress)
+                && crate::saga::in_progress_attempt(&s.state) == r.job.attempt
+        });
+        if !at_this_attempt {
+            return Ok(Prepared::Stale);
+        }
+    }
     attempt(h, &r.job).await
 }
 
@@ -178,6 +198,7 @@ fn refused(job: &DeliveryJob, error: &str) -> Attempt {
         latency_ms: 0,
         at: Utc::now(),
         result: AttemptResult::Rejected { error: error.to_string() },
+        lane: job.lane.clone(),
     }
 }
 
@@ -305,6 +326,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         latency_ms,
         at: Utc::now(),
         result,
+        lane: job.lane.clone(),
     }))
 }
 
@@ -317,18 +339,7 @@ fn limits_of(sub: &Subscription) -> Option<(Option<u32>, Option<Duration>)> {
 
 /// The signed request for one attempt: headers and body.
 pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (Vec<(String, String)>, Vec<u8>) {
-    let body = match sub.payload_format {
-        PayloadFormat::Original => event.body.clone(),
-        PayloadFormat::Hookline => serde_json::to_vec(&serde_json::json!({
-            // The producer's id (a tenant event is stored under a derived id).
-            "id": crate::envelope::producer_id(&event.body, event.format).unwrap_or_else(|| event.id.to_string()),
-            "type": event.event_type,
-            "timestamp": event.occurred_at,
-            "tenant_id": event.tenant_id,
-            "data": event.body_json(),
-        }))
-        .expect("json serializes"),
-    };
+    let body = crate::payload::render(sub, event);
     let now = Utc::now();
     let ts = now.timestamp();
     let signature = signing::signature_header(sub.signing_secrets(now), job.webhook_id.as_str(), ts, &body);
@@ -341,6 +352,16 @@ pub fn request(sub: &Subscription, event: &EventRecord, job: &DeliveryJob) -> (V
         ("hookline-attempt", job.attempt.to_string()),
     ]
     .into_iter()
+    // Stale-event metadata: the partition and the event's number in it
+    // (the same on every attempt), so a receiver can drop what is older
+    // than what it has.
+    .chain(
+        event
+            .partition_key
+            .iter()
+            .zip(event.partition_seq)
+            .flat_map(|(k, n)| [("hookline-partition-key", k.clone()), ("hookline-sequence", n.to_string())]),
+    )
     .chain(event.trace_id.iter().flat_map(|t| {
         [
             ("hookline-trace-id", t.clone()),

@@ -10,6 +10,7 @@ pub mod breaker;
 pub mod deliver;
 pub mod dispatch;
 pub mod ingest;
+pub mod ordering;
 pub mod reconcile;
 pub mod requeue;
 pub mod route;

@@ -165,6 +165,11 @@ async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
                 None => h.stores.deliveries.send_now(&[saga::job_of(&s, in_flight)]).await?,
             }
         }
+        // Its wake-up was lost (or its lane's predecessor ended in a crash):
+        // look at its lane again.
+        SagaStatus::Waiting => {
+            super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Reconciler).await?
+        }
         SagaStatus::PendingRetry => {
             // The timer was lost: wake the saga now (it is past due).
             let job = saga::job_of(&s, s.state.attempts);

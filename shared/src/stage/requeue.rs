@@ -88,19 +88,19 @@ pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(Sa
     let targets = replay_targets(h, &event, req.subscription_id.as_ref()).await?;
     let msg = RequeueMessage::Replay { replay: req.clone() };
     h.stores.requeues.send_now(&[msg]).await?;
-    Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s, &req.replay_key), s)).collect())
+    Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s.id, &req.replay_key), s.id)).collect())
 }
 
 async fn replay_targets(
     h: &Hookline,
     event: &crate::event::EventRecord,
     only: Option<&SubscriptionId>,
-) -> Result<Vec<SubscriptionId>, RequeueError> {
+) -> Result<Vec<crate::subscription::Subscription>, RequeueError> {
     let store = h.stores.subscriptions.as_ref();
     Ok(match only {
         Some(id) => {
             let s = store.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
-            vec![s.id]
+            vec![s]
         }
         None => {
             // The subscriptions that match it now, found through the index.
@@ -109,7 +109,7 @@ async fn replay_targets(
             ids.sort();
             ids.dedup();
             let subs: Vec<_> = store.get_many(&ids).await?.into_iter().flatten().collect();
-            routing::matching(&subs, event).map(|s| s.id.clone()).collect()
+            routing::matching(&subs, event).cloned().collect()
         }
     })
 }
@@ -187,7 +187,9 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit)
         None => (audit.actor.clone(), audit.reason.clone(), Utc::now()),
     };
     let origin = Origin { kind: OriginKind::Requeue, previous_saga_id: Some(dl.id.saga_id()), actor, reason, at };
-    let saga = Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now());
+    // It takes the dead saga's place in its lane, if it had one.
+    let lane = serde_json::from_value::<Saga>(dl.saga_snapshot.clone()).ok().and_then(|s| s.lane);
+    let saga = Saga { lane, ..Saga::new(new_id.clone(), &dl.event_id, &dl.subscription_id, Some(origin), Utc::now()) };
     h.stores.sagas.create(std::slice::from_ref(&saga)).await?;
     tracing::info!(dead_letter_id = %dl.id, saga_id = %new_id, actor = %LogSafe(saga.origin.as_ref().map_or("", |o| o.actor.as_str())), "dead letter requeued");
     Ok(h.stores.sagas.get(&dl.event_id, &new_id).await?.unwrap_or(saga))
@@ -209,6 +211,13 @@ pub async fn skip(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) ->
             return Err(RequeueError::AlreadyResolved { id: dl.id, state: cur });
         }
     }
+    // A dead letter that blocked its partition's lane lets it go on (again
+    // on a repeated skip: the first may have crashed before this).
+    if let Ok(dead) = serde_json::from_value::<Saga>(dl.saga_snapshot.clone()) {
+        if dead.lane.as_ref().is_some_and(|l| l.on_dead_letter == crate::ordering::OnDeadLetter::Block) {
+            super::ordering::skipped(h, &dead).await?;
+        }
+    }
     Ok(())
 }
 
@@ -228,7 +237,8 @@ pub async fn replay(
     let now = Utc::now();
     let sagas: Vec<Saga> = targets
         .iter()
-        .map(|sub| {
+        .map(|target| {
+            let sub = &target.id;
             let previous = ids::saga_id(event_id, sub);
             let origin = Origin {
                 kind: OriginKind::Replay,
@@ -237,7 +247,12 @@ pub async fn replay(
                 reason: audit.reason.clone(),
                 at: now,
             };
-            Saga::new(ids::replay_saga_id(event_id, sub, replay_key), event_id, sub, Some(origin), now)
+            // An ordered subscription's replay goes through the lane, at
+            // the event's place in its partition.
+            Saga {
+                lane: crate::ordering::lane_for(target, &event),
+                ..Saga::new(ids::replay_saga_id(event_id, sub, replay_key), event_id, sub, Some(origin), now)
+            }
         })
         .collect();
     if !sagas.is_empty() {

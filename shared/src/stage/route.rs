@@ -71,15 +71,21 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
             ids.iter()
                 .filter_map(|id| subs[id].as_deref())
                 .filter(|s| routing::wants(s, e))
-                .map(|s| Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now))
+                .map(|s| Saga {
+                    lane: crate::ordering::lane_for(s, e),
+                    ..Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now)
+                })
                 .collect::<Vec<_>>()
         })
         .collect();
-    if sagas.is_empty() {
-        return Ok(0);
-    }
-    let created = h.stores.sagas.create(&sagas).await?;
+    // Ordered sagas enter their lanes before they exist: a saga never runs
+    // outside its lane.
+    super::ordering::enqueue(h, &sagas).await?;
+    let created = if sagas.is_empty() { Vec::new() } else { h.stores.sagas.create(&sagas).await? };
     crate::failpoint::hit("route.after_sagas");
+    // Then each partition's mark moves past these events, whether or not
+    // any subscription wanted them.
+    super::ordering::routed(h, events).await?;
     // The per-saga lines look up each saga's event: only when they are logged.
     if tracing::enabled!(tracing::Level::DEBUG) {
         for (s, new) in sagas.iter().zip(&created) {

@@ -20,27 +20,76 @@ use crate::ports::{Transition, TransitionOutcome};
 use crate::retry::RetryPolicy;
 use crate::saga::{decide, Effect, Input, Saga, SagaState, SagaStatus};
 
-/// One input for one saga, with the state the input implies the saga is in.
+/// One input for one saga, with the state the input implies the saga is in,
+/// and what its subscription says about failures (the defaults where they
+/// cannot matter: a start, a retry timer; or when it is gone).
 struct Step {
     job: DeliveryJob,
     from: SagaState,
     input: Input,
     policy: RetryPolicy,
+    dead_letter_on: Vec<u16>,
+    /// A saga released from its lane: the deadline its Pending state
+    /// carries (`crate::ordering::release_deadline`), the same whenever the
+    /// same releaser retries, so a retry after a crash redoes the job.
+    release_deadline: Option<DateTime<Utc>>,
 }
 
 /// New sagas (the saga stream's inserts): each gets its first job. The
-/// input is always read as the insert it was, whatever the saga's state now.
+/// input is always read as the insert it was, whatever the saga's state now;
+/// but an ordered saga first asks its lane ([`super::ordering::admit`]).
 pub async fn start(h: &Hookline, sagas: &[Saga]) -> Result<(), StoreError> {
-    let steps = sagas
-        .iter()
+    let (ordered, plain): (Vec<&Saga>, Vec<&Saga>) = sagas.iter().partition(|s| s.lane.is_some());
+    for s in ordered {
+        super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Itself).await?;
+    }
+    let steps = plain
+        .into_iter()
         .map(|s| Step {
             job: job_of(s, 0),
             from: SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None },
             input: Input::Start,
             policy: RetryPolicy::default(),
+            dead_letter_on: Vec::new(),
+            release_deadline: None,
         })
         .collect();
     run(h, steps).await
+}
+
+/// Starts one saga from its stored state: an ordered saga at the head of
+/// its lane (Pending: its first job; Waiting: Pending again, with the
+/// deadline `by` gives it, then its first job). Nothing happens if the
+/// state changed meanwhile.
+pub(crate) async fn begin(h: &Hookline, s: &Saga, by: crate::ordering::Releaser) -> Result<(), StoreError> {
+    let step = Step {
+        job: job_of(s, 0),
+        from: s.state.clone(),
+        input: Input::Start,
+        policy: RetryPolicy::default(),
+        dead_letter_on: Vec::new(),
+        release_deadline: (s.state.status == SagaStatus::Waiting)
+            .then(|| crate::ordering::release_deadline(s.updated_at, by)),
+    };
+    run(h, vec![step]).await
+}
+
+/// Marks a Pending saga Waiting (its lane holds it); the saga as stored
+/// after, or `None` if it was no longer Pending.
+pub(crate) async fn hold(h: &Hookline, s: &Saga) -> Result<Option<Saga>, StoreError> {
+    let to = SagaState { status: SagaStatus::Waiting, attempts: 0, next_attempt_at: None, last_error: None };
+    let now = Utc::now();
+    let t = Transition {
+        event_id: s.event_id.clone(),
+        saga_id: s.id.clone(),
+        from: s.state.clone(),
+        to: to.clone(),
+        at: now,
+    };
+    Ok(match h.stores.sagas.transition(&[t]).await?.pop() {
+        Some(TransitionOutcome::Applied) => Some(Saga { state: to, updated_at: now, ..s.clone() }),
+        _ => None,
+    })
 }
 
 /// Recorded attempts (the attempts stream): complete, retry or dead-letter.
@@ -49,8 +98,7 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
     ids.sort();
     ids.dedup();
     let found = h.subscription_cache.get_many(h.stores.subscriptions.as_ref(), &ids).await?;
-    let policies: std::collections::HashMap<_, _> =
-        ids.iter().zip(found).filter_map(|(id, s)| Some((id, s?.retry_policy))).collect();
+    let subs: std::collections::HashMap<_, _> = ids.iter().zip(found).filter_map(|(id, s)| Some((id, s?))).collect();
     let steps = attempts
         .iter()
         .map(|a| Step {
@@ -60,6 +108,7 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
                 subscription_id: a.subscription_id.clone(),
                 webhook_id: crate::ids::webhook_id(&a.event_id, &a.subscription_id),
                 attempt: a.attempt,
+                lane: a.lane.clone(),
             },
             // The first attempt runs while the saga is still Pending (see
             // crate::saga); later ones from InProgress.
@@ -73,8 +122,10 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
                     last_error: None,
                 }
             },
-            input: Input::Outcome { attempt: a.attempt, result: a.result.clone() },
-            policy: policies.get(&a.subscription_id).copied().unwrap_or_default(),
+            input: Input::Outcome { attempt: a.attempt, result: a.result.clone(), status: a.status_code },
+            policy: subs.get(&a.subscription_id).map(|s| s.retry_policy.clone()).unwrap_or_default(),
+            dead_letter_on: subs.get(&a.subscription_id).map(|s| s.dead_letter_on.clone()).unwrap_or_default(),
+            release_deadline: None,
         })
         .collect();
     run(h, steps).await
@@ -89,9 +140,14 @@ pub enum TimerOutcome {
     NotYet(Duration),
 }
 
-/// A retry timer fired: queue the next attempt if it is due.
+/// A retry timer fired: queue the next attempt if it is due. Attempt 0 is
+/// the wake-up of an ordered saga waiting in its lane.
 pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, StoreError> {
     let now = Utc::now();
+    if timer.attempt == 0 {
+        super::ordering::woken(h, timer).await?;
+        return Ok(TimerOutcome::Done);
+    }
     if timer.due_at > now {
         return Ok(TimerOutcome::NotYet((timer.due_at - now).to_std().unwrap_or_default()));
     }
@@ -106,6 +162,7 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
             subscription_id: SubscriptionId::new(""),
             webhook_id: WebhookId::new(""),
             attempt: timer.attempt,
+            lane: None,
         };
         let reason =
             format!("retry timer for attempt {} found its saga no longer stored (retention ended?)", timer.attempt);
@@ -122,6 +179,8 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
         },
         input: Input::RetryDue { attempt: timer.attempt },
         policy: RetryPolicy::default(),
+        dead_letter_on: Vec::new(),
+        release_deadline: None,
     };
     run(h, vec![step]).await?;
     Ok(TimerOutcome::Done)
@@ -135,6 +194,7 @@ pub fn job_of(s: &Saga, attempt: u32) -> DeliveryJob {
         subscription_id: s.subscription_id.clone(),
         webhook_id: s.webhook_id.clone(),
         attempt,
+        lane: s.lane.clone(),
     }
 }
 
@@ -143,7 +203,10 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     let mut planned = Vec::new();
     for step in steps {
         let jitter: f64 = rand::random();
-        if let Some(d) = decide(&step.from, &step.input, &step.policy, now, jitter) {
+        if let Some(mut d) = decide(&step.from, &step.input, &step.policy, &step.dead_letter_on, now, jitter) {
+            if let (Some(deadline), SagaStatus::Pending) = (step.release_deadline, d.next.status) {
+                d.next.next_attempt_at = Some(deadline);
+            }
             planned.push((step, d));
         }
     }
@@ -177,13 +240,20 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     let mut jobs = Vec::new();
     let mut timers = Vec::new();
     let mut dead_jobs = Vec::new();
+    let mut ended = Vec::new();
     for ((step, decision), outcome) in planned.into_iter().zip(outcomes) {
         let effects = match outcome {
             TransitionOutcome::Applied => decision.effects,
             // Already stored by an earlier run that crashed before its effects:
             // redo them, with the stored retry time.
+            // A release from Waiting is redone only by the releaser that
+            // stored it (its deadline says who): another one that got there
+            // first sent the job itself.
             TransitionOutcome::Conflict(cur)
-                if cur.status == decision.next.status && cur.attempts == decision.next.attempts =>
+                if cur.status == decision.next.status
+                    && cur.attempts == decision.next.attempts
+                    && (step.from.status != SagaStatus::Waiting
+                        || cur.next_attempt_at == decision.next.next_attempt_at) =>
             {
                 decision
                     .effects
@@ -196,6 +266,9 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
             }
             TransitionOutcome::Conflict(_) | TransitionOutcome::Missing => continue,
         };
+        if decision.next.status.is_terminal() && step.job.lane.is_some() {
+            ended.push((step.job.clone(), decision.next.status == SagaStatus::DeadLettered));
+        }
         for effect in effects {
             match effect {
                 // Failure injection: a job lost on the way (the reconciler's test).
@@ -219,6 +292,10 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     // The dead saga's job also goes to the deliveries dead-letter queue, so
     // ops can redrive it (to the requeue queue) from the console.
     h.stores.dead_jobs.send_now(&dead_jobs).await?;
+    // Ordered sagas that ended let their lane's next one go.
+    for (job, dead) in ended {
+        super::ordering::ended(h, &job, dead).await?;
+    }
     Ok(())
 }
 
