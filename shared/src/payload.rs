@@ -220,6 +220,17 @@ mod tests {
     }
 
     #[test]
+    fn a_posted_webhook_body_maps_onto_itself() {
+        let posted = json!({"eventId": "evt_webhook_001", "eventType": "task.succeeded", "version": 1,
+            "occurredAt": "2026-02-19T10:12:00Z", "traceId": "req_abcd", "executionProfile": "FAST",
+            "riskFlags": ["MODEL_LICENSE_REVIEW_PENDING"],
+            "data": {"taskId": "tsk_3001", "status": "SUCCEEDED"}});
+        assert_eq!(contract_webhook(&event(posted.clone()), None), posted);
+        let cut = contract_webhook(&event(posted), Some(&["taskId".to_string()]));
+        assert_eq!(cut["data"], json!({"taskId": "tsk_3001"}));
+    }
+
+    #[test]
     fn picking_fields_from_something_that_is_not_an_object_gives_an_empty_object() {
         assert_eq!(pick(&json!([1, 2]), &["a".to_string()]), json!({}));
         assert_eq!(pick(&json!({"a": {"b": 1}}), &["a.b.c".to_string()]), json!({}));

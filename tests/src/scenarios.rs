@@ -884,6 +884,28 @@ pub async fn contract_webhook_payload_keeps_internal_fields_in<P: Pipeline>(s: &
     );
     let (st, v) = s.call("PATCH", &path, Some(br#"{"data_fields": ["taskId"]}"#)).await;
     assert_eq!((st, v["data_fields"].clone()), (200, json!(["taskId"])), "{v}");
+
+    // A body already in the webhook shape (the contract's own example) is
+    // an event: accepted, delivered to contract-webhook subscribers as
+    // itself (cut by their data_fields).
+    let published = json!({"eventId": "evt_webhook_cw", "eventType": "task.succeeded", "version": 1,
+        "occurredAt": "2026-02-19T10:12:00Z", "traceId": "req_cw2", "executionProfile": "FAST",
+        "riskFlags": ["MODEL_LICENSE_REVIEW_PENDING"], "data": {"taskId": "tsk_3001", "userId": "u_1001", "status": "SUCCEEDED"}});
+    let (st, v) = s.post("/v1/events", &published).await;
+    assert_eq!((st, v["duplicate"].clone()), (202, json!(false)), "{v}");
+    let id = v["event_id"].as_str().unwrap().to_string();
+    s.settled_deliveries(&id, 2, 20).await;
+    let got = |path: &str| -> Value {
+        let d = r.deliveries(path).into_iter().find(|d| d.header("hookline-event-type") == "task.succeeded").expect("delivered");
+        serde_json::from_slice(&d.body).unwrap()
+    };
+    assert_eq!(got("/cw"), json!({"eventId": "evt_webhook_cw", "eventType": "task.succeeded", "version": 1,
+        "occurredAt": "2026-02-19T10:12:00Z", "traceId": "req_cw2", "executionProfile": "FAST",
+        "riskFlags": ["MODEL_LICENSE_REVIEW_PENDING"], "data": {"taskId": "tsk_3001", "userId": "u_1001"}}));
+    // /cw-all was patched to data_fields ["taskId"] above.
+    assert_eq!(got("/cw-all")["data"], json!({"taskId": "tsk_3001"}));
+    let (st, v) = s.post("/v1/events", &published).await;
+    assert_eq!((st, v["duplicate"].clone(), v["event_id"].as_str()), (202, json!(true), Some(id.as_str())), "deduplicated on eventId: {v}");
 }
 
 /// Walks `POST /v1/subscriptions/reindex` page after page with `limit`,

@@ -22,6 +22,9 @@ use super::{EnvelopeError, Fields};
 ///
 /// [`MAX_EVENT_TYPE_LEN`]: super::MAX_EVENT_TYPE_LEN
 pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
+    if is_webhook_shape(obj) {
+        return webhook(obj);
+    }
     let o = Obj::root(obj);
     o.require_all(&[
         "eventId",
@@ -41,6 +44,73 @@ pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError
     let trace = o.req_str("traceId")?;
     let producer = o.req_str("producer")?;
     let idempotency_key = o.req_str("idempotencyKey")?;
+    check_risk_flags(obj)?;
+    o.req_object("payload")?;
+    Ok(Fields {
+        id: Some(id.to_string()),
+        idempotency_key: Some(idempotency_key.to_string()),
+        event_type: event_type.to_string(),
+        tenant_id: o.opt_str("tenantId")?.map(str::to_string),
+        partition_key: None,
+        sequence: None,
+        trace_id: Some(trace.to_string()),
+        producer: Some(producer.to_string()),
+        occurred_at: Some(occurred_at),
+    })
+}
+
+/// The contract's public webhook body (`{eventId, eventType, version,
+/// occurredAt, traceId, data}` with optional `executionProfile` and
+/// `riskFlags`: what a `contract-webhook` subscription receives) rather than
+/// the internal envelope: `data` in place of `payload`, and neither
+/// `producer` nor `idempotencyKey`.
+fn is_webhook_shape(obj: &Map<String, Value>) -> bool {
+    obj.contains_key("data") && !["payload", "producer", "idempotencyKey"].iter().any(|k| obj.contains_key(*k))
+}
+
+/// A posted webhook-shaped body (docs/formats.md#contract-webhook-bodies):
+/// an event someone already published in the contract's public shape,
+/// relayed into Hookline. It is an event like another: `eventId` is its id
+/// (deduplicated per tenant, `tenantId` optional), `eventType`, `version`,
+/// `occurredAt` and `traceId` as in the envelope, `data` an object,
+/// `executionProfile` an optional string, `riskFlags` an optional array of
+/// strings. Delivered as posted; to a `contract-webhook` subscription it
+/// maps onto itself.
+fn webhook(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
+    let o = Obj::root(obj);
+    o.require_all(&["eventId", "eventType", "version", "occurredAt", "traceId", "data"])?;
+    let id = o.req_str("eventId")?;
+    let event_type = o.req_str("eventType")?;
+    check_dotted_type("eventType", event_type)?;
+    o.req_positive_int("version")?;
+    let occurred_at = o.req_timestamp("occurredAt")?;
+    let trace = o.req_str("traceId")?;
+    check_risk_flags(obj)?;
+    match obj.get("executionProfile") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(other) => {
+            return Err(EnvelopeError::invalid(
+                "executionProfile",
+                format!("expected a string, got {}", kind(other)),
+            ))
+        }
+    }
+    o.req_object("data")?;
+    Ok(Fields {
+        id: Some(id.to_string()),
+        idempotency_key: None,
+        event_type: event_type.to_string(),
+        tenant_id: o.opt_str("tenantId")?.map(str::to_string),
+        partition_key: None,
+        sequence: None,
+        trace_id: Some(trace.to_string()),
+        producer: None,
+        occurred_at: Some(occurred_at),
+    })
+}
+
+/// `riskFlags`: absent, `null`, or an array of strings.
+fn check_risk_flags(obj: &Map<String, Value>) -> Result<(), EnvelopeError> {
     match obj.get("riskFlags") {
         None | Some(Value::Null) => {}
         Some(Value::Array(flags)) => {
@@ -60,18 +130,7 @@ pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError
             ))
         }
     }
-    o.req_object("payload")?;
-    Ok(Fields {
-        id: Some(id.to_string()),
-        idempotency_key: Some(idempotency_key.to_string()),
-        event_type: event_type.to_string(),
-        tenant_id: o.opt_str("tenantId")?.map(str::to_string),
-        partition_key: None,
-        sequence: None,
-        trace_id: Some(trace.to_string()),
-        producer: Some(producer.to_string()),
-        occurred_at: Some(occurred_at),
-    })
+    Ok(())
 }
 
 /// Contract-v1 type rule (docs/formats.md#contract-v1): lower-case dotted `domain.action`,
@@ -101,6 +160,28 @@ fn check_dotted_type(field: &str, t: &str) -> Result<(), EnvelopeError> {
 mod tests {
     use crate::envelope::testkit::{expect_err, obj, run, CONTRACT};
     use serde_json::{json, Value};
+
+    /// The public webhook shape, posted, is an event: its eventId the id,
+    /// no producer and no idempotency key; its own rules name the field.
+    #[test]
+    fn a_webhook_shaped_body_is_an_event() {
+        let body = json!({"eventId": "evt_webhook_001", "eventType": "task.succeeded", "version": 1,
+            "occurredAt": "2026-02-19T10:12:00Z", "traceId": "req_abcd", "executionProfile": "FAST",
+            "riskFlags": ["MODEL_LICENSE_REVIEW_PENDING"], "data": {"taskId": "tsk_3001"}});
+        let n = run(body.as_object().unwrap(), None).expect("accepted");
+        assert_eq!(n.format, crate::envelope::Format::Contract);
+        assert_eq!((n.id.as_deref(), n.idempotency_key.as_deref()), (Some("evt_webhook_001"), None));
+        assert_eq!((n.trace_id.as_deref(), n.producer.as_deref()), (Some("req_abcd"), None));
+        let mut m = body.as_object().unwrap().clone();
+        m.insert("data".into(), json!("text"));
+        expect_err(run(&m, None), "invalid_field", Some("data"));
+        let mut m = body.as_object().unwrap().clone();
+        m.insert("executionProfile".into(), json!(3));
+        expect_err(run(&m, None), "invalid_field", Some("executionProfile"));
+        let mut m = body.as_object().unwrap().clone();
+        m.remove("traceId");
+        expect_err(run(&m, None), "missing_field", Some("traceId"));
+    }
 
     /// Wrong JSON types are InvalidField with an "expected ..." reason.
     #[test]
