@@ -896,16 +896,27 @@ pub async fn contract_webhook_payload_keeps_internal_fields_in<P: Pipeline>(s: &
     let id = v["event_id"].as_str().unwrap().to_string();
     s.settled_deliveries(&id, 2, 20).await;
     let got = |path: &str| -> Value {
-        let d = r.deliveries(path).into_iter().find(|d| d.header("hookline-event-type") == "task.succeeded").expect("delivered");
+        let d = r
+            .deliveries(path)
+            .into_iter()
+            .find(|d| d.header("hookline-event-type") == "task.succeeded")
+            .expect("delivered");
         serde_json::from_slice(&d.body).unwrap()
     };
-    assert_eq!(got("/cw"), json!({"eventId": "evt_webhook_cw", "eventType": "task.succeeded", "version": 1,
+    assert_eq!(
+        got("/cw"),
+        json!({"eventId": "evt_webhook_cw", "eventType": "task.succeeded", "version": 1,
         "occurredAt": "2026-02-19T10:12:00Z", "traceId": "req_cw2", "executionProfile": "FAST",
-        "riskFlags": ["MODEL_LICENSE_REVIEW_PENDING"], "data": {"taskId": "tsk_3001", "userId": "u_1001"}}));
+        "riskFlags": ["MODEL_LICENSE_REVIEW_PENDING"], "data": {"taskId": "tsk_3001", "userId": "u_1001"}})
+    );
     // /cw-all was patched to data_fields ["taskId"] above.
     assert_eq!(got("/cw-all")["data"], json!({"taskId": "tsk_3001"}));
     let (st, v) = s.post("/v1/events", &published).await;
-    assert_eq!((st, v["duplicate"].clone(), v["event_id"].as_str()), (202, json!(true), Some(id.as_str())), "deduplicated on eventId: {v}");
+    assert_eq!(
+        (st, v["duplicate"].clone(), v["event_id"].as_str()),
+        (202, json!(true), Some(id.as_str())),
+        "deduplicated on eventId: {v}"
+    );
 }
 
 /// Walks `POST /v1/subscriptions/reindex` page after page with `limit`,
@@ -1272,6 +1283,36 @@ pub async fn ordered_partition_blocks_or_continues_behind_a_dead_letter<P: Pipel
     .await;
     let a: Vec<u64> = numbers("/block").into_iter().filter(|(k, _)| k == "a").map(|(_, n)| n).collect();
     assert_eq!(a, [1, 2, 3, 4, 6], "skip: 5 passed over, 6 released");
+
+    // A replay goes through the lane too, under the event's own number and
+    // webhook-id.
+    let first = r.successes("/block").into_iter().find(|d| d.header("hookline-sequence") == "2").unwrap();
+    let event_id = {
+        let (_, list) = s.get(&format!("/v1/subscriptions/{block}")).await;
+        assert_eq!(list["on_dead_letter"], "block");
+        let (_, v) = s.get("/v1/dead-letters?state=requeued").await;
+        v["dead_letters"].as_array().unwrap().iter().find(|d| d["subscription_id"] == block.as_str()).unwrap()
+            ["event_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    r.set("/block", Behaviour::Ok);
+    let (st, v) = s
+        .call(
+            "POST",
+            &format!("/v1/events/{event_id}/replay"),
+            Some(format!(r#"{{"reason": "re-sync", "subscription_id": "{block}"}}"#).as_bytes()),
+        )
+        .await;
+    assert!(st == 200 || st == 202, "{st} {v}");
+    let again = crate::eventually(30, "the replayed delivery", || async {
+        let ok = r.successes("/block");
+        (ok.iter().filter(|d| d.header("hookline-sequence") == "2").count() == 2).then(|| ok.last().unwrap().clone())
+    })
+    .await;
+    assert_eq!(again.header("hookline-sequence"), "2");
+    assert_eq!(again.header("webhook-id"), first.header("webhook-id"));
 }
 
 /// Ordered delivery through crashes: for each failpoint, the stage that
