@@ -1186,6 +1186,17 @@ pub async fn ordered_partitions_deliver_in_sequence_under_random_failures<P: Pip
     }
 }
 
+/// The id of the open dead letter of subscription `sub`, once there is one.
+async fn open_dead_letter_of<P: Pipeline>(s: &P, sub: &str) -> String {
+    crate::eventually(30, "the subscription's open dead letter", || async {
+        let (_, v) = s.get("/v1/dead-letters?state=open").await;
+        v["dead_letters"].as_array().and_then(|items| {
+            items.iter().find(|d| d["subscription_id"] == sub).map(|d| d["id"].as_str().unwrap().to_string())
+        })
+    })
+    .await
+}
+
 /// Behind a dead letter an ordered partition continues or blocks, as its
 /// subscription says; requeuing (and delivering) or skipping the dead
 /// letter releases a blocked partition, in order. An unordered subscription
@@ -1233,13 +1244,7 @@ pub async fn ordered_partition_blocks_or_continues_behind_a_dead_letter<P: Pipel
     })
     .await;
     // block: 2 dead-lettered, 3 and 4 wait (and are never attempted).
-    let dead_letter = crate::eventually(30, "the blocking subscription's dead letter", || async {
-        let (_, v) = s.get("/v1/dead-letters?state=open").await;
-        v["dead_letters"].as_array().or(v["items"].as_array()).and_then(|items| {
-            items.iter().find(|d| d["subscription_id"] == block.as_str()).map(|d| d["id"].as_str().unwrap().to_string())
-        })
-    })
-    .await;
+    let dead_letter = open_dead_letter_of(s, &block).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let held: Vec<u64> = r
         .deliveries("/block")
@@ -1265,13 +1270,7 @@ pub async fn ordered_partition_blocks_or_continues_behind_a_dead_letter<P: Pipel
     r.set("/block", Behaviour::FailMatching("\"poison\":true".into(), 500));
     post("a", 4, true).await;
     post("a", 5, false).await;
-    let dead_letter = crate::eventually(30, "the second dead letter", || async {
-        let (_, v) = s.get("/v1/dead-letters?state=open").await;
-        v["dead_letters"].as_array().or(v["items"].as_array()).and_then(|items| {
-            items.iter().find(|d| d["subscription_id"] == block.as_str()).map(|d| d["id"].as_str().unwrap().to_string())
-        })
-    })
-    .await;
+    let dead_letter = open_dead_letter_of(s, &block).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert!(!numbers("/block").contains(&pair("a", 6)), "6 waits behind the dead letter");
     let (st, v) =

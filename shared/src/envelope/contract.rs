@@ -36,12 +36,7 @@ pub(super) fn contract(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError
         "idempotencyKey",
         "payload",
     ])?;
-    let id = o.req_str("eventId")?;
-    let event_type = o.req_str("eventType")?;
-    check_dotted_type("eventType", event_type)?;
-    o.req_positive_int("version")?;
-    let occurred_at = o.req_timestamp("occurredAt")?;
-    let trace = o.req_str("traceId")?;
+    let Head { id, event_type, occurred_at, trace } = head(&o)?;
     let producer = o.req_str("producer")?;
     let idempotency_key = o.req_str("idempotencyKey")?;
     check_risk_flags(obj)?;
@@ -79,20 +74,12 @@ fn is_webhook_shape(obj: &Map<String, Value>) -> bool {
 fn webhook(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
     let o = Obj::root(obj);
     o.require_all(&["eventId", "eventType", "version", "occurredAt", "traceId", "data"])?;
-    let id = o.req_str("eventId")?;
-    let event_type = o.req_str("eventType")?;
-    check_dotted_type("eventType", event_type)?;
-    o.req_positive_int("version")?;
-    let occurred_at = o.req_timestamp("occurredAt")?;
-    let trace = o.req_str("traceId")?;
+    let Head { id, event_type, occurred_at, trace } = head(&o)?;
     check_risk_flags(obj)?;
     match obj.get("executionProfile") {
         None | Some(Value::Null) | Some(Value::String(_)) => {}
         Some(other) => {
-            return Err(EnvelopeError::invalid(
-                "executionProfile",
-                format!("expected a string, got {}", kind(other)),
-            ))
+            return Err(EnvelopeError::invalid("executionProfile", format!("expected a string, got {}", kind(other))))
         }
     }
     o.req_object("data")?;
@@ -107,6 +94,24 @@ fn webhook(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
         producer: None,
         occurred_at: Some(occurred_at),
     })
+}
+
+/// The members the envelope and the webhook shape share.
+struct Head<'a> {
+    id: &'a str,
+    event_type: &'a str,
+    occurred_at: chrono::DateTime<chrono::Utc>,
+    trace: &'a str,
+}
+
+/// Reads and checks [`Head`]: `eventId`, `eventType` (dotted), `version`
+/// (positive), `occurredAt`, `traceId`.
+fn head<'a>(o: &Obj<'a>) -> Result<Head<'a>, EnvelopeError> {
+    let id = o.req_str("eventId")?;
+    let event_type = o.req_str("eventType")?;
+    check_dotted_type("eventType", event_type)?;
+    o.req_positive_int("version")?;
+    Ok(Head { id, event_type, occurred_at: o.req_timestamp("occurredAt")?, trace: o.req_str("traceId")? })
 }
 
 /// `riskFlags`: absent, `null`, or an array of strings.
