@@ -298,18 +298,22 @@ fn contract_event_types() {
     }
 }
 
-/// The outbound webhook example is what Hookline *delivers*,
-/// not a producer envelope: it has `data` instead of `payload` and no
-/// `producer` / `idempotencyKey`. It is refused, naming a missing field.
+/// The outbound webhook example is what a `contract-webhook` subscription
+/// receives; posted, it is an event too (docs/formats.md#contract-webhook-bodies):
+/// the contract format, `eventId` its id, no producer and no idempotency
+/// key. Half of each shape is refused, naming what is missing.
 #[test]
-fn outbound_webhook_example_is_refused() {
+fn outbound_webhook_example_is_accepted_as_a_relayed_event() {
     for format in [None, Some(Format::Contract)] {
-        let e = normalize(OUTBOUND_WEBHOOK.as_bytes(), format).unwrap_err();
-        assert_eq!(e, EnvelopeError::MissingField { field: "producer".into() });
-        assert_eq!(e.code(), "missing_field");
-        assert_eq!(e.to_string(), "missing required field `producer`");
+        let n = normalize(OUTBOUND_WEBHOOK.as_bytes(), format).unwrap();
+        assert_eq!(n.format, Format::Contract);
+        assert_eq!((n.id.as_deref(), n.idempotency_key.as_deref()), (Some("evt_webhook_001"), None));
+        assert_eq!(
+            (n.event_type.as_str(), n.trace_id.as_deref(), n.producer.as_deref()),
+            ("task.succeeded", Some("req_abcd"), None)
+        );
     }
-    // Supplying each missing field in turn reveals the next one.
+    // With a producer it is the internal envelope, which needs the rest.
     let mut v: Value = serde_json::from_str(OUTBOUND_WEBHOOK).unwrap();
     v["producer"] = Value::from("webhook-dispatcher");
     let e = normalize(&serde_json::to_vec(&v).unwrap(), None).unwrap_err();
@@ -317,12 +321,15 @@ fn outbound_webhook_example_is_refused() {
     v["idempotencyKey"] = Value::from("task:tsk_3001:succeeded");
     let e = normalize(&serde_json::to_vec(&v).unwrap(), None).unwrap_err();
     assert_eq!(e.field(), Some("payload"));
-    // With `data` renamed to `payload` it becomes a valid contract envelope.
     let data = v.as_object_mut().unwrap().remove("data").unwrap();
     v["payload"] = data;
     let n = normalize(&serde_json::to_vec(&v).unwrap(), None).unwrap();
-    assert_eq!(n.event_type, "task.succeeded");
-    assert_eq!(n.id.as_deref(), Some("evt_webhook_001"));
+    assert_eq!(n.idempotency_key.as_deref(), Some("task:tsk_3001:succeeded"));
+    // The webhook shape without its trace id names it.
+    let mut w: Value = serde_json::from_str(OUTBOUND_WEBHOOK).unwrap();
+    w.as_object_mut().unwrap().remove("traceId");
+    let e = normalize(&serde_json::to_vec(&w).unwrap(), None).unwrap_err();
+    assert_eq!(e, EnvelopeError::MissingField { field: "traceId".into() });
 }
 
 /// No fixture carries a sensitive key (docs/formats.md#redaction), so every
