@@ -60,13 +60,15 @@ impl EventStore for SqliteEvents {
                 let mut exists = c.prepare_cached("SELECT 1 FROM events WHERE id = ?1").map_err(sql)?;
                 let mut inserted = Vec::with_capacity(events.len());
                 for mut e in events {
-                    if exists.query_row([&e.id], |_| Ok(())).optional().map_err(sql)?.is_some() {
-                        inserted.push(false);
-                        continue;
-                    }
-                    // Numbered in this transaction: a duplicate (above) or a
-                    // rolled-back insert takes no number.
+                    // Numbered in this transaction: a duplicate (looked up
+                    // first) or a rolled-back insert takes no number. Events
+                    // without a partition need no lookup: the insert's
+                    // conflict clause finds a duplicate.
                     if let Some(p) = e.partition() {
+                        if exists.query_row([&e.id], |_| Ok(())).optional().map_err(sql)?.is_some() {
+                            inserted.push(false);
+                            continue;
+                        }
                         e.partition_seq = Some(super::ordering::next_seq(c, &p)?);
                     }
                     inserted.extend(insert_announced(
