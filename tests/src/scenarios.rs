@@ -1314,8 +1314,8 @@ pub async fn ordered_partition_blocks_or_continues_behind_a_dead_letter<P: Pipel
     assert_eq!(again.header("webhook-id"), first.header("webhook-id"));
 }
 
-/// Ordered delivery through crashes: for each failpoint, the stage that
-/// reaches it next crashes there (`hookline serve` is killed, a Lambda
+/// Ordered delivery through crashes, under a `max_in_flight` of 3: for
+/// each failpoint, the stage that reaches it next crashes there (`hookline serve` is killed, a Lambda
 /// invocation fails and is retried), in the middle of 250 events over 5
 /// partitions whose receiver fails 20% of requests. Every partition is
 /// still delivered in order, nothing lost; a crash after a POST may repeat
@@ -1323,8 +1323,9 @@ pub async fn ordered_partition_blocks_or_continues_behind_a_dead_letter<P: Pipel
 /// later one ahead of time.
 pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mut P, failpoints: &[&str]) {
     let r = Receiver::start().await;
+    // With a max_in_flight: ordering and the per-subscription limits together.
     s.subscribe(json!({"callback_url": r.url("/oc", Behaviour::Ok), "event_types": ["oc.*"], "ordering": "partition",
-                       "retry_policy": {"max_attempts": 50, "base_delay_ms": 10, "max_delay_ms": 40}}))
+                       "max_in_flight": 3, "retry_policy": {"max_attempts": 50, "base_delay_ms": 10, "max_delay_ms": 40}}))
         .await;
     r.set("/oc", Behaviour::FailRandomly(0.2, 500));
     let partitions = 5;
@@ -1351,7 +1352,7 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
         // Quiet first, so that the one event posted next is what reaches
         // the failpoint (not a request of the ones before, while the POST
         // is in flight).
-        crate::eventually(120, "the events so far delivered", || delivered(posted.clone())).await;
+        crate::eventually(300, "the events so far delivered", || delivered(posted.clone())).await;
         s.crash_at(fp).await;
         post(s, &mut posted, 0).await;
         s.recover().await;
@@ -1366,7 +1367,7 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
             .map(|p| by.get(&format!("k{p}")).and_then(|seen| seen.iter().map(|(n, _)| *n).max()).unwrap_or(0))
             .collect::<Vec<u64>>()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
     while delivered().iter().sum::<u64>() < total {
         if std::time::Instant::now() > deadline {
             // Where each partition stopped, and the state of the saga it waits on.
@@ -1400,4 +1401,5 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
         }
         assert_eq!(next - 1, posted[k], "partition {p}: all delivered");
     }
+    assert!(r.max_concurrent("/oc") <= 3, "max_in_flight 3, yet {} at once", r.max_concurrent("/oc"));
 }
