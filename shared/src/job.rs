@@ -34,7 +34,8 @@ pub struct RetryTimer {
     pub event_id: EventId,
     /// The saga.
     pub saga_id: SagaId,
-    /// The attempt that is due.
+    /// The attempt that is due; 0: not an attempt, the wake-up of an
+    /// ordered saga waiting in its lane (`crate::stage::ordering`).
     pub attempt: u32,
     /// When it is due.
     pub due_at: DateTime<Utc>,

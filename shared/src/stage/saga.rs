@@ -43,18 +43,21 @@ pub async fn start(h: &Hookline, sagas: &[Saga]) -> Result<(), StoreError> {
     for s in ordered {
         super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Itself).await?;
     }
-    let steps = plain
-        .into_iter()
-        .map(|s| Step {
-            job: job_of(s, 0),
-            from: SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None },
-            input: Input::Start,
-            policy: RetryPolicy::default(),
-            dead_letter_on: Vec::new(),
-            release_deadline: None,
-        })
-        .collect();
-    run(h, steps).await
+    let inserted = SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None };
+    run(h, plain.into_iter().map(|s| start_step(s, inserted.clone(), None)).collect()).await
+}
+
+/// The start of saga `s` from state `from` (and, released from its lane,
+/// the deadline it then carries).
+fn start_step(s: &Saga, from: SagaState, release_deadline: Option<DateTime<Utc>>) -> Step {
+    Step {
+        job: job_of(s, 0),
+        from,
+        input: Input::Start,
+        policy: RetryPolicy::default(),
+        dead_letter_on: Vec::new(),
+        release_deadline,
+    }
 }
 
 /// Starts one saga from its stored state: an ordered saga at the head of
@@ -62,16 +65,8 @@ pub async fn start(h: &Hookline, sagas: &[Saga]) -> Result<(), StoreError> {
 /// deadline `by` gives it, then its first job). Nothing happens if the
 /// state changed meanwhile.
 pub(crate) async fn begin(h: &Hookline, s: &Saga, by: crate::ordering::Releaser) -> Result<(), StoreError> {
-    let step = Step {
-        job: job_of(s, 0),
-        from: s.state.clone(),
-        input: Input::Start,
-        policy: RetryPolicy::default(),
-        dead_letter_on: Vec::new(),
-        release_deadline: (s.state.status == SagaStatus::Waiting)
-            .then(|| crate::ordering::release_deadline(s.updated_at, by)),
-    };
-    run(h, vec![step]).await
+    let deadline = (s.state.status == SagaStatus::Waiting).then(|| crate::ordering::release_deadline(s.updated_at, by));
+    run(h, vec![start_step(s, s.state.clone(), deadline)]).await
 }
 
 /// Marks a Pending saga Waiting (its lane holds it); the saga as stored
