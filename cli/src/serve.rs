@@ -122,6 +122,9 @@ pub struct ServeArgs {
     /// doubles after each failed probe up to BREAKER_MAX_COOL_DOWN_MS.
     #[arg(long, env = "BREAKER_COOL_DOWN_MS", default_value = "30000")]
     breaker_cool_down_ms: String,
+    /// The longest cool-down an open breaker grows to, in milliseconds.
+    #[arg(long, env = "BREAKER_MAX_COOL_DOWN_MS", default_value = "1800000")]
+    breaker_max_cool_down_ms: String,
 }
 
 /// The settings of `shared::config` this process runs with: its flags,
@@ -139,6 +142,7 @@ fn settings(args: &ServeArgs) -> Result<Config, shared::config::ConfigError> {
         "DELIVERY_TIMEOUT_MS" => Some(args.delivery_timeout_ms.clone()),
         "BREAKER_FAILURES" => Some(args.breaker_failures.clone()),
         "BREAKER_COOL_DOWN_MS" => Some(args.breaker_cool_down_ms.clone()),
+        "BREAKER_MAX_COOL_DOWN_MS" => Some(args.breaker_max_cool_down_ms.clone()),
         other => std::env::var(other).ok(),
     })
 }
@@ -155,6 +159,7 @@ fn flag_of(key: &str) -> &'static str {
         "DELIVERY_TIMEOUT_MS" => "--delivery-timeout-ms",
         "BREAKER_FAILURES" => "--breaker-failures",
         "BREAKER_COOL_DOWN_MS" => "--breaker-cool-down-ms",
+        "BREAKER_MAX_COOL_DOWN_MS" => "--breaker-max-cool-down-ms",
         _ => "environment",
     }
 }

@@ -51,6 +51,7 @@ async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe() {
     let p = AwsPipeline::start_configured("breaker", |c| {
         c.breaker.failure_threshold = 3;
         c.breaker.cool_down = Duration::from_secs(1);
+        c.breaker.max_cool_down = Duration::from_secs(2);
     })
     .await;
     scenarios::breaker_opens_defers_without_attempts_and_closes_after_a_probe(&p).await;

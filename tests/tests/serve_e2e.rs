@@ -22,7 +22,10 @@ async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe() {
-    let s = Server::start_with("breaker", &["--breaker-failures", "3", "--breaker-cool-down-ms", "1000"]);
+    let s = Server::start_with(
+        "breaker",
+        &["--breaker-failures", "3", "--breaker-cool-down-ms", "1000", "--breaker-max-cool-down-ms", "2000"],
+    );
     scenarios::breaker_opens_defers_without_attempts_and_closes_after_a_probe(&s).await;
 }
 
