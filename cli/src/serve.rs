@@ -390,6 +390,8 @@ async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout
             query: parts.uri.query(),
             authorization: auth,
             idempotency_key: idempotency_key.as_deref(),
+            principal: None,
+            actor_header: parts.headers.get("x-actor").and_then(|v| v.to_str().ok()),
             body: &body,
         })
         .await;

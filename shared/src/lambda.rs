@@ -66,6 +66,13 @@ pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpRe
             authorization: auth,
             // API Gateway has already joined repeated headers with `,`.
             idempotency_key: req.headers.get("idempotency-key").map(|v| v.as_bytes()),
+            principal: req
+                .request_context
+                .authorizer
+                .as_ref()
+                .and_then(|a| a.iam.as_ref())
+                .and_then(|i| i.user_arn.as_deref()),
+            actor_header: req.headers.get("x-actor").and_then(|v| v.to_str().ok()),
             body: &body,
         })
         .await;

@@ -21,6 +21,34 @@ use crate::subscription::Subscription;
 /// Result alias for port calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A range of time a listing is limited to; either end may be open.
+/// `since` is inclusive, `until` exclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeRange {
+    /// From this instant on.
+    pub since: Option<DateTime<Utc>>,
+    /// Before this instant.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl TimeRange {
+    /// Whether `t` is inside the range.
+    pub fn contains(&self, t: DateTime<Utc>) -> bool {
+        self.since.is_none_or(|s| t >= s) && self.until.is_none_or(|u| t < u)
+    }
+}
+
+/// One page of a store listing: its items, and where the next page starts
+/// (a position only this store understands, which the API wraps in an
+/// opaque cursor); `None` on the last page.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Page<T> {
+    /// Up to the page's limit.
+    pub items: Vec<T>,
+    /// Where the next page starts; `None` when there is no more.
+    pub next: Option<String>,
+}
+
 /// Append-only event log.
 #[async_trait]
 pub trait EventStore: Send + Sync {

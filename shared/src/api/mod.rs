@@ -10,6 +10,7 @@ pub mod cursor;
 mod dead_letters;
 mod error;
 mod events;
+pub mod query;
 mod subscriptions;
 
 use std::sync::Arc;
@@ -42,6 +43,13 @@ pub struct Request<'a> {
     /// that reads it: `POST /v1/events`). Several of them are one value,
     /// joined with `,` (as API Gateway joins repeated headers).
     pub idempotency_key: Option<&'a [u8]>,
+    /// The caller's IAM principal (the user or role ARN API Gateway
+    /// authorized), on AWS; `None` behind `hookline serve`.
+    pub principal: Option<&'a str>,
+    /// The `X-Actor` header: the person or system acting through a shared
+    /// credential. Recorded only where the API was told to trust it
+    /// ([`Api::trusting_actor_header`]); otherwise ignored.
+    pub actor_header: Option<&'a str>,
     /// The body.
     pub body: &'a [u8],
 }
@@ -88,11 +96,22 @@ pub enum Verification {
     Inline,
 }
 
+/// One API key of `hookline serve`: its name is the actor the audit trail
+/// records for what its callers do.
+#[derive(Clone)]
+pub struct ApiKey {
+    /// Shown in audit records (`key:<name>`); never the secret.
+    pub name: String,
+    /// The secret callers send as `Authorization: Bearer <secret>`.
+    pub secret: String,
+}
+
 /// Who authenticates callers.
 #[derive(Clone)]
 pub enum Auth {
-    /// `Authorization: Bearer <key>` checked here (`hookline serve`).
-    Bearer(Arc<str>),
+    /// `Authorization: Bearer <key>` checked here (`hookline serve`), against
+    /// any of these keys.
+    Bearer(Arc<[ApiKey]>),
     /// API Gateway already authorized the caller (IAM); nothing to check here.
     Gateway,
 }
@@ -103,17 +122,51 @@ pub struct Api {
     hookline: Arc<Hookline>,
     auth: Auth,
     verification: Verification,
+    trust_actor_header: bool,
 }
 
 impl Api {
-    /// An API answering requests that carry `Bearer <api_key>`.
-    pub fn new(hookline: Arc<Hookline>, api_key: impl Into<Arc<str>>, verification: Verification) -> Self {
-        Api { hookline, auth: Auth::Bearer(api_key.into()), verification }
+    /// An API answering requests that carry `Bearer <api_key>` (one key,
+    /// named `default`).
+    pub fn new(hookline: Arc<Hookline>, api_key: impl Into<String>, verification: Verification) -> Self {
+        Self::with_keys(hookline, vec![ApiKey { name: "default".into(), secret: api_key.into() }], verification)
+    }
+
+    /// An API answering requests that carry any of these keys; each caller
+    /// is known by its key's name.
+    pub fn with_keys(hookline: Arc<Hookline>, keys: Vec<ApiKey>, verification: Verification) -> Self {
+        Api { hookline, auth: Auth::Bearer(keys.into()), verification, trust_actor_header: false }
     }
 
     /// An API behind API Gateway, which authorizes callers itself.
     pub fn behind_gateway(hookline: Arc<Hookline>, verification: Verification) -> Self {
-        Api { hookline, auth: Auth::Gateway, verification }
+        Api { hookline, auth: Auth::Gateway, verification, trust_actor_header: false }
+    }
+
+    /// Records the `X-Actor` header as the actor (after the credential's
+    /// own name), for deployments where every caller is a trusted system
+    /// acting for people (an internal console). Off by default: any caller
+    /// could otherwise claim to be anyone.
+    pub fn trusting_actor_header(mut self, trust: bool) -> Self {
+        self.trust_actor_header = trust;
+        self
+    }
+
+    /// Who makes an (authorized) request, as the audit trail records it:
+    /// `key:<name>` for an API key, the IAM principal's ARN on AWS (or
+    /// `iam:unknown` when API Gateway passed none), then ` as <X-Actor>`
+    /// when that header is trusted and present.
+    pub fn actor(&self, req: &Request<'_>) -> String {
+        let base = match &self.auth {
+            Auth::Gateway => req.principal.map_or_else(|| "iam:unknown".to_string(), str::to_string),
+            Auth::Bearer(_) => self
+                .matching_key(req.authorization)
+                .map_or_else(|| "key:unknown".to_string(), |k| format!("key:{}", k.name)),
+        };
+        match req.actor_header.map(str::trim).filter(|a| self.trust_actor_header && !a.is_empty()) {
+            Some(a) => format!("{base} as {}", show(a)),
+            None => base,
+        }
     }
 
     /// The context behind the API.
@@ -186,11 +239,16 @@ impl Api {
     fn authorized(&self, header: Option<&str>) -> bool {
         match &self.auth {
             Auth::Gateway => true,
-            Auth::Bearer(key) => {
-                let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else { return false };
-                constant_time_eq(given.trim().as_bytes(), key.as_bytes())
-            }
+            Auth::Bearer(_) => self.matching_key(header).is_some(),
         }
+    }
+
+    /// The API key an `Authorization` header carries, if it is one of ours.
+    fn matching_key(&self, header: Option<&str>) -> Option<&ApiKey> {
+        let Auth::Bearer(keys) = &self.auth else { return None };
+        let given = header.and_then(|h| h.strip_prefix("Bearer "))?.trim().as_bytes();
+        // Every key is compared, so timing tells nothing about which matched.
+        keys.iter().fold(None, |found, k| if constant_time_eq(given, k.secret.as_bytes()) { Some(k) } else { found })
     }
 
     async fn metrics(&self) -> Response {
