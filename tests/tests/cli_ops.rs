@@ -1,30 +1,279 @@
-//! The `hookline` ops commands against a running Hookline: inspect, dead
-//! letters, requeue and replay over the API with the key, and SigV4 signing
-//! (the deployed HTTP API's IAM authorization) with `--aws-region`.
+//! The `hookline` ops commands against a running `hookline serve`: each
+//! command's JSON (one document, or JSON lines for lists) and table output,
+//! the paging flags, the exit codes (2 invalid input, 3 not found, 4
+//! conflict), colours only on a terminal; and SigV4 signing (the deployed
+//! HTTP API's IAM authorization) with `--aws-region`.
 
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::server::binary;
 use hookline_tests::{Behaviour, Receiver, Server};
 use serde_json::{json, Value};
 
-fn hookline(args: &[&str], env: &[(&str, &str)]) -> (bool, Value, String) {
+/// One run of the binary.
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+impl Run {
+    /// Stdout as one JSON document.
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.out).unwrap_or_else(|e| panic!("not one JSON document ({e}): {}", self.out))
+    }
+
+    /// Stdout as JSON lines.
+    fn lines(&self) -> Vec<Value> {
+        self.out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+            .collect()
+    }
+
+    /// The cursor of the next-page command printed on stderr.
+    fn next_cursor(&self) -> Option<String> {
+        let line = self.err.lines().find(|l| l.starts_with("more "))?;
+        let rest = line.split(" --cursor ").nth(1)?;
+        Some(rest.split_whitespace().next()?.trim_matches('\'').to_string())
+    }
+
+    fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "stderr: {}\nstdout: {}", self.err, self.out);
+        self
+    }
+}
+
+/// Runs `hookline` with `env` only (none of the caller's HOOKLINE_*
+/// settings), stdout and stderr piped: not a terminal.
+fn hookline(args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = std::process::Command::new(binary())
         .args(args)
         .env_remove("HOOKLINE_API_KEY")
         .env_remove("HOOKLINE_AWS_REGION")
+        .env_remove("HOOKLINE_OUTPUT")
+        .env_remove("HOOKLINE_ACTOR")
+        .env_remove("NO_COLOR")
         .envs(env.iter().copied())
         .output()
         .expect("run hookline");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    (
-        out.status.success(),
-        serde_json::from_str(&stdout).unwrap_or(Value::Null),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&out.stdout).to_string(),
+        err: String::from_utf8_lossy(&out.stderr).to_string(),
+    }
+}
+
+/// Runs `hookline` with stdout on a terminal (a pseudo-terminal from
+/// util-linux `script`), returning what the terminal showed.
+fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let line: Vec<String> = std::iter::once(binary().display().to_string())
+        .chain(args.iter().map(|a| a.to_string()))
+        .map(|a| quote(&a))
+        .collect();
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .env_remove("HOOKLINE_OUTPUT")
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux `script` runs the command on a pseudo-terminal");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
+}
+
+fn env_of(s: &Server) -> Vec<(&'static str, String)> {
+    vec![("HOOKLINE_URL", s.base.clone()), ("HOOKLINE_API_KEY", s.key.clone())]
+}
+
+fn borrow<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ops_commands_inspect_requeue_skip_and_replay() {
+async fn subscriptions_commands_print_json_and_tables_page_and_exit_by_outcome() {
+    let s = Server::start("cli-subs");
+    let r = Receiver::start().await;
+    let owned = env_of(&s);
+    let env = borrow(&owned);
+
+    // create: one JSON document with the secret, shown this once.
+    let mut ids = Vec::new();
+    for path in ["/a", "/b", "/c"] {
+        let url = r.url(path, Behaviour::Ok);
+        let run = hookline(
+            &[
+                "subscriptions",
+                "create",
+                "--callback-url",
+                &url,
+                "--event-type",
+                "cli.*",
+                "--event-type",
+                "other",
+                "--tenant",
+                "acme",
+                "--header",
+                "X-Team=ops",
+                "--json",
+                r#"{"retry_policy": {"max_attempts": 2}}"#,
+            ],
+            &env,
+        );
+        let v = run.ok().json();
+        assert_eq!(v["callback_url"], url.as_str());
+        assert_eq!(v["event_types"], json!(["cli.*", "other"]));
+        assert_eq!((v["tenant_id"].as_str(), v["headers"]["X-Team"].as_str()), (Some("acme"), Some("ops")));
+        assert_eq!(v["retry_policy"]["max_attempts"], 2);
+        assert!(v["secret"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+        ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    ids.sort();
+    let table = hookline(
+        &["subscriptions", "create", "--callback-url", &r.url("/t", Behaviour::Ok), "--event-type", "t", "-o", "table"],
+        &env,
+    );
+    table.ok();
+    assert!(table.out.starts_with("FIELD "), "{}", table.out);
+    assert!(table.out.lines().any(|l| l.starts_with("secret ")), "{}", table.out);
+    assert!(!table.out.contains('\x1b'), "no colours off a terminal: {}", table.out);
+    let t_id = table.out.lines().find_map(|l| l.strip_prefix("id ")).unwrap().trim().to_string();
+
+    // list: JSON lines, one subscription per line; filters; empty is not an error.
+    let run = hookline(&["subscriptions", "list", "--tenant", "acme"], &env);
+    let listed: Vec<String> = run.ok().lines().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(listed, ids);
+    assert!(run.err.is_empty(), "nothing more to say: {}", run.err);
+    let run = hookline(&["subscriptions", "list", "--tenant", "nobody"], &env);
+    assert_eq!((run.ok().out.as_str(), run.lines().len()), ("", 0));
+    let run = hookline(&["subscriptions", "list", "--tenant", "nobody", "-o", "table"], &env);
+    assert!(run.ok().err.contains("no subscriptions found"), "{}", run.err);
+
+    // --limit: one page and, on stderr, the command for the next.
+    let first = hookline(&["subscriptions", "list", "--tenant", "acme", "--limit", "2"], &env);
+    assert_eq!(first.ok().lines().len(), 2);
+    let cursor = first.next_cursor().unwrap_or_else(|| panic!("a next-page hint: {}", first.err));
+    assert!(first.err.contains("hookline subscriptions list --tenant acme --limit 2 --cursor "), "{}", first.err);
+    let second = hookline(&["subscriptions", "list", "--tenant", "acme", "--limit", "2", "--cursor", &cursor], &env);
+    let mut walked: Vec<String> =
+        first.lines().iter().chain(second.ok().lines().iter()).map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(second.lines().len(), 1);
+    assert_eq!(second.next_cursor(), None, "the last page: {}", second.err);
+    walked.sort();
+    assert_eq!(walked, ids, "each exactly once");
+    // --all: every page, one request after another, no hint.
+    let all = hookline(&["subscriptions", "list", "--tenant", "acme", "--limit", "1", "--all"], &env);
+    let all_ids: Vec<String> = all.ok().lines().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(all_ids, ids);
+    assert!(all.err.is_empty(), "{}", all.err);
+
+    // A table: a header, one row per subscription, states in their columns.
+    let run = hookline(&["subscriptions", "list", "--tenant", "acme", "-o", "table"], &env);
+    let rows: Vec<&str> = run.ok().out.lines().collect();
+    assert!(
+        rows[0].starts_with("ID ") && rows[0].contains("CALLBACK URL") && rows[0].contains("BREAKER"),
+        "{}",
+        run.out
+    );
+    assert_eq!(rows.len(), 4, "{}", run.out);
+    for (row, id) in rows[1..].iter().zip(&ids) {
+        assert!(row.starts_with(id.as_str()) && row.contains("acme") && row.contains("closed"), "{row}");
+    }
+
+    // show, update, verify, rotate-secret, delete.
+    let shown = hookline(&["subscriptions", "show", &ids[0]], &env).ok().json();
+    assert_eq!((shown["id"].as_str(), shown["health"]["breaker"].as_str()), (Some(ids[0].as_str()), Some("closed")));
+    assert!(shown.get("secret").is_none(), "the secret is not shown again");
+    let run = hookline(&["subscriptions", "show", &ids[0], "-o", "table"], &env);
+    assert!(run.ok().out.lines().any(|l| l.starts_with("health.breaker") && l.ends_with("closed")), "{}", run.out);
+    let v = hookline(
+        &["subscriptions", "update", &ids[0], "--description", "ops channel", "--disable", "--clear", "headers"],
+        &env,
+    )
+    .ok()
+    .json();
+    assert_eq!(
+        (v["description"].as_str(), v["active"].as_bool(), v["headers"].clone()),
+        (Some("ops channel"), Some(false), json!({}))
+    );
+    let v = hookline(&["subscriptions", "update", &ids[0], "--enable"], &env).ok().json();
+    assert_eq!(v["active"], true);
+    let v = hookline(&["subscriptions", "verify", &ids[0]], &env).ok().json();
+    assert_eq!((v["id"].as_str(), v["verified"].as_bool()), (Some(ids[0].as_str()), Some(true)));
+    let v = hookline(&["subscriptions", "rotate-secret", &ids[0], "--overlap-seconds", "60"], &env).ok().json();
+    assert!(v["secret"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    let run = hookline(&["subscriptions", "delete", &t_id], &env);
+    assert_eq!(run.ok().json(), json!({"id": t_id, "deleted": true}));
+    let run = hookline(&["subscriptions", "delete", &ids[2], "-o", "table"], &env);
+    assert_eq!(run.ok().out, format!("deleted subscription {}\n", ids[2]));
+
+    // Exit codes: 3 not found, 2 invalid input (the API's 400 naming the
+    // field, a cursor it did not issue, or a usage error).
+    for args in [vec!["subscriptions", "show", t_id.as_str()], vec!["subscriptions", "update", "sub_nope", "--disable"]]
+    {
+        let run = hookline(&args, &env);
+        assert_eq!(run.code, 3, "{args:?}: {}", run.err);
+        assert!(run.err.contains("404") && run.out.is_empty(), "{}", run.err);
+    }
+    let run = hookline(&["subscriptions", "create", "--callback-url", "not a url", "--event-type", "x"], &env);
+    assert_eq!(run.code, 2, "{}", run.err);
+    assert!(run.err.contains("422") && run.err.contains("(field: callback_url)"), "{}", run.err);
+    let run = hookline(
+        &[
+            "subscriptions",
+            "create",
+            "--callback-url",
+            &r.url("/x", Behaviour::Ok),
+            "--event-type",
+            "x",
+            "--json",
+            "[1]",
+        ],
+        &env,
+    );
+    assert_eq!(run.code, 2, "{}", run.err);
+    let run = hookline(&["subscriptions", "list", "--cursor", "not-issued"], &env);
+    assert_eq!(run.code, 2, "{}", run.err);
+    assert!(run.err.contains("cursor"), "{}", run.err);
+    for bad in [
+        vec!["subscriptions", "list", "--limit", "0"],
+        vec!["subscriptions", "list", "--limit", "1001"],
+        vec!["subscriptions", "frobnicate"],
+    ] {
+        assert_eq!(hookline(&bad, &env).code, 2, "{bad:?}");
+    }
+    let run = hookline(&["subscriptions", "list"], &[("HOOKLINE_URL", s.base.as_str()), ("HOOKLINE_API_KEY", "wrong")]);
+    assert_eq!(run.code, 1, "401 is neither invalid input nor not found: {}", run.err);
+    assert!(run.err.contains("401"), "{}", run.err);
+}
+
+/// On a terminal the default is a table, coloured unless `NO_COLOR` is set;
+/// `--output json` stays plain JSON there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_and_colours_on_a_terminal_only() {
+    let s = Server::start("cli-tty");
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/a", Behaviour::Ok), "event_types": ["*"]})).await;
+    let owned = env_of(&s);
+    let env = borrow(&owned);
+    let shown = on_a_terminal(&["subscriptions", "list"], &env);
+    assert!(shown.starts_with("\x1b[1mID "), "a bold header: {shown:?}");
+    assert!(shown.contains("\x1b[32mclosed\x1b[0m"), "a coloured state: {shown:?}");
+    let mut no_colour = env.clone();
+    no_colour.push(("NO_COLOR", "1"));
+    let shown = on_a_terminal(&["subscriptions", "list"], &no_colour);
+    assert!(shown.starts_with("ID ") && !shown.contains('\x1b'), "{shown:?}");
+    let shown = on_a_terminal(&["subscriptions", "list", "--output", "json"], &env);
+    assert!(!shown.contains('\x1b'), "{shown:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(shown.trim()).unwrap()["callback_url"],
+        r.url("/a", Behaviour::Ok).as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_dead_letters_and_replay_commands() {
     let s = Server::start("cli");
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/c", Behaviour::Always(500)), "event_types": ["*"],
@@ -33,39 +282,66 @@ async fn ops_commands_inspect_requeue_skip_and_replay() {
     s.post("/v1/events", &json!({"id": "cli-1", "type": "t", "data": {}})).await;
     let d = s.settled_deliveries("cli-1", 1, 20).await;
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
-    let env = [("HOOKLINE_URL", s.base.as_str()), ("HOOKLINE_API_KEY", s.key.as_str())];
+    let owned = env_of(&s);
+    let env = borrow(&owned);
 
-    let (ok, v, err) = hookline(&["inspect", "cli-1"], &env);
-    assert!(ok, "{err}");
-    assert_eq!(v["event"]["id"], "cli-1");
-    assert_eq!(v["deliveries"][0]["status"], "DeadLettered");
+    // events show (and the older inspect): one document, or the event's
+    // fields and a table of its deliveries.
+    for cmd in [vec!["events", "show", "cli-1"], vec!["inspect", "cli-1"]] {
+        let v = hookline(&cmd, &env).ok().json();
+        assert_eq!(v["event"]["id"], "cli-1");
+        assert_eq!(v["deliveries"][0]["status"], "DeadLettered");
+    }
+    let run = hookline(&["events", "show", "cli-1", "-o", "table"], &env);
+    let out = &run.ok().out;
+    assert!(out.starts_with("FIELD ") && out.lines().any(|l| l.starts_with("type ") && l.ends_with(" t")), "{out}");
+    let header = out.lines().find(|l| l.starts_with("SAGA ")).unwrap_or_else(|| panic!("a deliveries table: {out}"));
+    assert!(header.contains("STATUS") && header.contains("LAST ERROR"), "{header}");
+    assert!(out.lines().any(|l| l.starts_with(dead.as_str()) && l.contains("DeadLettered")), "{out}");
+    let run = hookline(&["events", "show", "nope"], &env);
+    assert_eq!(run.code, 3, "{}", run.err);
 
-    let listed = hookline_tests::eventually(10, "the dead letter listed", || async {
-        let (ok, v, _) = hookline(&["dead-letters", "list"], &env);
-        (ok && v["dead_letters"].as_array().is_some_and(|a| !a.is_empty())).then_some(v)
-    })
-    .await;
-    assert_eq!(listed["dead_letters"][0]["id"], dead.as_str());
+    // dead-letters show.
+    let v = hookline(&["dead-letters", "show", &dead], &env).ok().json();
+    assert_eq!((v["id"].as_str(), v["state"].as_str()), (Some(dead.as_str()), Some("open")));
+    let run = hookline(&["dead-letters", "show", &dead, "-o", "table"], &env);
+    assert!(run.ok().out.lines().any(|l| l.starts_with("state ") && l.ends_with("open")), "{}", run.out);
+    assert!(!run.out.lines().any(|l| l.starts_with("event.")), "the event snapshot stays out of the table");
+    assert_eq!(hookline(&["dead-letters", "show", "sag_nope"], &env).code, 3);
+
+    // A reason is required; a requeue with neither id nor filter is a usage error.
+    assert_eq!(hookline(&["dead-letters", "requeue", &dead], &env).code, 2);
+    let run = hookline(&["dead-letters", "requeue", "--reason", "x"], &env);
+    assert_eq!(run.code, 2);
+    assert!(run.err.contains("--all-open"), "{}", run.err);
+    assert_eq!(hookline(&["replay", "cli-1"], &env).code, 2);
 
     r.set("/c", Behaviour::Ok);
-    let (ok, v, err) = hookline(&["dead-letters", "requeue", &dead, "--reason", "fixed"], &env);
-    assert!(ok, "{err}");
+    let v = hookline(&["dead-letters", "requeue", &dead, "--reason", "fixed"], &env).ok().json();
     let d = s.settled_deliveries("cli-1", 2, 20).await;
     let new = d.iter().find(|x| x["saga_id"] == v["saga_id"]).expect("the requeued saga");
     assert_eq!(new["status"], "Completed");
-    assert!(new["origin"]["actor"].as_str().unwrap().starts_with("cli"));
+    assert_eq!(new["origin"]["reason"], "fixed");
+    assert_eq!(hookline(&["dead-letters", "requeue", "sag_nope", "--reason", "x"], &env).code, 3);
 
-    let (ok, _, err) = hookline(&["replay", "cli-1", "--reason", "lost"], &env);
-    assert!(ok, "{err}");
+    // replay of one event: at once, the answer lists the new sagas.
+    let v = hookline(&["replay", "cli-1", "--reason", "lost"], &env).ok().json();
+    assert_eq!(v["sagas"].as_array().map(Vec::len), Some(1), "{v}");
     s.settled_deliveries("cli-1", 3, 20).await;
+    let run = hookline(&["replay", "--event", "cli-1", "--reason", "lost again", "-o", "table"], &env);
+    assert!(run.ok().out.lines().any(|l| l.starts_with("event_id ") && l.ends_with("cli-1")), "{}", run.out);
+    s.settled_deliveries("cli-1", 4, 20).await;
+    assert_eq!(hookline(&["replay", "--event", "nope", "--reason", "x"], &env).code, 3);
+    assert_eq!(hookline(&["replay", "--event", "cli-1", "--event-type", "t", "--reason", "x"], &env).code, 2);
 
-    let (ok, _, err) = hookline(&["dead-letters", "skip", &dead, "--reason", "late"], &env);
-    assert!(!ok, "a requeued dead letter cannot be skipped");
-    assert!(err.contains("409"), "{err}");
+    // 409: a requeued dead letter cannot be skipped.
+    let run = hookline(&["dead-letters", "skip", &dead, "--reason", "late"], &env);
+    assert_eq!(run.code, 4, "{}", run.err);
+    assert!(run.err.contains("409"), "{}", run.err);
 
-    let (ok, _, err) = hookline(&["dead-letters", "list"], &[("HOOKLINE_URL", s.base.as_str())]);
-    assert!(!ok);
-    assert!(err.contains("no credentials"), "{err}");
+    let run = hookline(&["events", "show", "cli-1"], &[("HOOKLINE_URL", s.base.as_str())]);
+    assert_eq!(run.code, 1);
+    assert!(run.err.contains("no credentials"), "{}", run.err);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,9 +355,8 @@ async fn ops_commands_sign_with_sigv4_for_a_deployment() {
         ("AWS_SECRET_ACCESS_KEY", "secret"),
         ("AWS_EC2_METADATA_DISABLED", "true"),
     ];
-    let (ok, _, err) = hookline(&["dead-letters", "list"], &env);
-    assert!(ok, "{err}");
-    let req = r.requests("/v1/dead-letters").pop().expect("the request arrived");
+    hookline(&["subscriptions", "show", "probe"], &env).ok();
+    let req = r.requests("/v1/subscriptions/probe").pop().expect("the request arrived");
     let auth = req.header("authorization");
     assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/"), "{auth}");
     assert!(auth.contains("/eu-west-1/execute-api/aws4_request"), "{auth}");
@@ -105,7 +380,7 @@ async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked(
     .unwrap();
     let run = |profile: &str, path: &str| {
         std::process::Command::new(binary())
-            .args(["dead-letters", "list"])
+            .args(["subscriptions", "show", "probe"])
             .env_clear()
             .env("PATH", path)
             .env("HOME", &dir)
@@ -120,7 +395,7 @@ async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked(
     let system_path = std::env::var("PATH").unwrap_or_default();
     let out = run("ops", &system_path);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let req = r.requests("/v1/dead-letters").pop().expect("the request arrived");
+    let req = r.requests("/v1/subscriptions/probe").pop().expect("the request arrived");
     assert!(req.header("authorization").starts_with("AWS4-HMAC-SHA256 Credential=AKIDPROCESS/"));
     assert_eq!(req.header("x-amz-security-token"), "tok");
 
@@ -128,11 +403,11 @@ async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked(
     let empty = dir.join("empty-path");
     std::fs::create_dir_all(&empty).unwrap();
     let out = run("nobody", empty.to_str().unwrap());
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no AWS credentials for profile nobody"), "{err}");
     assert!(err.contains(config.to_str().unwrap()) && err.contains("aws configure export-credentials"), "{err}");
-    assert_eq!(r.requests("/v1/dead-letters").len(), 1, "nothing unsigned was sent");
+    assert_eq!(r.requests("/v1/subscriptions/probe").len(), 1, "nothing unsigned was sent");
 }
 
 /// `hookline subscriptions reindex` follows `next_cursor` to the end and
@@ -151,12 +426,11 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     for path in ["/lost-a", "/lost-b"] {
         lost.push(s.subscribe(json!({"callback_url": r.url(path, Behaviour::Ok), "event_types": ["ri.*"]})).await.0);
     }
-    let env = [("HOOKLINE_URL", s.base.clone()), ("HOOKLINE_API_KEY", s.key.clone())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (ok, v, err) = hookline(&["subscriptions", "reindex", "--limit", "1"], &env);
-    assert!(ok, "{err}");
-    assert_eq!(v, json!({"reindexed": 0, "examined": 3, "requests": 3}), "{err}");
-    assert_eq!(err.lines().filter(|l| l.starts_with("page ")).count(), 3, "a progress line per page: {err}");
+    let owned = env_of(&s);
+    let env = borrow(&owned);
+    let run = hookline(&["subscriptions", "reindex", "--limit", "1"], &env);
+    assert_eq!(run.ok().json(), json!({"reindexed": 0, "examined": 3, "requests": 3}), "{}", run.err);
+    assert_eq!(run.err.lines().filter(|l| l.starts_with("page ")).count(), 3, "a progress line per page: {}", run.err);
 
     s.terminate();
     {
@@ -170,16 +444,20 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     let d = s.settled_deliveries("cli-ri-1", 1, 20).await;
     assert_eq!(d[0]["subscription_id"], control.as_str(), "without index rows the others are not routed to");
 
-    let (ok, v, err) = hookline(&["subscriptions", "reindex"], &env);
-    assert!(ok, "{err}");
-    assert_eq!(v, json!({"reindexed": 2, "examined": 3, "requests": 1}), "{err}");
+    let run = hookline(&["subscriptions", "reindex", "-o", "table"], &env);
+    let out = &run.ok().out;
+    assert!(out.lines().any(|l| l.starts_with("reindexed ") && l.ends_with(" 2")), "{out}");
     s.post("/v1/events", &json!({"id": "cli-ri-2", "type": "ri.x", "data": {}})).await;
     s.settled_deliveries("cli-ri-2", 3, 20).await;
     assert_eq!((r.deliveries("/lost-a").len(), r.deliveries("/lost-b").len()), (1, 1));
 
-    let (ok, _, err) = hookline(&["subscriptions", "reindex", "--cursor", "not-issued"], &env);
-    assert!(!ok);
-    assert!(err.contains("400") && err.contains("cursor") && err.contains("--cursor not-issued"), "{err}");
-    let (ok, _, err) = hookline(&["subscriptions", "reindex", "--limit", "101"], &env);
-    assert!(!ok && err.contains("101"), "{err}");
+    let run = hookline(&["subscriptions", "reindex", "--cursor", "not-issued"], &env);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.err.contains("400") && run.err.contains("cursor") && run.err.contains("--cursor not-issued"),
+        "{}",
+        run.err
+    );
+    let run = hookline(&["subscriptions", "reindex", "--limit", "101"], &env);
+    assert!(run.code == 2 && run.err.contains("101"), "{}", run.err);
 }
