@@ -30,10 +30,12 @@ pub enum OpsError {
     #[error("{0}")]
     Usage(String),
     /// A bulk job ended in the `failed` state.
-    #[error("job {id} failed: {done} done, {failed} failed of {matched} matched")]
+    #[error("job {id} failed ({error}): {done} done, {failed} failed of {matched} matched")]
     JobFailed {
         /// The job id.
         id: String,
+        /// Why, as the job says.
+        error: String,
         /// Items acted on.
         done: u64,
         /// Items that failed.

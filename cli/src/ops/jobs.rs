@@ -53,6 +53,7 @@ pub fn print(job: &Value, out: &Out) -> anyhow::Result<()> {
     if job["state"] == "failed" {
         return Err(OpsError::JobFailed {
             id: job["id"].as_str().unwrap_or("?").to_string(),
+            error: job["error"].as_str().unwrap_or("no reason given").to_string(),
             done: count("done"),
             failed: count("failed"),
             matched: count("matched"),
