@@ -78,6 +78,29 @@ pub struct Table {
     widths: Vec<usize>,
     colour: bool,
     header_done: bool,
+    /// The terminal's width: wider rows have their widest columns cut.
+    budget: Option<usize>,
+}
+
+/// Narrowest a column is cut to when a row does not fit the terminal.
+const MIN_WIDTH: usize = 8;
+
+/// Spaces between columns.
+const GAP: usize = 2;
+
+/// `widths` narrowed to fit `budget` characters (gaps included): the widest
+/// column loses one character at a time, none below [`MIN_WIDTH`] (or its
+/// own width, if less). A row that cannot fit stays as narrow as that.
+pub fn shrink(widths: &[usize], budget: usize) -> Vec<usize> {
+    let mut w = widths.to_vec();
+    let total = |w: &[usize]| w.iter().sum::<usize>() + GAP * w.len().saturating_sub(1);
+    while total(&w) > budget {
+        match w.iter_mut().filter(|x| **x > MIN_WIDTH).max_by_key(|x| **x) {
+            Some(widest) => *widest -= 1,
+            None => break,
+        }
+    }
+    w
 }
 
 /// A cell's width in characters (not bytes, so `é` counts once).
@@ -106,7 +129,15 @@ impl Table {
             columns: columns.to_vec(),
             colour,
             header_done: false,
+            budget: None,
         }
+    }
+
+    /// Rows at most `width` characters wide (a terminal's), cutting the
+    /// widest columns; `None`: no limit.
+    pub fn fit_to(mut self, width: Option<usize>) -> Self {
+        self.budget = width;
+        self
     }
 
     /// The text of one page of rows (the header before the first page).
@@ -120,10 +151,16 @@ impl Table {
                 *w = (*w).max(width(cell));
             }
         }
+        if let Some(budget) = self.budget {
+            self.widths = shrink(&self.widths, budget);
+        }
+        let rows: Vec<Vec<String>> =
+            rows.iter().map(|r| r.iter().zip(&self.widths).map(|(cell, w)| fit(cell, *w)).collect()).collect();
         let mut out = String::new();
         if !self.header_done {
             self.header_done = true;
-            let header: Vec<String> = self.columns.iter().map(|c| c.header.to_uppercase()).collect();
+            let header: Vec<String> =
+                self.columns.iter().zip(&self.widths).map(|(c, w)| fit(&c.header.to_uppercase(), *w)).collect();
             let line = self.line(&header, |_, _| Style::Plain);
             let _ = writeln!(out, "{}", if self.colour { format!("\x1b[1m{line}\x1b[0m") } else { line });
         }
@@ -168,6 +205,38 @@ fn flatten_into(out: &mut Vec<(String, String)>, prefix: &str, v: &serde_json::V
         }
         other => out.push((prefix.to_string(), cell(other))),
     }
+}
+
+/// An RFC 3339 time as a table shows it: UTC to the second
+/// (`2026-11-26 13:40:56`); anything else unchanged.
+pub fn time_cell(v: &serde_json::Value) -> String {
+    match v.as_str().map(chrono::DateTime::parse_from_rfc3339) {
+        Some(Ok(t)) => t.with_timezone(&chrono::Utc).format("%Y-%m-%d %H:%M:%S").to_string(),
+        _ => cell(v),
+    }
+}
+
+/// The width of the terminal on stdout: `COLUMNS` when set, else what the
+/// terminal says; `None` when stdout is not a terminal.
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(n) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok()).filter(|n: &usize| *n > 0) {
+        return Some(n);
+    }
+    #[cfg(unix)]
+    {
+        let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer,
+        // which points at a live, writable one.
+        let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+        if ok && size.ws_col > 0 {
+            return Some(usize::from(size.ws_col));
+        }
+    }
+    None
 }
 
 /// A JSON value as one table cell: strings bare, `null` as `-`, arrays of
@@ -220,6 +289,26 @@ mod tests {
         assert_eq!(out, "\x1b[1mSTATE   N\x1b[0m\n\x1b[31mfailed\x1b[0m  1\n");
         let mut t = Table::new(&[col("state", 10)], false);
         assert!(!t.render(&[vec!["failed".into()]], |_, v| style_of(v)).contains('\x1b'));
+    }
+
+    #[test]
+    fn rows_fit_the_terminal_by_cutting_the_widest_columns() {
+        assert_eq!(shrink(&[10, 30, 5], 50), [10, 30, 5], "fits already");
+        assert_eq!(shrink(&[10, 30, 5], 40), [10, 21, 5]);
+        assert_eq!(shrink(&[20, 20], 22), [10, 10]);
+        assert_eq!(shrink(&[20, 20, 3], 10), [8, 8, 3], "no narrower than the minimum");
+        let mut t = Table::new(&[col("id", 40), col("reason", 40)], false).fit_to(Some(20));
+        let out = t.render(&[vec!["sub_0123456789".into(), "gave up after 6 attempts".into()]], |_, _| Style::Plain);
+        assert_eq!(out, "ID         REASON\nsub_0123…  gave up …\n");
+        assert!(out.lines().all(|l| l.chars().count() <= 20), "{out}");
+    }
+
+    #[test]
+    fn times_show_to_the_second_in_utc() {
+        assert_eq!(time_cell(&json!("2026-11-26T13:40:56.079358198Z")), "2026-11-26 13:40:56");
+        assert_eq!(time_cell(&json!("2026-11-26T14:40:56+01:00")), "2026-11-26 13:40:56");
+        assert_eq!(time_cell(&json!(null)), "-");
+        assert_eq!(time_cell(&json!("soon")), "soon");
     }
 
     #[test]

@@ -75,6 +75,7 @@ fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> String {
         .args(["-qec", &line.join(" "), "/dev/null"])
         .env_remove("HOOKLINE_OUTPUT")
         .env_remove("NO_COLOR")
+        .env("COLUMNS", "200")
         .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
@@ -264,6 +265,10 @@ async fn tables_and_colours_on_a_terminal_only() {
     no_colour.push(("NO_COLOR", "1"));
     let shown = on_a_terminal(&["subscriptions", "list"], &no_colour);
     assert!(shown.starts_with("ID ") && !shown.contains('\x1b'), "{shown:?}");
+    // Rows are cut to the terminal's width.
+    no_colour.push(("COLUMNS", "70"));
+    let shown = on_a_terminal(&["subscriptions", "list"], &no_colour);
+    assert!(shown.lines().all(|l| l.chars().count() <= 70) && shown.contains('…'), "{shown}");
     let shown = on_a_terminal(&["subscriptions", "list", "--output", "json"], &env);
     assert!(!shown.contains('\x1b'), "{shown:?}");
     assert_eq!(

@@ -1,7 +1,7 @@
 //! `hookline audit` (who changed what, when and why) and `hookline jobs
 //! show` (a bulk job's progress).
 
-use super::output::{field, View};
+use super::output::{field, time, View};
 use super::{jobs, list, time, Common, PageArgs};
 use crate::table::col;
 
@@ -52,13 +52,13 @@ pub enum JobsCommand {
 }
 
 const VIEW: View = View {
-    columns: &[col("at", 30), col("actor", 40), col("action", 36), col("about", 44), col("reason", 48)],
+    columns: &[col("at", 19), col("actor", 40), col("action", 36), col("about", 44), col("reason", 48)],
     row: |r| {
         let about = ["subscription_id", "dead_letter_id", "event_id", "job_id"]
             .iter()
             .find_map(|k| r[*k].as_str().map(|v| format!("{}:{v}", k.trim_end_matches("_id"))))
             .unwrap_or_else(|| "-".into());
-        vec![field(r, "at"), field(r, "actor"), field(r, "action"), about, field(r, "reason")]
+        vec![time(r, "at"), field(r, "actor"), field(r, "action"), about, field(r, "reason")]
     },
     states: &[],
 };

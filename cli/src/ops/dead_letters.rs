@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::client::OpsError;
-use super::output::{field, View};
+use super::output::{field, time, View};
 use super::{act, jobs, list, show, time, Common, PageArgs};
 use crate::table::col;
 
@@ -115,7 +115,7 @@ pub struct Resolve {
 const VIEW: View = View {
     columns: &[
         col("id", 40),
-        col("created", 30),
+        col("created", 19),
         col("state", 8),
         col("type", 28),
         col("event", 32),
@@ -126,7 +126,7 @@ const VIEW: View = View {
     row: |d| {
         vec![
             field(d, "id"),
-            field(d, "created_at"),
+            time(d, "created_at"),
             field(d, "state"),
             field(d, "event_type"),
             field(d, "event_id"),

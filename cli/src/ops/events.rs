@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::output::{field, View};
+use super::output::{field, time, View};
 use super::{list, time, Common, PageArgs};
-use crate::table::{col, Table};
+use crate::table::col;
 
 /// Event commands.
 #[derive(clap::Subcommand)]
@@ -63,7 +63,7 @@ pub struct ShowArgs {
 const VIEW: View = View {
     columns: &[
         col("id", 40),
-        col("received", 30),
+        col("received", 19),
         col("type", 32),
         col("tenant", 20),
         col("partition", 24),
@@ -73,7 +73,7 @@ const VIEW: View = View {
     row: |e| {
         vec![
             field(e, "id"),
-            field(e, "received_at"),
+            time(e, "received_at"),
             field(e, "type"),
             field(e, "tenant_id"),
             field(e, "partition_key"),
@@ -121,18 +121,15 @@ pub async fn show(a: ShowArgs) -> anyhow::Result<()> {
         out.line("\nno deliveries")?;
         return Ok(());
     }
-    let mut t = Table::new(
-        &[
-            col("saga", 40),
-            col("subscription", 40),
-            col("status", 12),
-            col("attempts", 8),
-            col("last status", 11),
-            col("last error", 48),
-            col("origin", 24),
-        ],
-        out.colour,
-    );
+    let mut t = out.table(&[
+        col("saga", 40),
+        col("subscription", 40),
+        col("status", 12),
+        col("attempts", 8),
+        col("last status", 11),
+        col("last error", 48),
+        col("origin", 24),
+    ]);
     out.line("")?;
     super::output::emit(
         &t.render(&rows, |i, v| if i == 2 { crate::table::style_of(v) } else { crate::table::Style::Plain }),

@@ -37,6 +37,8 @@ pub struct Out {
     pub colour: bool,
     /// Whether stderr is a terminal (progress bars).
     pub stderr_tty: bool,
+    /// The terminal's width, when stdout is one: tables are cut to fit.
+    pub width: Option<usize>,
 }
 
 /// Whether colours are on: only in a table, only on a terminal, and not
@@ -51,7 +53,12 @@ impl Out {
         let tty = std::io::stdout().is_terminal();
         let format = args.output.unwrap_or(if tty { Format::Table } else { Format::Json });
         let no_color = std::env::var("NO_COLOR").ok();
-        Out { format, colour: colour_on(format, tty, no_color.as_deref()), stderr_tty: std::io::stderr().is_terminal() }
+        Out {
+            format,
+            colour: colour_on(format, tty, no_color.as_deref()),
+            stderr_tty: std::io::stderr().is_terminal(),
+            width: table::terminal_width(),
+        }
     }
 
     /// Whether this is JSON output.
@@ -65,13 +72,18 @@ impl Out {
         if self.json() {
             return emit(&format!("{}\n", serde_json::to_string_pretty(v).expect("json serializes")));
         }
-        let mut t = Table::new(&[table::col("field", 40), table::col("value", 120)], self.colour);
+        let mut t = self.table(&[table::col("field", 40), table::col("value", 120)]);
         let rows: Vec<Vec<String>> = table::flatten(v)
             .into_iter()
             .filter(|(k, _)| !skip.iter().any(|s| k == s || k.starts_with(&format!("{s}."))))
             .map(|(k, v)| vec![k, v])
             .collect();
         emit(&t.render(&rows, |i, v| if i == 1 { state_style(v) } else { Style::Plain }))
+    }
+
+    /// A table for this output (colours, the terminal's width).
+    pub fn table(&self, columns: &[Column]) -> Table {
+        Table::new(columns, self.colour).fit_to(self.width)
     }
 
     /// Prints a line of text for people (table mode) on stdout.
@@ -111,7 +123,7 @@ pub struct ListPrinter<'a> {
 impl<'a> ListPrinter<'a> {
     /// A printer for items shown with `view`.
     pub fn new(out: Out, view: &'a View) -> Self {
-        ListPrinter { out, view, table: Table::new(view.columns, out.colour), count: 0 }
+        ListPrinter { out, view, table: out.table(view.columns), count: 0 }
     }
 
     /// Prints one page of items (JSON lines, or table rows) and flushes,
@@ -151,6 +163,11 @@ pub fn emit(text: &str) -> Result<(), OpsError> {
 /// `v[key]` as a table cell.
 pub fn field(v: &Value, key: &str) -> String {
     table::cell(&v[key])
+}
+
+/// `v[key]`, a time, as a table cell (UTC to the second).
+pub fn time(v: &Value, key: &str) -> String {
+    table::time_cell(&v[key])
 }
 
 /// The command line as typed, with `--cursor` set to `cursor` (replacing
