@@ -1,13 +1,20 @@
-//! The `hookline` ops commands against a running `hookline serve`: each
-//! command's JSON (one document, or JSON lines for lists) and table output,
-//! the paging flags, the exit codes (2 invalid input, 3 not found, 4
-//! conflict), colours only on a terminal; and SigV4 signing (the deployed
-//! HTTP API's IAM authorization) with `--aws-region`.
+//! The `hookline` ops commands against a running Hookline, on both
+//! backends: `hookline serve` with its API key, and the AWS pipeline in the
+//! emulator behind a stand-in for API Gateway, signed with SigV4
+//! (`--aws-region`) as against a deployment. Each command's JSON (one
+//! document, or JSON lines for lists) and table output, the paging flags,
+//! the exit codes (2 invalid input, 3 not found, 4 conflict), colours only
+//! on a terminal; and where the signing keys come from.
 
+use std::sync::Arc;
+
+use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::server::binary;
 use hookline_tests::{Behaviour, Receiver, Server};
 use serde_json::{json, Value};
+use shared::api::{Api, Verification};
+use shared::context::Hookline;
 
 /// One run of the binary.
 struct Run {
@@ -88,16 +95,110 @@ fn env_of(s: &Server) -> Vec<(&'static str, String)> {
     vec![("HOOKLINE_URL", s.base.clone()), ("HOOKLINE_API_KEY", s.key.clone())]
 }
 
+/// The access key the CLI signs with against the AWS pipeline, and the IAM
+/// principal the gateway stand-in says it belongs to.
+const ACCESS_KEY: &str = "AKIDOPS";
+const PRINCIPAL: &str = "arn:aws:iam::123456789012:user/ops";
+
+/// A stand-in for API Gateway in front of the AWS pipeline's API function:
+/// it refuses requests that are not SigV4-signed (`403`, as IAM
+/// authorization does), turns the others into the API Gateway events the
+/// function receives, with the caller's IAM principal, and answers with the
+/// function's response. Returns its base URL.
+async fn gateway(hookline: Arc<Hookline>, trust_actor_header: bool) -> String {
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, Method, StatusCode, Uri};
+    use axum::response::IntoResponse;
+    let api = Api::behind_gateway(hookline, Verification::Inline).trusting_actor_header(trust_actor_header);
+    let app = axum::Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+        let api = api.clone();
+        async move {
+            let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+            let signed_by = auth.strip_prefix("AWS4-HMAC-SHA256 Credential=").and_then(|c| c.split('/').next());
+            if signed_by != Some(ACCESS_KEY) {
+                return (StatusCode::FORBIDDEN, axum::Json(json!({"message": "Forbidden"}))).into_response();
+            }
+            let header_map: serde_json::Map<String, Value> =
+                headers.iter().map(|(k, v)| (k.as_str().to_string(), json!(v.to_str().unwrap_or("")))).collect();
+            let req = json!({
+                "version": "2.0",
+                "routeKey": "$default",
+                "rawPath": uri.path(),
+                "rawQueryString": uri.query().unwrap_or(""),
+                "headers": header_map,
+                "requestContext": {
+                    "http": {"method": method.as_str(), "path": uri.path(), "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "hookline"},
+                    "authorizer": {"iam": {"accessKey": ACCESS_KEY, "accountId": "123456789012", "userArn": PRINCIPAL}},
+                    "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r",
+                    "domainName": "localhost", "time": "", "timeEpoch": 0
+                },
+                "body": (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
+                "isBase64Encoded": false,
+            });
+            let res = shared::lambda::http(&api, serde_json::from_value(req).expect("an API Gateway v2 request")).await;
+            let text = match res.body {
+                Some(shared::lambda::events::encodings::Body::Text(t)) => t,
+                _ => String::new(),
+            };
+            let status = StatusCode::from_u16(res.status_code as u16).expect("a status");
+            (status, [("content-type", "application/json")], text).into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the gateway");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+/// The AWS pipeline behind the gateway, and the environment that points the
+/// CLI at it (a region instead of an API key: requests are signed).
+async fn on_aws(
+    tag: &str,
+    trust_actor_header: bool,
+    configure: impl FnOnce(&mut shared::context::Config),
+) -> (AwsPipeline, Vec<(&'static str, String)>) {
+    let p = AwsPipeline::start_configured(tag, configure).await;
+    let url = gateway(p.hookline.clone(), trust_actor_header).await;
+    let env = vec![
+        ("HOOKLINE_URL", url),
+        ("HOOKLINE_AWS_REGION", "us-east-1".to_string()),
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "secret".to_string()),
+        ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+    ];
+    (p, env)
+}
+
 fn borrow<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subscriptions_commands_print_json_and_tables_page_and_exit_by_outcome() {
+async fn subscriptions_commands_on_serve() {
     let s = Server::start("cli-subs");
-    let r = Receiver::start().await;
     let owned = env_of(&s);
+    subscriptions_commands(&borrow(&owned)).await;
+    let run = hookline(&["subscriptions", "list"], &[("HOOKLINE_URL", s.base.as_str()), ("HOOKLINE_API_KEY", "wrong")]);
+    assert_eq!(run.code, 1, "401 is neither invalid input nor not found: {}", run.err);
+    assert!(run.err.contains("401"), "{}", run.err);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_commands_on_aws() {
+    let (_p, owned) = on_aws("cli-subs", false, |_| {}).await;
     let env = borrow(&owned);
+    subscriptions_commands(&env).await;
+    let mut other_key = env.clone();
+    other_key.push(("AWS_ACCESS_KEY_ID", "AKIDOTHER"));
+    let run = hookline(&["subscriptions", "list"], &other_key);
+    assert_eq!(run.code, 1, "403 is neither invalid input nor not found: {}", run.err);
+    assert!(run.err.contains("403"), "{}", run.err);
+}
+
+/// Every subscription command, in JSON and as a table; paging; exit codes.
+async fn subscriptions_commands(env: &[(&str, &str)]) {
+    let r = Receiver::start().await;
+    let env = env.to_vec();
 
     // create: one JSON document with the secret, shown this once.
     let mut ids = Vec::new();
@@ -244,9 +345,6 @@ async fn subscriptions_commands_print_json_and_tables_page_and_exit_by_outcome()
     ] {
         assert_eq!(hookline(&bad, &env).code, 2, "{bad:?}");
     }
-    let run = hookline(&["subscriptions", "list"], &[("HOOKLINE_URL", s.base.as_str()), ("HOOKLINE_API_KEY", "wrong")]);
-    assert_eq!(run.code, 1, "401 is neither invalid input nor not found: {}", run.err);
-    assert!(run.err.contains("401"), "{}", run.err);
 }
 
 /// On a terminal the default is a table, coloured unless `NO_COLOR` is set;
@@ -278,8 +376,24 @@ async fn tables_and_colours_on_a_terminal_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_dead_letters_and_replay_commands() {
+async fn events_dead_letters_and_replay_commands_on_serve() {
     let s = Server::start("cli");
+    let owned = env_of(&s);
+    events_dead_letters_and_replay_commands(&s, &borrow(&owned)).await;
+    let run = hookline(&["events", "show", "cli-1"], &[("HOOKLINE_URL", s.base.as_str())]);
+    assert_eq!(run.code, 1);
+    assert!(run.err.contains("no credentials"), "{}", run.err);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_dead_letters_and_replay_commands_on_aws() {
+    let (p, owned) = on_aws("cli-events", false, |_| {}).await;
+    events_dead_letters_and_replay_commands(&p, &borrow(&owned)).await;
+}
+
+/// `events show`, `dead-letters show|requeue|skip` by id and `replay` of one
+/// event, in JSON and as tables, with their exit codes.
+async fn events_dead_letters_and_replay_commands(s: &impl Pipeline, env: &[(&str, &str)]) {
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/c", Behaviour::Always(500)), "event_types": ["*"],
                        "retry_policy": {"max_attempts": 1, "base_delay_ms": 50, "max_delay_ms": 100}}))
@@ -287,8 +401,7 @@ async fn events_dead_letters_and_replay_commands() {
     s.post("/v1/events", &json!({"id": "cli-1", "type": "t", "data": {}})).await;
     let d = s.settled_deliveries("cli-1", 1, 20).await;
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
-    let owned = env_of(&s);
-    let env = borrow(&owned);
+    let env = env.to_vec();
 
     // events show (and the older inspect): one document, or the event's
     // fields and a table of its deliveries.
@@ -343,10 +456,6 @@ async fn events_dead_letters_and_replay_commands() {
     let run = hookline(&["dead-letters", "skip", &dead, "--reason", "late"], &env);
     assert_eq!(run.code, 4, "{}", run.err);
     assert!(run.err.contains("409"), "{}", run.err);
-
-    let run = hookline(&["events", "show", "cli-1"], &[("HOOKLINE_URL", s.base.as_str())]);
-    assert_eq!(run.code, 1);
-    assert!(run.err.contains("no credentials"), "{}", run.err);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
