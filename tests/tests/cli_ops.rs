@@ -450,7 +450,15 @@ async fn events_dead_letters_and_replay_commands(s: &impl Pipeline, env: &[(&str
     assert!(run.ok().out.lines().any(|l| l.starts_with("event_id ") && l.ends_with("cli-1")), "{}", run.out);
     s.settled_deliveries("cli-1", 4, 20).await;
     assert_eq!(hookline(&["replay", "--event", "nope", "--reason", "x"], &env).code, 3);
-    assert_eq!(hookline(&["replay", "--event", "cli-1", "--event-type", "t", "--reason", "x"], &env).code, 2);
+    for bad in [
+        vec!["replay", "--event", "cli-1", "--event-type", "t", "--reason", "x"],
+        vec!["replay", "cli-1", "--event-type", "t", "--reason", "x"],
+        vec!["replay", "cli-1", "--event", "cli-1", "--reason", "x"],
+        vec!["replay", "--event", "cli-1", "--partition-key", "p", "--reason", "x"],
+        vec!["replay", "--tenant", "acme", "--since", "1h", "--until", "0s", "--reason", "x"],
+    ] {
+        assert_eq!(hookline(&bad, &env).code, 2, "{bad:?}");
+    }
 
     // 409: a requeued dead letter cannot be skipped.
     let run = hookline(&["dead-letters", "skip", &dead, "--reason", "late"], &env);

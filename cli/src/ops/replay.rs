@@ -4,6 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::client::OpsError;
 use super::{act, jobs, time, Common};
 
 /// `replay` arguments: exactly one of an event, a partition, a time range.
@@ -18,13 +19,13 @@ use super::{act, jobs, time, Common};
 )]
 pub struct Args {
     /// The event to replay (the same as --event).
-    #[arg(value_name = "EVENT_ID", conflicts_with = "event")]
+    #[arg(value_name = "EVENT_ID", conflicts_with = "event_types")]
     event_id: Option<String>,
     /// The event to replay (at once: the answer lists the new sagas).
-    #[arg(long, conflicts_with_all = ["partition_key", "since", "event_types"])]
+    #[arg(long, conflicts_with = "event_types")]
     event: Option<String>,
     /// Every stored event of this partition, in order.
-    #[arg(long, conflicts_with = "since")]
+    #[arg(long)]
     partition_key: Option<String>,
     /// The partition's tenant (with --partition-key).
     #[arg(long, requires = "partition_key")]
@@ -54,6 +55,10 @@ pub struct Args {
 /// One event: `POST /v1/events/{id}/replay` (answers with the new sagas).
 /// A partition or range: `POST /v1/replays`, a job followed to its end.
 pub async fn run(a: Args) -> anyhow::Result<()> {
+    // clap's `requires` is not enforced beside a satisfied group: checked here.
+    if a.tenant.is_some() && a.partition_key.is_none() {
+        return Err(OpsError::Usage("--tenant goes with --partition-key (the partition's tenant)".into()).into());
+    }
     if let Some(id) = a.event.as_ref().or(a.event_id.as_ref()) {
         let body = json!({"reason": a.reason, "subscription_id": a.subscription});
         act(&a.common, "POST", &["v1", "events", id, "replay"], Some(body)).await?;
