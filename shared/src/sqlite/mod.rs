@@ -150,6 +150,35 @@ CREATE TABLE lanes (
     PRIMARY KEY (subscription_id, scope, partition_key, seq, saga_id)
 ) WITHOUT ROWID;
 "#,
+    // 8: finding events (`crate::event_search`, `GET /v1/events`): the
+    // columns the filters read, an index per way in (the search picks one
+    // by its filters, `stores::search_plan`), each ordered for keyset
+    // pagination on (received_at, id), or on the partition's numbers; and
+    // each event's delivery outcome (0 none, 1 failed, 2 dead-lettered),
+    // raised by the saga stage. Existing events are filled in from their
+    // JSON, their sagas and their dead letters.
+    r#"
+ALTER TABLE events ADD COLUMN tenant_id TEXT;
+ALTER TABLE events ADD COLUMN part_scope TEXT;
+ALTER TABLE events ADD COLUMN part_key TEXT;
+ALTER TABLE events ADD COLUMN part_seq INTEGER;
+ALTER TABLE events ADD COLUMN outcome INTEGER NOT NULL DEFAULT 0;
+UPDATE events SET tenant_id = json_extract(data, '$.tenant_id'),
+    part_key = json_extract(data, '$.partition_key'),
+    part_seq = json_extract(data, '$.partition_seq');
+UPDATE events SET part_scope = CASE WHEN tenant_id IS NULL THEN 'g'
+        ELSE 't' || length(CAST(tenant_id AS BLOB)) || ':' || tenant_id END
+    WHERE part_seq IS NOT NULL;
+UPDATE events SET outcome = 1
+    WHERE id IN (SELECT event_id FROM sagas WHERE status IN ('PendingRetry', 'DeadLettered') OR attempts > 1);
+UPDATE events SET outcome = 2
+    WHERE id IN (SELECT json_extract(data, '$.event_id') FROM dead_letters);
+CREATE INDEX events_by_received ON events (received_at, id);
+CREATE INDEX events_by_tenant ON events (tenant_id, received_at, id) WHERE tenant_id IS NOT NULL;
+CREATE INDEX events_by_type ON events (event_type, received_at, id);
+CREATE INDEX events_by_outcome ON events (received_at, id) WHERE outcome >= 1;
+CREATE INDEX events_by_partition ON events (part_scope, part_key, part_seq) WHERE part_seq IS NOT NULL;
+"#,
 ];
 
 /// The streams the outbox carries.
