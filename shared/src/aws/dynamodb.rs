@@ -244,23 +244,24 @@ impl EventStore for DynamoEvents {
     /// short, with a position to go on from.
     async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>> {
         let bad = || StoreError::Corrupt(format!("not a position of this listing: {after:?}"));
-        if let Some(p) = query.partition() {
+        let hits = if let Some(p) = query.partition() {
             let after = after.map(|a| a.parse::<u64>().map_err(|_| bad())).transpose()?;
-            return self.search_partition(query, &item::event_partition_key(&p), limit, after).await;
-        }
-        let lo = query.received.since.unwrap_or_else(|| Utc::now() - self.retention).timestamp_millis();
-        // An open end reaches a minute past now (clocks of other workers).
-        let hi = query
-            .received
-            .until
-            .map_or_else(|| (Utc::now() + chrono::Duration::minutes(1)).timestamp_millis(), |u| u.timestamp_millis());
-        let range = TimeKeys { lo: item::event_time_bound(lo), hi: item::event_time_bound(hi) };
-        // `hi` is exclusive: every key of an event at `hi` sorts after the bound.
-        let pos = after.map(str::to_string);
-        if let Some(t) = &query.tenant_id {
-            return self.search_tenant(query, t, range, limit, pos).await;
-        }
-        self.search_time(query, range, limit, pos).await
+            self.search_partition(query, &item::event_partition_key(&p), limit, after).await?
+        } else {
+            self.search_by_time(query, limit, after).await?
+        };
+        // The page's events by id (eventually consistent, half a read unit
+        // each): the indexes hold only what the filters read.
+        let calls = hits.items.iter().map(|(id, _)| self.get(id));
+        let found = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
+        let items = hits
+            .items
+            .iter()
+            .zip(found)
+            // Gone since the query (its retention ended): not listed.
+            .filter_map(|((_, outcome), e)| e.map(|e| EventSummary::of(&e, *outcome)))
+            .collect();
+        Ok(Page { items, next: hits.next })
     }
 
     async fn mark_outcome(&self, id: &EventId, outcome: Outcome) -> StoreResult<bool> {
@@ -280,6 +281,29 @@ impl EventStore for DynamoEvents {
     }
 }
 
+/// What an index query found of an event: its id and outcome.
+type Hit = (EventId, Option<Outcome>);
+
+impl DynamoEvents {
+    /// A search without a partition key: one tenant's index, or every
+    /// event's day buckets.
+    async fn search_by_time(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<Hit>> {
+        let lo = query.received.since.unwrap_or_else(|| Utc::now() - self.retention).timestamp_millis();
+        // An open end reaches a minute past now (clocks of other workers).
+        let hi = query
+            .received
+            .until
+            .map_or_else(|| (Utc::now() + chrono::Duration::minutes(1)).timestamp_millis(), |u| u.timestamp_millis());
+        let range = TimeKeys { lo: item::event_time_bound(lo), hi: item::event_time_bound(hi) };
+        // `hi` is exclusive: every key of an event at `hi` sorts after the bound.
+        let pos = after.map(str::to_string);
+        if let Some(t) = &query.tenant_id {
+            return self.search_tenant(query, t, range, limit, pos).await;
+        }
+        self.search_time(query, range, limit, pos).await
+    }
+}
+
 /// The most `Query` requests one [`EventStore::search`] call makes on
 /// DynamoDB (a day of [`item::EVENTS_BY_TIME`] takes one per shard).
 pub const MAX_SEARCH_QUERIES: usize = 4 * item::EVENT_SHARDS as usize;
@@ -295,7 +319,7 @@ struct TimeKeys {
 /// One query's result: the matches it read, and the key of the last item
 /// it evaluated when its partition holds more.
 struct Read {
-    items: Vec<(String, EventSummary)>,
+    items: Vec<(String, Hit)>,
     more: Option<String>,
 }
 
@@ -382,7 +406,7 @@ impl DynamoEvents {
             .iter()
             .map(|it| {
                 let a = Attrs::from_sdk(it);
-                Ok((a.s("time_key")?.to_string(), item::event_summary_from_attrs(&a)?))
+                Ok((a.s("time_key")?.to_string(), item::event_hit_from_attrs(&a)?))
             })
             .collect::<StoreResult<Vec<_>>>()?;
         let more = match page.last_evaluated_key() {
@@ -409,7 +433,7 @@ impl DynamoEvents {
         range: TimeKeys,
         limit: usize,
         mut pos: Option<String>,
-    ) -> StoreResult<Page<EventSummary>> {
+    ) -> StoreResult<Page<Hit>> {
         let desc = query.order == Order::NewestFirst;
         let mut items = Vec::new();
         for _ in 0..MAX_SEARCH_QUERIES {
@@ -443,9 +467,9 @@ impl DynamoEvents {
         range: TimeKeys,
         limit: usize,
         mut pos: Option<String>,
-    ) -> StoreResult<Page<EventSummary>> {
+    ) -> StoreResult<Page<Hit>> {
         let desc = query.order == Order::NewestFirst;
-        let mut items: Vec<EventSummary> = Vec::new();
+        let mut items: Vec<Hit> = Vec::new();
         let mut queries = 0;
         let day_of = |key: &str| -> StoreResult<DateTime<Utc>> {
             let ms: i64 = key
@@ -483,7 +507,7 @@ impl DynamoEvents {
             // been read to; beyond it another shard may hold more.
             let edge =
                 reads.iter().filter_map(|r| r.more.clone()).reduce(|a, b| if desc { a.max(b) } else { a.min(b) });
-            let mut found: Vec<(String, EventSummary)> = reads
+            let mut found: Vec<(String, Hit)> = reads
                 .into_iter()
                 .flat_map(|r| r.items)
                 .filter(|(k, _)| *k != hi && Some(k) != pos.as_ref() && *k != r.hi)
@@ -515,7 +539,7 @@ impl DynamoEvents {
         partition: &str,
         limit: usize,
         mut after: Option<u64>,
-    ) -> StoreResult<Page<EventSummary>> {
+    ) -> StoreResult<Page<Hit>> {
         let desc = query.order == Order::NewestFirst;
         let mut items = Vec::new();
         for _ in 0..MAX_SEARCH_QUERIES {
@@ -543,9 +567,9 @@ impl DynamoEvents {
                 .await
                 .map_err(|e| backend("Query", &self.table, e))?;
             for it in page.items() {
-                let e = item::event_summary_from_attrs(&Attrs::from_sdk(it))?;
-                after = e.partition_seq;
-                items.push(e);
+                let a = Attrs::from_sdk(it);
+                after = Some(a.n("partition_seq")?);
+                items.push(item::event_hit_from_attrs(&a)?);
             }
             if items.len() >= limit {
                 items.truncate(limit);

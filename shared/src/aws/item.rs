@@ -333,47 +333,29 @@ pub fn event_partition_key(p: &crate::ordering::Partition) -> String {
     format!("{}#{}", p.scope, p.key)
 }
 
-/// The attributes the event indexes are keyed on and project (what a
-/// listing shows and filters on): `time_bucket`, `time_key`, and
-/// `tenant_id`, `partition`/`partition_seq` (numbered events only), with
-/// `partition_key`, `sequence`, `received_at`, `occurred_at`, `format`.
-/// `outcome` (number: 1 failed, 2 dead-lettered) is added later by
+/// The attributes the event indexes are keyed on: `time_bucket`,
+/// `time_key`, and `tenant_id`, `partition`/`partition_seq` (numbered
+/// events only). Nothing else is copied out of `data`: every byte on the
+/// item is paid on each event's write (a 1 KiB event stored deflated stays
+/// under 1 KB), and a listing reads its page's events by id. `outcome`
+/// (number: 1 failed, 2 dead-lettered) is added later by
 /// [`crate::ports::EventStore::mark_outcome`].
 fn put_search_attrs(a: &mut Attrs, e: &EventRecord) {
     let day = e.received_at.format("%Y-%m-%d").to_string();
     a.put_s("time_bucket", event_time_bucket(&day, event_shard(e.id.as_str())))
         .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
-        .put_opt_s("tenant_id", e.tenant_id.clone())
-        .put_opt_s("partition_key", e.partition_key.clone())
-        .put_opt_s("sequence", e.sequence.clone())
-        .put_s("received_at", rfc3339(e.received_at))
-        .put_s("occurred_at", rfc3339(e.occurred_at))
-        .put_s("format", e.format.as_str());
+        .put_opt_s("tenant_id", e.tenant_id.clone());
     if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
         a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
     }
 }
 
-/// What a listing shows of an Events item, from the attributes the event
-/// indexes project (no `data`).
-pub fn event_summary_from_attrs(a: &Attrs) -> Result<crate::event_search::EventSummary, StoreError> {
-    let format = a.s("format")?;
-    Ok(crate::event_search::EventSummary {
-        id: EventId::new(a.s("id")?),
-        event_type: a.s("event_type")?.to_string(),
-        tenant_id: a.opt_s("tenant_id")?.map(str::to_string),
-        partition_key: a.opt_s("partition_key")?.map(str::to_string),
-        sequence: a.opt_s("sequence")?.map(str::to_string),
-        partition_seq: if a.0.contains_key("partition_seq") { Some(a.n("partition_seq")?) } else { None },
-        received_at: a.time("received_at")?,
-        occurred_at: a.time("occurred_at")?,
-        format: format.parse().map_err(|_| StoreError::Corrupt(format!("attribute `format`: {format}")))?,
-        outcome: if a.0.contains_key("outcome") {
-            crate::event_search::Outcome::from_level(a.n("outcome")?)
-        } else {
-            None
-        },
-    })
+/// An event an index query found: its id and outcome (what the event
+/// indexes project besides their keys and `event_type`).
+pub fn event_hit_from_attrs(a: &Attrs) -> Result<(EventId, Option<crate::event_search::Outcome>), StoreError> {
+    let outcome =
+        if a.0.contains_key("outcome") { crate::event_search::Outcome::from_level(a.n("outcome")?) } else { None };
+    Ok((EventId::new(a.s("id")?), outcome))
 }
 
 /// Decodes an Events item (`data`, or `data_z` deflated).
