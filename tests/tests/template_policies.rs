@@ -197,7 +197,7 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // The one exception to "never scan subscriptions" (NEVER_EXCEPT).
     grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
-    // GET /v1/events: the event indexes (by_time, by_tenant, by_partition).
+    // GET /v1/events: the event indexes (by_time, by_tenant, by_partition, by_outcome).
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);

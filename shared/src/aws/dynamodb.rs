@@ -270,11 +270,13 @@ impl EventStore for DynamoEvents {
             .update_item()
             .table_name(&self.table)
             .key("id", s(id.as_str()))
-            .update_expression("SET #oc = :l")
+            .update_expression("SET #oc = :l, #os = :s")
             .condition_expression("attribute_exists(#id) AND (attribute_not_exists(#oc) OR #oc < :l)")
             .expression_attribute_names("#oc", "outcome")
+            .expression_attribute_names("#os", "outcome_shard")
             .expression_attribute_names("#id", "id")
             .expression_attribute_values(":l", n(outcome.level()))
+            .expression_attribute_values(":s", s(item::outcome_shard(id.as_str())))
             .send()
             .await;
         written("UpdateItem", &self.table, res)
@@ -300,7 +302,8 @@ impl DynamoEvents {
         if let Some(t) = &query.tenant_id {
             return self.search_tenant(query, t, range, limit, pos).await;
         }
-        self.search_time(query, range, limit, pos).await
+        // Events that failed are few: their own sparse index, whole range at once.
+        self.search_time(query, range, limit, pos, query.outcome.is_some()).await
     }
 }
 
@@ -467,10 +470,16 @@ impl DynamoEvents {
         range: TimeKeys,
         limit: usize,
         mut pos: Option<String>,
+        failed_only: bool,
     ) -> StoreResult<Page<Hit>> {
         let desc = query.order == Order::NewestFirst;
         let mut items: Vec<Hit> = Vec::new();
         let mut queries = 0;
+        let (index, hash_name, shards) = if failed_only {
+            (item::EVENTS_BY_OUTCOME, "outcome_shard", item::OUTCOME_SHARDS)
+        } else {
+            (item::EVENTS_BY_TIME, "time_bucket", item::EVENT_SHARDS)
+        };
         let day_of = |key: &str| -> StoreResult<DateTime<Utc>> {
             let ms: i64 = key
                 .get(..15)
@@ -478,7 +487,7 @@ impl DynamoEvents {
                 .ok_or_else(|| StoreError::Corrupt(format!("not a position: {key}")))?;
             DateTime::from_timestamp_millis(ms).ok_or_else(|| StoreError::Corrupt(format!("not a position: {key}")))
         };
-        while queries + item::EVENT_SHARDS as usize <= MAX_SEARCH_QUERIES {
+        while queries + shards as usize <= MAX_SEARCH_QUERIES {
             let r = Self::rest(&range, pos.as_deref(), desc);
             if r.lo >= r.hi {
                 return Ok(Page { items, next: None });
@@ -489,18 +498,19 @@ impl DynamoEvents {
                 if desc { day_of(&r.hi)? - chrono::Duration::milliseconds(1) } else { day_of(&r.lo)? }.date_naive();
             let start = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis();
             let end = start + 86_400_000;
-            let lo = r.lo.clone().max(item::event_time_bound(start));
-            let hi = r.hi.clone().min(item::event_time_bound(end));
+            // The outcome index is not bucketed by day: the whole range at once.
+            let (lo, hi) = if failed_only {
+                (r.lo.clone(), r.hi.clone())
+            } else {
+                (r.lo.clone().max(item::event_time_bound(start)), r.hi.clone().min(item::event_time_bound(end)))
+            };
             let need = limit - items.len();
             let day_text = day.format("%Y-%m-%d").to_string();
-            let calls =
-                (0..item::EVENT_SHARDS).map(|shard| {
-                    let bucket = item::event_time_bucket(&day_text, shard);
-                    let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
-                    async move {
-                        self.query_time(item::EVENTS_BY_TIME, ("time_bucket", &bucket), query, &keys, need + 1).await
-                    }
-                });
+            let calls = (0..shards).map(|shard| {
+                let bucket = if failed_only { shard.to_string() } else { item::event_time_bucket(&day_text, shard) };
+                let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
+                async move { self.query_time(index, (hash_name, &bucket), query, &keys, need + 1).await }
+            });
             let reads = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
             queries += reads.len();
             // Complete down to (up to) the furthest key every shard has
@@ -523,6 +533,7 @@ impl DynamoEvents {
             }
             pos = Some(match edge {
                 Some(e) => e,
+                None if failed_only => return Ok(Page { items, next: None }),
                 // The day is done: on to the next one.
                 None if desc => item::event_time_bound(start),
                 None => item::event_time_bound(end),

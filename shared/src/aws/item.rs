@@ -299,6 +299,20 @@ pub const EVENTS_BY_TENANT: &str = "by_tenant";
 /// `partition_seq`.
 pub const EVENTS_BY_PARTITION: &str = "by_partition";
 
+/// Sparse GSI of EventsTable over the events that failed: partition key
+/// `outcome_shard` ([`outcome_shard`], set with `outcome` when an event
+/// first fails), sort key `time_key`.
+pub const EVENTS_BY_OUTCOME: &str = "by_outcome";
+
+/// Write shards of [`EVENTS_BY_OUTCOME`]: failures come at most at the
+/// delivery rate, and a listing of them queries every shard.
+pub const OUTCOME_SHARDS: u32 = 4;
+
+/// An event's [`EVENTS_BY_OUTCOME`] partition: a stable hash of its id.
+pub fn outcome_shard(id: &str) -> String {
+    (event_shard(id) % OUTCOME_SHARDS).to_string()
+}
+
 /// Write shards of each day of [`EVENTS_BY_TIME`]: an index partition
 /// takes about 1,000 writes a second, so the index takes about 8,000 events
 /// a second; a listing queries every shard of a day and merges them.
