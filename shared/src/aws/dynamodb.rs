@@ -307,6 +307,22 @@ impl DynamoEvents {
     }
 }
 
+/// How many index entries one `Query` evaluates when a page needs `need`:
+/// that many without a filter; with a type or outcome filter at least
+/// [`FILTERED_READ`], because DynamoDB applies `Limit` before the filter and
+/// a rare type would otherwise take a request per few entries.
+fn read_ahead(query: &EventQuery, need: usize) -> usize {
+    if query.event_type.is_some() || query.outcome.is_some() {
+        need.max(FILTERED_READ)
+    } else {
+        need
+    }
+}
+
+/// The fewest entries a filtered `Query` evaluates (entries are about
+/// 150 bytes: 500 are about 10 read units, eventually consistent).
+const FILTERED_READ: usize = 500;
+
 /// The most `Query` requests one [`EventStore::search`] call makes on
 /// DynamoDB (a day of [`item::EVENTS_BY_TIME`] takes one per shard).
 pub const MAX_SEARCH_QUERIES: usize = 4 * item::EVENT_SHARDS as usize;
@@ -443,7 +459,13 @@ impl DynamoEvents {
             let r = Self::rest(&range, pos.as_deref(), desc);
             // The bounds are inclusive; `hi` (exclusive) and the position are dropped.
             let read = self
-                .query_time(item::EVENTS_BY_TENANT, ("tenant_id", tenant), query, &r, limit - items.len() + 1)
+                .query_time(
+                    item::EVENTS_BY_TENANT,
+                    ("tenant_id", tenant),
+                    query,
+                    &r,
+                    read_ahead(query, limit - items.len() + 1),
+                )
                 .await?;
             for (key, e) in read.items {
                 if key == r.hi || Some(&key) == pos.as_ref() {
@@ -506,11 +528,15 @@ impl DynamoEvents {
             };
             let need = limit - items.len();
             let day_text = day.format("%Y-%m-%d").to_string();
-            let calls = (0..shards).map(|shard| {
-                let bucket = if failed_only { shard.to_string() } else { item::event_time_bucket(&day_text, shard) };
-                let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
-                async move { self.query_time(index, (hash_name, &bucket), query, &keys, need + 1).await }
-            });
+            let calls =
+                (0..shards).map(|shard| {
+                    let bucket =
+                        if failed_only { shard.to_string() } else { item::event_time_bucket(&day_text, shard) };
+                    let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
+                    async move {
+                        self.query_time(index, (hash_name, &bucket), query, &keys, read_ahead(query, need + 1)).await
+                    }
+                });
             let reads = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
             queries += reads.len();
             // Complete down to (up to) the furthest key every shard has
@@ -573,7 +599,7 @@ impl DynamoEvents {
                 .set_expression_attribute_names(Some(names))
                 .set_expression_attribute_values(Some(values))
                 .scan_index_forward(!desc)
-                .limit(i32::try_from(limit - items.len()).unwrap_or(i32::MAX))
+                .limit(i32::try_from(read_ahead(query, limit - items.len())).unwrap_or(i32::MAX))
                 .send()
                 .await
                 .map_err(|e| backend("Query", &self.table, e))?;
@@ -581,10 +607,10 @@ impl DynamoEvents {
                 let a = Attrs::from_sdk(it);
                 after = Some(a.n("partition_seq")?);
                 items.push(item::event_hit_from_attrs(&a)?);
-            }
-            if items.len() >= limit {
-                items.truncate(limit);
-                return Ok(Page { items, next: after.map(|a| a.to_string()) });
+                if items.len() == limit {
+                    // Read ahead of the page: the next starts after this one.
+                    return Ok(Page { items, next: after.map(|a| a.to_string()) });
+                }
             }
             match page.last_evaluated_key() {
                 Some(k) if !k.is_empty() => after = Some(Attrs::from_sdk(k).n("partition_seq")?),
