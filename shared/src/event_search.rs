@@ -231,16 +231,6 @@ impl EventSummary {
     }
 }
 
-/// Does a newest-first (`desc`) or oldest-first listing put `a` before `b`?
-/// The order both backends give, for tests and merges.
-pub fn before(order: Order, a: &EventSummary, b: &EventSummary) -> bool {
-    let (ka, kb) = ((a.received_at, &a.id), (b.received_at, &b.id));
-    match order {
-        Order::NewestFirst => ka > kb,
-        Order::OldestFirst => ka < kb,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
