@@ -17,6 +17,7 @@ pub mod dead_letter;
 pub mod envelope;
 pub mod error;
 pub mod event;
+pub mod event_search;
 pub mod failpoint;
 pub mod health;
 pub mod http_client;

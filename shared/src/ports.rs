@@ -12,6 +12,7 @@ use crate::attempt::Attempt;
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::event_search::{EventQuery, EventSummary, Outcome};
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::routing::RouteKey;
@@ -60,6 +61,20 @@ pub trait EventStore: Send + Sync {
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>>;
     /// One event by id.
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>>;
+    /// Up to `limit` events matching `query`, in its order, after the
+    /// position `after` (from the start when `None`; a position from a
+    /// previous [`Page::next`], meaningful only to this store), read through
+    /// an index, never a scan of every event. A page may hold fewer than
+    /// `limit` items and still have a `next` (a store bounds the reads of
+    /// one call); walking `next` to `None` lists every match once, also
+    /// while events are being added (those added behind the walk's position
+    /// are not listed).
+    async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>>;
+    /// Raises the event's delivery outcome to `outcome`: a conditional
+    /// write that changes nothing (and writes nothing on SQLite) when it is
+    /// already as high, so it is stored once per rise. `false` when nothing
+    /// changed (already that high, or no such event).
+    async fn mark_outcome(&self, id: &EventId, outcome: Outcome) -> StoreResult<bool>;
 }
 
 /// Which subscriptions a page of [`SubscriptionStore::page`] lists.

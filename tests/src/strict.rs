@@ -26,6 +26,15 @@
 //!   one item; `BatchWriteItem` over 25 requests; `BatchGetItem` over 100
 //!   keys: "Constraints" › DynamoDB transactions and API-specific constraints.
 //! - D7 a `Query`/`Scan` `Limit` under 1: API reference, Query › Limit.
+//! - D8 a `Query` of a global secondary index whose `KeyConditionExpression`
+//!   names an attribute that is not a key of the index, or whose
+//!   `FilterExpression` / `ProjectionExpression` names one the index does
+//!   not project, or names a key of the index in its `FilterExpression`
+//!   (moto reads the table's item and lets all of these through; DynamoDB
+//!   answers ValidationException, or finds nothing): Developer Guide,
+//!   "Using Global Secondary Indexes in DynamoDB" › Attribute projections
+//!   and "Querying tables" › Filter expressions ("A filter expression
+//!   cannot contain partition key or sort key attributes").
 //!
 //! SQS rules ("Amazon SQS message quotas", "Amazon SQS batch action quotas",
 //! API reference of each action):
@@ -55,7 +64,7 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use serde_json::{Map, Value};
 
-use crate::metering::{table_schemas, value_size, TableSchema};
+use crate::metering::{table_schemas, value_size, Projection, TableSchema};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -198,6 +207,9 @@ impl Strict {
                 if req["Limit"].as_i64().is_some_and(|l| l < 1) {
                     out.push(format!("D7 {op} on {table} with Limit {} (must be at least 1)", req["Limit"]));
                 }
+                if let (Some(index), "Query") = (req["IndexName"].as_str(), op) {
+                    self.index_query(table, index, req, &mut out);
+                }
             }
             "TransactWriteItems" => {
                 let actions = req["TransactItems"].as_array().cloned().unwrap_or_default();
@@ -250,6 +262,45 @@ impl Strict {
             _ => {}
         }
         out
+    }
+
+    /// D8 on a `Query` of index `index` of `table`.
+    fn index_query(&self, table: &str, index: &str, req: &Value, out: &mut Vec<String>) {
+        let Some(schema) = self.schema(table) else { return };
+        let Some(ix) = schema.indexes.iter().find(|i| i.name == index) else {
+            out.push(format!("D8 Query of {table} names index {index}, which the template does not declare"));
+            return;
+        };
+        let projected = |a: &str| {
+            ix.key.iter().chain(&schema.key).any(|k| k == a)
+                || match &ix.projection {
+                    Projection::All => true,
+                    Projection::KeysOnly => false,
+                    Projection::Include(attrs) => attrs.iter().any(|k| k == a),
+                }
+        };
+        let names = |field: &str| attribute_names(req[field].as_str().unwrap_or(""), &req["ExpressionAttributeNames"]);
+        for a in names("KeyConditionExpression") {
+            if !ix.key.contains(&a) {
+                out.push(format!("D8 KeyConditionExpression on index {index} of {table} names {a}, not a key of it"));
+            }
+        }
+        for a in names("FilterExpression") {
+            if ix.key.contains(&a) {
+                out.push(format!("D8 FilterExpression on index {index} of {table} names its key {a}"));
+            } else if !projected(&a) {
+                out.push(format!(
+                    "D8 FilterExpression on index {index} of {table} names {a}, which it does not project"
+                ));
+            }
+        }
+        for a in names("ProjectionExpression") {
+            if !projected(&a) {
+                out.push(format!(
+                    "D8 ProjectionExpression on index {index} of {table} names {a}, which it does not project"
+                ));
+            }
+        }
     }
 
     fn key_of_item(&self, table: &str, item: &Value) -> String {
@@ -357,6 +408,55 @@ fn expression_params(req: &Value, expressions: &[&str], out: &mut Vec<String>) {
     if params > MAX_EXPRESSION_PARAMS {
         out.push(format!("D3 expression names and values are {params} bytes, over 80 KB"));
     }
+}
+
+/// The attribute names an expression reads: its `#name` placeholders as
+/// `names` resolves them, and its bare names (not a `:value`, a function or
+/// a keyword). Document paths count by their first element.
+fn attribute_names(expr: &str, names: &Value) -> Vec<String> {
+    const WORDS: &[&str] = &[
+        "AND",
+        "OR",
+        "NOT",
+        "BETWEEN",
+        "IN",
+        "begins_with",
+        "attribute_exists",
+        "attribute_not_exists",
+        "attribute_type",
+        "contains",
+        "size",
+    ];
+    let mut out = Vec::new();
+    let mut chars = expr.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !(c.is_ascii_alphanumeric() || c == '_' || c == '#' || c == ':') {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, d)) = chars.peek() {
+            if d.is_ascii_alphanumeric() || d == '_' {
+                end = j + d.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let word = &expr[i..end];
+        // The rest of a document path (`a.b`, `a[0]`) is not another attribute.
+        let after_dot = expr[..i].trim_end().ends_with('.') || expr[..i].ends_with(']');
+        if after_dot || c == ':' || c.is_ascii_digit() || WORDS.iter().any(|w| w.eq_ignore_ascii_case(word)) {
+            continue;
+        }
+        if c == '#' {
+            if let Some(n) = names[word].as_str() {
+                out.push(n.to_string());
+            }
+        } else {
+            out.push(word.to_string());
+        }
+    }
+    out
 }
 
 /// The `#name` or `:value` placeholders of an expression.
@@ -573,6 +673,26 @@ mod tests {
         let ok = json!({"TableName": "p-SagasTable", "KeyConditionExpression": "event_id = :e",
                         "ExpressionAttributeValues": {":e": {"S": "x"}}});
         assert!(ddb("Query", ok).is_empty());
+    }
+
+    #[test]
+    fn index_queries_read_only_keys_and_projected_attributes() {
+        let q = |key: &str, filter: &str, names: Value| {
+            ddb(
+                "Query",
+                json!({"TableName": "p-EventsTable", "IndexName": "by_tenant",
+                "KeyConditionExpression": key, "FilterExpression": filter, "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {":t": {"S": "acme"}, ":v": {"S": "x"}}}),
+            )
+        };
+        let ok = q("#t = :t", "#et = :v AND begins_with(#et, :v)", json!({"#t": "tenant_id", "#et": "event_type"}));
+        assert!(ok.is_empty(), "{ok:?}");
+        let v = q("#t = :t", "#d = :v", json!({"#t": "tenant_id", "#d": "data"}));
+        assert!(v.iter().any(|m| m.starts_with("D8") && m.contains("data")), "{v:?}");
+        let v = q("#t = :t", "time_key = :v", json!({"#t": "tenant_id"}));
+        assert!(v.iter().any(|m| m.contains("names its key time_key")), "{v:?}");
+        let v = q("#e = :t", "#et = :v", json!({"#e": "event_type", "#et": "event_type"}));
+        assert!(v.iter().any(|m| m.contains("not a key")), "{v:?}");
     }
 
     #[test]

@@ -282,3 +282,6 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     let (st, v) = p.post("/v1/subscriptions/reindex", &json!({"cursor": "bm90LWlzc3VlZA"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
 }
+
+// ------------------------------------------------- Part A: finding events
+on_aws!(events_are_found_by_every_filter_and_cursor_walks_see_each_once, events_are_found_by_delivery_outcome);

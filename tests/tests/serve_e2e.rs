@@ -199,3 +199,14 @@ async fn api_key_is_required_survives_restart_and_sigterm_stops_cleanly() {
     let status = s.terminate();
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
 }
+
+// ------------------------------------------------- Part A: finding events
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_found_by_every_filter_and_cursor_walks_see_each_once() {
+    scenarios::events_are_found_by_every_filter_and_cursor_walks_see_each_once(&Server::start("events_find")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_found_by_delivery_outcome() {
+    scenarios::events_are_found_by_delivery_outcome(&Server::start("events_outcome")).await;
+}

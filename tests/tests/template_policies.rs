@@ -112,7 +112,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, STREAM_READ, &["SagasTable/stream", "AttemptsTable/stream"]);
     grant(&mut g, &["dynamodb:ListStreams"], &["SagasTable/stream/*", "AttemptsTable/stream/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
-    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // EventsTable UpdateItem: an event's delivery outcome (NEVER_EXCEPT).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
     // DeadLettersTable GetItem: a requeued saga's event snapshot.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
@@ -155,7 +156,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
         &["SagasTable", "SagasTable/index/*"],
     );
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
-    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // EventsTable UpdateItem: re-driven sagas raise their event's outcome (NEVER_EXCEPT).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
     grant(
         &mut g,
         &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
@@ -195,6 +197,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // The one exception to "never scan subscriptions" (NEVER_EXCEPT).
     grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // GET /v1/events: the event indexes (by_time, by_tenant, by_partition, by_outcome).
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
     grant(
@@ -262,13 +266,28 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
 
 /// Grants a rule of [`NEVER`] allows for one function, each with why:
 /// (function, action, resource, why). Nothing else is exempt.
-const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
-    "ApiFunction",
-    "dynamodb:Scan",
-    "SubscriptionsTable",
-    "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
-     a call) for subscriptions stored before index by_key existed; never on a pipeline path",
-)];
+const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
+    (
+        "ApiFunction",
+        "dynamodb:Scan",
+        "SubscriptionsTable",
+        "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
+         a call) for subscriptions stored before index by_key existed; never on a pipeline path",
+    ),
+    (
+        "SagaFunction",
+        "dynamodb:UpdateItem",
+        "EventsTable",
+        "an event's delivery outcome (attribute `outcome`: failed, dead-lettered), raised by a conditional update \
+         once per rise; the event as accepted never changes",
+    ),
+    (
+        "ReconcilerFunction",
+        "dynamodb:UpdateItem",
+        "EventsTable",
+        "re-driven sagas raise their event's delivery outcome as the saga step does; the event never changes",
+    ),
+];
 
 /// HTTP API routes: (method, path) → function.
 const ROUTES: &[(&str, &str, &str)] = &[
@@ -276,6 +295,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/events/batch", "IngestFunction"),
     ("ANY", "/v1/subscriptions", "ApiFunction"),
     ("ANY", "/v1/subscriptions/{proxy+}", "ApiFunction"),
+    ("GET", "/v1/events", "ApiFunction"),
     ("GET", "/v1/events/{id}", "ApiFunction"),
     ("GET", "/v1/events/{id}/deliveries", "ApiFunction"),
     ("POST", "/v1/events/{id}/replay", "ApiFunction"),

@@ -216,6 +216,7 @@ impl Api {
         let r = match (req.method, &segments[1..]) {
             ("POST", ["events"]) => self.post_event(&req).await,
             ("POST", ["events", "batch"]) => self.post_batch(&req).await,
+            ("GET", ["events"]) => self.list_events(&req).await,
             ("GET", ["events", id]) => self.get_event(&event(id)).await,
             ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id)).await,
             ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,

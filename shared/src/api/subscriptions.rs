@@ -206,7 +206,7 @@ fn limit_error(e: FieldError) -> ApiError {
 
 /// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
 /// can equal an event's tenant.
-fn tenant(t: Option<String>) -> Result<Option<String>, ApiError> {
+pub(super) fn tenant(t: Option<String>) -> Result<Option<String>, ApiError> {
     if let Some(t) = &t {
         if t.trim().is_empty() {
             return Err(FieldError::new("tenant_id", "must not be empty").into());

@@ -424,7 +424,7 @@ mod tests {
         let (id, sagas): (String, Vec<(String, Option<String>)>) =
             (id.into(), sagas.iter().map(|(s, d)| (s.to_string(), d.map(str::to_string))).collect());
         db.call(move |c, _| {
-            c.execute("INSERT INTO events VALUES (?1, 't', 0, ?2, '{}')", params![id, expires_ms]).map_err(sql)?;
+            c.execute("INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, 't', 0, ?2, '{}')", params![id, expires_ms]).map_err(sql)?;
             for (i, (status, dl)) in sagas.iter().enumerate() {
                 let saga = format!("{id}-s{i}");
                 c.execute("INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, 'sub', ?3, 2, '{}')", params![saga, id, status]).map_err(sql)?;

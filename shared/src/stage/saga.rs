@@ -14,6 +14,7 @@ use crate::attempt::Attempt;
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetter, DeadLetterState};
 use crate::error::StoreError;
+use crate::event_search::Outcome;
 use crate::ids::{SubscriptionId, WebhookId};
 use crate::job::{DeliveryJob, RetryTimer};
 use crate::ports::{Transition, TransitionOutcome};
@@ -271,6 +272,12 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                     if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
                 Effect::SendJob { attempt } => jobs.push(DeliveryJob { attempt, ..step.job.clone() }),
                 Effect::ScheduleRetry { attempt, at } => {
+                    // The first failure of a saga marks its event as failed
+                    // (once: a later failure finds it marked already; the
+                    // first-try success writes nothing).
+                    if attempt == 2 && matches!(step.input, Input::Outcome { .. }) {
+                        h.stores.events.mark_outcome(&step.job.event_id, Outcome::Failed).await?;
+                    }
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
                     timers.push(timer_message(&step.job, attempt, at, now));
                 }
@@ -333,6 +340,9 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
         resolution: None,
         event,
     };
+    // Before the dead letter's insert, so a crash in between is redone
+    // with it (the mark is conditional: the redo writes nothing).
+    h.stores.events.mark_outcome(&job.event_id, Outcome::DeadLettered).await?;
     if h.stores.dead_letters.put(&dl).await? {
         h.metrics.dead_letters.fetch_add(1, Relaxed);
         tracing::warn!(saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, trace_id, reason, "saga dead-lettered");
