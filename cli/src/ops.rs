@@ -162,8 +162,21 @@ async fn list(
         match answer["next_cursor"].as_str() {
             Some(next) if page.all => cursor = Some(next.to_string()),
             Some(next) => {
-                eprintln!("more {what}: {}  (or --all for every page)", output::next_page_command(&args, next));
-                break;
+                // A page may be empty and still not the last (on AWS a
+                // request reads a bounded part of a sparse index).
+                let lead = if printer.count == 0 {
+                    format!("no {what} on this page; next page")
+                } else {
+                    format!("more {what}")
+                };
+                let sent = |k: &str| query.iter().find(|(q, _)| *q == k).and_then(|(_, v)| v.as_deref());
+                let fixed: Vec<(&str, &str)> = [("--since", "since"), ("--until", "until")]
+                    .into_iter()
+                    .filter_map(|(flag, k)| sent(k).map(|v| (flag, v)))
+                    .collect();
+                let command = output::next_page_command(&args, next, &fixed);
+                eprintln!("{lead}: {command}  (or --all for every page)");
+                return Ok(());
             }
             None => break,
         }

@@ -39,9 +39,17 @@ impl Run {
 
     /// The cursor of the next-page command printed on stderr.
     fn next_cursor(&self) -> Option<String> {
-        let line = self.err.lines().find(|l| l.starts_with("more "))?;
+        let line = self.err.lines().find(|l| l.ends_with("(or --all for every page)"))?;
         let rest = line.split(" --cursor ").nth(1)?;
         Some(rest.split_whitespace().next()?.trim_matches('\'').to_string())
+    }
+
+    /// The next-page command printed on stderr, as arguments (without
+    /// `hookline`); its words hold no spaces here, so quotes are just removed.
+    fn next_command(&self) -> Option<Vec<String>> {
+        let line = self.err.lines().find(|l| l.ends_with("(or --all for every page)"))?;
+        let command = line.split_once(": hookline ")?.1.split("  (or --all").next()?;
+        Some(command.split(' ').map(|w| w.trim_matches('\'').to_string()).collect())
     }
 
     fn ok(&self) -> &Self {
@@ -582,4 +590,122 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     );
     let run = hookline(&["subscriptions", "reindex", "--limit", "101"], &env);
     assert!(run.code == 2 && run.err.contains("101"), "{}", run.err);
+}
+
+// --- Finding events (issue 11, part A): `hookline events list`.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_list_on_serve() {
+    let s = Server::start("cli-events-list");
+    let owned = env_of(&s);
+    events_list(&s, &borrow(&owned)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_list_on_aws() {
+    let (p, owned) = on_aws("cli-events-list", false, |_| {}).await;
+    events_list(&p, &borrow(&owned)).await;
+}
+
+/// The ids of `hookline events list <filters> --all` (every page).
+fn event_ids(filters: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let args: Vec<&str> = ["events", "list"].iter().chain(filters).chain(&["--all"]).copied().collect();
+    let run = hookline(&args, env);
+    run.ok().lines().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// `hookline events list`: every filter, newest first, pages walked with
+/// the printed cursor and with `--all`, a table, empty results, bad input.
+async fn events_list(s: &impl Pipeline, env: &[(&str, &str)]) {
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/ok", Behaviour::Ok), "event_types": ["evl.a"]})).await;
+    s.subscribe(json!({"callback_url": r.url("/down", Behaviour::Always(500)), "event_types": ["evl.b"],
+                       "retry_policy": {"max_attempts": 1, "base_delay_ms": 50, "max_delay_ms": 100}}))
+        .await;
+    let events = [
+        ("e-0", "evl.a", Some("acme")),
+        ("e-1", "evl.b", None),
+        ("e-2", "evl.a", Some("acme")),
+        ("e-3", "evl.a", None),
+        ("e-4", "evl.b", None),
+    ];
+    for (id, t, tenant) in events {
+        s.post("/v1/events", &json!({"id": id, "type": t, "tenant_id": tenant, "partition_key": "k1", "data": {}}))
+            .await;
+        if tenant.is_none() {
+            s.settled_deliveries(id, 1, 20).await;
+        }
+    }
+    let env = env.to_vec();
+
+    // Events with a tenant are stored under an id of their own (the
+    // producer's id within the tenant): found by the tenant filter.
+    let run = hookline(&["events", "list", "--tenant", "acme", "--all"], &env);
+    let acme = run.ok().lines();
+    assert!(acme.iter().all(|e| e["tenant_id"] == "acme" && e["type"] == "evl.a"), "{acme:?}");
+    let (e2, e0) = (acme[0]["id"].as_str().unwrap(), acme[1]["id"].as_str().unwrap());
+    assert_eq!(event_ids(&["--event-type", "evl.*"], &env), ["e-4", "e-3", e2, "e-1", e0], "newest first");
+    assert_eq!(event_ids(&["--event-type", "evl.b"], &env), ["e-4", "e-1"]);
+    assert_eq!(event_ids(&["--tenant", "acme", "--event-type", "evl.a"], &env), [e2, e0]);
+    assert_eq!(event_ids(&["--partition-key", "k1"], &env), ["e-4", "e-3", "e-1"], "the partition without a tenant");
+    assert_eq!(event_ids(&["--partition-key", "k1", "--tenant", "acme"], &env), [e2, e0]);
+    assert_eq!(event_ids(&["--event-type", "evl.*", "--outcome", "dead_lettered"], &env), ["e-4", "e-1"]);
+    assert_eq!(event_ids(&["--event-type", "evl.*", "--since", "1h", "--until", "0s"], &env).len(), 5);
+    assert_eq!(
+        event_ids(&["--event-type", "evl.*", "--until", "1h"], &env),
+        Vec::<String>::new(),
+        "empty, not an error"
+    );
+    assert_eq!(event_ids(&["--event-type", "nothing.*", "--since", "1h"], &env), Vec::<String>::new());
+
+    // A cursor walk, one page at a time, each with the command the CLI
+    // printed after the page before (`--since 1h` fixed to the time it meant).
+    let mut walked = Vec::new();
+    let mut args: Vec<String> =
+        ["events", "list", "--event-type", "evl.*", "--since", "1h", "--limit", "2"].map(String::from).to_vec();
+    for _ in 0..50 {
+        let page = hookline(&args.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+        let items = page.ok().lines();
+        assert!(items.len() <= 2);
+        walked.extend(items.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+        match page.next_command() {
+            Some(next) => {
+                assert!(!next.contains(&"1h".to_string()), "{next:?}");
+                args = next;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(walked, ["e-4", "e-3", e2, "e-1", e0], "each exactly once, in order");
+
+    // The items: no body, the outcome; a table of them.
+    let run = hookline(&["events", "list", "--event-type", "evl.b", "--all"], &env);
+    let items = run.ok().lines();
+    assert_eq!((items[0]["type"].as_str(), items[0]["outcome"].as_str()), (Some("evl.b"), Some("dead_lettered")));
+    assert!(items[0].get("body").is_none() && items[0]["received_at"].is_string(), "{}", items[0]);
+    let run = hookline(&["events", "list", "--event-type", "evl.*", "--all", "-o", "table"], &env);
+    let rows: Vec<&str> = run.ok().out.lines().collect();
+    assert!(rows[0].starts_with("ID ") && rows[0].contains("RECEIVED") && rows[0].contains("OUTCOME"), "{}", run.out);
+    assert_eq!(rows.len(), 6, "{}", run.out);
+    assert!(
+        rows[1].starts_with("e-4") && rows[1].contains("evl.b") && rows[1].contains("dead_lettered"),
+        "{}",
+        run.out
+    );
+    assert!(rows[3].starts_with(e2) && rows[3].contains("acme") && rows[3].contains("k1"), "{}", run.out);
+    let run = hookline(&["events", "list", "--event-type", "nothing.*", "--since", "1h", "--all", "-o", "table"], &env);
+    assert_eq!((run.ok().out.as_str(), run.err.trim()), ("", "no events found"));
+
+    // Bad input: exit 2 (usage, 400, 422 naming the field).
+    for (args, field) in [
+        (vec!["events", "list", "--since", "1h", "--until", "2h"], "until"),
+        (vec!["events", "list", "--since", "2000-01-01"], "since"),
+        (vec!["events", "list", "--cursor", "not-issued"], "cursor"),
+    ] {
+        let run = hookline(&args, &env);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.err);
+        assert!(run.err.contains(&format!("(field: {field})")), "{args:?}: {}", run.err);
+    }
+    assert_eq!(hookline(&["events", "list", "--outcome", "lost"], &env).code, 2);
+    assert_eq!(hookline(&["events", "list", "--since", "yesterday"], &env).code, 2);
 }

@@ -171,21 +171,30 @@ pub fn time(v: &Value, key: &str) -> String {
 }
 
 /// The command line as typed, with `--cursor` set to `cursor` (replacing
-/// any given), quoted for a POSIX shell: the command that prints the next
-/// page.
-pub fn next_page_command(args: &[String], cursor: &str) -> String {
+/// any given) and the flags in `fixed` set to the values that were sent
+/// (`--since 2h` becomes the time it meant, so that the next page has the
+/// filters of this one), quoted for a POSIX shell: the command that prints
+/// the next page.
+pub fn next_page_command(args: &[String], cursor: &str, fixed: &[(&str, &str)]) -> String {
     let mut out = vec!["hookline".to_string()];
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        if flag == "--cursor" {
+            if inline.is_none() {
+                args.next();
+            }
             continue;
         }
-        if a == "--cursor" {
-            skip = true;
-            continue;
-        }
-        if a.starts_with("--cursor=") {
+        if let Some((_, value)) = fixed.iter().find(|(f, _)| *f == flag) {
+            if inline.is_none() {
+                args.next();
+            }
+            out.push(flag.to_string());
+            out.push(quote(value));
             continue;
         }
         out.push(quote(a));
@@ -225,8 +234,15 @@ mod tests {
                 .map(String::from)
                 .to_vec();
         assert_eq!(
-            next_page_command(&args, "c1"),
+            next_page_command(&args, "c1", &[]),
             "hookline events list --event-type 'order.*' --tenant 'a b' --cursor c1"
+        );
+        let args: Vec<String> =
+            ["events", "list", "--since", "2h", "--until=1h", "--limit", "5"].map(String::from).to_vec();
+        assert_eq!(
+            next_page_command(&args, "c2", &[("--since", "2026-11-26T10:00:00Z"), ("--until", "2026-11-26T11:00:00Z")]),
+            "hookline events list --since 2026-11-26T10:00:00Z --until 2026-11-26T11:00:00Z --limit 5 --cursor c2",
+            "relative times become the times the first page was asked for"
         );
         assert_eq!(quote("it's"), r"'it'\''s'");
     }
