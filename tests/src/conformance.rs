@@ -140,6 +140,8 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         active: true,
         verified: true,
         verification_error: None,
+        disabled_reason: None,
+        disabled_at: None,
         signing_keys: vec![SigningKey { secret: Secret::generate(), expires_at: None }],
         created_at: at,
         updated_at: at,
