@@ -282,3 +282,22 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     let (st, v) = p.post("/v1/subscriptions/reindex", &json!({"cursor": "bm90LWlzc3VlZA"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
 }
+
+// ----- Audit trail, failing endpoints, operational events (issue 11, helper C)
+
+#[tokio::test]
+async fn audit_records_every_action_once_with_its_actor() {
+    let p = AwsPipeline::start_configured("audit", |c| {
+        c.breaker.failure_threshold = 3;
+        c.breaker.cool_down = Duration::from_secs(1);
+        c.breaker.max_cool_down = Duration::from_secs(2);
+    })
+    .await;
+    scenarios::audit_records_every_action_once_with_its_actor(&p).await;
+}
+
+#[tokio::test]
+async fn failing_endpoint_is_disabled_and_operational_events_are_published() {
+    let p = AwsPipeline::start_configured("failing", |c| c.disable_after = chrono::Duration::seconds(3)).await;
+    scenarios::failing_endpoint_is_disabled_and_operational_events_are_published(&p).await;
+}

@@ -199,3 +199,20 @@ async fn api_key_is_required_survives_restart_and_sigterm_stops_cleanly() {
     let status = s.terminate();
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
 }
+
+// ----- Audit trail, failing endpoints, operational events (issue 11, helper C)
+
+#[tokio::test]
+async fn audit_records_every_action_once_with_its_actor() {
+    let s = Server::start_with(
+        "audit",
+        &["--breaker-failures", "3", "--breaker-cool-down-ms", "1000", "--breaker-max-cool-down-ms", "2000"],
+    );
+    scenarios::audit_records_every_action_once_with_its_actor(&s).await;
+}
+
+#[tokio::test]
+async fn failing_endpoint_is_disabled_and_operational_events_are_published() {
+    let s = Server::start_with("failing", &["--disable-after", "3s"]);
+    scenarios::failing_endpoint_is_disabled_and_operational_events_are_published(&s).await;
+}
