@@ -1623,13 +1623,19 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     let r = Receiver::start().await;
     let (ops, _) =
         s.subscribe(json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.*"]})).await;
+    // `*` means every producer event: Hookline's own go only to patterns naming them.
+    s.subscribe(json!({"callback_url": r.url("/everything", Behaviour::Ok), "event_types": ["*"]})).await;
+    // Producers cannot forge an operational event.
+    let (st, v) = s.post("/v1/events", &json!({"type": "hookline.subscription.disabled", "data": {}})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("type")), "{v}");
     let (sub, _) = s
         .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["fail.*"], "retry_policy": fast_retry(2)}))
         .await;
     r.set("/down", Behaviour::Always(503));
     let (st, _) = s.post("/v1/events", &json!({"id": "fx-1", "type": "fail.one", "data": 1})).await;
     assert_eq!(st, 202);
-    let d = s.settled_deliveries("fx-1", 1, 30).await;
+    let d = s.settled_deliveries("fx-1", 2, 30).await;
+    let d: Vec<&Value> = d.iter().filter(|x| x["subscription_id"] == sub.as_str()).collect();
     assert_eq!(d[0]["status"], "DeadLettered");
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
     let created = eventually(30, "hookline.dead_letter.created delivered", || async {
@@ -1701,8 +1707,8 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     assert_eq!(enabled[0]["actor"], me.as_str());
     let (st, _) = s.post("/v1/events", &json!({"id": "fx-3", "type": "fail.three", "data": 3})).await;
     assert_eq!(st, 202);
-    let d = s.settled_deliveries("fx-3", 1, 30).await;
-    assert_eq!(d[0]["status"], "Completed");
+    let d = s.settled_deliveries("fx-3", 2, 30).await;
+    assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
     let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(v["active"], true);
     assert_eq!(ops_events(&r, "/ops", "hookline.subscription.disabled").len(), 1, "disabled once");
@@ -1712,4 +1718,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
         .all(|e| !e["data"]["event_type"].as_str().unwrap_or("").starts_with("hookline.")));
     let (_, v) = s.get(&format!("/v1/subscriptions/{ops}")).await;
     assert_eq!(v["active"], true);
+    let everything: Vec<Value> = r.deliveries("/everything").iter().map(|d| d.json()).collect();
+    assert!(everything.iter().any(|e| e["id"] == "fx-3"), "the `*` subscriber gets producer events");
+    assert!(everything.iter().all(|e| !e["type"].as_str().unwrap_or("").starts_with("hookline.")), "{everything:?}");
 }

@@ -25,15 +25,13 @@ use serde_json::json;
 use crate::audit::{self, AuditRecord};
 use crate::context::Hookline;
 use crate::dead_letter::DeadLetter;
-use crate::envelope::Format;
 use crate::error::StoreError;
 use crate::health::Health;
 use crate::ids::SubscriptionId;
 use crate::stage::ingest::{self, IngestError};
 use crate::subscription::Subscription;
 
-/// The type prefix of Hookline's own events.
-pub const OPERATIONAL_PREFIX: &str = "hookline.";
+pub use crate::routing::{is_operational, OPERATIONAL_PREFIX};
 /// `hookline.subscription.disabled`.
 pub const SUBSCRIPTION_DISABLED: &str = "hookline.subscription.disabled";
 /// `hookline.subscription.enabled`.
@@ -58,18 +56,13 @@ pub struct Cause {
     pub failing_since: Option<DateTime<Utc>>,
 }
 
-/// Whether `event_type` is one of Hookline's operational events.
-pub fn is_operational(event_type: &str) -> bool {
-    event_type.starts_with(OPERATIONAL_PREFIX)
-}
-
 /// Publishes one operational event: a native envelope with `id`, `type`,
 /// `producer: "hookline"` and `data`, through [`ingest::ingest`] (stored
 /// and routed like any event). Publishing the same id again stores nothing.
 pub async fn publish(h: &Hookline, id: &str, event_type: &str, data: serde_json::Value) -> Result<(), StoreError> {
     let envelope = json!({"id": id, "type": event_type, "producer": "hookline", "data": data});
     let raw = serde_json::to_vec(&envelope).expect("json serializes");
-    match ingest::ingest(h, &raw, Some(Format::Native), None).await {
+    match ingest::ingest_operational(h, &raw).await {
         Ok(a) => {
             tracing::info!(event_id = %a.event_id, event_type, duplicate = a.duplicate, "operational event published");
             Ok(())
