@@ -26,6 +26,14 @@
 //!   one item; `BatchWriteItem` over 25 requests; `BatchGetItem` over 100
 //!   keys: "Constraints" › DynamoDB transactions and API-specific constraints.
 //! - D7 a `Query`/`Scan` `Limit` under 1: API reference, Query › Limit.
+//! - D8 a `Query` whose `KeyConditionExpression` names an attribute that is
+//!   not a key of the table or index queried, or whose `BETWEEN :a AND :b`
+//!   has `:a` greater than `:b` (AWS: ValidationException; moto returns
+//!   nothing): API reference, Query › KeyConditionExpression.
+//! - D9 a `Query` whose `FilterExpression` names a key attribute of the
+//!   table or index queried ("A filter expression cannot contain partition
+//!   key or sort key attributes"): Developer Guide, "Filter expressions for
+//!   the Query operation".
 //!
 //! SQS rules ("Amazon SQS message quotas", "Amazon SQS batch action quotas",
 //! API reference of each action):
@@ -198,6 +206,9 @@ impl Strict {
                 if req["Limit"].as_i64().is_some_and(|l| l < 1) {
                     out.push(format!("D7 {op} on {table} with Limit {} (must be at least 1)", req["Limit"]));
                 }
+                if op == "Query" {
+                    self.query_keys(table, req, &mut out);
+                }
             }
             "TransactWriteItems" => {
                 let actions = req["TransactItems"].as_array().cloned().unwrap_or_default();
@@ -250,6 +261,58 @@ impl Strict {
             _ => {}
         }
         out
+    }
+
+    /// D8 and D9 on a `Query`: the key condition on the queried key's
+    /// attributes only (and `BETWEEN` bounds in order), the filter on none.
+    fn query_keys(&self, table: &str, req: &Value, out: &mut Vec<String>) {
+        let Some(schema) = self.schema(table) else { return };
+        let key: &[String] = match req["IndexName"].as_str() {
+            None => &schema.key,
+            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
+                Some(i) => &i.key,
+                None => return,
+            },
+        };
+        let names = &req["ExpressionAttributeNames"];
+        let attributes = |expr: &str| -> Vec<String> {
+            expression_attributes(expr)
+                .into_iter()
+                .map(|a| match a.strip_prefix('#') {
+                    Some(_) => names[&a].as_str().unwrap_or(&a).to_string(),
+                    None => a,
+                })
+                .collect()
+        };
+        if let Some(kc) = req["KeyConditionExpression"].as_str() {
+            for a in attributes(kc) {
+                if !key.contains(&a) {
+                    out.push(format!("D8 Query on {table}: the key condition names {a}, not a key of what is queried"));
+                }
+            }
+            let words: Vec<&str> = kc.split_whitespace().collect();
+            for w in
+                words.windows(4).filter(|w| w[0].eq_ignore_ascii_case("BETWEEN") && w[2].eq_ignore_ascii_case("AND"))
+            {
+                let value = |p: &str| req["ExpressionAttributeValues"][p.trim_end_matches(')')].clone();
+                let (lo, hi) = (value(w[1]), value(w[3]));
+                let out_of_order = match (lo["S"].as_str(), hi["S"].as_str(), lo["N"].as_str(), hi["N"].as_str()) {
+                    (Some(a), Some(b), _, _) => a > b,
+                    (_, _, Some(a), Some(b)) => a.parse::<f64>().ok() > b.parse::<f64>().ok(),
+                    _ => false,
+                };
+                if out_of_order {
+                    out.push(format!("D8 Query on {table}: BETWEEN {lo} AND {hi} has its lower bound above its upper"));
+                }
+            }
+        }
+        if let Some(f) = req["FilterExpression"].as_str() {
+            for a in attributes(f) {
+                if key.contains(&a) {
+                    out.push(format!("D9 Query on {table}: the filter names the key attribute {a}"));
+                }
+            }
+        }
     }
 
     fn key_of_item(&self, table: &str, item: &Value) -> String {
@@ -357,6 +420,38 @@ fn expression_params(req: &Value, expressions: &[&str], out: &mut Vec<String>) {
     if params > MAX_EXPRESSION_PARAMS {
         out.push(format!("D3 expression names and values are {params} bytes, over 80 KB"));
     }
+}
+
+/// The attribute names an expression uses: `#placeholders` and bare
+/// names, without its keywords, functions and `:values`.
+fn expression_attributes(expr: &str) -> Vec<String> {
+    const WORDS: &[&str] = &[
+        "AND",
+        "OR",
+        "NOT",
+        "BETWEEN",
+        "IN",
+        "begins_with",
+        "attribute_exists",
+        "attribute_not_exists",
+        "attribute_type",
+        "contains",
+        "size",
+    ];
+    let mut out = Vec::new();
+    let mut token = String::new();
+    for c in expr.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '#' | ':' | '.') {
+            token.push(c);
+            continue;
+        }
+        let t = std::mem::take(&mut token);
+        let is_name = t.starts_with('#') || t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+        if !t.is_empty() && is_name && c != '(' && !WORDS.iter().any(|w| w.eq_ignore_ascii_case(&t)) {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// The `#name` or `:value` placeholders of an expression.
@@ -573,6 +668,31 @@ mod tests {
         let ok = json!({"TableName": "p-SagasTable", "KeyConditionExpression": "event_id = :e",
                         "ExpressionAttributeValues": {":e": {"S": "x"}}});
         assert!(ddb("Query", ok).is_empty());
+    }
+
+    #[test]
+    fn queries_key_on_keys_with_ordered_bounds_and_filter_on_others() {
+        let q = |kc: &str, f: Option<&str>, lo: &str, hi: &str| {
+            let mut q = json!({"TableName": "p-AuditTable", "IndexName": "by_actor", "KeyConditionExpression": kc,
+                               "ExpressionAttributeNames": {"#k": "actor", "#p": "pos"},
+                               "ExpressionAttributeValues": {":k": {"S": "key:a"}, ":lo": {"S": lo}, ":hi": {"S": hi}}});
+            if let Some(f) = f {
+                q["FilterExpression"] = json!(f);
+            }
+            ddb("Query", q)
+        };
+        let ok = q("#k = :k AND #p BETWEEN :lo AND :hi", None, "0", "9");
+        assert!(ok.is_empty(), "{ok:?}");
+        let v = q("#k = :k AND #p BETWEEN :lo AND :hi", None, "9", "0");
+        assert!(v.iter().any(|m| m.starts_with("D8") && m.contains("lower bound")), "{v:?}");
+        let v = q("#k = :k AND action BETWEEN :lo AND :hi", None, "0", "9");
+        assert!(v.iter().any(|m| m.starts_with("D8") && m.contains("names action")), "{v:?}");
+        let v = q("#k = :k AND #p BETWEEN :lo AND :hi", Some("#k = :k"), "0", "9");
+        assert!(v.iter().any(|m| m.starts_with("D9")), "{v:?}");
+        assert_eq!(
+            expression_attributes("begins_with(#a, :v) AND b.c = :w OR attribute_exists(d)"),
+            ["#a", "b.c", "d"]
+        );
     }
 
     #[test]
