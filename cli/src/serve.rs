@@ -827,3 +827,31 @@ async fn reverify_unverified(h: Arc<Hookline>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::api_keys;
+
+    fn named(flags: &[&str], env: Option<&str>) -> Vec<(String, String)> {
+        let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        api_keys(&flags, env).unwrap().into_iter().map(|k| (k.name, k.secret)).collect()
+    }
+
+    #[test]
+    fn api_keys_are_named_or_default() {
+        assert_eq!(named(&["hk_1"], None), [("default".to_string(), "hk_1".to_string())]);
+        assert_eq!(
+            named(&["ops=s1", "console=s2"], None),
+            [("ops".into(), "s1".into()), ("console".into(), "s2".into())]
+        );
+        assert_eq!(named(&[], Some("a=1, b=2")), [("a".into(), "1".into()), ("b".into(), "2".into())]);
+        // A secret ending in `=` (base64) is one unnamed key.
+        assert_eq!(named(&["abc="], None), [("default".into(), "abc=".into())]);
+        assert!(named(&[], None).is_empty());
+        let flags = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(api_keys(&flags(&["a=1", "a=2"]), None).err().unwrap().to_string().contains("twice"));
+        assert!(api_keys(&flags(&["x", "y"]), None).is_err(), "two unnamed keys are both `default`");
+        assert!(api_keys(&[], Some("nameless")).is_err());
+        assert!(api_keys(&[], Some("a=")).is_err());
+    }
+}
