@@ -293,11 +293,14 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     assert_eq!(d[0]["status"], "DeadLettered");
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "410 is not retried");
     // Deactivation follows the saga's terminal transition.
-    eventually(10, "410 Gone deactivates the subscription", || async {
+    let v = eventually(10, "410 Gone deactivates the subscription", || async {
         let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
-        (v["active"] == false).then_some(())
+        (v["active"] == false).then_some(v)
     })
     .await;
+    assert_eq!(v["disabled_reason"], "gone", "{v}");
+    let disabled = audit_all(s, &format!("subscription_id={sub}&action=subscription.disabled"), 10).await;
+    assert_eq!((disabled.len(), disabled[0]["actor"].as_str()), (1, Some("system")), "{disabled:?}");
     let dl = d[0]["saga_id"].as_str().unwrap();
     eventually(10, "the dead letter", || async {
         (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(())
