@@ -53,7 +53,7 @@ pub struct Target {
     pub aws_region: Option<String>,
     /// Who is acting (a person behind a shared credential), sent as the
     /// `X-Actor` header. The audit trail
-    /// records it (`key:<name> as <actor>`) only where the API is set to
+    /// records it (``key:<name> as `<actor>` ``) only where the API is set to
     /// trust that header; otherwise the actor is the credential's.
     #[arg(long, env = "HOOKLINE_ACTOR", global = true, value_name = "ACTOR")]
     pub acting_as: Option<String>,

@@ -49,6 +49,8 @@ pub struct Stores {
     pub limits: Arc<dyn LimitStore>,
     /// Ordered delivery: partitions' routed-through marks and lanes.
     pub order: Arc<dyn crate::ports::OrderStore>,
+    /// The audit trail ([`crate::audit`]).
+    pub audit: Arc<dyn crate::ports::AuditStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -79,6 +81,11 @@ pub struct Config {
     pub reconcile: crate::stage::reconcile::ReconcileLimits,
     /// When a subscription's circuit breaker opens and for how long.
     pub breaker: crate::health::BreakerPolicy,
+    /// How long audit records are kept ([`crate::audit`]).
+    pub audit_retention: chrono::Duration,
+    /// A subscription whose deliveries have all failed for this long is
+    /// disabled ([`crate::health::should_disable`]).
+    pub disable_after: chrono::Duration,
 }
 
 impl Default for Config {
@@ -98,6 +105,8 @@ impl Default for Config {
             dead_letter_retention: chrono::Duration::days(60),
             reconcile: crate::stage::reconcile::ReconcileLimits::default(),
             breaker: crate::health::BreakerPolicy::default(),
+            audit_retention: chrono::Duration::days(365),
+            disable_after: chrono::Duration::days(5),
         }
     }
 }

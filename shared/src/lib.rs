@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod attempt;
+pub mod audit;
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod config;

@@ -413,3 +413,23 @@ pub trait OrderStore: Send + Sync {
     /// Takes a saga out of its lane; doing it again changes nothing.
     async fn dequeue(&self, lane: &crate::ordering::Lane, seq: u64, saga_id: &SagaId) -> StoreResult<()>;
 }
+
+/// The audit trail ([`crate::audit`]): append-only, listed newest first.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Appends a record unless one with its id exists (a retried append
+    /// writes nothing twice).
+    async fn append(&self, rec: &crate::audit::AuditRecord) -> StoreResult<()>;
+    /// Up to `limit` records passing `filter`, newest first (by
+    /// [`crate::audit::AuditRecord::position`]), older than the position
+    /// `after` when given (the last item of the previous page); `next` is
+    /// the position of the last item returned when more may follow. A page
+    /// may hold fewer than `limit` items with a `next` (a store that reads
+    /// a bounded amount per call), never skips one.
+    async fn page(
+        &self,
+        filter: &crate::audit::AuditFilter,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<crate::audit::AuditRecord>>;
+}

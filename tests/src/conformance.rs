@@ -65,6 +65,7 @@ macro_rules! for_each_conformance_case {
         $m!(limits_lease_slots_and_space_starts);
         $m!(partitions_are_numbered_marked_and_laned);
         $m!(events_are_found_by_every_filter);
+        $m!(audit_pages_newest_first_with_every_filter);
     };
 }
 
@@ -142,6 +143,8 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         active: true,
         verified: true,
         verification_error: None,
+        disabled_reason: None,
+        disabled_at: None,
         signing_keys: vec![SigningKey { secret: Secret::generate(), expires_at: None }],
         created_at: at,
         updated_at: at,
@@ -1227,5 +1230,99 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
                 }
             }
         }
+    }
+}
+
+// ------------------------------------------------------------ audit trail (helper C)
+
+/// Every page of an audit listing, followed through `next` (a page may be
+/// short and still have a next one); fails on a page that repeats a record.
+async fn audit_walk(s: &Stores, filter: &shared::audit::AuditFilter, limit: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..1000 {
+        let page = s.audit.page(filter, limit, after.as_deref()).await.unwrap();
+        assert!(page.items.len() <= limit, "a page holds at most its limit");
+        for r in &page.items {
+            assert!(!out.contains(&r.id), "{} listed twice ({filter:?})", r.id);
+            out.push(r.id.clone());
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => return out,
+        }
+    }
+    panic!("the walk did not end");
+}
+
+/// The audit store appends once per id and lists newest first, by every
+/// filter alone and together, each page continuing exactly where the last
+/// ended; a filter that matches nothing is an empty page, not an error.
+pub async fn audit_pages_newest_first_with_every_filter(s: &Stores) {
+    use shared::audit::{Action, AuditFilter, AuditRecord};
+    use shared::ports::TimeRange;
+    let t0 = DateTime::from_timestamp_millis(Utc::now().timestamp_millis() - 3_600_000).unwrap();
+    let actions = [Action::SubscriptionUpdated, Action::BreakerOpened, Action::DeadLetterSkipped];
+    let mut all = Vec::new();
+    for i in 0..25i64 {
+        // Two records share each even second: the id breaks the tie.
+        let at = t0 + chrono::Duration::seconds(i / 2 * 2);
+        let mut r = AuditRecord::at(actions[i as usize % 3], if i % 2 == 0 { "key:a" } else { "key:b" }, at)
+            .reason(format!("reason {i}"))
+            .details(json!({"i": i}));
+        if i % 4 != 0 {
+            r = r.subscription(&sub(&format!("sub_{}", i % 2)));
+        }
+        if i % 5 == 0 {
+            r = r.dead_letter(&DeadLetterId::new(format!("dl_{i}"))).event(&ev(&format!("ev_{i}"))).job("job_1");
+        }
+        s.audit.append(&r).await.unwrap();
+        all.push(r);
+    }
+    s.audit.append(&all[0]).await.unwrap();
+    all.sort_by_key(|r| std::cmp::Reverse(r.position()));
+    let expect = |f: &AuditFilter| all.iter().filter(|r| f.matches(r)).map(|r| r.id.clone()).collect::<Vec<_>>();
+
+    let everything = AuditFilter::default();
+    let first = s.audit.page(&everything, 25, None).await.unwrap();
+    assert_eq!(first.items.len(), 25, "appending an id again stores nothing");
+    let stored = all.iter().find(|r| r.id == first.items[24].id).unwrap();
+    assert_eq!(&first.items[24], stored, "a record reads back as written");
+    let sub0 = Some(sub("sub_0"));
+    let mid = t0 + chrono::Duration::seconds(10);
+    let filters = [
+        everything.clone(),
+        AuditFilter { action: Some(Action::BreakerOpened), ..Default::default() },
+        AuditFilter { actor: Some("key:b".into()), ..Default::default() },
+        AuditFilter { subscription_id: sub0.clone(), ..Default::default() },
+        AuditFilter { action: Some(Action::SubscriptionUpdated), actor: Some("key:a".into()), ..Default::default() },
+        AuditFilter {
+            action: Some(Action::DeadLetterSkipped),
+            actor: Some("key:a".into()),
+            subscription_id: sub0.clone(),
+            ..Default::default()
+        },
+        AuditFilter { range: TimeRange { since: Some(mid), until: None }, ..Default::default() },
+        AuditFilter { range: TimeRange { since: None, until: Some(mid) }, ..Default::default() },
+        AuditFilter {
+            actor: Some("key:b".into()),
+            range: TimeRange { since: Some(t0 + chrono::Duration::seconds(4)), until: Some(mid) },
+            ..Default::default()
+        },
+    ];
+    for f in &filters {
+        let want = expect(f);
+        assert!(!want.is_empty(), "{f:?} matches something");
+        for limit in [1, 3, 100] {
+            assert_eq!(audit_walk(s, f, limit).await, want, "{f:?}, pages of {limit}");
+        }
+    }
+    for nothing in [
+        AuditFilter { actor: Some("key:nobody".into()), ..Default::default() },
+        AuditFilter { subscription_id: Some(sub("sub_none")), ..Default::default() },
+        AuditFilter { range: TimeRange { since: None, until: Some(t0) }, ..Default::default() },
+    ] {
+        let p = s.audit.page(&nothing, 10, None).await.unwrap();
+        assert!(p.items.is_empty() && p.next.is_none(), "{nothing:?}: {p:?}");
     }
 }

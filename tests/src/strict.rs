@@ -35,6 +35,14 @@
 //!   "Using Global Secondary Indexes in DynamoDB" › Attribute projections
 //!   and "Querying tables" › Filter expressions ("A filter expression
 //!   cannot contain partition key or sort key attributes").
+//! - D9 a `Query` whose `KeyConditionExpression` names an attribute that is
+//!   not a key of the table or index queried, or whose `BETWEEN :a AND :b`
+//!   has `:a` greater than `:b` (AWS: ValidationException; moto returns
+//!   nothing): API reference, Query › KeyConditionExpression; and a
+//!   `Query` whose `FilterExpression` names a key attribute of the
+//!   table or index queried ("A filter expression cannot contain partition
+//!   key or sort key attributes"): Developer Guide, "Filter expressions for
+//!   the Query operation".
 //!
 //! SQS rules ("Amazon SQS message quotas", "Amazon SQS batch action quotas",
 //! API reference of each action):
@@ -210,6 +218,9 @@ impl Strict {
                 if let (Some(index), "Query") = (req["IndexName"].as_str(), op) {
                     self.index_query(table, index, req, &mut out);
                 }
+                if op == "Query" {
+                    self.query_keys(table, req, &mut out);
+                }
             }
             "TransactWriteItems" => {
                 let actions = req["TransactItems"].as_array().cloned().unwrap_or_default();
@@ -299,6 +310,49 @@ impl Strict {
                 out.push(format!(
                     "D8 ProjectionExpression on index {index} of {table} names {a}, which it does not project"
                 ));
+            }
+        }
+    }
+
+    /// D9 on a `Query`: the key condition on the queried key's
+    /// attributes only (and `BETWEEN` bounds in order), the filter on none.
+    fn query_keys(&self, table: &str, req: &Value, out: &mut Vec<String>) {
+        let Some(schema) = self.schema(table) else { return };
+        let key: &[String] = match req["IndexName"].as_str() {
+            None => &schema.key,
+            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
+                Some(i) => &i.key,
+                None => return,
+            },
+        };
+        let attributes = |expr: &str| attribute_names(expr, &req["ExpressionAttributeNames"]);
+        if let Some(kc) = req["KeyConditionExpression"].as_str() {
+            for a in attributes(kc) {
+                if !key.contains(&a) {
+                    out.push(format!("D9 Query on {table}: the key condition names {a}, not a key of what is queried"));
+                }
+            }
+            let words: Vec<&str> = kc.split_whitespace().collect();
+            for w in
+                words.windows(4).filter(|w| w[0].eq_ignore_ascii_case("BETWEEN") && w[2].eq_ignore_ascii_case("AND"))
+            {
+                let value = |p: &str| req["ExpressionAttributeValues"][p.trim_end_matches(')')].clone();
+                let (lo, hi) = (value(w[1]), value(w[3]));
+                let out_of_order = match (lo["S"].as_str(), hi["S"].as_str(), lo["N"].as_str(), hi["N"].as_str()) {
+                    (Some(a), Some(b), _, _) => a > b,
+                    (_, _, Some(a), Some(b)) => a.parse::<f64>().ok() > b.parse::<f64>().ok(),
+                    _ => false,
+                };
+                if out_of_order {
+                    out.push(format!("D9 Query on {table}: BETWEEN {lo} AND {hi} has its lower bound above its upper"));
+                }
+            }
+        }
+        if let Some(f) = req["FilterExpression"].as_str() {
+            for a in attributes(f) {
+                if key.contains(&a) {
+                    out.push(format!("D9 Query on {table}: the filter names the key attribute {a}"));
+                }
             }
         }
     }
@@ -693,6 +747,27 @@ mod tests {
         assert!(v.iter().any(|m| m.contains("names its key time_key")), "{v:?}");
         let v = q("#e = :t", "#et = :v", json!({"#e": "event_type", "#et": "event_type"}));
         assert!(v.iter().any(|m| m.contains("not a key")), "{v:?}");
+    }
+
+    #[test]
+    fn queries_key_on_keys_with_ordered_bounds_and_filter_on_others() {
+        let q = |kc: &str, f: Option<&str>, lo: &str, hi: &str| {
+            let mut q = json!({"TableName": "p-AuditTable", "IndexName": "by_actor", "KeyConditionExpression": kc,
+                               "ExpressionAttributeNames": {"#k": "actor", "#p": "pos"},
+                               "ExpressionAttributeValues": {":k": {"S": "key:a"}, ":lo": {"S": lo}, ":hi": {"S": hi}}});
+            if let Some(f) = f {
+                q["FilterExpression"] = json!(f);
+            }
+            ddb("Query", q)
+        };
+        let ok = q("#k = :k AND #p BETWEEN :lo AND :hi", None, "0", "9");
+        assert!(ok.is_empty(), "{ok:?}");
+        let v = q("#k = :k AND #p BETWEEN :lo AND :hi", None, "9", "0");
+        assert!(v.iter().any(|m| m.starts_with("D9") && m.contains("lower bound")), "{v:?}");
+        let v = q("#k = :k AND action BETWEEN :lo AND :hi", None, "0", "9");
+        assert!(v.iter().any(|m| m.starts_with("D9") && m.contains("names action")), "{v:?}");
+        let v = q("#k = :k AND #p BETWEEN :lo AND :hi", Some("#k = :k"), "0", "9");
+        assert!(v.iter().any(|m| m.starts_with("D9")), "{v:?}");
     }
 
     #[test]

@@ -181,6 +181,15 @@ fn borrow<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)>
     env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
+/// Waits until `hookline <args>` (JSON lines) lists `n` items, and returns them.
+async fn listed(args: &[&str], env: &[(&str, &str)], n: usize) -> Vec<Value> {
+    hookline_tests::eventually(20, &format!("{n} items from {args:?}"), || async {
+        let run = hookline(args, env);
+        (run.code == 0 && run.lines().len() == n).then(|| run.lines())
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_commands_on_serve() {
     let s = Server::start("cli-subs");
@@ -449,6 +458,9 @@ async fn events_dead_letters_and_replay_commands(s: &impl Pipeline, env: &[(&str
     assert_eq!(new["status"], "Completed");
     assert_eq!(new["origin"]["reason"], "fixed");
     assert_eq!(hookline(&["dead-letters", "requeue", "sag_nope", "--reason", "x"], &env).code, 3);
+    // The caller's credential (API key, IAM principal), not what a client claims.
+    let actor = new["origin"]["actor"].as_str().unwrap();
+    assert!(actor == "key:default" || actor == PRINCIPAL, "{new}");
 
     // replay of one event: at once, the answer lists the new sagas.
     let v = hookline(&["replay", "cli-1", "--reason", "lost"], &env).ok().json();
@@ -708,4 +720,59 @@ async fn events_list(s: &impl Pipeline, env: &[(&str, &str)]) {
     }
     assert_eq!(hookline(&["events", "list", "--outcome", "lost"], &env).code, 2);
     assert_eq!(hookline(&["events", "list", "--since", "yesterday"], &env).code, 2);
+}
+
+// --- The audit trail (issue 11, part C): `hookline audit`.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_command_on_serve() {
+    let s = Server::start_with("cli-audit", &["--trust-actor-header"]);
+    let owned = env_of(&s);
+    audit_command(&s, &borrow(&owned), "key:default").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_command_on_aws() {
+    let (p, owned) = on_aws("cli-audit", true, |_| {}).await;
+    audit_command(&p, &borrow(&owned), PRINCIPAL).await;
+}
+
+/// `hookline audit`: filters, pages, a table; the actor is the credential
+/// (`actor`: the API key's name, the IAM principal), with `--acting-as`
+/// where the API trusts `X-Actor`.
+async fn audit_command(s: &impl Pipeline, env: &[(&str, &str)], actor: &str) {
+    let r = Receiver::start().await;
+    let (sub, _) = s.subscribe(json!({"callback_url": r.url("/a", Behaviour::Ok), "event_types": ["*"]})).await;
+    let env = env.to_vec();
+    let mut as_alice = env.clone();
+    as_alice.push(("HOOKLINE_ACTOR", "alice"));
+    hookline(&["subscriptions", "update", &sub, "--description", "audited"], &as_alice).ok();
+    hookline(&["subscriptions", "rotate-secret", &sub], &env).ok();
+
+    let records = listed(&["audit", "--subscription", &sub, "--action", "subscription.updated"], &env, 1).await;
+    assert_eq!(records[0]["actor"], format!("{actor} as `alice`").as_str(), "{}", records[0]);
+    assert_eq!(records[0]["subscription_id"], sub.as_str());
+    let records = listed(&["audit", "--action", "subscription.secret_rotated", "--since", "1h"], &env, 1).await;
+    assert_eq!(records[0]["actor"], actor, "{}", records[0]);
+    let all = hookline(&["audit", "--subscription", &sub], &env).ok().lines();
+    assert!(all.len() >= 3, "created, updated, rotated: {all:?}");
+    let run =
+        hookline(&["audit", "--subscription", &sub, "--actor", &format!("{actor} as `alice`"), "-o", "table"], &env);
+    let rows: Vec<&str> = run.ok().out.lines().collect();
+    assert!(rows[0].starts_with("AT ") && rows[0].contains("ACTOR") && rows[0].contains("ACTION"), "{}", run.out);
+    assert_eq!(rows.len(), 2, "{}", run.out);
+    assert!(
+        rows[1].contains("subscription.updated") && rows[1].contains(&format!("subscription:{sub}")),
+        "{}",
+        run.out
+    );
+    let run = hookline(&["audit", "--subscription", &sub, "--limit", "1"], &env);
+    assert_eq!(run.ok().lines().len(), 1);
+    let c = run.next_cursor().unwrap_or_else(|| panic!("a next-page hint: {}", run.err));
+    let rest = hookline(&["audit", "--subscription", &sub, "--cursor", &c, "--all"], &env).ok().lines();
+    assert_eq!(rest.len(), all.len() - 1, "the rest after the first page");
+    let run = hookline(&["audit", "--subscription", "sub_nope"], &env);
+    assert_eq!((run.ok().out.as_str(), run.err.as_str()), ("", ""), "an empty result is not an error");
+    let run = hookline(&["audit", "--since", "1h", "--until", "2h"], &env);
+    assert_eq!(run.code, 2, "{}", run.err);
 }

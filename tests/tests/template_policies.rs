@@ -115,6 +115,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // EventsTable UpdateItem: an event's delivery outcome (NEVER_EXCEPT).
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    // Operational events (hookline.dead_letter.created, …disabled) are
+    // published like any event (no partition key: one conditional put); a
+    // 410's disable leaves an audit record.
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
     // DeadLettersTable GetItem: a requeued saga's event snapshot.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
@@ -139,6 +143,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Each subscription's breaker and health window; the slots and next
     // start of subscriptions with explicit limits.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["HealthTable"]);
+    // A subscription failing for DISABLE_AFTER is disabled (conditional
+    // put), with its audit record and hookline.subscription.disabled;
+    // breaker flips are audited.
+    grant(&mut g, &["dynamodb:PutItem"], &["SubscriptionsTable", "EventsTable", "AuditTable"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -158,6 +166,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
     // EventsTable UpdateItem: re-driven sagas raise their event's outcome (NEVER_EXCEPT).
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
+    // Re-driven saga steps publish operational events and audit disables.
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
     grant(
         &mut g,
         &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
@@ -188,7 +198,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
 
     // api: subscriptions CRUD, event and delivery status, dead letters
     // (list, skip), requeue/replay requests onto the requeue queue, queue
-    // depths for /metrics. It never writes events, sagas or attempts.
+    // depths for /metrics, the audit trail. It never writes sagas or
+    // attempts, and writes events only to publish Hookline's own
+    // operational events.
     let mut g = Grants::new();
     // A subscription and its index entries are one TransactWriteItems,
     // authorized as its PutItem and DeleteItem actions; lists query the index.
@@ -208,8 +220,12 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     );
     grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
     grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
-    // A subscription's `health`.
-    grant(&mut g, &["dynamodb:GetItem"], &["HealthTable"]);
+    // A subscription's `health`; re-enabling forgets its failing run.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["HealthTable"]);
+    // The audit trail: appended by every change, listed through its indexes;
+    // re-enabling publishes hookline.subscription.enabled (conditional put).
+    grant(&mut g, &["dynamodb:PutItem"], &["AuditTable", "EventsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["AuditTable/index/*"]);
     // Skipping a dead letter that blocks its lane releases the next saga.
     grant(&mut g, &["dynamodb:Query", "dynamodb:DeleteItem"], &["OrderTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
@@ -301,6 +317,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/events/{id}/replay", "ApiFunction"),
     ("ANY", "/v1/dead-letters", "ApiFunction"),
     ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
+    ("GET", "/v1/audit", "ApiFunction"),
     ("GET", "/healthz", "ApiFunction"),
     ("GET", "/metrics", "ApiFunction"),
 ];

@@ -52,7 +52,7 @@ pub enum JobsCommand {
 }
 
 const VIEW: View = View {
-    columns: &[col("at", 19), col("actor", 40), col("action", 36), col("about", 44), col("reason", 48)],
+    columns: &[col("at", 19), col("actor", 64), col("action", 36), col("about", 56), col("reason", 48)],
     row: |r| {
         let about = ["subscription_id", "dead_letter_id", "event_id", "job_id"]
             .iter()

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
+use crate::audit::{self, Action, AuditRecord};
 use crate::envelope::{self, Format};
 use crate::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use crate::ids::{self, EventId, SagaId, SubscriptionId, WebhookId};
@@ -151,8 +152,11 @@ pub fn event_query(req: &Request<'_>, retention: chrono::Duration) -> Result<Eve
 struct ReplayBody {
     #[serde(default)]
     reason: Option<String>,
+    /// Accepted for old clients and ignored: the actor is who
+    /// authenticated ([`Api::actor`]).
     #[serde(default)]
-    actor: Option<String>,
+    #[allow(dead_code)]
+    actor: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     subscription_id: Option<SubscriptionId>,
     #[serde(default)]
@@ -302,10 +306,21 @@ impl Api {
             event_id: id.clone(),
             subscription_id: body.subscription_id,
             replay_key: body.replay_key.unwrap_or_else(|| ids::random_token("")),
-            actor: body.actor.unwrap_or_else(|| "api".into()),
-            reason: body.reason.unwrap_or_else(|| "no reason given".into()),
+            actor: self.actor(req),
+            reason: super::query::reason(body.reason.as_deref())?,
         };
         let sagas = requeue::request_replay(&self.hookline, &request).await?;
+        // Recorded once the replay is queued.
+        let mut rec = AuditRecord::new(Action::EventReplayed, &request.actor).reason(&request.reason).event(id).details(
+            serde_json::json!({
+                "replay_key": request.replay_key,
+                "sagas": sagas.iter().map(|(saga_id, sub)| serde_json::json!({"saga_id": saga_id, "subscription_id": sub})).collect::<Vec<_>>(),
+            }),
+        );
+        if let Some(s) = &request.subscription_id {
+            rec = rec.subscription(s);
+        }
+        audit::record(&self.hookline, rec).await;
         Ok(Response::json(
             202,
             &ReplayAnswer {

@@ -5,6 +5,7 @@
 //! [`dead_letters`]); request bodies are typed ([`body`]) and every refusal
 //! is one [`ApiError`]: `{"error": {"code", "message", "field"?}}`.
 
+mod audit;
 mod body;
 pub mod cursor;
 mod dead_letters;
@@ -225,10 +226,11 @@ impl Api {
             ("GET", ["subscriptions"]) => self.list_subscriptions(&req).await,
             ("GET", ["subscriptions", id]) => self.get_subscription(&sub(id)).await,
             ("PATCH", ["subscriptions", id]) => self.patch_subscription(&sub(id), &req).await,
-            ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id)).await,
-            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id)).await,
+            ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id), &req).await,
+            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id), &req).await,
             ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
+            ("GET", ["audit"]) => self.list_audit(&req).await,
             ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
             ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,
             ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(&dead(id), &req, false).await,

@@ -3,6 +3,7 @@
 //! container) from an `SdkConfig`, and nothing here calls the network until
 //! a port is used, so cold starts pay for no request.
 
+pub mod audit;
 pub mod dynamodb;
 pub mod health;
 pub mod item;
@@ -41,6 +42,8 @@ pub struct AwsNames {
     /// `ORDER_TABLE`: partition numbers and the lanes of ordered
     /// subscriptions ([`crate::ordering`]).
     pub order_table: String,
+    /// `AUDIT_TABLE`: the audit trail ([`crate::audit`]).
+    pub audit_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -95,6 +98,7 @@ impl AwsNames {
             dead_letters_table: req("DEAD_LETTERS_TABLE"),
             health_table: req("HEALTH_TABLE"),
             order_table: req("ORDER_TABLE"),
+            audit_table: req("AUDIT_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -197,6 +201,7 @@ impl AwsBackend {
             health: Arc::new(health::DynamoHealth::new(dynamodb.clone(), &names.health_table)),
             limits: Arc::new(limits::DynamoLimits::new(dynamodb.clone(), &names.health_table)),
             order: Arc::new(order),
+            audit: Arc::new(audit::DynamoAudit::new(dynamodb.clone(), &names.audit_table, settings.audit_retention)),
         };
         AwsBackend {
             stores,

@@ -9,6 +9,7 @@
 pub mod breaker;
 pub mod deliver;
 pub mod dispatch;
+pub mod failing;
 pub mod ingest;
 pub mod ordering;
 pub mod reconcile;

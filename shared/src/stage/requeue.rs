@@ -258,6 +258,6 @@ pub async fn replay(
     if !sagas.is_empty() {
         h.stores.sagas.create(&sagas).await?;
     }
-    tracing::info!(event_id = %LogSafe(event_id.as_str()), sagas = sagas.len(), actor = %LogSafe(&audit.actor), "event replayed");
+    tracing::info!(event_id = %LogSafe(event_id.as_str()), sagas = sagas.len(), actor = %LogSafe(&audit.actor), reason = %LogSafe(&audit.reason), "event replayed");
     Ok(sagas)
 }

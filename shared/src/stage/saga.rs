@@ -343,28 +343,28 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
     // Before the dead letter's insert, so a crash in between is redone
     // with it (the mark is conditional: the redo writes nothing).
     h.stores.events.mark_outcome(&job.event_id, Outcome::DeadLettered).await?;
-    if h.stores.dead_letters.put(&dl).await? {
+    let inserted = h.stores.dead_letters.put(&dl).await?;
+    let stored = match inserted {
+        true => dl,
+        // Already stored (this effect is run again): announce the stored one.
+        false => h.stores.dead_letters.get(&dl.id).await?.unwrap_or(dl),
+    };
+    if inserted {
         h.metrics.dead_letters.fetch_add(1, Relaxed);
         tracing::warn!(saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, trace_id, reason, "saga dead-lettered");
     }
-    Ok(())
+    // Published each time the effect runs, under the dead letter's id: a
+    // retry after a crash stores it once.
+    super::failing::dead_letter_created(h, &stored).await
 }
 
+/// A 410 Gone: the subscription is disabled at once, with its audit record
+/// and `hookline.subscription.disabled` ([`super::failing::disable`]).
 async fn deactivate(h: &Hookline, subscription_id: &SubscriptionId) -> Result<(), StoreError> {
-    for _ in 0..5 {
-        let Some(mut sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(()) };
-        if !sub.active {
-            return Ok(());
-        }
-        let version = sub.version;
-        sub.active = false;
-        sub.version += 1;
-        sub.updated_at = Utc::now();
-        if h.stores.subscriptions.update(&sub, version).await? {
-            h.subscription_cache.invalidate().await;
-            tracing::warn!(subscription_id = subscription_id.as_str(), "subscription deactivated after 410 Gone");
-            return Ok(());
-        }
-    }
-    Ok(())
+    let cause = super::failing::Cause {
+        reason: super::failing::REASON_GONE,
+        last_error: Some("HTTP 410 Gone".into()),
+        failing_since: None,
+    };
+    super::failing::disable(h, subscription_id, &cause).await
 }
