@@ -11,6 +11,7 @@ pub mod api;
 pub mod attempt;
 #[cfg(feature = "aws")]
 pub mod aws;
+pub mod bulk;
 pub mod config;
 pub mod context;
 pub mod dead_letter;

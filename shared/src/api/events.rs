@@ -79,8 +79,6 @@ struct ReplayBody {
     #[serde(default)]
     reason: Option<String>,
     #[serde(default)]
-    actor: Option<String>,
-    #[serde(default)]
     subscription_id: Option<SubscriptionId>,
     #[serde(default)]
     replay_key: Option<String>,
@@ -210,8 +208,8 @@ impl Api {
             event_id: id.clone(),
             subscription_id: body.subscription_id,
             replay_key: body.replay_key.unwrap_or_else(|| ids::random_token("")),
-            actor: body.actor.unwrap_or_else(|| "api".into()),
-            reason: body.reason.unwrap_or_else(|| "no reason given".into()),
+            actor: self.actor(req),
+            reason: super::query::reason(body.reason.as_deref())?,
         };
         let sagas = requeue::request_replay(&self.hookline, &request).await?;
         Ok(Response::json(

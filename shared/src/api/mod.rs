@@ -11,6 +11,7 @@ mod dead_letters;
 mod error;
 mod events;
 pub mod query;
+mod replays;
 mod subscriptions;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use serde_json::json;
 pub use body::{parse, Patch};
 pub use error::{ApiError, ApiResult};
 
+use crate::bulk::JobKind;
 use crate::context::Hookline;
 use crate::envelope::{show, MAX_ID_BYTES};
 use crate::ids::{DeadLetterId, EventId, SubscriptionId};
@@ -228,6 +230,10 @@ impl Api {
             ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id)).await,
             ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
+            ("POST", ["dead-letters", "requeue"]) => self.bulk_dead_letters(&req, JobKind::Requeue).await,
+            ("POST", ["dead-letters", "skip"]) => self.bulk_dead_letters(&req, JobKind::Skip).await,
+            ("POST", ["replays"]) => self.start_replay(&req).await,
+            ("GET", ["jobs", id]) => self.get_job(id).await,
             ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
             ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,
             ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(&dead(id), &req, false).await,

@@ -14,7 +14,7 @@ pub mod stream_failures;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoSagas, DynamoSubscriptions};
+pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoSagas, DynamoSubscriptions};
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
 
@@ -41,6 +41,8 @@ pub struct AwsNames {
     /// `ORDER_TABLE`: partition numbers and the lanes of ordered
     /// subscriptions ([`crate::ordering`]).
     pub order_table: String,
+    /// `JOBS_TABLE`: bulk jobs ([`crate::bulk`]).
+    pub jobs_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -95,6 +97,7 @@ impl AwsNames {
             dead_letters_table: req("DEAD_LETTERS_TABLE"),
             health_table: req("HEALTH_TABLE"),
             order_table: req("ORDER_TABLE"),
+            jobs_table: req("JOBS_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -197,6 +200,7 @@ impl AwsBackend {
             health: Arc::new(health::DynamoHealth::new(dynamodb.clone(), &names.health_table)),
             limits: Arc::new(limits::DynamoLimits::new(dynamodb.clone(), &names.health_table)),
             order: Arc::new(order),
+            jobs: Arc::new(DynamoJobs::new(dynamodb.clone(), &names.jobs_table, settings.dead_letter_retention)),
         };
         AwsBackend {
             stores,
