@@ -281,3 +281,12 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     let (st, v) = p.post("/v1/subscriptions/reindex", &json!({"cursor": "bm90LWlzc3VlZA"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 11, part B: dead letters at scale, bulk jobs, replays.
+
+on_aws!(
+    dead_letters_are_listed_by_every_filter_and_walked_once,
+    bulk_skip_by_filter_and_bad_input,
+    replay_job_by_event_id_and_bad_input,
+);
