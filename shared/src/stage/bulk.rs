@@ -59,7 +59,7 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
                 let plan = plan.clone();
                 (job, plan)
             }
-            Step::Plan => match plan_page(h, &job).await {
+            Step::Plan => match plan_page(h, &job).await? {
                 Ok((items, next)) => {
                     let planned = job.planned(items, next, Utc::now());
                     if !h.stores.jobs.update(&planned, job.version).await? {
@@ -96,23 +96,23 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
     }
 }
 
-/// Lists the job's next page: its ids, and where the listing goes on.
-/// `Err` (a message for the job record) when the job's filter cannot be
-/// read: nothing can be done for it.
-async fn plan_page(h: &Hookline, job: &Job) -> Result<(Vec<String>, Option<String>), String> {
+/// What listing a page answers: its ids and where the listing goes on, or
+/// why the job cannot go on (its filter cannot be read).
+type Planned = Result<(Vec<String>, Option<String>), String>;
+
+/// Lists the job's next page. A store error is returned (the message is
+/// received again); a filter that cannot be read fails the job.
+async fn plan_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
     match job.kind {
         JobKind::Requeue | JobKind::Skip => {
-            let mut q: DeadLetterQuery =
-                serde_json::from_value(job.filter.clone()).map_err(|e| format!("unreadable filter: {e}"))?;
+            let mut q: DeadLetterQuery = match serde_json::from_value(job.filter.clone()) {
+                Ok(q) => q,
+                Err(e) => return Ok(Err(format!("unreadable filter: {e}"))),
+            };
             // Only open dead letters are acted on.
             q.state = Some(DeadLetterState::Open);
-            let page = h
-                .stores
-                .dead_letters
-                .page(&q, JOB_PAGE, job.position.as_deref())
-                .await
-                .map_err(|e| format!("listing failed: {e}"))?;
-            Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next))
+            let page = h.stores.dead_letters.page(&q, JOB_PAGE, job.position.as_deref()).await?;
+            Ok(Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next)))
         }
         JobKind::Replay => plan_replay_page(h, job).await,
     }
@@ -158,13 +158,16 @@ async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOut
 }
 
 /// The next page of a replay job's events, oldest first.
-async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<(Vec<String>, Option<String>), String> {
-    let f: ReplayFilter = serde_json::from_value(job.filter.clone()).map_err(|e| format!("unreadable filter: {e}"))?;
+async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
+    let f: ReplayFilter = match serde_json::from_value(job.filter.clone()) {
+        Ok(f) => f,
+        Err(e) => return Ok(Err(format!("unreadable filter: {e}"))),
+    };
     if let Some(id) = &f.event_id {
-        return Ok((vec![id.to_string()], None));
+        return Ok(Ok((vec![id.to_string()], None)));
     }
     let _ = h;
-    Err("replay by partition key or time range needs the events search (not available in this build)".into())
+    Ok(Err("replay by partition key or time range needs the events search (not available in this build)".into()))
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that
