@@ -497,7 +497,7 @@ pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
         // The keys of the listing indexes (`infra/README.md`); a GSI key
         // cannot be an empty string, so an empty one is left out (and the
         // dead letter out of that index).
-        .put_s("subscription_id", d.subscription_id.as_str())
+        .put_opt_s("subscription_id", Some(d.subscription_id.as_str()).filter(|s| !s.is_empty()))
         .put_s(DEAD_LETTER_LISTING, DEAD_LETTER_LISTING_ALL)
         .put_opt_s("event_type", Some(d.event_type.as_str()).filter(|t| !t.is_empty()))
         .put_opt_s("tenant_id", d.tenant_id.as_deref().filter(|t| !t.is_empty()));
