@@ -41,9 +41,29 @@ pub struct ServeArgs {
     /// The SQLite database file (created if missing).
     #[arg(long, default_value = "hookline.db")]
     db: PathBuf,
-    /// API key; without one, a key is generated on first run and stored.
-    #[arg(long, env = "HOOKLINE_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    /// API key: `SECRET` (named `default`) or `NAME=SECRET`, repeatable, so
+    /// each caller has its own key and the audit trail names it
+    /// (`key:<NAME>`). Also `HOOKLINE_API_KEYS` (comma-separated
+    /// `NAME=SECRET` pairs) and `HOOKLINE_API_KEY` (one key). Without any,
+    /// a key named `default` is generated on first run and stored.
+    #[arg(long, value_name = "[NAME=]SECRET", env = "HOOKLINE_API_KEY", hide_env_values = true, action = clap::ArgAction::Append)]
+    api_key: Vec<String>,
+    /// Named API keys from the environment: `name=secret,name2=secret2`.
+    #[arg(long, hide = true, env = "HOOKLINE_API_KEYS", hide_env_values = true)]
+    api_keys: Option<String>,
+    /// Records the `X-Actor` request header in the audit trail after the
+    /// key's name (`key:console as alice@example.com`). Only for
+    /// deployments where every key belongs to a trusted system acting for
+    /// people: any caller could otherwise claim to be anyone. Off by default.
+    #[arg(long, env = "TRUST_ACTOR_HEADER")]
+    trust_actor_header: bool,
+    /// How long audit records are kept (then purged), e.g. 365d.
+    #[arg(long, value_name = "DURATION", env = "AUDIT_RETENTION", default_value = "365d")]
+    audit_retention: String,
+    /// A subscription whose deliveries have all failed for this long is
+    /// disabled (and `hookline.subscription.disabled` published), e.g. 5d.
+    #[arg(long, value_name = "DURATION", env = "DISABLE_AFTER", default_value = "5d")]
+    disable_after: String,
     /// Local development: allow http:// callbacks to loopback addresses.
     #[arg(long)]
     dev: bool,
@@ -143,6 +163,8 @@ fn settings(args: &ServeArgs) -> Result<Config, shared::config::ConfigError> {
         "BREAKER_FAILURES" => Some(args.breaker_failures.clone()),
         "BREAKER_COOL_DOWN_MS" => Some(args.breaker_cool_down_ms.clone()),
         "BREAKER_MAX_COOL_DOWN_MS" => Some(args.breaker_max_cool_down_ms.clone()),
+        "AUDIT_RETENTION" => Some(args.audit_retention.clone()),
+        "DISABLE_AFTER" => Some(args.disable_after.clone()),
         other => std::env::var(other).ok(),
     })
 }
@@ -160,6 +182,8 @@ fn flag_of(key: &str) -> &'static str {
         "BREAKER_FAILURES" => "--breaker-failures",
         "BREAKER_COOL_DOWN_MS" => "--breaker-cool-down-ms",
         "BREAKER_MAX_COOL_DOWN_MS" => "--breaker-max-cool-down-ms",
+        "AUDIT_RETENTION" => "--audit-retention",
+        "DISABLE_AFTER" => "--disable-after",
         _ => "environment",
     }
 }
@@ -177,19 +201,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let open_files = raise_open_files_limit();
     let max_connections = connection_cap(args.max_connections, open_files);
     let backend = Backend::open(&args.db).with_context(|| format!("opening database {}", args.db.display()))?;
-    let (api_key, key_source) = match &args.api_key {
-        Some(k) if !k.trim().is_empty() => (k.trim().to_string(), "from HOOKLINE_API_KEY / --api-key"),
-        _ => (
-            backend.settings.get_or_init("api_key", || shared::ids::random_token("hk_")).await?,
-            "stored in the database",
-        ),
+    let mut keys = api_keys(&args.api_key, args.api_keys.as_deref())?;
+    let key_source = if keys.is_empty() {
+        let secret = backend.settings.get_or_init("api_key", || shared::ids::random_token("hk_")).await?;
+        keys.push(api::ApiKey { name: "default".into(), secret });
+        "stored in the database"
+    } else {
+        "from --api-key / HOOKLINE_API_KEY(S)"
     };
     let config = Config {
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
         ..settings
     };
     let h = Arc::new(Hookline::new(backend.stores.clone(), config));
-    let api = Api::new(h.clone(), api_key.clone(), Verification::Background);
+    let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
+    let shown_key = match keys.as_slice() {
+        [only] => only.secret.clone(),
+        _ => format!("{} named keys: {}", keys.len(), key_names.join(", ")),
+    };
+    let api = Api::with_keys(h.clone(), keys, Verification::Background).trusting_actor_header(args.trust_actor_header);
 
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
@@ -197,7 +227,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("hookline serve");
     println!("  listening on  http://{addr}");
     println!("  database      {}", args.db.display());
-    println!("  API key       {api_key}  ({key_source})");
+    println!("  API key       {shown_key}  ({key_source})");
+    if args.trust_actor_header {
+        println!("  audit         X-Actor header trusted (recorded after the key's name)");
+    }
     println!(
         "  retention     events {}, resolved dead letters {} (purged every {})",
         ShowDuration(retention),
@@ -310,6 +343,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         rescan_every: retention.to_std().unwrap_or(Duration::MAX).min(Duration::from_secs(600)),
         // Behind when expired events wait longer than a few runs.
         max_lag: (args.purge_interval * 3).max(Duration::from_secs(30)),
+        audit_retention: h.config.audit_retention,
     };
     tasks.spawn(purge_loop(
         Purger::new(backend.db.clone(), purge_policy),
@@ -334,6 +368,36 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(30), async { while tasks.join_next().await.is_some() {} }).await;
     println!("hookline serve: stopped");
     Ok(())
+}
+
+/// The API keys of `--api-key` (each `SECRET`, named `default`, or
+/// `NAME=SECRET`) and `HOOKLINE_API_KEYS` (`NAME=SECRET` pairs, comma
+/// separated). Names are unique, secrets non-empty.
+fn api_keys(flags: &[String], env: Option<&str>) -> anyhow::Result<Vec<api::ApiKey>> {
+    let mut keys: Vec<api::ApiKey> = Vec::new();
+    let pairs = env.into_iter().flat_map(|e| e.split(',')).map(|p| (p, true));
+    for (given, must_be_named) in flags.iter().map(|f| (f.as_str(), false)).chain(pairs) {
+        let given = given.trim();
+        if given.is_empty() {
+            continue;
+        }
+        let named = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
+        let (name, secret) = match given.split_once('=') {
+            Some((n, s)) if named(n.trim()) && (must_be_named || !s.trim().is_empty()) => {
+                (n.trim().to_string(), s.trim().to_string())
+            }
+            _ if must_be_named => anyhow::bail!("HOOKLINE_API_KEYS: expected name=secret pairs separated by commas"),
+            _ => ("default".to_string(), given.to_string()),
+        };
+        if secret.is_empty() {
+            anyhow::bail!("--api-key {name}=: the secret is empty");
+        }
+        if keys.iter().any(|k| k.name == name) {
+            anyhow::bail!("--api-key: the name {name:?} is given twice");
+        }
+        keys.push(api::ApiKey { name, secret });
+    }
+    Ok(keys)
 }
 
 fn init_logging() {
@@ -761,5 +825,33 @@ async fn reverify_unverified(h: Arc<Hookline>) {
             Some(next) => after = Some(next),
             None => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::api_keys;
+
+    fn named(flags: &[&str], env: Option<&str>) -> Vec<(String, String)> {
+        let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        api_keys(&flags, env).unwrap().into_iter().map(|k| (k.name, k.secret)).collect()
+    }
+
+    #[test]
+    fn api_keys_are_named_or_default() {
+        assert_eq!(named(&["hk_1"], None), [("default".to_string(), "hk_1".to_string())]);
+        assert_eq!(
+            named(&["ops=s1", "console=s2"], None),
+            [("ops".into(), "s1".into()), ("console".into(), "s2".into())]
+        );
+        assert_eq!(named(&[], Some("a=1, b=2")), [("a".into(), "1".into()), ("b".into(), "2".into())]);
+        // A secret ending in `=` (base64) is one unnamed key.
+        assert_eq!(named(&["abc="], None), [("default".into(), "abc=".into())]);
+        assert!(named(&[], None).is_empty());
+        let flags = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(api_keys(&flags(&["a=1", "a=2"]), None).err().unwrap().to_string().contains("twice"));
+        assert!(api_keys(&flags(&["x", "y"]), None).is_err(), "two unnamed keys are both `default`");
+        assert!(api_keys(&[], Some("nameless")).is_err());
+        assert!(api_keys(&[], Some("a=")).is_err());
     }
 }

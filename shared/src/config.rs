@@ -66,6 +66,12 @@ pub const SETTINGS: &[Setting] = &[
         help: "the longest cool-down of an open breaker, ms",
         default: "1800000",
     },
+    Setting { key: "AUDIT_RETENTION", help: "how long audit records are kept (a duration: 365d)", default: "365d" },
+    Setting {
+        key: "DISABLE_AFTER",
+        help: "a subscription whose deliveries have all failed for this long is disabled (a duration: 5d)",
+        default: "5d",
+    },
 ];
 
 /// Every bad setting found, each with its name.
@@ -174,6 +180,8 @@ impl Config {
         if breaker.max_cool_down < breaker.cool_down {
             r.bad("BREAKER_MAX_COOL_DOWN_MS", "must be at least BREAKER_COOL_DOWN_MS");
         }
+        let audit_retention = r.duration("AUDIT_RETENTION").unwrap_or(d.audit_retention);
+        let disable_after = r.duration("DISABLE_AFTER").unwrap_or(d.disable_after);
         if !r.problems.is_empty() {
             return Err(ConfigError { problems: r.problems });
         }
@@ -192,6 +200,8 @@ impl Config {
             http,
             reconcile,
             breaker,
+            audit_retention,
+            disable_after,
             ..d
         })
     }

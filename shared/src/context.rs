@@ -51,6 +51,8 @@ pub struct Stores {
     pub order: Arc<dyn crate::ports::OrderStore>,
     /// Bulk jobs (requeue, skip, replay).
     pub jobs: Arc<dyn crate::ports::JobStore>,
+    /// The audit trail ([`crate::audit`]).
+    pub audit: Arc<dyn crate::ports::AuditStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -81,6 +83,11 @@ pub struct Config {
     pub reconcile: crate::stage::reconcile::ReconcileLimits,
     /// When a subscription's circuit breaker opens and for how long.
     pub breaker: crate::health::BreakerPolicy,
+    /// How long audit records are kept ([`crate::audit`]).
+    pub audit_retention: chrono::Duration,
+    /// A subscription whose deliveries have all failed for this long is
+    /// disabled ([`crate::health::should_disable`]).
+    pub disable_after: chrono::Duration,
 }
 
 impl Default for Config {
@@ -100,6 +107,8 @@ impl Default for Config {
             dead_letter_retention: chrono::Duration::days(60),
             reconcile: crate::stage::reconcile::ReconcileLimits::default(),
             breaker: crate::health::BreakerPolicy::default(),
+            audit_retention: chrono::Duration::days(365),
+            disable_after: chrono::Duration::days(5),
         }
     }
 }

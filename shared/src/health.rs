@@ -90,6 +90,12 @@ pub struct Health {
     /// Attempts over the last minutes, merged from every delivery worker.
     #[serde(default)]
     pub window: Window,
+    /// When the current run of failed attempts began (the first failure
+    /// after the last success); `None` once an attempt succeeds. A run that
+    /// lasts [`crate::context::Config::disable_after`] disables the
+    /// subscription ([`should_disable`]).
+    #[serde(default)]
+    pub failing_since: Option<DateTime<Utc>>,
     /// Bumped on every write; writes are conditional on it.
     pub version: u64,
 }
@@ -308,9 +314,10 @@ pub fn after(h: &Health, outcome: &Outcome, policy: &BreakerPolicy, now: DateTim
     let mut next = h.clone();
     match outcome {
         Outcome::Success => {
-            if h.breaker == BreakerState::Closed && h.consecutive_failures == 0 {
+            if h.breaker == BreakerState::Closed && h.consecutive_failures == 0 && h.failing_since.is_none() {
                 return None;
             }
+            next.failing_since = None;
             next.breaker = BreakerState::Closed;
             next.until = None;
             next.cool_down_ms = 0;
@@ -320,8 +327,10 @@ pub fn after(h: &Health, outcome: &Outcome, policy: &BreakerPolicy, now: DateTim
         Outcome::Other(e) => {
             next.last_error = Some(e.clone());
             next.last_error_at = Some(now);
+            next.failing_since = h.failing_since.or(Some(now));
         }
         Outcome::Trouble(e) => {
+            next.failing_since = h.failing_since.or(Some(now));
             next.consecutive_failures = h.consecutive_failures.saturating_add(1);
             next.last_error = Some(e.clone());
             next.last_error_at = Some(now);
@@ -349,9 +358,46 @@ pub fn after(h: &Health, outcome: &Outcome, policy: &BreakerPolicy, now: DateTim
     Some(next)
 }
 
+/// Whether a subscription whose health is `h` after a failed attempt at
+/// `now` must be disabled: every attempt since `failing_since` failed, and
+/// that run has lasted at least `disable_after`. The delivery stage acts on
+/// it ([`crate::stage::failing`]); a success ends the run, and re-enabling
+/// the subscription starts a new one ([`restart_failing_run`]).
+pub fn should_disable(h: &Health, disable_after: chrono::Duration, now: DateTime<Utc>) -> bool {
+    h.failing_since.is_some_and(|since| now - since >= disable_after)
+}
+
+/// The record of a re-enabled subscription: its failing run forgotten (so
+/// the failures before it was disabled do not disable it again at once);
+/// `None` when there is no run to forget.
+pub fn restart_failing_run(h: &Health) -> Option<Health> {
+    h.failing_since.map(|_| Health { failing_since: None, version: h.version + 1, ..h.clone() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_run_starts_at_the_first_failure_and_ends_at_a_success() {
+        let p = policy();
+        let day = chrono::Duration::days(1);
+        let mut h = after(&Health::default(), &Outcome::Trouble("timed out".into()), &p, t(0)).unwrap();
+        assert_eq!(h.failing_since, Some(t(0)));
+        h = after(&h, &Outcome::Other("HTTP 404".into()), &p, t(100)).unwrap();
+        assert_eq!(h.failing_since, Some(t(0)), "a later failure keeps the start");
+        assert!(!should_disable(&h, day, t(100)));
+        assert!(should_disable(&h, day, t(86_400)));
+        let ok = after(&h, &Outcome::Success, &p, t(200)).unwrap();
+        assert_eq!(ok.failing_since, None);
+        assert!(!should_disable(&ok, day, t(86_400 * 9)));
+        // Only a 4xx run (breaker untouched) is still written on success.
+        let only_4xx = after(&Health::default(), &Outcome::Other("HTTP 400".into()), &p, t(0)).unwrap();
+        assert_eq!(after(&only_4xx, &Outcome::Success, &p, t(1)).unwrap().failing_since, None);
+        let fresh = restart_failing_run(&h).unwrap();
+        assert_eq!((fresh.failing_since, fresh.version), (None, h.version + 1));
+        assert_eq!(restart_failing_run(&fresh), None);
+    }
 
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()

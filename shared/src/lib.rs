@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod attempt;
+pub mod audit;
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod bulk;
@@ -18,6 +19,7 @@ pub mod dead_letter;
 pub mod envelope;
 pub mod error;
 pub mod event;
+pub mod event_search;
 pub mod failpoint;
 pub mod health;
 pub mod http_client;

@@ -13,6 +13,7 @@ use crate::bulk::Job;
 use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::event_search::{EventQuery, EventSummary, Outcome};
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::routing::RouteKey;
@@ -61,6 +62,20 @@ pub trait EventStore: Send + Sync {
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>>;
     /// One event by id.
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>>;
+    /// Up to `limit` events matching `query`, in its order, after the
+    /// position `after` (from the start when `None`; a position from a
+    /// previous [`Page::next`], meaningful only to this store), read through
+    /// an index, never a scan of every event. A page may hold fewer than
+    /// `limit` items and still have a `next` (a store bounds the reads of
+    /// one call); walking `next` to `None` lists every match once, also
+    /// while events are being added (those added behind the walk's position
+    /// are not listed).
+    async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>>;
+    /// Raises the event's delivery outcome to `outcome`: a conditional
+    /// write that changes nothing (and writes nothing on SQLite) when it is
+    /// already as high, so it is stored once per rise. `false` when nothing
+    /// changed (already that high, or no such event).
+    async fn mark_outcome(&self, id: &EventId, outcome: Outcome) -> StoreResult<bool>;
 }
 
 /// Which subscriptions a page of [`SubscriptionStore::page`] lists.
@@ -420,4 +435,24 @@ pub trait OrderStore: Send + Sync {
     async fn head(&self, lane: &crate::ordering::Lane) -> StoreResult<Option<crate::ordering::LaneEntry>>;
     /// Takes a saga out of its lane; doing it again changes nothing.
     async fn dequeue(&self, lane: &crate::ordering::Lane, seq: u64, saga_id: &SagaId) -> StoreResult<()>;
+}
+
+/// The audit trail ([`crate::audit`]): append-only, listed newest first.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Appends a record unless one with its id exists (a retried append
+    /// writes nothing twice).
+    async fn append(&self, rec: &crate::audit::AuditRecord) -> StoreResult<()>;
+    /// Up to `limit` records passing `filter`, newest first (by
+    /// [`crate::audit::AuditRecord::position`]), older than the position
+    /// `after` when given (the last item of the previous page); `next` is
+    /// the position of the last item returned when more may follow. A page
+    /// may hold fewer than `limit` items with a `next` (a store that reads
+    /// a bounded amount per call), never skips one.
+    async fn page(
+        &self,
+        filter: &crate::audit::AuditFilter,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<crate::audit::AuditRecord>>;
 }

@@ -77,7 +77,9 @@ pub fn matching_patterns(event_type: &str) -> Vec<String> {
     for (i, _) in b.iter().enumerate().filter(|(i, c)| **c == b'.' && b.len() > i + 1) {
         out.push(format!("{}.*", &event_type[..i]));
     }
-    out.push("*".to_string());
+    if !is_operational(event_type) {
+        out.push("*".to_string());
+    }
     out.sort();
     out.dedup();
     out
@@ -102,10 +104,23 @@ pub fn route_keys(event: &EventRecord) -> Vec<RouteKey> {
     keys_for(event.tenant_id.as_deref(), &event.event_type)
 }
 
-/// Does `pattern` (exact, `prefix.*` or `*`) match `event_type`?
+/// The type prefix of Hookline's own operational events
+/// (`crate::stage::failing`), which producers may not use.
+pub const OPERATIONAL_PREFIX: &str = "hookline.";
+
+/// Whether `event_type` is one of Hookline's operational events. They go
+/// only to subscriptions whose patterns name them (`hookline.*`, or an
+/// exact type): `*` means every producer event, and a subscriber of `*`
+/// does not start receiving Hookline's own events unasked.
+pub fn is_operational(event_type: &str) -> bool {
+    event_type.starts_with(OPERATIONAL_PREFIX)
+}
+
+/// Does `pattern` (exact, `prefix.*` or `*`) match `event_type`? `*`
+/// matches every type but the operational ones ([`is_operational`]).
 pub fn pattern_matches(pattern: &str, event_type: &str) -> bool {
     if pattern == "*" {
-        return true;
+        return !is_operational(event_type);
     }
     match pattern.strip_suffix(".*") {
         Some(prefix) => {
@@ -134,6 +149,22 @@ pub fn in_scope(sub: &Subscription, event: &EventRecord) -> bool {
 /// the event: routing never copies a body).
 pub fn matching<'a>(subs: &'a [Subscription], event: &'a EventRecord) -> impl Iterator<Item = &'a Subscription> + 'a {
     subs.iter().filter(move |s| wants(s, event))
+}
+
+#[cfg(test)]
+mod operational_tests {
+    use super::*;
+
+    #[test]
+    fn operational_events_go_only_to_patterns_that_name_them() {
+        let t = "hookline.subscription.disabled";
+        assert!(!pattern_matches("*", t));
+        assert!(pattern_matches("hookline.*", t));
+        assert!(pattern_matches("hookline.subscription.*", t));
+        assert!(pattern_matches(t, t));
+        assert!(!matching_patterns(t).contains(&"*".to_string()));
+        assert!(pattern_matches("*", "order.created"));
+    }
 }
 
 #[cfg(test)]

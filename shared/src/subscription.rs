@@ -103,6 +103,14 @@ pub struct Subscription {
     pub rate_limit: Option<f64>,
     /// Soft switch; inactive subscriptions get nothing.
     pub active: bool,
+    /// Why Hookline disabled it (`gone`: a 410; `failing`: every delivery
+    /// failed for the configured time; [`crate::stage::failing`]); `None`
+    /// while active or when an operator switched it off.
+    #[serde(default)]
+    pub disabled_reason: Option<String>,
+    /// When Hookline disabled it.
+    #[serde(default)]
+    pub disabled_at: Option<DateTime<Utc>>,
     /// Set once the verification handshake succeeded for `callback_url`.
     pub verified: bool,
     /// Why verification last failed, if it did.
@@ -163,6 +171,8 @@ impl Subscription {
             "max_in_flight": self.max_in_flight,
             "rate_limit": self.rate_limit,
             "active": self.active,
+            "disabled_reason": self.disabled_reason,
+            "disabled_at": self.disabled_at,
             "verified": self.verified,
             "verification_error": self.verification_error,
             "created_at": self.created_at,

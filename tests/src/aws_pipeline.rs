@@ -74,6 +74,10 @@ impl std::io::Write for Capture {
     }
 }
 
+/// The IAM principal API Gateway passes on for every test request (the
+/// audit trail's actor on AWS).
+pub const TEST_PRINCIPAL: &str = "arn:aws:iam::123456789012:user/hookline-test-operator";
+
 /// A unique resource prefix per test.
 fn prefix(tag: &str) -> String {
     let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() % 1_000_000_000;
@@ -269,7 +273,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             "rawQueryString": query,
             "headers": header_map,
             "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
-                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
+                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0,
+                               // IAM authorization, as API Gateway passes it on.
+                               "authorizer": {"iam": {"accessKey": "AKIATEST", "accountId": "123456789012", "callerId": "AIDATEST",
+                                                      "principalOrgId": null, "userArn": TEST_PRINCIPAL, "userId": "AIDATEST"}}},
             "body": body.map(|b| String::from_utf8_lossy(b).into_owned()),
             "isBase64Encoded": false,
         });
@@ -293,6 +300,11 @@ impl crate::pipeline::Pipeline for AwsPipeline {
 
     async fn logs(&self) -> String {
         String::from_utf8_lossy(&log_capture().lock().unwrap()).into_owned()
+    }
+
+    /// The IAM principal every test request is authorized as.
+    fn actor(&self) -> String {
+        TEST_PRINCIPAL.into()
     }
 
     async fn metrics(&self) -> String {

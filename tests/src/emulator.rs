@@ -417,6 +417,7 @@ impl Created {
             health_table: table("HealthTable"),
             order_table: table("OrderTable"),
             jobs_table: table("JobsTable"),
+            audit_table: table("AuditTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

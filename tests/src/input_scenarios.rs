@@ -238,7 +238,7 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
 
 /// Item 2: a CR or LF in a producer- or caller-supplied value never forges a
 /// log line: ids, tenants and trace ids holding them are refused (400 with an
-/// escaped message), and free text that is logged (a replay's actor) is
+/// escaped message), and free text that is logged (a replay's reason) is
 /// escaped.
 pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
@@ -267,7 +267,7 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
 
     // A valid event, delivered and replayed for a reason that holds a line
-    // break (the actor is the caller's credential, never the body's).
+    // break (a body's `actor` is ignored: the caller is the actor).
     let (st, _) = s.post("/v1/events", &json!({"id": "lf-ok", "type": "t", "trace_id": "req-1", "data": {}})).await;
     assert_eq!(st, 202);
     s.settled_deliveries("lf-ok", 1, 20).await;

@@ -28,6 +28,11 @@ pub trait Pipeline: Sync {
     /// The `/metrics` text.
     fn metrics(&self) -> impl Future<Output = String> + Send;
 
+    /// Who the audit trail records for this pipeline's API calls: its API
+    /// key's name (`key:default`) behind `hookline serve`, the IAM
+    /// principal API Gateway authorized on AWS.
+    fn actor(&self) -> String;
+
     /// Everything the backend has logged so far (for one test's own ids;
     /// on the AWS backend the handlers of all tests in the process share it).
     fn logs(&self) -> impl Future<Output = String> + Send;

@@ -254,9 +254,7 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     assert_eq!(old["attempts"].as_array().unwrap().len(), 3);
     assert_eq!(new["status"], "Completed");
     assert_eq!(new["origin"]["kind"], "requeue");
-    // The actor is the caller's credential (an API key's name, or the IAM principal).
-    let actor = new["origin"]["actor"].as_str().unwrap();
-    assert!(actor.starts_with("key:") || actor.starts_with("iam:") || actor.starts_with("arn:"), "{actor}");
+    assert_eq!(new["origin"]["actor"], s.actor().as_str(), "the caller, not what the body claims");
     assert_eq!(new["origin"]["previous_saga_id"], dead_saga.as_str());
     let got = r.deliveries("/down");
     assert_eq!(got.len(), 4);
@@ -293,11 +291,14 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     assert_eq!(d[0]["status"], "DeadLettered");
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "410 is not retried");
     // Deactivation follows the saga's terminal transition.
-    eventually(10, "410 Gone deactivates the subscription", || async {
+    let v = eventually(10, "410 Gone deactivates the subscription", || async {
         let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
-        (v["active"] == false).then_some(())
+        (v["active"] == false).then_some(v)
     })
     .await;
+    assert_eq!(v["disabled_reason"], "gone", "{v}");
+    let disabled = audit_all(s, &format!("subscription_id={sub}&action=subscription.disabled"), 10).await;
+    assert_eq!((disabled.len(), disabled[0]["actor"].as_str()), (1, Some("system")), "{disabled:?}");
     let dl = d[0]["saga_id"].as_str().unwrap();
     eventually(10, "the dead letter", || async {
         (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(())
@@ -1411,6 +1412,579 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
     assert!(r.max_concurrent("/oc") <= 3, "max_in_flight 3, yet {} at once", r.max_concurrent("/oc"));
 }
 
+// ------------------------------------------------- Part A: finding events
+// GET /v1/events (issue 11): every filter, empty results, a cursor walk
+// while events arrive, bad input, and the outcome filter after a failing
+// and a dead-lettered delivery.
+
+/// Every item of `GET /v1/events?<filters>`, following `next_cursor`
+/// `limit` at a time; before each page after the first, `between` runs
+/// (posting new events while the walk goes on).
+async fn walk_events<P: Pipeline, F, Fut>(s: &P, filters: &str, limit: usize, mut between: F) -> Vec<Value>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let path = match &cursor {
+            None => format!("/v1/events?{filters}&limit={limit}"),
+            Some(c) => format!("/v1/events?{filters}&limit={limit}&cursor={c}"),
+        };
+        let (st, v) = s.get(&path).await;
+        assert_eq!(st, 200, "{path}: {v}");
+        let items = v["items"].as_array().unwrap_or_else(|| panic!("{path}: {v}"));
+        assert!(items.len() <= limit, "{path}: {} items", items.len());
+        out.extend(items.iter().cloned());
+        match v["next_cursor"].as_str() {
+            Some(c) => {
+                cursor = Some(c.to_string());
+                between().await;
+            }
+            None => {
+                assert!(v["next_cursor"].is_null(), "{v}");
+                return out;
+            }
+        }
+    }
+    panic!("{filters}: no last page after 1000 pages");
+}
+
+/// The ids of a list of items.
+fn ids_of(items: &[Value]) -> Vec<String> {
+    items.iter().map(|i| i["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// `GET /v1/events?<filters>` in one page (at most 1000), as ids.
+async fn find_ids<P: Pipeline>(s: &P, filters: &str) -> Vec<String> {
+    ids_of(&walk_events(s, filters, 1000, || async {}).await)
+}
+
+fn enc(t: &str) -> String {
+    t.replace(':', "%3A").replace('+', "%2B")
+}
+
+pub async fn events_are_found_by_every_filter_and_cursor_walks_see_each_once<P: Pipeline>(s: &P) {
+    let tag = shared::ids::random_token("").chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>();
+    let tenant = format!("acme-{tag}");
+    let since = enc(&(chrono::Utc::now() - chrono::Duration::seconds(2)).to_rfc3339());
+    let post = |body: Value| async move {
+        let (st, v) = s.post("/v1/events", &body).await;
+        assert_eq!(st, 202, "{v}");
+        // Apart by at least a millisecond: the listing's order is by time.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        v["event_id"].as_str().unwrap().to_string()
+    };
+    let ty = |t: &str| format!("find{tag}.{t}");
+    let a = post(json!({"type": ty("created"), "tenant_id": tenant, "partition_key": "k1", "data": {}})).await;
+    let b = post(json!({"type": ty("paid"), "tenant_id": tenant, "partition_key": "k1", "data": {}})).await;
+    let c = post(json!({"type": ty("created"), "partition_key": "k1", "data": {}})).await;
+    let d = post(json!({"type": ty("created"), "tenant_id": format!("globex-{tag}"), "data": {}})).await;
+    let e = post(json!({"type": format!("find{tag}x.created"), "tenant_id": tenant, "data": {}})).await;
+
+    // Each filter, newest first.
+    let exact = format!("event_type={}&since={since}", ty("created"));
+    assert_eq!(find_ids(s, &exact).await, [d.as_str(), c.as_str(), a.as_str()]);
+    let pattern = format!("event_type=find{tag}.*&since={since}");
+    assert_eq!(
+        find_ids(s, &pattern).await,
+        [d.as_str(), c.as_str(), b.as_str(), a.as_str()],
+        "find{tag}x.created is not under find{tag}.*"
+    );
+    assert_eq!(find_ids(s, &format!("tenant_id={tenant}")).await, [e.as_str(), b.as_str(), a.as_str()]);
+    assert_eq!(find_ids(s, &format!("tenant_id={tenant}&event_type=find{tag}.*")).await, [b.as_str(), a.as_str()]);
+    assert_eq!(
+        find_ids(s, &format!("tenant_id={tenant}&partition_key=k1")).await,
+        [b.as_str(), a.as_str()],
+        "the tenant's partition"
+    );
+    assert_eq!(
+        find_ids(s, &format!("partition_key=k1&event_type={}&since={since}", ty("created"))).await,
+        [c.as_str()],
+        "without tenant_id: the partition of events without a tenant"
+    );
+    // An item: the event without its body.
+    let (st, v) = s.get(&format!("/v1/events?tenant_id={tenant}&event_type={}", ty("created"))).await;
+    assert_eq!(st, 200);
+    let item = &v["items"][0];
+    assert_eq!(item["id"], a.as_str());
+    assert_eq!(item["type"], ty("created").as_str());
+    assert_eq!(item["tenant_id"], tenant.as_str());
+    assert_eq!(item["partition_key"], "k1");
+    assert!(item["sequence"].is_null(), "a native envelope has no producer sequence: {item}");
+    assert_eq!(item["format"], "native");
+    assert!(item["outcome"].is_null() && item.get("body").is_none() && item.get("data").is_none(), "{item}");
+    assert!(item["received_at"].is_string() && item["occurred_at"].is_string(), "{item}");
+    assert!(v["next_cursor"].is_null());
+    // A time range (since inclusive, until exclusive) around b alone.
+    let at = |i: &Value| chrono::DateTime::parse_from_rfc3339(i["received_at"].as_str().unwrap()).unwrap();
+    let all = walk_events(s, &format!("tenant_id={tenant}"), 100, || async {}).await;
+    let b_at = at(&all[1]);
+    let range = format!(
+        "tenant_id={tenant}&since={}&until={}",
+        enc(&b_at.to_rfc3339()),
+        enc(&(b_at + chrono::Duration::milliseconds(1)).to_rfc3339())
+    );
+    assert_eq!(find_ids(s, &range).await, [b.as_str()]);
+
+    // Nothing matches: an empty page, not an error.
+    for filters in [
+        format!("tenant_id=nobody-{tag}"),
+        format!("event_type=nothing{tag}.*&since={since}"),
+        format!("tenant_id={tenant}&partition_key=k2"),
+        format!("tenant_id={tenant}&outcome=dead_lettered"),
+    ] {
+        let (st, v) = s.get(&format!("/v1/events?{filters}")).await;
+        assert_eq!((st, &v["items"], &v["next_cursor"]), (200, &json!([]), &Value::Null), "{filters}: {v}");
+    }
+
+    // Bad input, each naming its field.
+    let cursor = {
+        let (_, v) = s.get(&format!("/v1/events?tenant_id={tenant}&limit=1")).await;
+        v["next_cursor"].as_str().unwrap().to_string()
+    };
+    let old = enc(&(chrono::Utc::now() - chrono::Duration::days(400)).to_rfc3339());
+    for (query, status, field) in [
+        (format!("since={since}&until={}", enc("2000-01-01T00:00:00Z")), 422, "until"),
+        (format!("since={old}"), 422, "since"),
+        ("since=yesterday".to_string(), 400, "since"),
+        ("outcome=lost".to_string(), 400, "outcome"),
+        ("limit=0".to_string(), 400, "limit"),
+        ("limit=1001".to_string(), 400, "limit"),
+        ("cursor=not-a-cursor".to_string(), 400, "cursor"),
+        (format!("tenant_id=globex-{tag}&cursor={cursor}"), 400, "cursor"),
+        ("event_type=a%20b".to_string(), 400, "event_type"),
+        ("event_type=order*".to_string(), 400, "event_type"),
+    ] {
+        let (st, v) = s.get(&format!("/v1/events?{query}")).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{query}: {v}");
+    }
+
+    // A cursor walk while new events arrive returns every event that was
+    // there when it started exactly once (newer ones are ahead of it).
+    let walk_type = format!("walk{tag}");
+    let mut before = Vec::new();
+    for i in 0..12 {
+        let t = if i % 2 == 0 { format!("{walk_type}.even") } else { format!("{walk_type}.odd") };
+        let body = if i % 3 == 0 {
+            json!({"type": t, "data": {}})
+        } else {
+            json!({"type": t, "tenant_id": tenant, "data": {}})
+        };
+        before.push(post(body).await);
+    }
+    let posted_during = std::sync::Mutex::new(Vec::new());
+    for (filters, limit) in [
+        (format!("event_type={walk_type}.*&since={since}"), 5),
+        (format!("tenant_id={tenant}&event_type={walk_type}.*"), 2),
+        (format!("since={since}"), 3),
+    ] {
+        let got = ids_of(
+            &walk_events(s, &filters, limit, || async {
+                let t = format!("{walk_type}.during");
+                let body = json!({"type": t, "tenant_id": tenant, "data": {}});
+                let (st, v) = s.post("/v1/events", &body).await;
+                assert_eq!(st, 202);
+                posted_during.lock().unwrap().push(v["event_id"].as_str().unwrap().to_string());
+            })
+            .await,
+        );
+        let mut unique = got.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), got.len(), "{filters}: an event listed twice: {got:?}");
+        let want: Vec<&String> = if filters.starts_with("tenant_id") {
+            before.iter().enumerate().filter(|(i, _)| i % 3 != 0).map(|(_, id)| id).collect()
+        } else {
+            before.iter().collect()
+        };
+        for id in want {
+            assert_eq!(got.iter().filter(|g| *g == id).count(), 1, "{filters}: {id} not listed once in {got:?}");
+        }
+        if filters.starts_with("since") {
+            for id in [&a, &b, &c, &d, &e] {
+                assert!(got.contains(id), "{filters}: {id} missing");
+            }
+        }
+    }
+}
+
+pub async fn events_are_found_by_delivery_outcome<P: Pipeline>(s: &P) {
+    let tag = shared::ids::random_token("").chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>();
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/flaky", Behaviour::Ok), "event_types": [format!("flaky{tag}.*")],
+        "retry_policy": fast_retry(3)}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": [format!("down{tag}.*")],
+        "retry_policy": fast_retry(2)}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/fine", Behaviour::Ok), "event_types": [format!("fine{tag}.*")]})).await;
+    r.set("/flaky", Behaviour::FailFirst(1, 500));
+    r.set("/down", Behaviour::Always(500));
+    let tenant = format!("t-{tag}");
+    let mut ids = Vec::new();
+    for t in ["flaky", "down", "fine"] {
+        let (st, v) =
+            s.post("/v1/events", &json!({"type": format!("{t}{tag}.x"), "tenant_id": tenant, "data": {}})).await;
+        assert_eq!(st, 202, "{v}");
+        ids.push(v["event_id"].as_str().unwrap().to_string());
+    }
+    let (flaky, down, fine) = (&ids[0], &ids[1], &ids[2]);
+    assert_eq!(s.settled_deliveries(flaky, 1, 30).await[0]["status"], "Completed");
+    assert_eq!(s.settled_deliveries(down, 1, 30).await[0]["status"], "DeadLettered");
+    assert_eq!(s.settled_deliveries(fine, 1, 30).await[0]["status"], "Completed");
+    let found = |q: String| async move {
+        // The dead letter is put after the saga's transition: wait for it.
+        eventually(20, &q.clone(), || {
+            let q = q.clone();
+            async move {
+                let (st, v) = s.get(&format!("/v1/events?{q}")).await;
+                assert_eq!(st, 200, "{v}");
+                Some(v["items"].as_array().unwrap().clone())
+            }
+        })
+        .await
+    };
+    let want = |items: &[Value], expect: &[(&String, &str)]| {
+        let got: Vec<(String, String)> = items
+            .iter()
+            .map(|i| (i["id"].as_str().unwrap().to_string(), i["outcome"].as_str().unwrap_or("null").to_string()))
+            .collect();
+        let expect: Vec<(String, String)> = expect.iter().map(|(i, o)| (i.to_string(), o.to_string())).collect();
+        got == expect
+    };
+    let all = found(format!("tenant_id={tenant}")).await;
+    assert!(
+        want(&all, &[(fine, "null"), (down, "dead_lettered"), (flaky, "failed")]),
+        "every event with its outcome: {all:?}"
+    );
+    let failed = found(format!("tenant_id={tenant}&outcome=failed")).await;
+    assert!(want(&failed, &[(down, "dead_lettered"), (flaky, "failed")]), "failed finds dead-lettered too: {failed:?}");
+    let dead = found(format!("tenant_id={tenant}&outcome=dead_lettered")).await;
+    assert!(want(&dead, &[(down, "dead_lettered")]), "{dead:?}");
+    let since = enc(&(chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339());
+    let dead = found(format!("outcome=dead_lettered&event_type=down{tag}.*&since={since}")).await;
+    assert!(want(&dead, &[(down, "dead_lettered")]), "without a tenant: {dead:?}");
+    let failed = found(format!("outcome=failed&since={since}&event_type=flaky{tag}.x")).await;
+    assert!(want(&failed, &[(flaky, "failed")]), "{failed:?}");
+}
+
+// ===================================================================
+// Audit trail, failing endpoints, operational events (issue 11, helper C)
+// ===================================================================
+
+/// A query value with `:` and `/` escaped (actors are ARNs).
+fn q(v: &str) -> String {
+    v.replace('%', "%25").replace(':', "%3A").replace('/', "%2F").replace(' ', "%20").replace('+', "%2B")
+}
+
+/// Every record of `GET /v1/audit?<query>`, all pages followed in pages of
+/// `limit`; fails if a record comes twice or the order is not newest first.
+async fn audit_all<P: Pipeline>(s: &P, query: &str, limit: usize) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..200 {
+        let c = cursor.as_deref().map(|c| format!("&cursor={c}")).unwrap_or_default();
+        let (st, v) = s.get(&format!("/v1/audit?{query}&limit={limit}{c}")).await;
+        assert_eq!(st, 200, "GET /v1/audit?{query}: {v}");
+        for r in v["items"].as_array().unwrap() {
+            assert!(!out.iter().any(|o| o["id"] == r["id"]), "listed twice: {r}");
+            out.push(r.clone());
+        }
+        match v["next_cursor"].as_str() {
+            Some(n) => cursor = Some(n.to_string()),
+            None => break,
+        }
+    }
+    let times: Vec<chrono::DateTime<chrono::Utc>> =
+        out.iter().map(|r| r["at"].as_str().unwrap().parse().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first: {times:?}");
+    out
+}
+
+/// The actions of `records`, sorted, to compare as a multiset.
+fn actions(records: &[Value]) -> Vec<String> {
+    let mut a: Vec<String> = records.iter().map(|r| r["action"].as_str().unwrap().to_string()).collect();
+    a.sort();
+    a
+}
+
+/// Every audited action leaves exactly one record, with the caller as the
+/// actor (its API key's name; the IAM principal on AWS) and Hookline's own
+/// (breaker flips) as `system`; the body's `actor` is ignored. `GET
+/// /v1/audit` filters by action, actor, subscription and time, pages with a
+/// cursor that lists every record once, and refuses bad input naming the
+/// field. Run with a breaker that opens after 3 failures and cools down
+/// for 1 s.
+pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) {
+    let me = s.actor();
+    let started = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let r = Receiver::start().await;
+    let (a, _) = s.subscribe(json!({"callback_url": r.url("/aud-a", Behaviour::Ok), "event_types": ["aud.a"]})).await;
+    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{a}"), Some(br#"{"description": "audited"}"#)).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = s.post(&format!("/v1/subscriptions/{a}/rotate-secret"), &json!({})).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = s.post(&format!("/v1/subscriptions/{a}/verify"), &json!({})).await;
+    assert_eq!((st, &v["verified"]), (200, &json!(true)), "{v}");
+
+    // A failing endpoint: two dead letters, and the breaker opens.
+    let (b, _) = s
+        .subscribe(json!({"callback_url": r.url("/aud-b", Behaviour::Ok), "event_types": ["aud.b"], "retry_policy": fast_retry(3)}))
+        .await;
+    r.set("/aud-b", Behaviour::Always(500));
+    let batch = json!([{"id": "aud-e1", "type": "aud.b", "data": 1}, {"id": "aud-e2", "type": "aud.b", "data": 2}]);
+    let (st, v) = s.post("/v1/events/batch", &batch).await;
+    assert_eq!(st, 202, "{v}");
+    let d1 = s.settled_deliveries("aud-e1", 1, 60).await;
+    let d2 = s.settled_deliveries("aud-e2", 1, 60).await;
+    assert_eq!((d1[0]["status"].as_str(), d2[0]["status"].as_str()), (Some("DeadLettered"), Some("DeadLettered")));
+    let (dl1, dl2) = (d1[0]["saga_id"].as_str().unwrap().to_string(), d2[0]["saga_id"].as_str().unwrap().to_string());
+    for dl in [&dl1, &dl2] {
+        eventually(20, "the dead letter", || async {
+            (s.get(&format!("/v1/dead-letters/{dl}")).await.0 == 200).then_some(())
+        })
+        .await;
+    }
+    r.set("/aud-b", Behaviour::Ok);
+    // The body's actor is accepted and ignored; a reason is required.
+    let (st, v) = s.post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"actor": "mallory"})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    let (st, v) = s
+        .post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"reason": "endpoint fixed", "actor": "mallory"}))
+        .await;
+    assert_eq!(st, 202, "{v}");
+    let (st, v) = s.post(&format!("/v1/dead-letters/{dl2}/skip"), &json!({"reason": "not needed"})).await;
+    assert_eq!(st, 200, "{v}");
+    // The requeued delivery waits out the cool-down, probes, closes the breaker.
+    s.settled_deliveries("aud-e1", 2, 60).await;
+    let (st, v) = s.post("/v1/events/aud-e1/replay", &json!({"subscription_id": b})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    let (st, v) =
+        s.post("/v1/events/aud-e1/replay", &json!({"subscription_id": b, "reason": "customer lost data"})).await;
+    assert_eq!(st, 202, "{v}");
+    s.settled_deliveries("aud-e1", 3, 60).await;
+    let (st, _) = s.call("DELETE", &format!("/v1/subscriptions/{a}"), None).await;
+    assert_eq!(st, 204);
+
+    // Subscription a: each of its actions once, all by the caller.
+    let of_a = eventually(20, "a's records", || async {
+        let recs = audit_all(s, &format!("subscription_id={a}"), 100).await;
+        (recs.len() >= 6).then_some(recs)
+    })
+    .await;
+    assert_eq!(
+        actions(&of_a),
+        [
+            "subscription.created",
+            "subscription.deleted",
+            "subscription.secret_rotated",
+            "subscription.updated",
+            "subscription.verified",
+            "subscription.verified"
+        ],
+        "{of_a:#?}"
+    );
+    assert!(of_a.iter().all(|r| r["actor"] == me.as_str()), "{of_a:#?}");
+    assert!(of_a.iter().all(|r| r["subscription_id"] == a.as_str()));
+    let updated = of_a.iter().find(|r| r["action"] == "subscription.updated").unwrap();
+    assert_eq!(updated["details"]["changed"], json!(["description"]), "{updated}");
+    let rotated = of_a.iter().find(|r| r["action"] == "subscription.secret_rotated").unwrap();
+    assert!(!rotated.to_string().contains("whsec_"), "no secret in the trail: {rotated}");
+
+    // Subscription b: the operator's actions by the caller, the breaker's by the system.
+    let of_b = eventually(20, "b's records", || async {
+        let recs = audit_all(s, &format!("subscription_id={b}"), 2).await;
+        (recs.len() >= 7).then_some(recs)
+    })
+    .await;
+    assert_eq!(
+        actions(&of_b),
+        [
+            "breaker.closed",
+            "breaker.opened",
+            "dead_letter.requeued",
+            "dead_letter.skipped",
+            "event.replayed",
+            "subscription.created",
+            "subscription.verified"
+        ],
+        "{of_b:#?}"
+    );
+    for rec in &of_b {
+        let expected = if rec["action"].as_str().unwrap().starts_with("breaker.") { "system" } else { me.as_str() };
+        assert_eq!(rec["actor"], expected, "{rec}");
+    }
+    let requeued = of_b.iter().find(|r| r["action"] == "dead_letter.requeued").unwrap();
+    assert_eq!(
+        (requeued["reason"].as_str(), requeued["dead_letter_id"].as_str()),
+        (Some("endpoint fixed"), Some(dl1.as_str()))
+    );
+    assert_eq!(requeued["event_id"], "aud-e1");
+    let replayed = of_b.iter().find(|r| r["action"] == "event.replayed").unwrap();
+    assert_eq!(
+        (replayed["reason"].as_str(), replayed["event_id"].as_str()),
+        (Some("customer lost data"), Some("aud-e1"))
+    );
+    let created = of_b.iter().find(|r| r["action"] == "subscription.created").unwrap();
+    assert_eq!(created["reason"], Value::Null);
+
+    // Filters, alone and together.
+    let by = |query: String| async move { audit_all(s, &query, 3).await };
+    let skipped = by(format!("subscription_id={b}&action=dead_letter.skipped")).await;
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["dead_letter_id"], dl2.as_str());
+    assert_eq!(actions(&by(format!("subscription_id={b}&actor=system")).await), ["breaker.closed", "breaker.opened"]);
+    assert_eq!(by(format!("subscription_id={b}&actor={}", q(&me))).await.len(), 5);
+    let mine = by(format!("actor={}&since={}", q(&me), q(&started.to_rfc3339()))).await;
+    assert!(mine.len() >= 11 && mine.iter().all(|r| r["actor"] == me.as_str()), "{}", mine.len());
+    let opened = by(format!("action=breaker.opened&since={}", q(&started.to_rfc3339()))).await;
+    assert!(opened.iter().any(|r| r["subscription_id"] == b.as_str()));
+    assert!(opened.iter().all(|r| r["action"] == "breaker.opened"));
+    let before = by(format!("subscription_id={b}&until={}", q(&started.to_rfc3339()))).await;
+    assert!(before.is_empty(), "nothing before the test: {before:?}");
+    let (st, v) = s.get("/v1/audit?actor=key%3Anobody").await;
+    assert_eq!((st, v["items"].as_array().map(Vec::len), &v["next_cursor"]), (200, Some(0), &Value::Null));
+
+    // Pages of 2 walk a's records exactly once, in the same order as one page.
+    let paged = audit_all(s, &format!("subscription_id={a}"), 2).await;
+    assert_eq!(paged.iter().map(|r| &r["id"]).collect::<Vec<_>>(), of_a.iter().map(|r| &r["id"]).collect::<Vec<_>>());
+
+    // Bad input names the field.
+    for (query, status, field) in [
+        ("action=subscription.create", 400, "action"),
+        ("limit=0", 400, "limit"),
+        ("cursor=not-a-cursor", 400, "cursor"),
+        ("since=yesterday", 400, "since"),
+        ("since=2026-11-26T10:00:00Z&until=2026-11-25T10:00:00Z", 422, "until"),
+        ("since=2000-01-01T00:00:00Z", 422, "since"),
+    ] {
+        let (st, v) = s.get(&format!("/v1/audit?{query}")).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{query}: {v}");
+    }
+    let (_, v) = s.get(&format!("/v1/audit?subscription_id={a}&limit=2")).await;
+    let c = v["next_cursor"].as_str().expect("a second page");
+    let (st, v) = s.get(&format!("/v1/audit?subscription_id={b}&limit=2&cursor={c}")).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a cursor of other filters: {v}");
+}
+
+/// Operational events delivered to `path` of `r`, of `event_type`.
+fn ops_events(r: &Receiver, path: &str, event_type: &str) -> Vec<Value> {
+    r.deliveries(path).iter().map(|d| d.json()).filter(|v| v["type"] == event_type).collect()
+}
+
+/// A subscription whose deliveries have all failed for the configured time
+/// (3 s here) is disabled (`disabled_reason`, `disabled_at`, an audit
+/// record by `system`), and a subscriber of `hookline.*` receives
+/// `hookline.dead_letter.created` and `hookline.subscription.disabled`;
+/// re-enabling it (PATCH `active: true`) re-runs verification, publishes
+/// `hookline.subscription.enabled`, and starts a new failing run.
+pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P: Pipeline>(s: &P) {
+    let me = s.actor();
+    let r = Receiver::start().await;
+    let (ops, _) =
+        s.subscribe(json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.*"]})).await;
+    // `*` means every producer event: Hookline's own go only to patterns naming them.
+    s.subscribe(json!({"callback_url": r.url("/everything", Behaviour::Ok), "event_types": ["*"]})).await;
+    // Producers cannot forge an operational event.
+    let (st, v) = s.post("/v1/events", &json!({"type": "hookline.subscription.disabled", "data": {}})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("type")), "{v}");
+    let (sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["fail.*"], "retry_policy": fast_retry(2)}))
+        .await;
+    r.set("/down", Behaviour::Always(503));
+    let (st, _) = s.post("/v1/events", &json!({"id": "fx-1", "type": "fail.one", "data": 1})).await;
+    assert_eq!(st, 202);
+    let d = s.settled_deliveries("fx-1", 2, 30).await;
+    let d: Vec<&Value> = d.iter().filter(|x| x["subscription_id"] == sub.as_str()).collect();
+    assert_eq!(d[0]["status"], "DeadLettered");
+    let dead = d[0]["saga_id"].as_str().unwrap().to_string();
+    let created = eventually(30, "hookline.dead_letter.created delivered", || async {
+        ops_events(&r, "/ops", "hookline.dead_letter.created").into_iter().find(|e| e["data"]["event_id"] == "fx-1")
+    })
+    .await;
+    assert_eq!(created["data"]["subscription_id"], sub.as_str());
+    assert_eq!(created["data"]["dead_letter_id"], dead.as_str());
+    assert_eq!(created["data"]["event_type"], "fail.one");
+    assert_eq!(created["data"]["attempts"], 2);
+    assert!(created["data"]["last_error"].as_str().unwrap().contains("503"), "{created}");
+    let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+    assert_eq!((&v["active"], &v["disabled_reason"]), (&json!(true), &Value::Null), "failing for less than 3 s: {v}");
+
+    // Past the failing period, the next failure disables it.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let (st, _) = s.post("/v1/events", &json!({"id": "fx-2", "type": "fail.two", "data": 2})).await;
+    assert_eq!(st, 202);
+    let v = eventually(30, "the failing subscription disabled", || async {
+        let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+        (v["active"] == false).then_some(v)
+    })
+    .await;
+    assert_eq!(v["disabled_reason"], "failing", "{v}");
+    assert!(v["disabled_at"].is_string(), "{v}");
+    let disabled = eventually(30, "hookline.subscription.disabled delivered", || async {
+        ops_events(&r, "/ops", "hookline.subscription.disabled")
+            .into_iter()
+            .find(|e| e["data"]["subscription_id"] == sub.as_str())
+    })
+    .await;
+    assert_eq!(disabled["data"]["reason"], "failing");
+    assert!(disabled["data"]["failing_since"].is_string(), "{disabled}");
+    assert!(disabled["data"]["last_error"].as_str().unwrap().contains("503"), "{disabled}");
+    let recs = audit_all(s, &format!("subscription_id={sub}&action=subscription.disabled"), 10).await;
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["actor"], "system");
+
+    // Re-enabled: verified again, announced, and not disabled again at once.
+    r.set("/down", Behaviour::Ok);
+    let verifications = r.requests("/down").iter().filter(|d| d.is_verification()).count();
+    let enabling_at = chrono::Utc::now().to_rfc3339();
+    let (st, v) = s.call("PATCH", &format!("/v1/subscriptions/{sub}"), Some(br#"{"active": true}"#)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((&v["active"], &v["disabled_reason"], &v["disabled_at"]), (&json!(true), &Value::Null, &Value::Null));
+    eventually(20, "re-verified", || async {
+        let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+        (v["verified"] == true).then_some(())
+    })
+    .await;
+    assert_eq!(
+        r.requests("/down").iter().filter(|d| d.is_verification()).count(),
+        verifications + 1,
+        "a new handshake"
+    );
+    eventually(30, "hookline.subscription.enabled delivered", || async {
+        ops_events(&r, "/ops", "hookline.subscription.enabled")
+            .into_iter()
+            .find(|e| e["data"]["subscription_id"] == sub.as_str())
+    })
+    .await;
+    let recs = eventually(20, "the enable and its verification audited", || async {
+        let recs = audit_all(s, &format!("subscription_id={sub}&since={}", q(&enabling_at)), 10).await;
+        (recs.iter().filter(|r| r["action"] == "subscription.verified").count() == 1).then_some(recs)
+    })
+    .await;
+    let enabled: Vec<&Value> = recs.iter().filter(|r| r["action"] == "subscription.enabled").collect();
+    assert_eq!(enabled.len(), 1, "{recs:?}");
+    assert_eq!(enabled[0]["actor"], me.as_str());
+    let (st, _) = s.post("/v1/events", &json!({"id": "fx-3", "type": "fail.three", "data": 3})).await;
+    assert_eq!(st, 202);
+    let d = s.settled_deliveries("fx-3", 2, 30).await;
+    assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
+    let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+    assert_eq!(v["active"], true);
+    assert_eq!(ops_events(&r, "/ops", "hookline.subscription.disabled").len(), 1, "disabled once");
+    // The ops channel never hears of its own events' dead letters.
+    assert!(ops_events(&r, "/ops", "hookline.dead_letter.created")
+        .iter()
+        .all(|e| !e["data"]["event_type"].as_str().unwrap_or("").starts_with("hookline.")));
+    let (_, v) = s.get(&format!("/v1/subscriptions/{ops}")).await;
+    assert_eq!(v["active"], true);
+    let everything: Vec<Value> = r.deliveries("/everything").iter().map(|d| d.json()).collect();
+    assert!(everything.iter().any(|e| e["id"] == "fx-3"), "the `*` subscriber gets producer events");
+    assert!(everything.iter().all(|e| !e["type"].as_str().unwrap_or("").starts_with("hookline.")), "{everything:?}");
+}
+
 // ---------------------------------------------------------------------------
 // Issue 11, part B: dead letters at scale, bulk requeue/skip jobs, replays.
 
@@ -1604,6 +2178,14 @@ pub async fn bulk_skip_by_filter_and_bad_input<P: Pipeline>(s: &P) {
         && d["resolution"]["job_id"] == job["id"]
         && d["resolution"]["actor"] == job["actor"]));
     assert_eq!(all_dead_letters(s, &format!("subscription_id={a}&state=open"), 100).await.len(), 3);
+    // One audit record of the job's start, with its actor and reason.
+    let (_, audit) = s.get("/v1/audit?action=dead_letters.skip_started&limit=1000").await;
+    let mine: Vec<&Value> = audit["items"].as_array().unwrap().iter().filter(|r| r["job_id"] == job["id"]).collect();
+    assert_eq!(mine.len(), 1, "{audit}");
+    assert_eq!(
+        (mine[0]["actor"].as_str(), mine[0]["reason"].as_str()),
+        (job["actor"].as_str(), Some("obsolete orders"))
+    );
     // A filter that takes nothing completes with nothing done.
     let (_, v) = s.post("/v1/dead-letters/skip", &json!({"filter": {"tenant_id": "nobody"}, "reason": "none"})).await;
     let job = finished_job(s, v["job_id"].as_str().unwrap(), 30).await;
@@ -1712,4 +2294,85 @@ pub async fn replay_job_by_event_id_and_bad_input<P: Pipeline>(s: &P) {
     let got = r.successes("/rp");
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"), "a replay keeps the webhook-id");
+}
+
+/// `POST /v1/replays` by partition key delivers exactly that partition's
+/// events again, in acceptance order through the ordered subscription's
+/// lane, each with its original `webhook-id`; by time range exactly the
+/// events received in the range.
+pub async fn replay_jobs_by_partition_key_and_by_time_range<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    s.subscribe(
+        json!({"callback_url": r.url("/rpk", Behaviour::Ok), "event_types": ["rpk.*"], "ordering": "partition"}),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let key = if i % 3 == 0 { "other" } else { "mine" };
+        let (st, v) = s.post("/v1/events", &json!({"type": "rpk.x", "partition_key": key, "data": {"i": i}})).await;
+        assert_eq!(st, 202, "{v}");
+        ids.push((key, v["event_id"].as_str().unwrap().to_string()));
+    }
+    for (_, id) in &ids {
+        s.settled_deliveries(id, 1, 60).await;
+    }
+    let first: Vec<_> = r.successes("/rpk");
+    assert_eq!(first.len(), 12);
+    let hook_of = |body: &[u8]| {
+        first.iter().find(|d| d.body == body).map(|d| d.header("webhook-id").to_string()).expect("an original delivery")
+    };
+    let (st, v) =
+        s.post("/v1/replays", &json!({"partition_key": "mine", "reason": "subscriber restored a backup"})).await;
+    assert_eq!(st, 202, "{v}");
+    let job = finished_job(s, v["job_id"].as_str().unwrap(), 120).await;
+    assert_eq!(
+        (job["state"].as_str(), job["matched"].as_u64(), job["done"].as_u64()),
+        (Some("completed"), Some(8), Some(8)),
+        "{job}"
+    );
+    if tokio::time::timeout(Duration::from_secs(60), async {
+        while r.successes("/rpk").len() < 20 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .is_err()
+    {
+        let mut states = Vec::new();
+        for (k, id) in &ids {
+            let (_, d) = s.get(&format!("/v1/events/{id}/deliveries")).await;
+            states.push(format!("{k} {id}: {}", d["deliveries"]));
+        }
+        panic!("the partition was not replayed ({} deliveries): {states:#?}", r.successes("/rpk").len());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let replayed: Vec<_> = r.successes("/rpk").into_iter().skip(12).collect();
+    assert_eq!(replayed.len(), 8, "exactly the partition's events");
+    let seqs: Vec<u64> = replayed.iter().map(|d| d.header("hookline-sequence").parse().unwrap()).collect();
+    assert_eq!(seqs, (1..=8).collect::<Vec<u64>>(), "in acceptance order");
+    for d in &replayed {
+        assert!(d.json()["data"]["i"].as_u64().unwrap() % 3 != 0, "only partition mine");
+        assert_eq!(d.header("webhook-id"), hook_of(&d.body), "the original webhook-id");
+    }
+
+    // By time range: exactly the events received inside it.
+    let before = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let inside: Vec<String> = post_many(s, 5, "rpk.t", None).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let after = chrono::Utc::now();
+    post_many(s, 3, "rpk.t", None).await;
+    eventually(60, "the range's first deliveries", || async { (r.successes("/rpk").len() >= 28).then_some(()) }).await;
+    let (st, v) = s
+        .post("/v1/replays", &json!({"since": before.to_rfc3339(), "until": after.to_rfc3339(), "event_types": ["rpk.t"], "reason": "range"}))
+        .await;
+    assert_eq!(st, 202, "{v}");
+    let job = finished_job(s, v["job_id"].as_str().unwrap(), 120).await;
+    assert_eq!((job["matched"].as_u64(), job["done"].as_u64()), (Some(5), Some(5)), "{job}");
+    for id in &inside {
+        let d = s.settled_deliveries(id, 2, 60).await;
+        assert!(d.iter().any(|x| x["origin"]["kind"] == "replay"), "{id}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(r.successes("/rpk").len(), 33, "12 + 8 + 8 + 5 replayed, nothing else");
 }

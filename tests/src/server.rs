@@ -234,6 +234,11 @@ impl crate::pipeline::Pipeline for Server {
         std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default()
     }
 
+    /// The key the server generated is named `default`.
+    fn actor(&self) -> String {
+        "key:default".into()
+    }
+
     async fn metrics(&self) -> String {
         self.client
             .get(format!("{}/metrics", self.base))

@@ -194,6 +194,8 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         active: true,
         verified,
         verification_error: None,
+        disabled_reason: None,
+        disabled_at: None,
         signing_keys: vec![SigningKey { secret: Secret::generate(), expires_at: None }],
         created_at: at,
         updated_at: at,

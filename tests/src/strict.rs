@@ -26,6 +26,23 @@
 //!   one item; `BatchWriteItem` over 25 requests; `BatchGetItem` over 100
 //!   keys: "Constraints" › DynamoDB transactions and API-specific constraints.
 //! - D7 a `Query`/`Scan` `Limit` under 1: API reference, Query › Limit.
+//! - D8 a `Query` of a global secondary index whose `KeyConditionExpression`
+//!   names an attribute that is not a key of the index, or whose
+//!   `FilterExpression` / `ProjectionExpression` names one the index does
+//!   not project, or names a key of the index in its `FilterExpression`
+//!   (moto reads the table's item and lets all of these through; DynamoDB
+//!   answers ValidationException, or finds nothing): Developer Guide,
+//!   "Using Global Secondary Indexes in DynamoDB" › Attribute projections
+//!   and "Querying tables" › Filter expressions ("A filter expression
+//!   cannot contain partition key or sort key attributes").
+//! - D9 a `Query` whose `KeyConditionExpression` names an attribute that is
+//!   not a key of the table or index queried, or whose `BETWEEN :a AND :b`
+//!   has `:a` greater than `:b` (AWS: ValidationException; moto returns
+//!   nothing): API reference, Query › KeyConditionExpression; and a
+//!   `Query` whose `FilterExpression` names a key attribute of the
+//!   table or index queried ("A filter expression cannot contain partition
+//!   key or sort key attributes"): Developer Guide, "Filter expressions for
+//!   the Query operation".
 //!
 //! SQS rules ("Amazon SQS message quotas", "Amazon SQS batch action quotas",
 //! API reference of each action):
@@ -55,7 +72,7 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use serde_json::{Map, Value};
 
-use crate::metering::{table_schemas, value_size, TableSchema};
+use crate::metering::{table_schemas, value_size, Projection, TableSchema};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -198,6 +215,12 @@ impl Strict {
                 if req["Limit"].as_i64().is_some_and(|l| l < 1) {
                     out.push(format!("D7 {op} on {table} with Limit {} (must be at least 1)", req["Limit"]));
                 }
+                if let (Some(index), "Query") = (req["IndexName"].as_str(), op) {
+                    self.index_query(table, index, req, &mut out);
+                }
+                if op == "Query" {
+                    self.query_keys(table, req, &mut out);
+                }
             }
             "TransactWriteItems" => {
                 let actions = req["TransactItems"].as_array().cloned().unwrap_or_default();
@@ -250,6 +273,88 @@ impl Strict {
             _ => {}
         }
         out
+    }
+
+    /// D8 on a `Query` of index `index` of `table`.
+    fn index_query(&self, table: &str, index: &str, req: &Value, out: &mut Vec<String>) {
+        let Some(schema) = self.schema(table) else { return };
+        let Some(ix) = schema.indexes.iter().find(|i| i.name == index) else {
+            out.push(format!("D8 Query of {table} names index {index}, which the template does not declare"));
+            return;
+        };
+        let projected = |a: &str| {
+            ix.key.iter().chain(&schema.key).any(|k| k == a)
+                || match &ix.projection {
+                    Projection::All => true,
+                    Projection::KeysOnly => false,
+                    Projection::Include(attrs) => attrs.iter().any(|k| k == a),
+                }
+        };
+        let names = |field: &str| attribute_names(req[field].as_str().unwrap_or(""), &req["ExpressionAttributeNames"]);
+        for a in names("KeyConditionExpression") {
+            if !ix.key.contains(&a) {
+                out.push(format!("D8 KeyConditionExpression on index {index} of {table} names {a}, not a key of it"));
+            }
+        }
+        for a in names("FilterExpression") {
+            if ix.key.contains(&a) {
+                out.push(format!("D8 FilterExpression on index {index} of {table} names its key {a}"));
+            } else if !projected(&a) {
+                out.push(format!(
+                    "D8 FilterExpression on index {index} of {table} names {a}, which it does not project"
+                ));
+            }
+        }
+        for a in names("ProjectionExpression") {
+            if !projected(&a) {
+                out.push(format!(
+                    "D8 ProjectionExpression on index {index} of {table} names {a}, which it does not project"
+                ));
+            }
+        }
+    }
+
+    /// D9 on a `Query`: the key condition on the queried key's
+    /// attributes only (and `BETWEEN` bounds in order), the filter on none.
+    fn query_keys(&self, table: &str, req: &Value, out: &mut Vec<String>) {
+        let Some(schema) = self.schema(table) else { return };
+        let key: &[String] = match req["IndexName"].as_str() {
+            None => &schema.key,
+            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
+                Some(i) => &i.key,
+                None => return,
+            },
+        };
+        let attributes = |expr: &str| attribute_names(expr, &req["ExpressionAttributeNames"]);
+        if let Some(kc) = req["KeyConditionExpression"].as_str() {
+            for a in attributes(kc) {
+                if !key.contains(&a) {
+                    out.push(format!("D9 Query on {table}: the key condition names {a}, not a key of what is queried"));
+                }
+            }
+            let words: Vec<&str> = kc.split_whitespace().collect();
+            for w in
+                words.windows(4).filter(|w| w[0].eq_ignore_ascii_case("BETWEEN") && w[2].eq_ignore_ascii_case("AND"))
+            {
+                let value = |p: &str| req["ExpressionAttributeValues"][p.trim_end_matches(')')].clone();
+                let (lo, hi) = (value(w[1]), value(w[3]));
+                let out_of_order = match (lo["S"].as_str(), hi["S"].as_str(), lo["N"].as_str(), hi["N"].as_str()) {
+                    (Some(a), Some(b), _, _) => a > b,
+                    (_, _, Some(a), Some(b)) => a.parse::<f64>().ok() > b.parse::<f64>().ok(),
+                    _ => false,
+                };
+                if out_of_order {
+                    out.push(format!("D9 Query on {table}: BETWEEN {lo} AND {hi} has its lower bound above its upper"));
+                }
+            }
+        }
+        if let Some(f) = req["FilterExpression"].as_str() {
+            for a in attributes(f) {
+                if key.contains(&a) {
+                    out.push(format!("D9 Query on {table}: the filter names the key attribute {a}"));
+                }
+            }
+        }
     }
 
     fn key_of_item(&self, table: &str, item: &Value) -> String {
@@ -357,6 +462,55 @@ fn expression_params(req: &Value, expressions: &[&str], out: &mut Vec<String>) {
     if params > MAX_EXPRESSION_PARAMS {
         out.push(format!("D3 expression names and values are {params} bytes, over 80 KB"));
     }
+}
+
+/// The attribute names an expression reads: its `#name` placeholders as
+/// `names` resolves them, and its bare names (not a `:value`, a function or
+/// a keyword). Document paths count by their first element.
+fn attribute_names(expr: &str, names: &Value) -> Vec<String> {
+    const WORDS: &[&str] = &[
+        "AND",
+        "OR",
+        "NOT",
+        "BETWEEN",
+        "IN",
+        "begins_with",
+        "attribute_exists",
+        "attribute_not_exists",
+        "attribute_type",
+        "contains",
+        "size",
+    ];
+    let mut out = Vec::new();
+    let mut chars = expr.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !(c.is_ascii_alphanumeric() || c == '_' || c == '#' || c == ':') {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, d)) = chars.peek() {
+            if d.is_ascii_alphanumeric() || d == '_' {
+                end = j + d.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let word = &expr[i..end];
+        // The rest of a document path (`a.b`, `a[0]`) is not another attribute.
+        let after_dot = expr[..i].trim_end().ends_with('.') || expr[..i].ends_with(']');
+        if after_dot || c == ':' || c.is_ascii_digit() || WORDS.iter().any(|w| w.eq_ignore_ascii_case(word)) {
+            continue;
+        }
+        if c == '#' {
+            if let Some(n) = names[word].as_str() {
+                out.push(n.to_string());
+            }
+        } else {
+            out.push(word.to_string());
+        }
+    }
+    out
 }
 
 /// The `#name` or `:value` placeholders of an expression.
@@ -573,6 +727,47 @@ mod tests {
         let ok = json!({"TableName": "p-SagasTable", "KeyConditionExpression": "event_id = :e",
                         "ExpressionAttributeValues": {":e": {"S": "x"}}});
         assert!(ddb("Query", ok).is_empty());
+    }
+
+    #[test]
+    fn index_queries_read_only_keys_and_projected_attributes() {
+        let q = |key: &str, filter: &str, names: Value| {
+            ddb(
+                "Query",
+                json!({"TableName": "p-EventsTable", "IndexName": "by_tenant",
+                "KeyConditionExpression": key, "FilterExpression": filter, "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {":t": {"S": "acme"}, ":v": {"S": "x"}}}),
+            )
+        };
+        let ok = q("#t = :t", "#et = :v AND begins_with(#et, :v)", json!({"#t": "tenant_id", "#et": "event_type"}));
+        assert!(ok.is_empty(), "{ok:?}");
+        let v = q("#t = :t", "#d = :v", json!({"#t": "tenant_id", "#d": "data"}));
+        assert!(v.iter().any(|m| m.starts_with("D8") && m.contains("data")), "{v:?}");
+        let v = q("#t = :t", "time_key = :v", json!({"#t": "tenant_id"}));
+        assert!(v.iter().any(|m| m.contains("names its key time_key")), "{v:?}");
+        let v = q("#e = :t", "#et = :v", json!({"#e": "event_type", "#et": "event_type"}));
+        assert!(v.iter().any(|m| m.contains("not a key")), "{v:?}");
+    }
+
+    #[test]
+    fn queries_key_on_keys_with_ordered_bounds_and_filter_on_others() {
+        let q = |kc: &str, f: Option<&str>, lo: &str, hi: &str| {
+            let mut q = json!({"TableName": "p-AuditTable", "IndexName": "by_actor", "KeyConditionExpression": kc,
+                               "ExpressionAttributeNames": {"#k": "actor", "#p": "pos"},
+                               "ExpressionAttributeValues": {":k": {"S": "key:a"}, ":lo": {"S": lo}, ":hi": {"S": hi}}});
+            if let Some(f) = f {
+                q["FilterExpression"] = json!(f);
+            }
+            ddb("Query", q)
+        };
+        let ok = q("#k = :k AND #p BETWEEN :lo AND :hi", None, "0", "9");
+        assert!(ok.is_empty(), "{ok:?}");
+        let v = q("#k = :k AND #p BETWEEN :lo AND :hi", None, "9", "0");
+        assert!(v.iter().any(|m| m.starts_with("D9") && m.contains("lower bound")), "{v:?}");
+        let v = q("#k = :k AND action BETWEEN :lo AND :hi", None, "0", "9");
+        assert!(v.iter().any(|m| m.starts_with("D9") && m.contains("names action")), "{v:?}");
+        let v = q("#k = :k AND #p BETWEEN :lo AND :hi", Some("#k = :k"), "0", "9");
+        assert!(v.iter().any(|m| m.starts_with("D9")), "{v:?}");
     }
 
     #[test]

@@ -282,6 +282,27 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
 }
 
+// ------------------------------------------------- Part A: finding events
+on_aws!(events_are_found_by_every_filter_and_cursor_walks_see_each_once, events_are_found_by_delivery_outcome);
+// ----- Audit trail, failing endpoints, operational events (issue 11, helper C)
+
+#[tokio::test]
+async fn audit_records_every_action_once_with_its_actor() {
+    let p = AwsPipeline::start_configured("audit", |c| {
+        c.breaker.failure_threshold = 3;
+        c.breaker.cool_down = Duration::from_secs(1);
+        c.breaker.max_cool_down = Duration::from_secs(2);
+    })
+    .await;
+    scenarios::audit_records_every_action_once_with_its_actor(&p).await;
+}
+
+#[tokio::test]
+async fn failing_endpoint_is_disabled_and_operational_events_are_published() {
+    let p = AwsPipeline::start_configured("failing", |c| c.disable_after = chrono::Duration::seconds(3)).await;
+    scenarios::failing_endpoint_is_disabled_and_operational_events_are_published(&p).await;
+}
+
 // ---------------------------------------------------------------------------
 // Issue 11, part B: dead letters at scale, bulk jobs, replays.
 
@@ -290,3 +311,4 @@ on_aws!(
     bulk_skip_by_filter_and_bad_input,
     replay_job_by_event_id_and_bad_input,
 );
+on_aws!(replay_jobs_by_partition_key_and_by_time_range);

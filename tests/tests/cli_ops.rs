@@ -53,7 +53,7 @@ async fn ops_commands_inspect_requeue_skip_and_replay() {
     let d = s.settled_deliveries("cli-1", 2, 20).await;
     let new = d.iter().find(|x| x["saga_id"] == v["saga_id"]).expect("the requeued saga");
     assert_eq!(new["status"], "Completed");
-    // The actor is the API key's name (the CLI cannot claim another).
+    // The caller's API key, not what the CLI claims in the body.
     assert!(new["origin"]["actor"].as_str().unwrap().starts_with("key:"), "{new}");
 
     let (ok, _, err) = hookline(&["replay", "cli-1", "--reason", "lost"], &env);

@@ -200,6 +200,67 @@ async fn api_key_is_required_survives_restart_and_sigterm_stops_cleanly() {
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
 }
 
+// ------------------------------------------------- Part A: finding events
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_found_by_every_filter_and_cursor_walks_see_each_once() {
+    scenarios::events_are_found_by_every_filter_and_cursor_walks_see_each_once(&Server::start("events_find")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_found_by_delivery_outcome() {
+    scenarios::events_are_found_by_delivery_outcome(&Server::start("events_outcome")).await;
+}
+
+// ----- Audit trail, failing endpoints, operational events (issue 11, helper C)
+
+#[tokio::test]
+async fn audit_records_every_action_once_with_its_actor() {
+    let s = Server::start_with(
+        "audit",
+        &["--breaker-failures", "3", "--breaker-cool-down-ms", "1000", "--breaker-max-cool-down-ms", "2000"],
+    );
+    scenarios::audit_records_every_action_once_with_its_actor(&s).await;
+}
+
+#[tokio::test]
+async fn failing_endpoint_is_disabled_and_operational_events_are_published() {
+    let s = Server::start_with("failing", &["--disable-after", "3s"]);
+    scenarios::failing_endpoint_is_disabled_and_operational_events_are_published(&s).await;
+}
+
+/// Named API keys: the audit trail records the key's name, and the `X-Actor`
+/// header after it only with `--trust-actor-header`; without it the header
+/// is ignored.
+#[tokio::test]
+async fn named_keys_and_a_trusted_actor_header_are_the_audit_actor() {
+    let r = Receiver::start().await;
+    let trusted = Server::start_with("keys", &["--api-key", "ops=sekret-ops", "--trust-actor-header"]);
+    assert_eq!(trusted.key, "sekret-ops");
+    let body = json!({"callback_url": r.url("/k", Behaviour::Ok), "event_types": ["k"]}).to_string();
+    let (st, sub) = trusted
+        .call_with_headers("POST", "/v1/subscriptions", Some(body.as_bytes()), &[("X-Actor", "alice@example.com")])
+        .await;
+    assert_eq!(st, 201, "{sub}");
+    let id = sub["id"].as_str().unwrap();
+    let (st, _) = trusted.call("DELETE", &format!("/v1/subscriptions/{id}"), None).await;
+    assert_eq!(st, 204);
+    let (_, v) = trusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.created")).await;
+    assert_eq!(v["items"][0]["actor"], "key:ops as `alice@example.com`", "shown quoted (Api::actor): {v}");
+    let (_, v) = trusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.deleted")).await;
+    assert_eq!(v["items"][0]["actor"], "key:ops", "{v}");
+    let (st, _) = trusted.call_with_key("GET", "/v1/audit", None, Some("not-a-key")).await;
+    assert_eq!(st, 401);
+
+    let untrusted = Server::start("keys-untrusted");
+    let (st, sub) = untrusted
+        .call_with_headers("POST", "/v1/subscriptions", Some(body.as_bytes()), &[("X-Actor", "mallory")])
+        .await;
+    assert_eq!(st, 201, "{sub}");
+    let id = sub["id"].as_str().unwrap();
+    let (_, v) = untrusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.created")).await;
+    assert_eq!(v["items"][0]["actor"], "key:default", "the header is ignored unless trusted: {v}");
+}
+
 // ---------------------------------------------------------------------------
 // Issue 11, part B: dead letters at scale, bulk jobs, replays.
 
@@ -223,4 +284,9 @@ async fn bulk_requeue_of_1000_survives_kill9_half_way() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_job_by_event_id_and_bad_input() {
     scenarios::replay_job_by_event_id_and_bad_input(&Server::start("replay-job")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_jobs_by_partition_key_and_by_time_range() {
+    scenarios::replay_jobs_by_partition_key_and_by_time_range(&Server::start("replay-range")).await;
 }

@@ -112,8 +112,13 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, STREAM_READ, &["SagasTable/stream", "AttemptsTable/stream"]);
     grant(&mut g, &["dynamodb:ListStreams"], &["SagasTable/stream/*", "AttemptsTable/stream/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
-    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // EventsTable UpdateItem: an event's delivery outcome (NEVER_EXCEPT).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    // Operational events (hookline.dead_letter.created, …disabled) are
+    // published like any event (no partition key: one conditional put); a
+    // 410's disable leaves an audit record.
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
     // DeadLettersTable GetItem: a requeued saga's event snapshot.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
@@ -138,6 +143,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Each subscription's breaker and health window; the slots and next
     // start of subscriptions with explicit limits.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["HealthTable"]);
+    // A subscription failing for DISABLE_AFTER is disabled (conditional
+    // put), with its audit record and hookline.subscription.disabled;
+    // breaker flips are audited.
+    grant(&mut g, &["dynamodb:PutItem"], &["SubscriptionsTable", "EventsTable", "AuditTable"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -155,7 +164,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
         &["SagasTable", "SagasTable/index/*"],
     );
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
-    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // EventsTable UpdateItem: re-driven sagas raise their event's outcome (NEVER_EXCEPT).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
+    // Re-driven saga steps publish operational events and audit disables.
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
     grant(
         &mut g,
         &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
@@ -194,7 +206,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
 
     // api: subscriptions CRUD, event and delivery status, dead letters
     // (list, skip), requeue/replay requests onto the requeue queue, queue
-    // depths for /metrics. It never writes events, sagas or attempts.
+    // depths for /metrics, the audit trail. It never writes sagas or
+    // attempts, and writes events only to publish Hookline's own
+    // operational events.
     let mut g = Grants::new();
     // A subscription and its index entries are one TransactWriteItems,
     // authorized as its PutItem and DeleteItem actions; lists query the index.
@@ -203,6 +217,8 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // The one exception to "never scan subscriptions" (NEVER_EXCEPT).
     grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // GET /v1/events: the event indexes (by_time, by_tenant, by_partition, by_outcome).
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
     // Dead letters are listed through their indexes, never scanned.
@@ -211,8 +227,12 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Bulk jobs: created (conditional put), shown by GET /v1/jobs/{id}.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["JobsTable"]);
     grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
-    // A subscription's `health`.
-    grant(&mut g, &["dynamodb:GetItem"], &["HealthTable"]);
+    // A subscription's `health`; re-enabling forgets its failing run.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["HealthTable"]);
+    // The audit trail: appended by every change, listed through its indexes;
+    // re-enabling publishes hookline.subscription.enabled (conditional put).
+    grant(&mut g, &["dynamodb:PutItem"], &["AuditTable", "EventsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["AuditTable/index/*"]);
     // Skipping a dead letter that blocks its lane releases the next saga.
     grant(&mut g, &["dynamodb:Query", "dynamodb:DeleteItem"], &["OrderTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
@@ -269,13 +289,28 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
 
 /// Grants a rule of [`NEVER`] allows for one function, each with why:
 /// (function, action, resource, why). Nothing else is exempt.
-const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
-    "ApiFunction",
-    "dynamodb:Scan",
-    "SubscriptionsTable",
-    "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
-     a call) for subscriptions stored before index by_key existed; never on a pipeline path",
-)];
+const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
+    (
+        "ApiFunction",
+        "dynamodb:Scan",
+        "SubscriptionsTable",
+        "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
+         a call) for subscriptions stored before index by_key existed; never on a pipeline path",
+    ),
+    (
+        "SagaFunction",
+        "dynamodb:UpdateItem",
+        "EventsTable",
+        "an event's delivery outcome (attribute `outcome`: failed, dead-lettered), raised by a conditional update \
+         once per rise; the event as accepted never changes",
+    ),
+    (
+        "ReconcilerFunction",
+        "dynamodb:UpdateItem",
+        "EventsTable",
+        "re-driven sagas raise their event's delivery outcome as the saga step does; the event never changes",
+    ),
+];
 
 /// HTTP API routes: (method, path) → function.
 const ROUTES: &[(&str, &str, &str)] = &[
@@ -283,6 +318,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/events/batch", "IngestFunction"),
     ("ANY", "/v1/subscriptions", "ApiFunction"),
     ("ANY", "/v1/subscriptions/{proxy+}", "ApiFunction"),
+    ("GET", "/v1/events", "ApiFunction"),
     ("GET", "/v1/events/{id}", "ApiFunction"),
     ("GET", "/v1/events/{id}/deliveries", "ApiFunction"),
     ("POST", "/v1/events/{id}/replay", "ApiFunction"),
@@ -290,6 +326,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
     ("POST", "/v1/replays", "ApiFunction"),
     ("GET", "/v1/jobs/{id}", "ApiFunction"),
+    ("GET", "/v1/audit", "ApiFunction"),
     ("GET", "/healthz", "ApiFunction"),
     ("GET", "/metrics", "ApiFunction"),
 ];

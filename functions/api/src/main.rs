@@ -10,7 +10,11 @@ async fn main() -> Result<(), Error> {
     lambda::init_logging();
     let h = lambda::hookline_from_env().await?;
     // Nothing runs after a Lambda answers, so the handshake runs before.
-    let api = Api::behind_gateway(h.clone(), Verification::Inline);
+    // The caller is the IAM principal API Gateway authorized; an `X-Actor`
+    // header is recorded after it only with TRUST_ACTOR_HEADER=true (every
+    // principal allowed to call is a trusted system acting for people).
+    let trust = std::env::var("TRUST_ACTOR_HEADER").is_ok_and(|v| matches!(v.trim(), "true" | "1" | "yes"));
+    let api = Api::behind_gateway(h.clone(), Verification::Inline).trusting_actor_header(trust);
     lambda::run("api", h, move |_, e: ApiGatewayV2httpRequest| {
         let api = api.clone();
         async move { Ok(lambda::http(&api, e).await) }

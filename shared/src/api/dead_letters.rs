@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
+use crate::audit::{self, Action, AuditRecord};
 use crate::bulk::{Job, JobKind, JobState};
 use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
 use crate::ids::{DeadLetterId, SagaId, SubscriptionId};
@@ -13,13 +14,18 @@ use crate::ports::TimeRange;
 use crate::stage::bulk;
 use crate::stage::requeue::{self, Audit};
 
-/// `POST /v1/dead-letters/{id}/requeue` and `…/skip`: the reason for the
-/// audit record (required).
+/// `POST /v1/dead-letters/{id}/requeue` and `…/skip`: why (required). An
+/// `actor` member is still accepted, for clients written before the audit
+/// trail, and ignored: the actor is who authenticated ([`Api::actor`]),
+/// never what a body claims.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReasonBody {
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    actor: Option<serde::de::IgnoredAny>,
 }
 
 /// `POST /v1/dead-letters/requeue` and `…/skip`.
@@ -173,8 +179,13 @@ impl Api {
     pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, req: &Request<'_>, requeue: bool) -> ApiResult {
         let body: ReasonBody = parse(req.body, true)?;
         let audit = Audit { actor: self.actor(req), reason: query::reason(body.reason.as_deref())? };
+        let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
         if requeue {
             let saga_id = requeue::request_requeue(&self.hookline, id, &audit).await?;
+            let dl = self.hookline.stores.dead_letters.get(id).await.ok().flatten();
+            let rec = with_dead_letter(record(Action::DeadLetterRequeued), dl.as_ref())
+                .details(serde_json::json!({"saga_id": saga_id}));
+            audit::record(&self.hookline, rec).await;
             Ok(Response::json(202, &Requeued { dead_letter_id: id, saga_id }))
         } else {
             let dl = self
@@ -188,6 +199,8 @@ impl Api {
                 return Err(ApiError::new(409, "conflict", format!("dead letter {id} is already {}", dl.state)));
             }
             requeue::skip(&self.hookline, id, &audit).await?;
+            let dl = self.hookline.stores.dead_letters.get(id).await.ok().flatten();
+            audit::record(&self.hookline, with_dead_letter(record(Action::DeadLetterSkipped), dl.as_ref())).await;
             Ok(Response::json(200, &Skipped { dead_letter_id: id, state: DeadLetterState::Skipped }))
         }
     }
@@ -213,6 +226,9 @@ impl Api {
         };
         let filter = serde_json::to_value(&q).expect("a query serializes");
         let job = bulk::start(&self.hookline, Job::new(kind, filter, &reason, &self.actor(req), Utc::now())).await?;
+        let action =
+            if kind == JobKind::Skip { Action::DeadLettersSkipStarted } else { Action::DeadLettersRequeueStarted };
+        self.job_audit(action, &job, q.subscription_id.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 
@@ -222,8 +238,29 @@ impl Api {
         Ok(Response::json(200, &JobView::from(&job)))
     }
 
+    /// The one audit record of a job's start: its actor, reason, id and
+    /// filter (and subscription, when the filter names one).
+    pub(super) async fn job_audit(&self, action: Action, job: &Job, subscription: Option<&SubscriptionId>) {
+        let mut rec = AuditRecord::new(action, &job.actor)
+            .reason(&job.reason)
+            .job(&job.id)
+            .details(serde_json::json!({"filter": job.filter}));
+        if let Some(s) = subscription {
+            rec = rec.subscription(s);
+        }
+        audit::record(&self.hookline, rec).await;
+    }
+
     /// A bulk job started: `202 {"job_id"}`.
     pub(super) fn job_started(job: &Job) -> Response {
         Response::json(202, &Started { job_id: &job.id })
+    }
+}
+
+/// A dead letter's record with its subscription and event ids.
+fn with_dead_letter(rec: AuditRecord, dl: Option<&DeadLetter>) -> AuditRecord {
+    match dl {
+        Some(d) => rec.subscription(&d.subscription_id).event(&d.event_id),
+        None => rec,
     }
 }

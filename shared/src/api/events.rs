@@ -1,11 +1,13 @@
-//! `/v1/events`: ingest one envelope or a batch, read an event and its
-//! deliveries, replay it.
+//! `/v1/events`: ingest one envelope or a batch, find events by their
+//! filters, read an event and its deliveries, replay it.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{parse, query_param, Api, ApiError, ApiResult, Request, Response};
+use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
+use crate::audit::{self, Action, AuditRecord};
 use crate::envelope::{self, Format};
+use crate::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use crate::ids::{self, EventId, SagaId, SubscriptionId, WebhookId};
 use crate::saga::Origin;
 use crate::stage::ingest;
@@ -72,12 +74,89 @@ struct Deliveries<'a> {
     deliveries: Vec<DeliveryView>,
 }
 
+/// A page of `GET /v1/events`.
+#[derive(Serialize)]
+struct EventList {
+    items: Vec<EventItem>,
+    next_cursor: Option<String>,
+}
+
+/// One item of `GET /v1/events`: the event without its body.
+#[derive(Serialize)]
+struct EventItem {
+    id: EventId,
+    #[serde(rename = "type")]
+    event_type: String,
+    tenant_id: Option<String>,
+    partition_key: Option<String>,
+    sequence: Option<String>,
+    received_at: DateTime<Utc>,
+    occurred_at: DateTime<Utc>,
+    format: Format,
+    outcome: Option<Outcome>,
+}
+
+impl From<EventSummary> for EventItem {
+    fn from(e: EventSummary) -> Self {
+        EventItem {
+            id: e.id,
+            event_type: e.event_type,
+            tenant_id: e.tenant_id,
+            partition_key: e.partition_key,
+            sequence: e.sequence,
+            received_at: e.received_at,
+            occurred_at: e.occurred_at,
+            format: e.format,
+            outcome: e.outcome,
+        }
+    }
+}
+
+/// The longest partition key a search takes (as an index key it must fit
+/// DynamoDB's 2,048-byte partition key with the tenant scope).
+const MAX_PARTITION_KEY: usize = 1024;
+
+/// The filters of `GET /v1/events`, each checked (a bad one is a `400`, an
+/// impossible time range a `422`, naming it); newest first.
+pub fn event_query(req: &Request<'_>, retention: chrono::Duration) -> Result<EventQuery, ApiError> {
+    let event_type = match query_param(req.query, "event_type") {
+        None => None,
+        Some(t) => TypeFilter::parse(t.trim()).map_err(|e| ApiError::invalid("event_type", e))?,
+    };
+    let tenant_id = super::subscriptions::tenant(query_param(req.query, "tenant_id"))?;
+    let partition_key = query_param(req.query, "partition_key");
+    if let Some(k) = &partition_key {
+        if k.is_empty() || k.len() > MAX_PARTITION_KEY || k.chars().any(char::is_control) {
+            return Err(ApiError::invalid(
+                "partition_key",
+                format!("partition_key must be 1 to {MAX_PARTITION_KEY} bytes without control characters"),
+            ));
+        }
+    }
+    let outcome = query_param(req.query, "outcome")
+        .map(|o| o.parse::<Outcome>().map_err(|e| ApiError::invalid("outcome", e)))
+        .transpose()?;
+    Ok(EventQuery {
+        event_type,
+        tenant_id,
+        partition_key,
+        received: query::time_range(req, retention)?,
+        outcome,
+        order: Order::NewestFirst,
+    })
+}
+
 /// `POST /v1/events/{id}/replay`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReplayBody {
     #[serde(default)]
     reason: Option<String>,
+    /// Accepted for old clients and ignored: the actor is who
+    /// authenticated ([`Api::actor`]).
+    #[serde(default)]
+    #[allow(dead_code)]
+    actor: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     subscription_id: Option<SubscriptionId>,
     #[serde(default)]
@@ -159,6 +238,25 @@ impl Api {
         Ok(Response::json(if answer.rejected == 0 { 202 } else { 207 }, &answer))
     }
 
+    /// `GET /v1/events`: one page of the events matching the filters,
+    /// newest first ([`crate::ports::EventStore::search`]).
+    pub(super) async fn list_events(&self, req: &Request<'_>) -> ApiResult {
+        let q = event_query(req, self.hookline.config.retention)?;
+        let limit = query::limit(req)?;
+        let filters = q.fingerprint();
+        let after = query_param(req.query, "cursor")
+            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .transpose()?;
+        let page = self.hookline.stores.events.search(&q, limit, after.as_deref()).await?;
+        Ok(Response::json(
+            200,
+            &EventList {
+                items: page.items.into_iter().map(EventItem::from).collect(),
+                next_cursor: page.next.map(|n| cursor::issue(&n, &filters)),
+            },
+        ))
+    }
+
     pub(super) async fn get_event(&self, id: &EventId) -> ApiResult {
         let e = self.hookline.stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         Ok(Response::json(
@@ -212,6 +310,17 @@ impl Api {
             reason: super::query::reason(body.reason.as_deref())?,
         };
         let sagas = requeue::request_replay(&self.hookline, &request).await?;
+        // Recorded once the replay is queued.
+        let mut rec = AuditRecord::new(Action::EventReplayed, &request.actor).reason(&request.reason).event(id).details(
+            serde_json::json!({
+                "replay_key": request.replay_key,
+                "sagas": sagas.iter().map(|(saga_id, sub)| serde_json::json!({"saga_id": saga_id, "subscription_id": sub})).collect::<Vec<_>>(),
+            }),
+        );
+        if let Some(s) = &request.subscription_id {
+            rec = rec.subscription(s);
+        }
+        audit::record(&self.hookline, rec).await;
         Ok(Response::json(
             202,
             &ReplayAnswer {

@@ -5,6 +5,7 @@
 //! [`dead_letters`]); request bodies are typed ([`body`]) and every refusal
 //! is one [`ApiError`]: `{"error": {"code", "message", "field"?}}`.
 
+mod audit;
 mod body;
 pub mod cursor;
 mod dead_letters;
@@ -218,6 +219,7 @@ impl Api {
         let r = match (req.method, &segments[1..]) {
             ("POST", ["events"]) => self.post_event(&req).await,
             ("POST", ["events", "batch"]) => self.post_batch(&req).await,
+            ("GET", ["events"]) => self.list_events(&req).await,
             ("GET", ["events", id]) => self.get_event(&event(id)).await,
             ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id)).await,
             ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,
@@ -226,14 +228,15 @@ impl Api {
             ("GET", ["subscriptions"]) => self.list_subscriptions(&req).await,
             ("GET", ["subscriptions", id]) => self.get_subscription(&sub(id)).await,
             ("PATCH", ["subscriptions", id]) => self.patch_subscription(&sub(id), &req).await,
-            ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id)).await,
-            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id)).await,
+            ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id), &req).await,
+            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id), &req).await,
             ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
             ("POST", ["dead-letters", "requeue"]) => self.bulk_dead_letters(&req, JobKind::Requeue).await,
             ("POST", ["dead-letters", "skip"]) => self.bulk_dead_letters(&req, JobKind::Skip).await,
             ("POST", ["replays"]) => self.start_replay(&req).await,
             ("GET", ["jobs", id]) => self.get_job(id).await,
+            ("GET", ["audit"]) => self.list_audit(&req).await,
             ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
             ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,
             ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(&dead(id), &req, false).await,

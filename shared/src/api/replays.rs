@@ -68,7 +68,11 @@ fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter
             let checked = types
                 .into_iter()
                 .enumerate()
-                .map(|(i, t)| name_value(&format!("event_types[{i}]"), t))
+                .map(|(i, t)| {
+                    crate::subscription::validate_pattern(&t)
+                        .map(|_| t)
+                        .map_err(|e| ApiError::invalid(format!("event_types[{i}]"), e))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             Some(checked)
         }
@@ -100,9 +104,11 @@ impl Api {
         if let Some(id) = &filter.subscription_id {
             stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
         }
+        let subscription = filter.subscription_id.clone();
         let filter = serde_json::to_value(&filter).expect("a filter serializes");
         let job = bulk::start(&self.hookline, Job::new(JobKind::Replay, filter, &reason, &self.actor(req), Utc::now()))
             .await?;
+        self.job_audit(crate::audit::Action::ReplayStarted, &job, subscription.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 }

@@ -8,6 +8,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
 use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
+use crate::audit::{self, Action, AuditRecord};
 use crate::context::Config;
 use crate::envelope::{check_id, MAX_EVENT_TYPE_LEN};
 use crate::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
@@ -19,7 +20,7 @@ use crate::retry::{RetryPolicy, RetryPolicyInput};
 use crate::routing;
 use crate::signing::Secret;
 use crate::ssrf;
-use crate::stage::verify;
+use crate::stage::{failing, verify};
 use crate::subscription::{
     self, check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription,
 };
@@ -157,6 +158,19 @@ fn shown(sub: &Subscription, secret: Option<&Secret>) -> serde_json::Value {
     v
 }
 
+/// The names (never the values: headers may hold credentials) of the
+/// fields a change made different, for the audit record.
+fn changed_fields(before: &Subscription, after: &Subscription) -> Vec<String> {
+    let (b, a) = (before.to_public_json(), after.to_public_json());
+    let (Some(b), Some(a)) = (b.as_object(), a.as_object()) else { return Vec::new() };
+    a.iter()
+        .filter(|(k, v)| {
+            !matches!(k.as_str(), "updated_at" | "verified" | "verification_error") && b.get(*k) != Some(*v)
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// `data_fields` cuts down the `data` of a `contract-webhook` body; with
 /// another payload format it would be silently ignored, so it is refused.
 fn payload_fits(sub: &Subscription) -> Result<(), ApiError> {
@@ -206,7 +220,7 @@ fn limit_error(e: FieldError) -> ApiError {
 
 /// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
 /// can equal an event's tenant.
-fn tenant(t: Option<String>) -> Result<Option<String>, ApiError> {
+pub(super) fn tenant(t: Option<String>) -> Result<Option<String>, ApiError> {
     if let Some(t) = &t {
         if t.trim().is_empty() {
             return Err(FieldError::new("tenant_id", "must not be empty").into());
@@ -283,6 +297,8 @@ impl Api {
             active: body.active.unwrap_or(true),
             verified: false,
             verification_error: None,
+            disabled_reason: None,
+            disabled_at: None,
             signing_keys: vec![SigningKey { secret: secret.clone(), expires_at: None }],
             created_at: now,
             updated_at: now,
@@ -292,7 +308,10 @@ impl Api {
         self.hookline.stores.subscriptions.create(&sub).await?;
         self.hookline.subscription_cache.invalidate().await;
         tracing::info!(subscription_id = %sub.id, "subscription created");
-        let sub = self.start_verification(sub).await;
+        let actor = self.actor(req);
+        let rec = AuditRecord::new(Action::SubscriptionCreated, &actor).subscription(&sub.id);
+        audit::record(&self.hookline, rec).await;
+        let sub = self.start_verification(sub, &actor).await;
         Ok(Response::json(201, &shown(&sub, Some(&secret))))
     }
 
@@ -307,19 +326,22 @@ impl Api {
         Ok(url.trim().to_string())
     }
 
-    async fn start_verification(&self, sub: Subscription) -> Subscription {
+    /// Starts the handshake of `sub` on behalf of `actor` (the record of its
+    /// outcome names them).
+    async fn start_verification(&self, sub: Subscription, actor: &str) -> Subscription {
         match self.verification {
             Verification::Background => {
                 let h = self.hookline.clone();
                 let id = sub.id.clone();
+                let actor = actor.to_string();
                 tokio::spawn(async move {
-                    if let Err(e) = verify::verify(&h, &id).await {
+                    if let Err(e) = verify::verify_as(&h, &id, &actor).await {
                         tracing::error!(subscription_id = %id, error = %e, "verification could not be stored");
                     }
                 });
                 sub
             }
-            Verification::Inline => match verify::verify(&self.hookline, &sub.id).await {
+            Verification::Inline => match verify::verify_as(&self.hookline, &sub.id, actor).await {
                 Ok(Some(s)) => s,
                 _ => sub,
             },
@@ -459,6 +481,7 @@ impl Api {
         // same changes are applied again to its new version.
         for _ in 0..PATCH_TRIES {
             let mut sub = self.load_subscription(id).await?;
+            let before = sub.clone();
             let version = sub.version;
             let mut reverify = false;
             if let Some(u) = new_url.clone().filter(|u| *u != sub.callback_url) {
@@ -487,27 +510,52 @@ impl Api {
             sub.max_in_flight = max_in_flight.clone().apply_option(sub.max_in_flight);
             sub.rate_limit = rate_limit.clone().apply_option(sub.rate_limit);
             sub.active = body.active.clone().apply(sub.active, || true);
+            // Re-enabled: the reason it was disabled goes, and the endpoint
+            // must pass the handshake again before it gets deliveries.
+            let enabling = sub.active && !before.active;
+            if enabling {
+                sub.disabled_reason = None;
+                sub.disabled_at = None;
+                sub.verified = false;
+                sub.verification_error = None;
+                reverify = true;
+            }
             sub.version += 1;
             sub.updated_at = Utc::now();
             if self.hookline.stores.subscriptions.update(&sub, version).await? {
                 self.hookline.subscription_cache.invalidate().await;
-                let sub = if reverify { self.start_verification(sub).await } else { sub };
+                let actor = self.actor(req);
+                let action = if enabling { Action::SubscriptionEnabled } else { Action::SubscriptionUpdated };
+                let rec = AuditRecord::new(action, &actor)
+                    .subscription(id)
+                    .details(serde_json::json!({"changed": changed_fields(&before, &sub)}));
+                audit::record(&self.hookline, rec).await;
+                if enabling {
+                    if let Err(e) = failing::enabled(&self.hookline, &sub).await {
+                        tracing::warn!(subscription_id = %id, error = %e, "re-enabled subscription: its failing run or event not stored");
+                    }
+                }
+                let sub = if reverify { self.start_verification(sub, &actor).await } else { sub };
                 return Ok(Response::json(200, &shown(&sub, None)));
             }
         }
         Err(ApiError::conflict("the subscription kept changing meanwhile; retry"))
     }
 
-    pub(super) async fn delete_subscription(&self, id: &SubscriptionId) -> ApiResult {
+    pub(super) async fn delete_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
         if !self.hookline.stores.subscriptions.delete(id).await? {
             return Err(ApiError::not_found("subscription", id));
         }
         self.hookline.subscription_cache.invalidate().await;
+        audit::record(&self.hookline, AuditRecord::new(Action::SubscriptionDeleted, self.actor(req)).subscription(id))
+            .await;
         Ok(Response { status: 204, content_type: "application/json", body: vec![] })
     }
 
-    pub(super) async fn verify_now(&self, id: &SubscriptionId) -> ApiResult {
-        let sub = verify::verify(&self.hookline, id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
+    pub(super) async fn verify_now(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
+        let sub = verify::verify_as(&self.hookline, id, &self.actor(req))
+            .await?
+            .ok_or_else(|| ApiError::not_found("subscription", id))?;
         Ok(Response::json(200, &shown(&sub, None)))
     }
 
@@ -528,6 +576,10 @@ impl Api {
             if self.hookline.stores.subscriptions.update(&sub, version).await? {
                 self.hookline.subscription_cache.invalidate().await;
                 tracing::info!(subscription_id = %id, "signing secret rotated");
+                let rec = AuditRecord::new(Action::SubscriptionSecretRotated, self.actor(req))
+                    .subscription(id)
+                    .details(serde_json::json!({"overlap_seconds": overlap.num_seconds()}));
+                audit::record(&self.hookline, rec).await;
                 return Ok(Response::json(200, &shown(&sub, Some(&secret))));
             }
         }

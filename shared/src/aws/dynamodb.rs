@@ -21,6 +21,7 @@ use crate::bulk::Job;
 use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Position, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
+use crate::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{
@@ -211,6 +212,392 @@ impl EventStore for DynamoEvents {
             None => get_item(&self.client, &self.table, key(), true).await?,
         };
         found.map(|a| item::event_from_attrs(&a)).transpose()
+    }
+
+    /// One index partition at a time: a partition key reads
+    /// [`item::EVENTS_BY_PARTITION`], a tenant [`item::EVENTS_BY_TENANT`],
+    /// anything else the day buckets of [`item::EVENTS_BY_TIME`] (every
+    /// shard of a day queried at once and merged), from the listing's end
+    /// of its time range (an open end: now, or the retention). The type and
+    /// outcome filters are a `FilterExpression` on projected attributes.
+    /// At most [`MAX_SEARCH_QUERIES`] queries per call: a page may come back
+    /// short, with a position to go on from.
+    async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>> {
+        let bad = || StoreError::Corrupt(format!("not a position of this listing: {after:?}"));
+        let hits = if let Some(p) = query.partition() {
+            let after = after.map(|a| a.parse::<u64>().map_err(|_| bad())).transpose()?;
+            self.search_partition(query, &item::event_partition_key(&p), limit, after).await?
+        } else {
+            self.search_by_time(query, limit, after).await?
+        };
+        // The page's events by id (eventually consistent, half a read unit
+        // each): the indexes hold only what the filters read.
+        let calls = hits.items.iter().map(|(id, _)| self.get(id));
+        let found = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
+        let items = hits
+            .items
+            .iter()
+            .zip(found)
+            // Gone since the query (its retention ended): not listed.
+            .filter_map(|((_, outcome), e)| e.map(|e| EventSummary::of(&e, *outcome)))
+            .collect();
+        Ok(Page { items, next: hits.next })
+    }
+
+    async fn mark_outcome(&self, id: &EventId, outcome: Outcome) -> StoreResult<bool> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("id", s(id.as_str()))
+            .update_expression("SET #oc = :l, #os = :s")
+            .condition_expression("attribute_exists(#id) AND (attribute_not_exists(#oc) OR #oc < :l)")
+            .expression_attribute_names("#oc", "outcome")
+            .expression_attribute_names("#os", "outcome_shard")
+            .expression_attribute_names("#id", "id")
+            .expression_attribute_values(":l", n(outcome.level()))
+            .expression_attribute_values(":s", s(item::outcome_shard(id.as_str())))
+            .send()
+            .await;
+        written("UpdateItem", &self.table, res)
+    }
+}
+
+/// What an index query found of an event: its id and outcome.
+type Hit = (EventId, Option<Outcome>);
+
+impl DynamoEvents {
+    /// A search without a partition key: one tenant's index, or every
+    /// event's day buckets.
+    async fn search_by_time(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<Hit>> {
+        let lo = query.received.since.unwrap_or_else(|| Utc::now() - self.retention).timestamp_millis();
+        // An open end reaches a minute past now (clocks of other workers).
+        let hi = query
+            .received
+            .until
+            .map_or_else(|| (Utc::now() + chrono::Duration::minutes(1)).timestamp_millis(), |u| u.timestamp_millis());
+        let range = TimeKeys { lo: item::event_time_bound(lo), hi: item::event_time_bound(hi) };
+        // `hi` is exclusive: every key of an event at `hi` sorts after the bound.
+        let pos = after.map(str::to_string);
+        if let Some(t) = &query.tenant_id {
+            return self.search_tenant(query, t, range, limit, pos).await;
+        }
+        // Events that failed are few: their own sparse index, whole range at once.
+        self.search_time(query, range, limit, pos, query.outcome.is_some()).await
+    }
+}
+
+/// How many index entries one `Query` evaluates when a page needs `need`:
+/// that many without a filter; with a type or outcome filter at least
+/// [`FILTERED_READ`], because DynamoDB applies `Limit` before the filter and
+/// a rare type would otherwise take a request per few entries.
+fn read_ahead(query: &EventQuery, need: usize) -> usize {
+    if query.event_type.is_some() || query.outcome.is_some() {
+        need.max(FILTERED_READ)
+    } else {
+        need
+    }
+}
+
+/// The fewest entries a filtered `Query` evaluates (entries are about
+/// 150 bytes: 500 are about 10 read units, eventually consistent).
+const FILTERED_READ: usize = 500;
+
+/// The most `Query` requests one [`EventStore::search`] call makes on
+/// DynamoDB (a day of [`item::EVENTS_BY_TIME`] takes one per shard).
+pub const MAX_SEARCH_QUERIES: usize = 4 * item::EVENT_SHARDS as usize;
+
+/// A listing's `time_key` range: from `lo` (inclusive) to `hi` (exclusive),
+/// both [`item::event_time_bound`]s or keys.
+#[derive(Debug, Clone)]
+struct TimeKeys {
+    lo: String,
+    hi: String,
+}
+
+/// One query's result: the matches it read, and the key of the last item
+/// it evaluated when its partition holds more.
+struct Read {
+    items: Vec<(String, Hit)>,
+    more: Option<String>,
+}
+
+impl DynamoEvents {
+    /// The `FilterExpression` of the type and outcome filters (and the time
+    /// range, on the partition index), with its names and values.
+    fn filters(
+        query: &EventQuery,
+        time: bool,
+        names: &mut HashMap<String, String>,
+        values: &mut HashMap<String, AttributeValue>,
+    ) -> Option<String> {
+        let mut parts = Vec::new();
+        match &query.event_type {
+            Some(TypeFilter::Exact(t)) => {
+                parts.push("#et = :et".to_string());
+                values.insert(":et".into(), s(t.as_str()));
+            }
+            Some(TypeFilter::Prefix(p)) => {
+                parts.push("begins_with(#et, :et)".to_string());
+                values.insert(":et".into(), s(p.as_str()));
+            }
+            None => {}
+        }
+        if query.event_type.is_some() {
+            names.insert("#et".into(), "event_type".into());
+        }
+        if let Some(o) = query.outcome {
+            parts.push("#oc >= :oc".to_string());
+            names.insert("#oc".into(), "outcome".into());
+            values.insert(":oc".into(), n(o.level()));
+        }
+        if time {
+            if let Some(since) = query.received.since {
+                parts.push("#tk >= :since".to_string());
+                values.insert(":since".into(), s(item::event_time_bound(since.timestamp_millis())));
+            }
+            if let Some(until) = query.received.until {
+                parts.push("#tk < :until".to_string());
+                values.insert(":until".into(), s(item::event_time_bound(until.timestamp_millis())));
+            }
+            if query.received.since.is_some() || query.received.until.is_some() {
+                names.insert("#tk".into(), "time_key".into());
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join(" AND "))
+    }
+
+    /// One `Query` of index partition `hash` (attribute `hash_name`) with
+    /// `time_key` between `lo` and `hi` (inclusive; the caller drops the
+    /// key it went on from), up to `limit` evaluated items, in the order.
+    async fn query_time(
+        &self,
+        index: &str,
+        (hash_name, hash): (&str, &str),
+        query: &EventQuery,
+        TimeKeys { lo, hi }: &TimeKeys,
+        limit: usize,
+    ) -> StoreResult<Read> {
+        if lo > hi {
+            return Ok(Read { items: Vec::new(), more: None });
+        }
+        let mut names =
+            HashMap::from([("#h".to_string(), hash_name.to_string()), ("#k".to_string(), "time_key".to_string())]);
+        let mut values =
+            HashMap::from([(":h".to_string(), s(hash)), (":lo".to_string(), s(lo)), (":hi".to_string(), s(hi))]);
+        let filter = Self::filters(query, false, &mut names, &mut values);
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(index)
+            .key_condition_expression("#h = :h AND #k BETWEEN :lo AND :hi")
+            .set_filter_expression(filter)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .scan_index_forward(query.order == Order::OldestFirst)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| backend("Query", &self.table, e))?;
+        let items = page
+            .items()
+            .iter()
+            .map(|it| {
+                let a = Attrs::from_sdk(it);
+                Ok((a.s("time_key")?.to_string(), item::event_hit_from_attrs(&a)?))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let more = match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() => Some(Attrs::from_sdk(k).s("time_key")?.to_string()),
+            _ => None,
+        };
+        Ok(Read { items, more })
+    }
+
+    /// The range left after position `pos` of a listing in `range`.
+    fn rest(range: &TimeKeys, pos: Option<&str>, desc: bool) -> TimeKeys {
+        match (pos, desc) {
+            (None, _) => TimeKeys { lo: range.lo.clone(), hi: range.hi.clone() },
+            (Some(p), true) => TimeKeys { lo: range.lo.clone(), hi: p.to_string().min(range.hi.clone()) },
+            (Some(p), false) => TimeKeys { lo: p.to_string().max(range.lo.clone()), hi: range.hi.clone() },
+        }
+    }
+
+    /// One tenant's events, from [`item::EVENTS_BY_TENANT`].
+    async fn search_tenant(
+        &self,
+        query: &EventQuery,
+        tenant: &str,
+        range: TimeKeys,
+        limit: usize,
+        mut pos: Option<String>,
+    ) -> StoreResult<Page<Hit>> {
+        let desc = query.order == Order::NewestFirst;
+        let mut items = Vec::new();
+        for _ in 0..MAX_SEARCH_QUERIES {
+            let r = Self::rest(&range, pos.as_deref(), desc);
+            // The bounds are inclusive; `hi` (exclusive) and the position are dropped.
+            let read = self
+                .query_time(
+                    item::EVENTS_BY_TENANT,
+                    ("tenant_id", tenant),
+                    query,
+                    &r,
+                    read_ahead(query, limit - items.len() + 1),
+                )
+                .await?;
+            for (key, e) in read.items {
+                if key == r.hi || Some(&key) == pos.as_ref() {
+                    continue;
+                }
+                pos = Some(key);
+                items.push(e);
+                if items.len() == limit {
+                    return Ok(Page { items, next: pos });
+                }
+            }
+            match read.more {
+                Some(k) => pos = Some(k),
+                None => return Ok(Page { items, next: None }),
+            }
+        }
+        Ok(Page { items, next: pos })
+    }
+
+    /// Every event by time, from the day buckets of [`item::EVENTS_BY_TIME`].
+    async fn search_time(
+        &self,
+        query: &EventQuery,
+        range: TimeKeys,
+        limit: usize,
+        mut pos: Option<String>,
+        failed_only: bool,
+    ) -> StoreResult<Page<Hit>> {
+        let desc = query.order == Order::NewestFirst;
+        let mut items: Vec<Hit> = Vec::new();
+        let mut queries = 0;
+        let (index, hash_name, shards) = if failed_only {
+            (item::EVENTS_BY_OUTCOME, "outcome_shard", item::OUTCOME_SHARDS)
+        } else {
+            (item::EVENTS_BY_TIME, "time_bucket", item::EVENT_SHARDS)
+        };
+        let day_of = |key: &str| -> StoreResult<DateTime<Utc>> {
+            let ms: i64 = key
+                .get(..15)
+                .and_then(|d| d.parse().ok())
+                .ok_or_else(|| StoreError::Corrupt(format!("not a position: {key}")))?;
+            DateTime::from_timestamp_millis(ms).ok_or_else(|| StoreError::Corrupt(format!("not a position: {key}")))
+        };
+        while queries + shards as usize <= MAX_SEARCH_QUERIES {
+            let r = Self::rest(&range, pos.as_deref(), desc);
+            if r.lo >= r.hi {
+                return Ok(Page { items, next: None });
+            }
+            // The day the listing is in: the one of its upper end going
+            // back (the end is exclusive), of its lower end going forward.
+            let day =
+                if desc { day_of(&r.hi)? - chrono::Duration::milliseconds(1) } else { day_of(&r.lo)? }.date_naive();
+            let start = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis();
+            let end = start + 86_400_000;
+            // The outcome index is not bucketed by day: the whole range at once.
+            let (lo, hi) = if failed_only {
+                (r.lo.clone(), r.hi.clone())
+            } else {
+                (r.lo.clone().max(item::event_time_bound(start)), r.hi.clone().min(item::event_time_bound(end)))
+            };
+            let need = limit - items.len();
+            let day_text = day.format("%Y-%m-%d").to_string();
+            let calls =
+                (0..shards).map(|shard| {
+                    let bucket =
+                        if failed_only { shard.to_string() } else { item::event_time_bucket(&day_text, shard) };
+                    let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
+                    async move {
+                        self.query_time(index, (hash_name, &bucket), query, &keys, read_ahead(query, need + 1)).await
+                    }
+                });
+            let reads = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
+            queries += reads.len();
+            // Complete down to (up to) the furthest key every shard has
+            // been read to; beyond it another shard may hold more.
+            let edge =
+                reads.iter().filter_map(|r| r.more.clone()).reduce(|a, b| if desc { a.max(b) } else { a.min(b) });
+            let mut found: Vec<(String, Hit)> = reads
+                .into_iter()
+                .flat_map(|r| r.items)
+                .filter(|(k, _)| *k != hi && Some(k) != pos.as_ref() && *k != r.hi)
+                .filter(|(k, _)| edge.as_ref().is_none_or(|e| if desc { k >= e } else { k <= e }))
+                .collect();
+            found.sort_by(|a, b| if desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) });
+            for (key, e) in found {
+                pos = Some(key);
+                items.push(e);
+                if items.len() == limit {
+                    return Ok(Page { items, next: pos });
+                }
+            }
+            pos = Some(match edge {
+                Some(e) => e,
+                None if failed_only => return Ok(Page { items, next: None }),
+                // The day is done: on to the next one.
+                None if desc => item::event_time_bound(start),
+                None => item::event_time_bound(end),
+            });
+        }
+        Ok(Page { items, next: pos })
+    }
+
+    /// One partition's numbered events, from [`item::EVENTS_BY_PARTITION`],
+    /// in number order.
+    async fn search_partition(
+        &self,
+        query: &EventQuery,
+        partition: &str,
+        limit: usize,
+        mut after: Option<u64>,
+    ) -> StoreResult<Page<Hit>> {
+        let desc = query.order == Order::NewestFirst;
+        let mut items = Vec::new();
+        for _ in 0..MAX_SEARCH_QUERIES {
+            let mut names = HashMap::from([("#p".to_string(), "partition".to_string())]);
+            let mut values = HashMap::from([(":p".to_string(), s(partition))]);
+            let mut key = "#p = :p".to_string();
+            if let Some(a) = after {
+                key.push_str(if desc { " AND #seq < :after" } else { " AND #seq > :after" });
+                names.insert("#seq".into(), "partition_seq".into());
+                values.insert(":after".into(), n(a));
+            }
+            let filter = Self::filters(query, true, &mut names, &mut values);
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(item::EVENTS_BY_PARTITION)
+                .key_condition_expression(key)
+                .set_filter_expression(filter)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .scan_index_forward(!desc)
+                .limit(i32::try_from(read_ahead(query, limit - items.len())).unwrap_or(i32::MAX))
+                .send()
+                .await
+                .map_err(|e| backend("Query", &self.table, e))?;
+            for it in page.items() {
+                let a = Attrs::from_sdk(it);
+                after = Some(a.n("partition_seq")?);
+                items.push(item::event_hit_from_attrs(&a)?);
+                if items.len() == limit {
+                    // Read ahead of the page: the next starts after this one.
+                    return Ok(Page { items, next: after.map(|a| a.to_string()) });
+                }
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => after = Some(Attrs::from_sdk(k).n("partition_seq")?),
+                _ => return Ok(Page { items, next: None }),
+            }
+        }
+        Ok(Page { items, next: after.map(|a| a.to_string()) })
     }
 }
 

@@ -277,6 +277,7 @@ pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<At
     a.put_s("id", e.id.as_str())
         .put_s("event_type", &e.event_type)
         .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
+    put_search_attrs(&mut a, e);
     let json = encode_json(e)?;
     let deflated = (json.len() > COMPRESS_ABOVE).then(|| miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6));
     match deflated {
@@ -284,6 +285,91 @@ pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<At
         _ => a.0.insert("data".into(), Attr::S(json)),
     };
     Ok(a)
+}
+
+/// GSI of EventsTable over every event by time: partition key
+/// `time_bucket` (`<UTC day>#<shard>`, [`EVENT_SHARDS`] a day), sort key
+/// `time_key` ([`event_time_key`]).
+pub const EVENTS_BY_TIME: &str = "by_time";
+/// Sparse GSI of EventsTable over one tenant's events by time: partition
+/// key `tenant_id`, sort key `time_key`.
+pub const EVENTS_BY_TENANT: &str = "by_tenant";
+/// Sparse GSI of EventsTable over one partition's numbered events:
+/// partition key `partition` ([`event_partition_key`]), sort key
+/// `partition_seq`.
+pub const EVENTS_BY_PARTITION: &str = "by_partition";
+
+/// Sparse GSI of EventsTable over the events that failed: partition key
+/// `outcome_shard` ([`outcome_shard`], set with `outcome` when an event
+/// first fails), sort key `time_key`.
+pub const EVENTS_BY_OUTCOME: &str = "by_outcome";
+
+/// Write shards of [`EVENTS_BY_OUTCOME`]: failures come at most at the
+/// delivery rate, and a listing of them queries every shard.
+pub const OUTCOME_SHARDS: u32 = 4;
+
+/// An event's [`EVENTS_BY_OUTCOME`] partition: a stable hash of its id.
+pub fn outcome_shard(id: &str) -> String {
+    (event_shard(id) % OUTCOME_SHARDS).to_string()
+}
+
+/// Write shards of each day of [`EVENTS_BY_TIME`]: an index partition
+/// takes about 1,000 writes a second, so the index takes about 8,000 events
+/// a second; a listing queries every shard of a day and merges them.
+pub const EVENT_SHARDS: u32 = 8;
+
+/// The `time_key` of an event received at `received_at` (epoch ms, 15
+/// digits, so text order is time order) with its id: unique, and the
+/// listing's order (received_at, then id).
+pub fn event_time_key(received_at: DateTime<Utc>, id: &str) -> String {
+    format!("{}#{id}", event_time_bound(received_at.timestamp_millis()))
+}
+
+/// The text of epoch ms `ms` as a `time_key` prefix: every key of an event
+/// received at `ms` or later sorts after it, every earlier one before it.
+pub fn event_time_bound(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
+}
+
+/// The [`EVENTS_BY_TIME`] partition of day `day` (`YYYY-MM-DD`) and shard.
+pub fn event_time_bucket(day: &str, shard: u32) -> String {
+    format!("{day}#{shard}")
+}
+
+/// An event's write shard: a stable hash of its id.
+pub fn event_shard(id: &str) -> u32 {
+    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % EVENT_SHARDS
+}
+
+/// The `partition` of an event's partition (scope, then key; the scope
+/// is self-delimiting: [`crate::routing::Scope::as_text`]).
+pub fn event_partition_key(p: &crate::ordering::Partition) -> String {
+    format!("{}#{}", p.scope, p.key)
+}
+
+/// The attributes the event indexes are keyed on: `time_bucket`,
+/// `time_key`, and `tenant_id`, `partition`/`partition_seq` (numbered
+/// events only). Nothing else is copied out of `data`: every byte on the
+/// item is paid on each event's write (a 1 KiB event stored deflated stays
+/// under 1 KB), and a listing reads its page's events by id. `outcome`
+/// (number: 1 failed, 2 dead-lettered) is added later by
+/// [`crate::ports::EventStore::mark_outcome`].
+fn put_search_attrs(a: &mut Attrs, e: &EventRecord) {
+    let day = e.received_at.format("%Y-%m-%d").to_string();
+    a.put_s("time_bucket", event_time_bucket(&day, event_shard(e.id.as_str())))
+        .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
+        .put_opt_s("tenant_id", e.tenant_id.clone());
+    if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
+        a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
+    }
+}
+
+/// An event an index query found: its id and outcome (what the event
+/// indexes project besides their keys and `event_type`).
+pub fn event_hit_from_attrs(a: &Attrs) -> Result<(EventId, Option<crate::event_search::Outcome>), StoreError> {
+    let outcome =
+        if a.0.contains_key("outcome") { crate::event_search::Outcome::from_level(a.n("outcome")?) } else { None };
+    Ok((EventId::new(a.s("id")?), outcome))
 }
 
 /// Decodes an Events item (`data`, or `data_z` deflated).

@@ -3,6 +3,7 @@
 //! container) from an `SdkConfig`, and nothing here calls the network until
 //! a port is used, so cold starts pay for no request.
 
+pub mod audit;
 pub mod dynamodb;
 pub mod health;
 pub mod item;
@@ -43,6 +44,8 @@ pub struct AwsNames {
     pub order_table: String,
     /// `JOBS_TABLE`: bulk jobs ([`crate::bulk`]).
     pub jobs_table: String,
+    /// `AUDIT_TABLE`: the audit trail ([`crate::audit`]).
+    pub audit_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -98,6 +101,7 @@ impl AwsNames {
             health_table: req("HEALTH_TABLE"),
             order_table: req("ORDER_TABLE"),
             jobs_table: req("JOBS_TABLE"),
+            audit_table: req("AUDIT_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -201,6 +205,7 @@ impl AwsBackend {
             limits: Arc::new(limits::DynamoLimits::new(dynamodb.clone(), &names.health_table)),
             order: Arc::new(order),
             jobs: Arc::new(DynamoJobs::new(dynamodb.clone(), &names.jobs_table, settings.dead_letter_retention)),
+            audit: Arc::new(audit::DynamoAudit::new(dynamodb.clone(), &names.audit_table, settings.audit_retention)),
         };
         AwsBackend {
             stores,

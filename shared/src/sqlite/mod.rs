@@ -8,6 +8,7 @@
 //! it announces; `queue_messages` takes the place of SQS (a dead-letter
 //! queue is just another named queue there, as in SQS).
 
+mod audit;
 mod health;
 mod limits;
 mod ordering;
@@ -152,8 +153,35 @@ CREATE TABLE lanes (
     PRIMARY KEY (subscription_id, scope, partition_key, seq, saga_id)
 ) WITHOUT ROWID;
 "#,
-    // 8: reserved for the events search (issue 11, part A).
-    "",
+    // 8: finding events (`crate::event_search`, `GET /v1/events`): the
+    // columns the filters read, an index per way in (the search picks one
+    // by its filters, `stores::search_plan`), each ordered for keyset
+    // pagination on (received_at, id), or on the partition's numbers; and
+    // each event's delivery outcome (0 none, 1 failed, 2 dead-lettered),
+    // raised by the saga stage. Existing events are filled in from their
+    // JSON, their sagas and their dead letters.
+    r#"
+ALTER TABLE events ADD COLUMN tenant_id TEXT;
+ALTER TABLE events ADD COLUMN part_scope TEXT;
+ALTER TABLE events ADD COLUMN part_key TEXT;
+ALTER TABLE events ADD COLUMN part_seq INTEGER;
+ALTER TABLE events ADD COLUMN outcome INTEGER NOT NULL DEFAULT 0;
+UPDATE events SET tenant_id = json_extract(data, '$.tenant_id'),
+    part_key = json_extract(data, '$.partition_key'),
+    part_seq = json_extract(data, '$.partition_seq');
+UPDATE events SET part_scope = CASE WHEN tenant_id IS NULL THEN 'g'
+        ELSE 't' || length(CAST(tenant_id AS BLOB)) || ':' || tenant_id END
+    WHERE part_seq IS NOT NULL;
+UPDATE events SET outcome = 1
+    WHERE id IN (SELECT event_id FROM sagas WHERE status IN ('PendingRetry', 'DeadLettered') OR attempts > 1);
+UPDATE events SET outcome = 2
+    WHERE id IN (SELECT json_extract(data, '$.event_id') FROM dead_letters);
+CREATE INDEX events_by_received ON events (received_at, id);
+CREATE INDEX events_by_tenant ON events (tenant_id, received_at, id) WHERE tenant_id IS NOT NULL;
+CREATE INDEX events_by_type ON events (event_type, received_at, id);
+CREATE INDEX events_by_outcome ON events (received_at, id) WHERE outcome >= 1;
+CREATE INDEX events_by_partition ON events (part_scope, part_key, part_seq) WHERE part_seq IS NOT NULL;
+"#,
     // 9: dead letters listed by filter, newest first, through an index per
     // filter (subscription, event type, tenant, state; the creation time
     // alone); keyset pages on (created_at, id). Bulk jobs (`crate::bulk`).
@@ -171,6 +199,25 @@ CREATE INDEX dead_letters_by_subscription ON dead_letters (subscription_id, crea
 CREATE INDEX dead_letters_by_type ON dead_letters (event_type, created_at, id);
 CREATE INDEX dead_letters_by_tenant ON dead_letters (tenant_id, created_at, id) WHERE tenant_id IS NOT NULL;
 CREATE TABLE jobs (id TEXT PRIMARY KEY, version INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
+"#,
+    // 10: the audit trail (`crate::audit`): one row per record, `pos` its
+    // place in newest-first order (`AuditRecord::position`), an index per
+    // filter so every listing is a range of one index, and `at` for the
+    // purge of records past the audit retention.
+    r#"
+CREATE TABLE audit (
+    id TEXT PRIMARY KEY,
+    pos TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    subscription_id TEXT,
+    data TEXT NOT NULL
+);
+CREATE INDEX audit_by_pos ON audit (pos);
+CREATE INDEX audit_by_action ON audit (action, pos);
+CREATE INDEX audit_by_actor ON audit (actor, pos);
+CREATE INDEX audit_by_subscription ON audit (subscription_id, pos) WHERE subscription_id IS NOT NULL;
 "#,
 ];
 
@@ -506,6 +553,7 @@ impl Backend {
             limits: Arc::new(limits::SqliteLimits(db.clone())),
             order: Arc::new(ordering::SqliteOrder(db.clone())),
             jobs: Arc::new(stores::SqliteJobs(db.clone())),
+            audit: Arc::new(audit::SqliteAudit(db.clone())),
         };
         Ok(Backend {
             stores,
@@ -537,6 +585,64 @@ mod tests {
             Ok(())
         })
         .await
+    }
+
+    /// Migration 8 fills the search columns of events stored before it:
+    /// tenant and partition from the JSON, the outcome from their sagas and
+    /// dead letters.
+    #[test]
+    fn migration_8_fills_in_events_stored_before() {
+        let c = Connection::open_in_memory().unwrap();
+        for m in &MIGRATIONS[..7] {
+            c.execute_batch(m).unwrap();
+        }
+        c.execute_batch("PRAGMA user_version = 7").unwrap();
+        let ev = |id: &str, tenant: Option<&str>, key: Option<&str>, seq: Option<u64>| {
+            serde_json::json!({"id": id, "tenant_id": tenant, "partition_key": key, "partition_seq": seq}).to_string()
+        };
+        for (id, data) in [
+            ("e1", ev("e1", Some("acme"), Some("k"), Some(1))),
+            ("e2", ev("e2", None, Some("k"), Some(1))),
+            ("e3", ev("e3", None, None, None)),
+            ("e4", ev("e4", Some("acme"), Some("k"), None)),
+        ] {
+            c.execute(
+                "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, 't', 1, 2, ?2)",
+                [id, data.as_str()],
+            )
+            .unwrap();
+        }
+        c.execute_batch(
+            "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES
+                 ('s1', 'e1', 'sub', 'Completed', 1, '{}'), ('s2', 'e2', 'sub', 'Completed', 3, '{}'),
+                 ('s3', 'e3', 'sub', 'DeadLettered', 2, '{}');
+             INSERT INTO dead_letters (id, state, created_at, data) VALUES ('d3', 'open', 1, '{\"event_id\": \"e3\"}');",
+        )
+        .unwrap();
+        migrate(&c).unwrap();
+        let mut st =
+            c.prepare("SELECT id, tenant_id, part_scope, part_key, part_seq, outcome FROM events ORDER BY id").unwrap();
+        type Row = (String, Option<String>, Option<String>, Option<String>, Option<i64>, i64);
+        let rows: Vec<Row> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            rows,
+            vec![
+                ("e1".into(), s("acme"), s("t4:acme"), s("k"), Some(1), 0),
+                ("e2".into(), None, s("g"), s("k"), Some(1), 1),
+                ("e3".into(), None, None, None, None, 2),
+                ("e4".into(), s("acme"), None, s("k"), None, 0),
+            ]
+        );
+        assert_eq!(
+            crate::ordering::Partition::of(Some("acme"), "k").scope,
+            "t4:acme",
+            "the scope as ordering writes it"
+        );
     }
 
     #[tokio::test]

@@ -20,7 +20,8 @@
 //! - messages in the dead-letter queues older than the dead-letter
 //!   retention (SQS's message retention period);
 //! - outbox rows whose record is gone (left when a stage had not yet
-//!   acknowledged a record the purge deleted).
+//!   acknowledged a record the purge deleted);
+//! - audit records older than the audit retention ([`crate::audit`]).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -67,6 +68,8 @@ pub struct PurgePolicy {
     /// on a backlog) and works harder: larger batches, shorter pauses, so
     /// storage stays bounded whatever the ingest rate.
     pub max_lag: Duration,
+    /// Audit records are deleted this long after they were written.
+    pub audit_retention: chrono::Duration,
 }
 
 impl Default for PurgePolicy {
@@ -76,6 +79,7 @@ impl Default for PurgePolicy {
             batch: 50,
             rescan_every: Duration::from_secs(600),
             max_lag: Duration::from_secs(30),
+            audit_retention: chrono::Duration::days(365),
         }
     }
 }
@@ -95,6 +99,8 @@ pub struct Purged {
     pub outbox: u64,
     /// Dead-letter-queue messages past the dead-letter retention.
     pub queue_messages: u64,
+    /// Audit records past the audit retention.
+    pub audit: u64,
     /// Expired events examined but kept (a saga in flight or an open dead letter).
     pub held: u64,
 }
@@ -102,7 +108,7 @@ pub struct Purged {
 impl Purged {
     /// Rows deleted, all tables together.
     pub fn deleted(&self) -> u64 {
-        self.events + self.sagas + self.attempts + self.dead_letters + self.outbox + self.queue_messages
+        self.events + self.sagas + self.attempts + self.dead_letters + self.outbox + self.queue_messages + self.audit
     }
 
     fn add(&mut self, o: &Purged) {
@@ -112,6 +118,7 @@ impl Purged {
         self.dead_letters += o.dead_letters;
         self.outbox += o.outbox;
         self.queue_messages += o.queue_messages;
+        self.audit += o.audit;
         self.held += o.held;
     }
 
@@ -121,7 +128,7 @@ impl Purged {
         m.purged.sagas.fetch_add(self.sagas, Relaxed);
         m.purged.attempts.fetch_add(self.attempts, Relaxed);
         m.purged.dead_letters.fetch_add(self.dead_letters, Relaxed);
-        m.purged.other.fetch_add(self.outbox + self.queue_messages, Relaxed);
+        m.purged.other.fetch_add(self.outbox + self.queue_messages + self.audit, Relaxed);
     }
 }
 
@@ -170,6 +177,8 @@ impl Purger {
         let now_ms = now.timestamp_millis();
         let dl_cutoff =
             now.checked_sub_signed(self.policy.dead_letter_retention).map_or(i64::MIN, |t| t.timestamp_millis());
+        let audit_cutoff =
+            now.checked_sub_signed(self.policy.audit_retention).map_or(i64::MIN, |t| t.timestamp_millis());
         let size = if self.behind { self.policy.batch.saturating_mul(BEHIND_FACTOR) } else { self.policy.batch };
         let (limit, cursor) = (size.max(1), self.cursor);
         let (Examined { purged, last, oldest, full: more }, writer_time) = self
@@ -179,9 +188,11 @@ impl Purger {
                 let mut e = expired_events(c, now_ms, cursor, limit)?;
                 let (dead_letters, dl_more) = resolved_dead_letters(c, dl_cutoff, limit)?;
                 let (messages, q_more) = dead_queue_messages(c, dl_cutoff, limit)?;
+                let (audit, a_more) = old_audit_records(c, audit_cutoff, limit)?;
                 e.purged.dead_letters = dead_letters;
                 e.purged.queue_messages = messages;
-                e.full |= dl_more || q_more;
+                e.purged.audit = audit;
+                e.full |= dl_more || q_more || a_more;
                 Ok((e, t0.elapsed()))
             })
             .await?;
@@ -394,6 +405,17 @@ fn dead_queue_messages(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(
     Ok((n, more))
 }
 
+/// Up to `limit` audit records written before `cutoff_ms` (a range of
+/// `audit_by_pos`: a position starts with its time); whether the batch was full.
+fn old_audit_records(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(u64, bool), StoreError> {
+    let n = c
+        .prepare_cached("DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE pos < ?1 ORDER BY pos LIMIT ?2)")
+        .map_err(sql)?
+        .execute(params![crate::audit::time_key(cutoff_ms), limit as i64])
+        .map_err(sql)?;
+    Ok((n as u64, n == limit))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,7 +446,7 @@ mod tests {
         let (id, sagas): (String, Vec<(String, Option<String>)>) =
             (id.into(), sagas.iter().map(|(s, d)| (s.to_string(), d.map(str::to_string))).collect());
         db.call(move |c, _| {
-            c.execute("INSERT INTO events VALUES (?1, 't', 0, ?2, '{}')", params![id, expires_ms]).map_err(sql)?;
+            c.execute("INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES (?1, 't', 0, ?2, '{}')", params![id, expires_ms]).map_err(sql)?;
             for (i, (status, dl)) in sagas.iter().enumerate() {
                 let saga = format!("{id}-s{i}");
                 c.execute("INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data) VALUES (?1, ?2, 'sub', ?3, 2, '{}')", params![saga, id, status]).map_err(sql)?;
@@ -475,6 +497,26 @@ mod tests {
         assert_eq!(count(&t.1, "SELECT COUNT(*) FROM attempts").await, 8);
         // Dead letters have their own retention: the skipped one is still here.
         assert_eq!(count(&t.1, "SELECT COUNT(*) FROM dead_letters").await, 2);
+    }
+
+    #[tokio::test]
+    async fn audit_records_go_after_their_own_retention() {
+        use crate::ports::AuditStore;
+        let t = TempDb::new("audit");
+        let now = Utc::now();
+        let store = super::super::audit::SqliteAudit(t.1.clone());
+        for days in [400, 366, 10] {
+            let rec = crate::audit::AuditRecord::at(
+                crate::audit::Action::BreakerOpened,
+                crate::audit::SYSTEM,
+                now - chrono::Duration::days(days),
+            );
+            store.append(&rec).await.unwrap();
+        }
+        let mut p = Purger::new(t.1.clone(), policy(100));
+        let total = p.run(now, &Metrics::default(), Duration::ZERO, || true).await.unwrap();
+        assert_eq!(total.audit, 2);
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM audit").await, 1);
     }
 
     #[tokio::test]

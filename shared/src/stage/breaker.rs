@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use crate::audit;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::health::{self, BreakerState, Gate, Health, Outcome, Window};
@@ -153,17 +154,52 @@ async fn read(h: &Hookline, sub: &SubscriptionId) -> Result<Health, StoreError> 
 }
 
 /// Records an attempt's outcome: counts it in the window, and writes the
-/// breaker's record when the outcome changed it. A failure to write is
+/// breaker's record when the outcome changed it (a breaker that opened or
+/// closed leaves an audit record, by [`audit::SYSTEM`]: the conditional
+/// write makes one worker the one that flipped it). A failure to write is
 /// logged, not returned: the attempt itself is recorded either way.
-pub async fn observe(h: &Hookline, sub: &SubscriptionId, outcome: &Outcome, latency_ms: u64) {
+/// Returns the record written, if one was.
+pub async fn observe(h: &Hookline, sub: &SubscriptionId, outcome: &Outcome, latency_ms: u64) -> Option<Health> {
     let now = Utc::now();
     h.health_cache.count(sub, now, *outcome == Outcome::Success, latency_ms);
     let first = h.health_cache.cached(sub);
     match update(h, sub, first, |base| health::after(base, outcome, &h.config.breaker, now)).await {
-        Ok(Some((before, after))) => announce(h, sub, &before, &after),
-        Ok(None) => {}
-        Err(e) => tracing::warn!(subscription_id = %sub, error = %e, "breaker not updated"),
+        Ok(Some((before, after))) => {
+            announce(h, sub, &before, &after);
+            audit_flip(h, sub, &before, &after).await;
+            Some(after)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(subscription_id = %sub, error = %e, "breaker not updated");
+            None
+        }
     }
+}
+
+/// The audit record of a breaker that opened (from closed) or closed.
+async fn audit_flip(h: &Hookline, sub: &SubscriptionId, before: &Health, after: &Health) {
+    let action = match (before.breaker, after.breaker) {
+        (BreakerState::Closed, BreakerState::Open) => audit::Action::BreakerOpened,
+        (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Closed) => audit::Action::BreakerClosed,
+        _ => return,
+    };
+    let reason = match action {
+        audit::Action::BreakerOpened => format!("{} consecutive failures", after.consecutive_failures),
+        _ => "a probe succeeded".to_string(),
+    };
+    let rec = audit::AuditRecord::new(action, audit::SYSTEM)
+        .subscription(sub)
+        .reason(reason)
+        .details(serde_json::json!({"last_error": after.last_error, "cool_down_ms": after.cool_down_ms}));
+    audit::record(h, rec).await;
+}
+
+/// Forgets a subscription's failing run (it was re-enabled: the failures
+/// before must not disable it again at once). Written only if there is a
+/// run to forget.
+pub async fn restart_failing_run(h: &Hookline, sub: &SubscriptionId) -> Result<(), StoreError> {
+    update(h, sub, None, health::restart_failing_run).await.map(|_| ())
 }
 
 /// Applies `change` to a subscription's record and writes the result

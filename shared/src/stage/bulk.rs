@@ -14,6 +14,7 @@ use crate::context::Hookline;
 use crate::dead_letter::{DeadLetterQuery, DeadLetterState};
 use crate::envelope::LogSafe;
 use crate::error::StoreError;
+use crate::event_search::{EventQuery, Order};
 use crate::failpoint;
 use crate::ids::{DeadLetterId, EventId};
 use crate::job::RequeueMessage;
@@ -166,8 +167,22 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
     if let Some(id) = &f.event_id {
         return Ok(Ok((vec![id.to_string()], None)));
     }
-    let _ = h;
-    Ok(Err("replay by partition key or time range needs the events search (not available in this build)".into()))
+    // One event type given: the search narrows by it; several are checked
+    // per event ([`replay_one`]).
+    let event_type = match f.event_types.as_deref() {
+        Some([one]) => crate::event_search::TypeFilter::parse(one).ok().flatten(),
+        _ => None,
+    };
+    let q = EventQuery {
+        event_type,
+        tenant_id: f.tenant_id.clone(),
+        partition_key: f.partition_key.clone(),
+        received: crate::ports::TimeRange { since: f.since, until: f.until },
+        outcome: None,
+        order: Order::OldestFirst,
+    };
+    let page = h.stores.events.search(&q, JOB_PAGE, job.position.as_deref()).await?;
+    Ok(Ok((page.items.into_iter().map(|e| e.id.into_string()).collect(), page.next)))
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that

@@ -315,7 +315,11 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
         AttemptResult::Failed { error, .. } => Outcome::of(res.status, Some(error)),
         AttemptResult::Gone | AttemptResult::Rejected { .. } => Outcome::Other(error.clone().unwrap_or_default()),
     };
-    breaker::observe(h, &sub.id, &outcome, latency_ms).await;
+    if let Some(health) = breaker::observe(h, &sub.id, &outcome, latency_ms).await {
+        if outcome != Outcome::Success {
+            super::failing::after_attempt(h, &sub.id, &health).await;
+        }
+    }
     Ok(Prepared::Record(Attempt {
         saga_id: job.saga_id.clone(),
         attempt: job.attempt,

@@ -67,7 +67,29 @@ pub async fn ingest(
     format: Option<Format>,
     idempotency_key: Option<&str>,
 ) -> Result<Accepted, IngestError> {
-    ingest_one(h, raw, format, None, None, idempotency_key).await
+    ingest_one(h, raw, format, None, None, idempotency_key, false).await
+}
+
+/// Accepts one of Hookline's own operational events (a native envelope
+/// typed `hookline.…`, [`crate::stage::failing`]): the same path as a
+/// producer's event, the reserved prefix allowed.
+pub(crate) async fn ingest_operational(h: &Hookline, raw: &[u8]) -> Result<Accepted, IngestError> {
+    ingest_one(h, raw, Some(Format::Native), None, None, None, true).await
+}
+
+/// Producers may not use the operational events' type prefix: a
+/// subscriber of `hookline.*` must be able to trust what it receives.
+fn check_not_operational(n: &envelope::Normalized) -> Result<(), EnvelopeError> {
+    if crate::routing::is_operational(&n.event_type) {
+        return Err(EnvelopeError::InvalidField {
+            field: "type".into(),
+            reason: format!(
+                "event types starting with `{}` are reserved for Hookline's operational events",
+                crate::routing::OPERATIONAL_PREFIX
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Accepts one envelope whose carrier supplies a type and producer where the
@@ -79,7 +101,7 @@ pub async fn ingest_with_defaults(
     default_type: Option<&str>,
     default_producer: Option<&str>,
 ) -> Result<Accepted, IngestError> {
-    ingest_one(h, raw, format, default_type, default_producer, None).await
+    ingest_one(h, raw, format, default_type, default_producer, None, false).await
 }
 
 async fn ingest_one(
@@ -89,9 +111,11 @@ async fn ingest_one(
     default_type: Option<&str>,
     default_producer: Option<&str>,
     idempotency_key: Option<&str>,
+    operational: bool,
 ) -> Result<Accepted, IngestError> {
     check_size(h, raw)?;
     let normalized = envelope::normalize_with_defaults(raw, format, default_type, default_producer)
+        .and_then(|n| if operational { Ok(n) } else { check_not_operational(&n).map(|()| n) })
         .inspect_err(|_| {
             h.metrics.events_rejected.fetch_add(1, Relaxed);
         })?
@@ -140,7 +164,7 @@ pub async fn ingest_batch(h: &Hookline, raw: &[u8], format: Option<Format>) -> R
     let mut records = Vec::new();
     let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(items.len());
     for item in &items {
-        match envelope::normalize(item.get().as_bytes(), format) {
+        match envelope::normalize(item.get().as_bytes(), format).and_then(|n| check_not_operational(&n).map(|()| n)) {
             Ok(n) => {
                 records.push(EventRecord::from_normalized(n, now, h.config.retention));
                 results.push(None);

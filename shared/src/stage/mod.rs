@@ -10,6 +10,7 @@ pub mod breaker;
 pub mod bulk;
 pub mod deliver;
 pub mod dispatch;
+pub mod failing;
 pub mod ingest;
 pub mod ordering;
 pub mod reconcile;

@@ -288,8 +288,13 @@ pub async fn replay(
         })
         .collect();
     if !sagas.is_empty() {
+        // In its lane before it is stored, as routing does: replays of a
+        // partition's events, made one after the other, then wait in the
+        // lane in their order (a saga not yet in the lane could otherwise
+        // start ahead of an earlier one).
+        super::ordering::enqueue(h, &sagas).await?;
         h.stores.sagas.create(&sagas).await?;
     }
-    tracing::info!(event_id = %LogSafe(event_id.as_str()), sagas = sagas.len(), actor = %LogSafe(&audit.actor), "event replayed");
+    tracing::info!(event_id = %LogSafe(event_id.as_str()), sagas = sagas.len(), actor = %LogSafe(&audit.actor), reason = %LogSafe(&audit.reason), "event replayed");
     Ok(sagas)
 }

@@ -14,6 +14,7 @@ use crate::attempt::Attempt;
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetter, DeadLetterState};
 use crate::error::StoreError;
+use crate::event_search::Outcome;
 use crate::ids::{SubscriptionId, WebhookId};
 use crate::job::{DeliveryJob, RetryTimer};
 use crate::ports::{Transition, TransitionOutcome};
@@ -271,6 +272,12 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                     if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
                 Effect::SendJob { attempt } => jobs.push(DeliveryJob { attempt, ..step.job.clone() }),
                 Effect::ScheduleRetry { attempt, at } => {
+                    // The first failure of a saga marks its event as failed
+                    // (once: a later failure finds it marked already; the
+                    // first-try success writes nothing).
+                    if attempt == 2 && matches!(step.input, Input::Outcome { .. }) {
+                        h.stores.events.mark_outcome(&step.job.event_id, Outcome::Failed).await?;
+                    }
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
                     timers.push(timer_message(&step.job, attempt, at, now));
                 }
@@ -334,28 +341,31 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
         resolution: None,
         event,
     };
-    if h.stores.dead_letters.put(&dl).await? {
+    // Before the dead letter's insert, so a crash in between is redone
+    // with it (the mark is conditional: the redo writes nothing).
+    h.stores.events.mark_outcome(&job.event_id, Outcome::DeadLettered).await?;
+    let inserted = h.stores.dead_letters.put(&dl).await?;
+    let stored = match inserted {
+        true => dl,
+        // Already stored (this effect is run again): announce the stored one.
+        false => h.stores.dead_letters.get(&dl.id).await?.unwrap_or(dl),
+    };
+    if inserted {
         h.metrics.dead_letters.fetch_add(1, Relaxed);
         tracing::warn!(saga_id = %job.saga_id, event_id = %job.event_id, subscription_id = %job.subscription_id, trace_id, reason, "saga dead-lettered");
     }
-    Ok(())
+    // Published each time the effect runs, under the dead letter's id: a
+    // retry after a crash stores it once.
+    super::failing::dead_letter_created(h, &stored).await
 }
 
+/// A 410 Gone: the subscription is disabled at once, with its audit record
+/// and `hookline.subscription.disabled` ([`super::failing::disable`]).
 async fn deactivate(h: &Hookline, subscription_id: &SubscriptionId) -> Result<(), StoreError> {
-    for _ in 0..5 {
-        let Some(mut sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(()) };
-        if !sub.active {
-            return Ok(());
-        }
-        let version = sub.version;
-        sub.active = false;
-        sub.version += 1;
-        sub.updated_at = Utc::now();
-        if h.stores.subscriptions.update(&sub, version).await? {
-            h.subscription_cache.invalidate().await;
-            tracing::warn!(subscription_id = subscription_id.as_str(), "subscription deactivated after 410 Gone");
-            return Ok(());
-        }
-    }
-    Ok(())
+    let cause = super::failing::Cause {
+        reason: super::failing::REASON_GONE,
+        last_error: Some("HTTP 410 Gone".into()),
+        failing_since: None,
+    };
+    super::failing::disable(h, subscription_id, &cause).await
 }

@@ -5,6 +5,7 @@
 
 use chrono::Utc;
 
+use crate::audit;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ids::{self, SubscriptionId};
@@ -13,7 +14,20 @@ use crate::subscription::Subscription;
 
 /// Runs the handshake for one subscription and stores the result. Returns
 /// the subscription as stored afterwards, or `None` if it does not exist.
+/// Hookline's own re-verifications are recorded as by [`audit::SYSTEM`].
 pub async fn verify(h: &Hookline, subscription_id: &SubscriptionId) -> Result<Option<Subscription>, StoreError> {
+    verify_as(h, subscription_id, audit::SYSTEM).await
+}
+
+/// [`verify`] on behalf of `actor` (who created, re-pointed, re-enabled or
+/// asked to verify the subscription): the outcome stored leaves an audit
+/// record, `subscription.verified` or `subscription.verification_failed`,
+/// written after the result is stored.
+pub async fn verify_as(
+    h: &Hookline,
+    subscription_id: &SubscriptionId,
+    actor: &str,
+) -> Result<Option<Subscription>, StoreError> {
     let Some(sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(None) };
     let url = sub.callback_url.clone();
     let outcome = handshake(h, &sub).await;
@@ -37,6 +51,12 @@ pub async fn verify(h: &Hookline, subscription_id: &SubscriptionId) -> Result<Op
         cur.updated_at = Utc::now();
         if h.stores.subscriptions.update(&cur, version).await? {
             h.subscription_cache.invalidate().await;
+            let rec = match &outcome {
+                Ok(()) => audit::AuditRecord::new(audit::Action::SubscriptionVerified, actor),
+                Err(e) => audit::AuditRecord::new(audit::Action::SubscriptionVerificationFailed, actor)
+                    .details(serde_json::json!({"error": e})),
+            };
+            audit::record(h, rec.subscription(subscription_id)).await;
             return Ok(Some(cur));
         }
     }

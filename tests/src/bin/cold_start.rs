@@ -144,6 +144,7 @@ fn lambda_env(function: &str, api: std::net::SocketAddr) -> Vec<(String, String)
         ("ATTEMPTS_TABLE", "t".into()),
         ("DEAD_LETTERS_TABLE", "t".into()),
         ("HEALTH_TABLE", "t".into()),
+        ("AUDIT_TABLE", "t".into()),
         ("ORDER_TABLE", "t".into()),
         ("DELIVERIES_QUEUE_URL", q.into()),
         ("DELIVERIES_DLQ_URL", q.into()),

@@ -534,6 +534,8 @@ fn unmatched_subscription(i: usize, callback: &str, h: &shared::context::Hooklin
         active: true,
         verified: true,
         verification_error: None,
+        disabled_reason: None,
+        disabled_at: None,
         signing_keys: vec![SigningKey { secret: Secret::generate(), expires_at: None }],
         created_at: now,
         updated_at: now,
