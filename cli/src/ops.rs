@@ -111,10 +111,6 @@ pub enum SubscriptionCommand {
     },
 }
 
-fn actor() -> String {
-    std::env::var("USER").map(|u| format!("cli:{u}")).unwrap_or_else(|_| "cli".into())
-}
-
 /// Runs one ops command and prints the API's answer.
 pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
     let (target, method, path, body) = match cmd {
@@ -124,14 +120,11 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
         OpsCommand::DeadLetters(DeadLetterCommand::Show { id, target }) => {
             (target, "GET", format!("/v1/dead-letters/{id}"), None)
         }
-        OpsCommand::DeadLetters(DeadLetterCommand::Requeue { id, reason, target }) => (
-            target,
-            "POST",
-            format!("/v1/dead-letters/{id}/requeue"),
-            Some(json!({"reason": reason, "actor": actor()})),
-        ),
+        OpsCommand::DeadLetters(DeadLetterCommand::Requeue { id, reason, target }) => {
+            (target, "POST", format!("/v1/dead-letters/{id}/requeue"), Some(json!({"reason": reason})))
+        }
         OpsCommand::DeadLetters(DeadLetterCommand::Skip { id, reason, target }) => {
-            (target, "POST", format!("/v1/dead-letters/{id}/skip"), Some(json!({"reason": reason, "actor": actor()})))
+            (target, "POST", format!("/v1/dead-letters/{id}/skip"), Some(json!({"reason": reason})))
         }
         OpsCommand::Subscriptions(SubscriptionCommand::Reindex { limit, cursor, target }) => {
             return reindex(&target, limit, cursor).await;
@@ -149,7 +142,7 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
             target,
             "POST",
             format!("/v1/events/{event_id}/replay"),
-            Some(json!({"subscription_id": subscription, "reason": reason, "actor": actor()})),
+            Some(json!({"subscription_id": subscription, "reason": reason})),
         ),
     };
     let v = call(&target, method, &path, body).await?;

@@ -42,10 +42,10 @@ async fn ops_commands_inspect_requeue_skip_and_replay() {
 
     let listed = hookline_tests::eventually(10, "the dead letter listed", || async {
         let (ok, v, _) = hookline(&["dead-letters", "list"], &env);
-        (ok && v["dead_letters"].as_array().is_some_and(|a| !a.is_empty())).then_some(v)
+        (ok && v["items"].as_array().is_some_and(|a| !a.is_empty())).then_some(v)
     })
     .await;
-    assert_eq!(listed["dead_letters"][0]["id"], dead.as_str());
+    assert_eq!(listed["items"][0]["id"], dead.as_str());
 
     r.set("/c", Behaviour::Ok);
     let (ok, v, err) = hookline(&["dead-letters", "requeue", &dead, "--reason", "fixed"], &env);
