@@ -168,7 +168,8 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
         return Ok(Ok((vec![id.to_string()], None)));
     }
     // One event type given: the search narrows by it; several are checked
-    // per event ([`replay_one`]).
+    // on the page's items, so an event of another type is neither planned
+    // nor counted as matched.
     let event_type = match f.event_types.as_deref() {
         Some([one]) => crate::event_search::TypeFilter::parse(one).ok().flatten(),
         _ => None,
@@ -182,13 +183,18 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
         order: Order::OldestFirst,
     };
     let page = h.stores.events.search(&q, JOB_PAGE, job.position.as_deref()).await?;
-    Ok(Ok((page.items.into_iter().map(|e| e.id.into_string()).collect(), page.next)))
+    let wanted = |t: &str| match f.event_types.as_deref() {
+        Some(types) if types.len() > 1 => types.iter().any(|p| crate::routing::pattern_matches(p, t)),
+        _ => true,
+    };
+    let ids = page.items.into_iter().filter(|e| wanted(&e.event_type)).map(|e| e.id.into_string()).collect();
+    Ok(Ok((ids, page.next)))
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that
 /// match it now (or the one named), keyed by the job's id, so a page done
-/// again creates nothing new. An event whose type the filter's
-/// `event_types` does not take is left alone (done: nothing to do).
+/// again creates nothing new. An event named by id whose type the
+/// filter's `event_types` does not take is left alone.
 async fn replay_one(h: &Hookline, job: &Job, event_id: &str, audit: &Audit) -> Result<(), RequeueError> {
     let f: ReplayFilter = serde_json::from_value(job.filter.clone())
         .map_err(|e| RequeueError::Store(StoreError::Corrupt(format!("job {}: {e}", job.id))))?;
