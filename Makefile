@@ -12,7 +12,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template lint-rust bench bench-slowloris bench-retention bench-cost bench-cold-start lambda sam-build clean-venv
+.PHONY: test build venv lint-template lint-rust bench bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue lambda sam-build clean-venv
 
 test: venv lint-template lint-rust build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -68,6 +68,12 @@ bench-cost: venv
 	AWS_EC2_METADATA_DISABLED=true \
 	$(CARGO) run --release -p hookline-tests --bin cost -- $(ARGS); status=$$?; \
 	infra/emulator.sh stop; exit $$status
+
+# Time to requeue N dead letters through the bulk job on `hookline serve`
+# (release build; ARGS e.g. "--dead-letters 10000").
+bench-bulk-requeue:
+	$(CARGO) build --release -p hookline
+	HOOKLINE_BIN=$${CARGO_TARGET_DIR:-target}/release/hookline $(CARGO) run --release -p hookline-tests --bin bulk_requeue -- $(ARGS)
 
 bench-cold-start:
 	$(CARGO) build --release $(foreach f,$(FUNCTIONS),-p $(f))

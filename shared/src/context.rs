@@ -49,6 +49,8 @@ pub struct Stores {
     pub limits: Arc<dyn LimitStore>,
     /// Ordered delivery: partitions' routed-through marks and lanes.
     pub order: Arc<dyn crate::ports::OrderStore>,
+    /// Bulk jobs (requeue, skip, replay).
+    pub jobs: Arc<dyn crate::ports::JobStore>,
     /// The audit trail ([`crate::audit`]).
     pub audit: Arc<dyn crate::ports::AuditStore>,
 }

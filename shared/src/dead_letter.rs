@@ -76,6 +76,10 @@ pub struct Resolution {
     /// The saga a requeue created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_saga_id: Option<SagaId>,
+    /// The bulk job that did it ([`crate::bulk`]), if one did: a page of
+    /// the job done again recognises its own work by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 /// A saga that gave up, with the snapshot ops need to decide what to do.
@@ -90,6 +94,10 @@ pub struct DeadLetter {
     pub subscription_id: SubscriptionId,
     /// The event type, for listing.
     pub event_type: String,
+    /// The event's tenant, for listing (`None`: a tenant-less event, or a
+    /// dead letter stored before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
     /// Why the saga gave up.
     pub reason: String,
     /// Attempts made.
@@ -107,4 +115,81 @@ pub struct DeadLetter {
     /// has expired: dead letters are kept longer than events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<crate::event::EventRecord>,
+}
+
+/// Which dead letters a listing or a bulk job takes: every field that is
+/// set must match. `GET /v1/dead-letters` and the bulk requeue and skip
+/// jobs read the same filters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeadLetterQuery {
+    /// Only this subscription's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<SubscriptionId>,
+    /// Only of this event type (exact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// Only of this tenant's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    /// Only those in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<DeadLetterState>,
+    /// Only those created from `since` (inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+    /// Only those created before `until` (exclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl DeadLetterQuery {
+    /// The creation-time range of the query.
+    pub fn created(&self) -> crate::ports::TimeRange {
+        crate::ports::TimeRange { since: self.since, until: self.until }
+    }
+
+    /// Whether `dl` is one the query takes.
+    pub fn matches(&self, dl: &DeadLetter) -> bool {
+        self.subscription_id.as_ref().is_none_or(|s| *s == dl.subscription_id)
+            && self.event_type.as_ref().is_none_or(|t| *t == dl.event_type)
+            && self.tenant_id.as_ref().is_none_or(|t| Some(t) == dl.tenant_id.as_ref())
+            && self.state.is_none_or(|s| s == dl.state)
+            && self.created().contains(dl.created_at)
+    }
+
+    /// The filters as one text, the same for every page of a listing (the
+    /// fingerprint of its cursors).
+    pub fn fingerprint(&self) -> String {
+        serde_json::to_string(self).expect("a query serializes")
+    }
+}
+
+/// Where a newest-first listing of dead letters stands: after the one
+/// created at `created_ms` with id `id` (ties on the time are broken by id,
+/// descending). Both backends page by it, as the text `<ms>:<id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// Creation time of the last one listed, in milliseconds.
+    pub created_ms: i64,
+    /// Its id.
+    pub id: DeadLetterId,
+}
+
+impl Position {
+    /// The position after `dl`.
+    pub fn after(dl: &DeadLetter) -> Position {
+        Position { created_ms: dl.created_at.timestamp_millis(), id: dl.id.clone() }
+    }
+
+    /// Reads the text of [`Position::to_text`]; `None` if it is not one.
+    pub fn parse(s: &str) -> Option<Position> {
+        let (ms, id) = s.split_once(':')?;
+        (!id.is_empty()).then_some(())?;
+        Some(Position { created_ms: ms.parse().ok()?, id: DeadLetterId::new(id) })
+    }
+
+    /// `<ms>:<id>`.
+    pub fn to_text(&self) -> String {
+        format!("{}:{}", self.created_ms, self.id)
+    }
 }

@@ -81,6 +81,11 @@ pub enum RequeueMessage {
         /// The request.
         replay: ReplayRequest,
     },
+    /// `{"job": {...}}`: do the next page of a bulk job ([`crate::bulk`]).
+    Job {
+        /// The job and its page.
+        job: crate::bulk::JobStep,
+    },
     /// A dead saga's job, redriven from the deliveries dead-letter queue.
     DeadJob(DeliveryJob),
 }

@@ -12,6 +12,7 @@ pub mod attempt;
 pub mod audit;
 #[cfg(feature = "aws")]
 pub mod aws;
+pub mod bulk;
 pub mod config;
 pub mod context;
 pub mod dead_letter;

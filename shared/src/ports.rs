@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::attempt::Attempt;
-use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
+use crate::bulk::Job;
+use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::event_search::{EventQuery, EventSummary, Outcome};
@@ -235,14 +236,36 @@ pub trait DeadLetterStore: Send + Sync {
     async fn put(&self, dl: &DeadLetter) -> StoreResult<bool>;
     /// One by id.
     async fn get(&self, id: &DeadLetterId) -> StoreResult<Option<DeadLetter>>;
-    /// Newest first, optionally only those in `state`.
-    async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>>;
+    /// Up to `limit` of those `query` takes, newest first (by `created_at`,
+    /// then id descending), after the position `after` (from the newest
+    /// when `None`; a [`Page::next`] of an earlier page, opaque: both
+    /// backends write a [`crate::dead_letter::Position`]). Found through
+    /// indexes: the reads of one page are bounded whatever the table holds,
+    /// so a page may hold fewer than `limit` (even none) and still have a
+    /// `next` where the store stopped looking. A dead letter created after
+    /// a listing began is newer than its position and never shows up on a
+    /// later page of it.
+    async fn page(&self, query: &DeadLetterQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<DeadLetter>>;
     /// How many are in `state`, without reading them (the `/metrics` gauge of
     /// open dead letters is scraped often).
     async fn count(&self, state: DeadLetterState) -> StoreResult<u64>;
     /// Moves an `open` dead letter to `state` with its audit record; `false`
     /// if it was not open.
     async fn resolve(&self, id: &DeadLetterId, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool>;
+}
+
+/// Bulk jobs ([`crate::bulk`]): one record per job, rewritten only on
+/// condition of its version, so of two workers doing the same page one
+/// commits it.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Stores a new job unless one with its id exists; `true` if stored.
+    async fn create(&self, job: &Job) -> StoreResult<bool>;
+    /// One job by id (strongly consistent).
+    async fn get(&self, id: &str) -> StoreResult<Option<Job>>;
+    /// Replaces the job if its stored version is still `expected_version`
+    /// (`job.version` is the new one); `false` if another write came first.
+    async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool>;
 }
 
 /// A message taken from a queue, invisible to others until its visibility

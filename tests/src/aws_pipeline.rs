@@ -352,7 +352,9 @@ impl crate::pipeline::Pipeline for AwsPipeline {
     /// Waits until the crash happened; the driver retries the failed
     /// invocation as Lambda would.
     async fn recover(&mut self) {
-        crate::eventually(30, "the armed failpoint was reached", || async {
+        // A bulk job on the emulator reaches a later page's failpoint only
+        // after a minute or so.
+        crate::eventually(120, "the armed failpoint was reached", || async {
             (!shared::failpoint::panic_armed()).then_some(())
         })
         .await;

@@ -16,8 +16,9 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::json;
 use shared::attempt::Attempt;
+use shared::bulk::{Job, JobKind};
 use shared::context::Stores;
-use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
+use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resolution, ResolutionAction};
 use shared::envelope::Format;
 use shared::event::EventRecord;
 use shared::event_search::{EventQuery, EventSummary};
@@ -53,6 +54,8 @@ macro_rules! for_each_conformance_case {
         $m!(dead_letters_put_once);
         $m!(dead_letters_resolve_once);
         $m!(dead_letters_list_newest_first);
+        $m!(dead_letters_page_by_every_filter);
+        $m!(jobs_are_created_once_and_updated_on_their_version);
         $m!(queue_send_receive_delete);
         $m!(queue_receive_respects_max);
         $m!(queue_delay);
@@ -160,6 +163,7 @@ pub fn resolution(action: ResolutionAction, actor: &str, new_saga_id: Option<&st
         reason: "receiver fixed".into(),
         at: now(),
         new_saga_id: new_saga_id.map(sg),
+        job_id: None,
     }
 }
 
@@ -170,6 +174,7 @@ pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
         event_id: ev("evt_a"),
         subscription_id: sub("sub_a"),
         event_type: "task.failed".into(),
+        tenant_id: Some("tenant-a".into()),
         reason: "gave up after 3 attempts; last error: HTTP 500".into(),
         attempts: 3,
         saga_snapshot: json!({ "id": id, "status": "DeadLettered" }),
@@ -774,19 +779,146 @@ pub async fn dead_letters_list_newest_first(s: &Stores) {
     let d3 = s.dead_letters.get(&dl("sg_3")).await.unwrap().unwrap();
     let ids = |v: Vec<DeadLetter>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
 
-    assert_eq!(
-        s.dead_letters.list(Some(DeadLetterState::Open), 10).await.unwrap(),
-        vec![d4.clone(), d2.clone(), d1.clone()]
-    );
-    assert_eq!(ids(s.dead_letters.list(Some(DeadLetterState::Open), 2).await.unwrap()), ["sg_4", "sg_2"]);
-    assert_eq!(s.dead_letters.list(Some(DeadLetterState::Skipped), 10).await.unwrap(), vec![d3.clone()]);
-    assert!(s.dead_letters.list(Some(DeadLetterState::Requeued), 10).await.unwrap().is_empty());
-    assert_eq!(s.dead_letters.list(None, 10).await.unwrap(), vec![d4, d3, d2, d1]);
-    assert_eq!(ids(s.dead_letters.list(None, 3).await.unwrap()), ["sg_4", "sg_3", "sg_2"]);
-    assert!(s.dead_letters.list(None, 0).await.unwrap().is_empty());
+    let list = |state: Option<DeadLetterState>, limit: usize| {
+        let q = DeadLetterQuery { state, ..DeadLetterQuery::default() };
+        async move { s.dead_letters.page(&q, limit, None).await.unwrap().items }
+    };
+    assert_eq!(list(Some(DeadLetterState::Open), 10).await, vec![d4.clone(), d2.clone(), d1.clone()]);
+    assert_eq!(ids(list(Some(DeadLetterState::Open), 2).await), ["sg_4", "sg_2"]);
+    assert_eq!(list(Some(DeadLetterState::Skipped), 10).await, vec![d3.clone()]);
+    assert!(list(Some(DeadLetterState::Requeued), 10).await.is_empty());
+    assert_eq!(list(None, 10).await, vec![d4, d3, d2, d1]);
+    assert_eq!(ids(list(None, 3).await), ["sg_4", "sg_3", "sg_2"]);
     assert_eq!(s.dead_letters.count(DeadLetterState::Open).await.unwrap(), 3);
     assert_eq!(s.dead_letters.count(DeadLetterState::Skipped).await.unwrap(), 1);
     assert_eq!(s.dead_letters.count(DeadLetterState::Requeued).await.unwrap(), 0);
+}
+
+/// Every page of `q` walked with `limit`, following `next` (at most 50 pages).
+async fn walk_dead_letters(s: &Stores, q: &DeadLetterQuery, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..50 {
+        let page = s.dead_letters.page(q, limit, after.as_deref()).await.unwrap();
+        assert!(page.items.len() <= limit);
+        out.extend(page.items.into_iter().map(|d| d.id.into_string()));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => return out,
+        }
+    }
+    panic!("more than 50 pages")
+}
+
+/// Each filter (subscription, event type, tenant, state, time range, and
+/// several together) lists exactly its dead letters, newest first, and a
+/// walk page by page lists each once, also when two share a creation time
+/// and when a new one arrives during the walk.
+pub async fn dead_letters_page_by_every_filter(s: &Stores) {
+    let t0 = now();
+    let at = |secs: i64| t0 + chrono::Duration::seconds(secs);
+    let mk = |id: &str, secs: i64, subscription: &str, event_type: &str, tenant: Option<&str>| DeadLetter {
+        subscription_id: sub(subscription),
+        event_type: event_type.into(),
+        tenant_id: tenant.map(str::to_string),
+        ..dead_letter(id, at(secs))
+    };
+    let all = [
+        mk("sg_p1", 1, "sub_x", "order.created", Some("acme")),
+        mk("sg_p2", 2, "sub_y", "order.created", Some("globex")),
+        mk("sg_p3", 3, "sub_x", "order.paid", None),
+        mk("sg_p4", 4, "sub_x", "order.created", Some("acme")),
+        mk("sg_p5", 4, "sub_y", "order.paid", Some("acme")), // the same second as sg_p4
+        mk("sg_p6", 6, "sub_x", "order.created", Some("globex")),
+    ];
+    for d in &all {
+        assert!(s.dead_letters.put(d).await.unwrap());
+    }
+    assert!(s
+        .dead_letters
+        .resolve(&dl("sg_p4"), DeadLetterState::Requeued, resolution(ResolutionAction::Requeue, "ops", None))
+        .await
+        .unwrap());
+    let q = DeadLetterQuery::default;
+    let open = Some(DeadLetterState::Open);
+    let cases = [
+        q(),
+        DeadLetterQuery { subscription_id: Some(sub("sub_x")), ..q() },
+        DeadLetterQuery { event_type: Some("order.paid".into()), ..q() },
+        DeadLetterQuery { tenant_id: Some("acme".into()), ..q() },
+        DeadLetterQuery { state: open, ..q() },
+        DeadLetterQuery { since: Some(at(2)), until: Some(at(4)), ..q() },
+        DeadLetterQuery { since: Some(at(4)), ..q() },
+        DeadLetterQuery { until: Some(at(4)), ..q() },
+        DeadLetterQuery { subscription_id: Some(sub("sub_x")), state: open, tenant_id: Some("acme".into()), ..q() },
+        DeadLetterQuery { event_type: Some("order.created".into()), since: Some(at(2)), ..q() },
+        DeadLetterQuery { subscription_id: Some(sub("sub_none")), ..q() },
+        DeadLetterQuery { tenant_id: Some("acme".into()), until: Some(at(1)), ..q() },
+    ];
+    for c in &cases {
+        // The state of sg_p4 changed: what matches is what is stored.
+        let stored: Vec<DeadLetter> = {
+            let mut v = Vec::new();
+            for d in &all {
+                v.push(s.dead_letters.get(&d.id).await.unwrap().unwrap());
+            }
+            v
+        };
+        let mut want: Vec<&DeadLetter> = stored.iter().filter(|d| c.matches(d)).collect();
+        want.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        let want: Vec<String> = want.into_iter().map(|d| d.id.to_string()).collect();
+        let one = s.dead_letters.page(c, 100, None).await.unwrap();
+        assert_eq!(one.next, None, "{c:?}");
+        let got: Vec<String> = one.items.iter().map(|d| d.id.to_string()).collect();
+        // Ties on the creation time may come in either order between backends.
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(got.clone()), sorted(want.clone()), "{c:?}");
+        for limit in [1, 2, 4] {
+            let walked = walk_dead_letters(s, c, limit).await;
+            assert_eq!(walked.len(), want.len(), "{c:?} limit {limit}: {walked:?}");
+            assert_eq!(sorted(walked), sorted(want.clone()), "{c:?} limit {limit}");
+        }
+        // Newest first (a tie on the time in either order).
+        let times: Vec<_> = one.items.iter().map(|d| d.created_at).collect();
+        assert!(times.windows(2).all(|w| w[0] >= w[1]), "{c:?}: {times:?}");
+    }
+    // Newest first, across a page boundary.
+    let first = s.dead_letters.page(&q(), 2, None).await.unwrap();
+    assert_eq!(first.items[0].id, dl("sg_p6"));
+    // A dead letter created during a walk is newer than its position: the
+    // rest of the walk lists what was there, once.
+    assert!(s.dead_letters.put(&mk("sg_p7", 7, "sub_x", "order.created", Some("acme"))).await.unwrap());
+    let mut rest = Vec::new();
+    let mut after = first.next.clone();
+    while let Some(a) = after {
+        let p = s.dead_letters.page(&q(), 2, Some(&a)).await.unwrap();
+        rest.extend(p.items.into_iter().map(|d| d.id.into_string()));
+        after = p.next;
+    }
+    let mut seen: Vec<String> = first.items.iter().map(|d| d.id.to_string()).chain(rest).collect();
+    seen.sort();
+    assert_eq!(seen, ["sg_p1", "sg_p2", "sg_p3", "sg_p4", "sg_p5", "sg_p6"]);
+}
+
+/// A job is stored once; an update applies only on the version read.
+pub async fn jobs_are_created_once_and_updated_on_their_version(s: &Stores) {
+    let job = Job::new(JobKind::Requeue, json!({"subscription_id": "sub_a"}), "fixed", "key:ops", now());
+    assert!(s.jobs.create(&job).await.unwrap());
+    assert!(!s.jobs.create(&job).await.unwrap(), "created once");
+    assert_eq!(s.jobs.get(&job.id).await.unwrap().as_ref(), Some(&job));
+    assert_eq!(s.jobs.get("job_none").await.unwrap(), None);
+    let planned = job.planned(vec!["a".into(), "b".into()], Some("pos".into()), now());
+    assert!(s.jobs.update(&planned, job.version).await.unwrap());
+    let other = job.failed_with("stale writer", now());
+    assert!(!s.jobs.update(&other, job.version).await.unwrap(), "the version moved on");
+    assert_eq!(s.jobs.get(&job.id).await.unwrap(), Some(planned.clone()));
+    let committed = planned.committed(2, 0, now());
+    assert!(s.jobs.update(&committed, planned.version).await.unwrap());
+    let got = s.jobs.get(&job.id).await.unwrap().unwrap();
+    assert_eq!((got.matched, got.done, got.page, got.plan), (2, 2, 1, None));
 }
 
 // ------------------------------------------------------------------ queues

@@ -416,6 +416,7 @@ impl Created {
             dead_letters_table: table("DeadLettersTable"),
             health_table: table("HealthTable"),
             order_table: table("OrderTable"),
+            jobs_table: table("JobsTable"),
             audit_table: table("AuditTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),

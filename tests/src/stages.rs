@@ -590,5 +590,90 @@ macro_rules! for_each_stage_scenario {
         $m!(routing_among_thousands_of_subscriptions);
         $m!(routing_follows_subscription_changes_within_the_cache_ttl);
         $m!(explicit_limits_hold_across_containers);
+        $m!(a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once);
     };
+}
+
+/// Issue 11, part B. A bulk requeue's page done again after a worker died
+/// between acting and committing, the same page's message handled by two
+/// containers at once, a stale redelivery after the job ended, and a dead
+/// letter resolved by someone else between plan and act: each dead letter
+/// is requeued once (one new saga), and `matched`, `done`, `failed` are
+/// exact.
+pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &Rig) {
+    use shared::bulk::{Job, JobKind, JobState, JobStep};
+    use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
+    use shared::stage::bulk;
+
+    let (a, b) = (rig.container(Duration::from_secs(5)), rig.container(Duration::from_secs(5)));
+    let sub = ids::new_subscription_id();
+    let t0 = Utc::now() - chrono::Duration::minutes(5);
+    let n = 250;
+    let dls: Vec<DeadLetter> = (0..n)
+        .map(|i| DeadLetter {
+            subscription_id: sub.clone(),
+            event_id: EventId::new(format!("evt-bulk-{i}")),
+            ..crate::conformance::dead_letter(&format!("sag_bulk_{i:03}"), t0 + chrono::Duration::milliseconds(i))
+        })
+        .collect();
+    shared::limits::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
+    let filter = DeadLetterQuery { subscription_id: Some(sub.clone()), ..DeadLetterQuery::default() };
+    let job = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+    rig.stores.jobs.create(&job).await.unwrap();
+
+    // A worker planned page 0 and requeued half of it, then died.
+    let open = DeadLetterQuery { state: Some(DeadLetterState::Open), ..filter.clone() };
+    let page = rig.stores.dead_letters.page(&open, shared::bulk::JOB_PAGE, None).await.unwrap();
+    let ids: Vec<String> = page.items.iter().map(|d| d.id.to_string()).collect();
+    let planned = job.planned(ids.clone(), page.next.clone(), Utc::now());
+    assert!(rig.stores.jobs.update(&planned, job.version).await.unwrap());
+    let audit = Audit { actor: "key:ops".into(), reason: "fixed".into() };
+    for id in &ids[..50] {
+        requeue::requeue_as(&a, &DeadLetterId::new(id.as_str()), &audit, Some(&job.id)).await.unwrap();
+    }
+    // Meanwhile someone skipped one of the planned dead letters by hand.
+    requeue::skip(&a, &DeadLetterId::new(ids[70].as_str()), &Audit { actor: "key:other".into(), reason: "no".into() })
+        .await
+        .unwrap();
+
+    // The message is received again, by two containers at once.
+    let step = JobStep { job_id: job.id.clone(), page: 0 };
+    let (ra, rb) = tokio::join!(bulk::run(&a, &step), bulk::run(&b, &step));
+    ra.unwrap();
+    rb.unwrap();
+    // Whatever pages are left, through their messages (duplicates included).
+    for _ in 0..100 {
+        let got = rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap();
+        for m in &got {
+            if let Ok(shared::job::RequeueMessage::Job { job: step }) = serde_json::from_str(&m.body) {
+                bulk::run(&b, &step).await.unwrap();
+            }
+        }
+        let receipts: Vec<String> = got.iter().map(|m| m.receipt.clone()).collect();
+        rig.stores.requeues.raw().delete(&receipts).await.unwrap();
+        if rig.stores.jobs.get(&job.id).await.unwrap().unwrap().state != JobState::Running && got.is_empty() {
+            break;
+        }
+    }
+    let done = rig.stores.jobs.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state, done.matched, done.done, done.failed),
+        (JobState::Completed, n as u64, n as u64 - 1, 1),
+        "{done:?}"
+    );
+    // A stale redelivery of page 0 after the end changes nothing.
+    bulk::run(&a, &step).await.unwrap();
+    assert_eq!(rig.stores.jobs.get(&job.id).await.unwrap().unwrap(), done);
+    for d in &dls {
+        let now = rig.stores.dead_letters.get(&d.id).await.unwrap().unwrap();
+        let new = rig.stores.sagas.get(&d.event_id, &ids::requeue_saga_id(&d.id)).await.unwrap();
+        if d.id.as_str() == ids[70] {
+            assert_eq!(now.state, DeadLetterState::Skipped);
+            assert!(new.is_none());
+        } else {
+            assert_eq!(now.state, DeadLetterState::Requeued, "{}", d.id);
+            assert_eq!(now.resolution.as_ref().and_then(|r| r.job_id.as_deref()), Some(job.id.as_str()));
+            assert!(new.is_some(), "{}: its one new saga", d.id);
+        }
+    }
 }

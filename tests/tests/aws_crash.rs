@@ -99,3 +99,13 @@ async fn ordered_delivery_survives_a_crash_of_each_handler() {
     )
     .await;
 }
+
+/// Bulk requeue of 1,000 dead letters: the requeue invocation crashes half
+/// way through the fifth page (between two of its writes); the message is
+/// received again and the job resumes from its record, counting each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_requeue_of_1000_survives_a_crash_half_way() {
+    let _g = ONE_AT_A_TIME.lock().await;
+    let mut p = AwsPipeline::start("bulk_requeue").await;
+    scenarios::bulk_requeue_survives_a_crash_half_way(&mut p, 1000, "bulk.half_page.page5").await;
+}

@@ -647,6 +647,8 @@ async fn events_list(s: &impl Pipeline, env: &[(&str, &str)]) {
         if tenant.is_none() {
             s.settled_deliveries(id, 1, 20).await;
         }
+        // Distinct receive times (equal ones are ordered by id).
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let env = env.to_vec();
 
@@ -775,4 +777,146 @@ async fn audit_command(s: &impl Pipeline, env: &[(&str, &str)], actor: &str) {
     assert_eq!((run.ok().out.as_str(), run.err.as_str()), ("", ""), "an empty result is not an error");
     let run = hookline(&["audit", "--since", "1h", "--until", "2h"], &env);
     assert_eq!(run.code, 2, "{}", run.err);
+}
+
+fn ids_of(items: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = items.iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_bulk_jobs_and_replays_on_serve() {
+    // Five failures would open the breaker; its cool-down must not hold the requeued deliveries back.
+    let s = Server::start_with("cli-bulk", &["--breaker-failures", "100"]);
+    let owned = env_of(&s);
+    lists_bulk_jobs_and_replays(&s, &borrow(&owned)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_bulk_jobs_and_replays_on_aws() {
+    let (p, owned) = on_aws("cli-bulk", false, |c| c.breaker.failure_threshold = 100).await;
+    lists_bulk_jobs_and_replays(&p, &borrow(&owned)).await;
+}
+
+/// Events and dead letters found by filter, page by page; bulk requeue and
+/// skip by filter as jobs (waited for, or not, then `jobs show --wait`);
+/// replay by partition and by time range.
+async fn lists_bulk_jobs_and_replays(s: &impl Pipeline, env: &[(&str, &str)]) {
+    let r = Receiver::start().await;
+    let (sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/c", Behaviour::Always(500)), "event_types": ["bulk.*"],
+                          "retry_policy": {"max_attempts": 1, "base_delay_ms": 50, "max_delay_ms": 100}}))
+        .await;
+    for (i, t) in ["bulk.a", "bulk.a", "bulk.a", "bulk.b", "bulk.b"].iter().enumerate() {
+        s.post("/v1/events", &json!({"id": format!("b-{i}"), "type": t, "partition_key": "p1", "data": {"i": i}}))
+            .await;
+    }
+    let env = env.to_vec();
+
+    // dead-letters list: every filter, pages, --all, a table, an empty result.
+    let all = listed(&["dead-letters", "list"], &env, 5).await;
+    assert!(all.iter().all(|d| d["state"] == "open" && d["subscription_id"] == sub.as_str()));
+    let first = hookline(&["dead-letters", "list", "--limit", "2"], &env);
+    assert_eq!(first.ok().lines().len(), 2);
+    let mut walked = first.lines();
+    let mut cursor = first.next_cursor();
+    while let Some(c) = cursor {
+        let page = hookline(&["dead-letters", "list", "--limit", "2", "--cursor", &c], &env);
+        walked.extend(page.ok().lines());
+        cursor = page.next_cursor();
+    }
+    assert_eq!(ids_of(&walked), ids_of(&all), "a cursor walk returns each exactly once");
+    let run = hookline(&["dead-letters", "list", "--limit", "2", "--all"], &env);
+    assert_eq!(ids_of(&run.ok().lines()), ids_of(&all));
+    assert!(run.err.is_empty(), "{}", run.err);
+    for (flag, value, n) in
+        [("--event-type", "bulk.b", 2), ("--subscription", sub.as_str(), 5), ("--since", "1h", 5), ("--until", "1h", 0)]
+    {
+        let run = hookline(&["dead-letters", "list", flag, value], &env);
+        assert_eq!(run.ok().lines().len(), n, "{flag} {value}");
+    }
+    let run = hookline(&["dead-letters", "list", "--event-type", "bulk.b", "-o", "table"], &env);
+    let rows: Vec<&str> = run.ok().out.lines().collect();
+    assert!(rows[0].starts_with("ID ") && rows[0].contains("STATE") && rows[0].contains("SUBSCRIPTION"), "{}", run.out);
+    assert_eq!(rows.len(), 3, "{}", run.out);
+    assert!(rows[1..].iter().all(|r| r.contains(" open ") && r.contains("bulk.b")), "{}", run.out);
+    let run = hookline(&["dead-letters", "list", "--since", "1h", "--until", "2h"], &env);
+    assert_eq!(run.code, 2, "until before since: 422: {}", run.err);
+    assert!(run.err.contains("422"), "{}", run.err);
+
+    // Bulk requeue by filter: JSON mode waits and prints the finished job.
+    r.set("/c", Behaviour::Ok);
+    let job = hookline(&["dead-letters", "requeue", "--event-type", "bulk.a", "--reason", "endpoint fixed"], &env)
+        .ok()
+        .json();
+    assert_eq!((job["state"].as_str(), job["kind"].as_str()), (Some("completed"), Some("requeue")), "{job}");
+    assert_eq!((job["matched"].as_u64(), job["done"].as_u64(), job["failed"].as_u64()), (Some(3), Some(3), Some(0)));
+    for i in 0..3 {
+        let d = s.settled_deliveries(&format!("b-{i}"), 2, 20).await;
+        assert_eq!(d.iter().filter(|x| x["status"] == "Completed").count(), 1);
+    }
+    // Bulk skip without waiting, then followed with jobs show --wait.
+    let started =
+        hookline(&["dead-letters", "skip", "--event-type", "bulk.b", "--reason", "test traffic", "--no-wait"], &env)
+            .ok()
+            .json();
+    let job_id = started["id"].as_str().expect("the job").to_string();
+    let job = hookline(&["jobs", "show", &job_id, "--wait"], &env).ok().json();
+    assert_eq!((job["state"].as_str(), job["done"].as_u64()), (Some("completed"), Some(2)), "{job}");
+    let run = hookline(&["jobs", "show", &job_id, "-o", "table"], &env);
+    assert!(run.ok().out.lines().any(|l| l.starts_with("state ") && l.ends_with("completed")), "{}", run.out);
+    assert!(run.err.contains(&format!("job {job_id} completed: 2 matched, 2 done, 0 failed")), "{}", run.err);
+    assert_eq!(hookline(&["dead-letters", "list"], &env).ok().out, "", "none open");
+    assert_eq!(hookline(&["dead-letters", "list", "--state", "skipped"], &env).ok().lines().len(), 2);
+    assert_eq!(hookline(&["jobs", "show", "job_nope"], &env).code, 3);
+    // On a terminal: a progress bar, then the count.
+    let shown = on_a_terminal(&["dead-letters", "requeue", "--all-open", "--reason", "nothing left"], &env);
+    assert!(shown.contains("[") && shown.contains("0 matched, 0 done, 0 failed"), "{shown:?}");
+
+    // Replay by partition (in order) and by time range, as jobs.
+    let job = hookline(&["replay", "--partition-key", "p1", "--event-type", "bulk.a", "--reason", "resync"], &env)
+        .ok()
+        .json();
+    assert_eq!(
+        (job["state"].as_str(), job["kind"].as_str(), job["done"].as_u64()),
+        (Some("completed"), Some("replay"), Some(3)),
+        "{job}"
+    );
+    let job = hookline(
+        &[
+            "replay",
+            "--since",
+            "1h",
+            "--until",
+            "0s",
+            "--subscription",
+            &sub,
+            "--event-type",
+            "bulk.*",
+            "--reason",
+            "outage",
+        ],
+        &env,
+    )
+    .ok()
+    .json();
+    assert_eq!((job["state"].as_str(), job["matched"].as_u64()), (Some("completed"), Some(5)), "{job}");
+    for bad in [
+        vec!["replay", "--partition-key", "p1"],
+        vec!["replay", "--since", "1h", "--reason", "x"],
+        vec!["replay", "--partition-key", "p1", "--since", "1h", "--until", "0s", "--reason", "x"],
+    ] {
+        assert_eq!(hookline(&bad, &env).code, 2, "{bad:?}");
+    }
+    let run = hookline(&["replay", "--since", "1h", "--until", "2h", "--reason", "x"], &env);
+    assert_eq!(run.code, 2, "{}", run.err);
+    assert!(run.err.contains("422"), "{}", run.err);
+
+    // One audit record per job, with its reason.
+    let started = listed(&["audit", "--action", "dead_letters.requeue_started"], &env, 2).await;
+    assert_eq!(started.iter().filter(|a| a["reason"] == "endpoint fixed").count(), 1, "{started:?}");
+    listed(&["audit", "--action", "dead_letters.skip_started"], &env, 1).await;
+    let replays = listed(&["audit", "--action", "replay.started"], &env, 2).await;
+    assert!(replays.iter().all(|a| a["job_id"].is_string()), "{replays:?}");
 }

@@ -260,3 +260,33 @@ async fn named_keys_and_a_trusted_actor_header_are_the_audit_actor() {
     let (_, v) = untrusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.created")).await;
     assert_eq!(v["items"][0]["actor"], "key:default", "the header is ignored unless trusted: {v}");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 11, part B: dead letters at scale, bulk jobs, replays.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_listed_by_every_filter_and_walked_once() {
+    scenarios::dead_letters_are_listed_by_every_filter_and_walked_once(&Server::start("dl-filters")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_skip_by_filter_and_bad_input() {
+    scenarios::bulk_skip_by_filter_and_bad_input(&Server::start("bulk-skip")).await;
+}
+
+/// kill -9 of `hookline serve` half way through the fifth of ten pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_requeue_of_1000_survives_kill9_half_way() {
+    scenarios::bulk_requeue_survives_a_crash_half_way(&mut Server::start("bulk-requeue"), 1000, "bulk.half_page.page5")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_job_by_event_id_and_bad_input() {
+    scenarios::replay_job_by_event_id_and_bad_input(&Server::start("replay-job")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_jobs_by_partition_key_and_by_time_range() {
+    scenarios::replay_jobs_by_partition_key_and_by_time_range(&Server::start("replay-range")).await;
+}

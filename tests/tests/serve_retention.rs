@@ -96,7 +96,7 @@ async fn open_dead_letters_keep_their_event_and_resolved_ones_go_after_their_own
     }
     let dls = eventually(20, "two open dead letters", || async {
         let (_, v) = s.get("/v1/dead-letters?state=open").await;
-        let d = v["dead_letters"].as_array().cloned().unwrap_or_default();
+        let d = v["items"].as_array().cloned().unwrap_or_default();
         (d.len() == 2).then_some(d)
     })
     .await;

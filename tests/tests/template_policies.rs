@@ -194,6 +194,14 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
     // A redriven job whose saga never died goes back to the deliveries queue.
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
+    // Bulk jobs: the open dead letters of a filter through the listing
+    // indexes, the job record (conditional on its version), the next page as
+    // a message to itself; a bulk skip releases a blocked lane as the API's.
+    grant(&mut g, &["dynamodb:Query"], &["DeadLettersTable/index/*"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["JobsTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
+    grant(&mut g, &["dynamodb:Query", "dynamodb:DeleteItem"], &["OrderTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
     m.insert("RequeueFunction", g);
 
     // api: subscriptions CRUD, event and delivery status, dead letters
@@ -213,12 +221,11 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
-    grant(
-        &mut g,
-        &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem"],
-        &["DeadLettersTable"],
-    );
+    // Dead letters are listed through their indexes, never scanned.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
+    // Bulk jobs: created (conditional put), shown by GET /v1/jobs/{id}.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["JobsTable"]);
     grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
     // A subscription's `health`; re-enabling forgets its failing run.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["HealthTable"]);
@@ -317,6 +324,8 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/events/{id}/replay", "ApiFunction"),
     ("ANY", "/v1/dead-letters", "ApiFunction"),
     ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
+    ("POST", "/v1/replays", "ApiFunction"),
+    ("GET", "/v1/jobs/{id}", "ApiFunction"),
     ("GET", "/v1/audit", "ApiFunction"),
     ("GET", "/healthz", "ApiFunction"),
     ("GET", "/metrics", "ApiFunction"),
@@ -329,6 +338,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("SAGAS_TABLE", "SagasTable"),
     ("ATTEMPTS_TABLE", "AttemptsTable"),
     ("DEAD_LETTERS_TABLE", "DeadLettersTable"),
+    ("JOBS_TABLE", "JobsTable"),
     ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
     ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
     ("RETRIES_QUEUE_URL", "RetriesQueue"),

@@ -12,6 +12,7 @@ mod dead_letters;
 mod error;
 mod events;
 pub mod query;
+mod replays;
 mod subscriptions;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use serde_json::json;
 pub use body::{parse, Patch};
 pub use error::{ApiError, ApiResult};
 
+use crate::bulk::JobKind;
 use crate::context::Hookline;
 use crate::envelope::{show, MAX_ID_BYTES};
 use crate::ids::{DeadLetterId, EventId, SubscriptionId};
@@ -230,6 +232,10 @@ impl Api {
             ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id), &req).await,
             ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
+            ("POST", ["dead-letters", "requeue"]) => self.bulk_dead_letters(&req, JobKind::Requeue).await,
+            ("POST", ["dead-letters", "skip"]) => self.bulk_dead_letters(&req, JobKind::Skip).await,
+            ("POST", ["replays"]) => self.start_replay(&req).await,
+            ("GET", ["jobs", id]) => self.get_job(id).await,
             ("GET", ["audit"]) => self.list_audit(&req).await,
             ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
             ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,

@@ -17,14 +17,15 @@ use aws_sdk_dynamodb::Client;
 
 use super::item::{self, Attrs};
 use crate::attempt::Attempt;
-use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
+use crate::bulk::Job;
+use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Position, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, Page, ReindexPage, SagaStore, StoreResult, SubscriptionFilter,
+    AttemptStore, DeadLetterStore, EventStore, JobStore, Page, ReindexPage, SagaStore, StoreResult, SubscriptionFilter,
     SubscriptionPage, SubscriptionStore, Transition, TransitionOutcome, MAX_REINDEX_PAGE,
 };
 use crate::routing::RouteKey;
@@ -141,27 +142,6 @@ async fn query_all(
             .send()
             .await
             .map_err(|e| backend("Query", table, e))?;
-        out.extend(page.items().iter().map(Attrs::from_sdk));
-        match page.last_evaluated_key() {
-            Some(k) if !k.is_empty() => start = Some(k.clone()),
-            _ => return Ok(out),
-        }
-    }
-}
-
-/// Every item of the table (all pages of a consistent `Scan`).
-async fn scan_all(client: &Client, table: &str) -> StoreResult<Vec<Attrs>> {
-    let mut out = Vec::new();
-    let mut start: Option<HashMap<String, AttributeValue>> = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .map_err(|e| backend("Scan", table, e))?;
         out.extend(page.items().iter().map(Attrs::from_sdk));
         match page.last_evaluated_key() {
             Some(k) if !k.is_empty() => start = Some(k.clone()),
@@ -1219,31 +1199,37 @@ impl DynamoDeadLetters {
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":s", s(state.as_str()))
     }
+}
 
-    /// Newest first from GSI `by_state`, stopping at `limit`.
-    async fn list_state(&self, state: DeadLetterState, limit: usize) -> StoreResult<Vec<DeadLetter>> {
-        let mut out = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        while out.len() < limit {
-            let page = self
-                .by_state(state)
-                .scan_index_forward(false)
-                .limit(i32::try_from(limit - out.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| backend("Query", &self.table, e))?;
-            for it in page.items() {
-                out.push(item::dead_letter_from_attrs(&Attrs::from_sdk(it))?);
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
-            }
+/// The most `Query` calls one page of dead letters makes: a filter that the
+/// chosen index does not narrow may find few on each, and the page then
+/// ends early with a `next` where the reads stopped.
+pub const DEAD_LETTER_QUERIES_PER_PAGE: usize = 8;
+
+/// The index a dead-letter query reads, its partition key attribute and
+/// value, and the filters left for a `FilterExpression` (name, value).
+/// The most selective filter picks the index: a subscription, a tenant, an
+/// event type, a state, else `by_created` (every dead letter).
+fn dead_letter_index(q: &DeadLetterQuery) -> (&'static str, &'static str, String, Vec<(&'static str, String)>) {
+    let mut rest: Vec<(&'static str, String)> = Vec::new();
+    let mut chosen: Option<(&'static str, &'static str, String)> = None;
+    let candidates = [
+        ("by_subscription", "subscription_id", q.subscription_id.as_ref().map(|s| s.to_string())),
+        ("by_tenant", "tenant_id", q.tenant_id.clone()),
+        ("by_type", "event_type", q.event_type.clone()),
+        ("by_state", "state", q.state.map(|s| s.as_str().to_string())),
+    ];
+    for (index, attr, value) in candidates {
+        let Some(v) = value else { continue };
+        if chosen.is_none() {
+            chosen = Some((index, attr, v));
+        } else {
+            rest.push((attr, v));
         }
-        out.truncate(limit);
-        Ok(out)
     }
+    let (index, attr, value) =
+        chosen.unwrap_or(("by_created", item::DEAD_LETTER_LISTING, item::DEAD_LETTER_LISTING_ALL.to_string()));
+    (index, attr, value, rest)
 }
 
 #[async_trait]
@@ -1256,25 +1242,104 @@ impl DeadLetterStore for DynamoDeadLetters {
         get_by_id(&self.client, &self.table, id.as_str()).await?.map(|a| item::dead_letter_from_attrs(&a)).transpose()
     }
 
-    /// With a state: a GSI `by_state` query (eventually consistent). Without:
-    /// a full `Scan` sorted here (dead letters are few; ops use filters).
-    async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
-        if limit == 0 {
-            return Ok(Vec::new());
+    /// Queries of the index [`dead_letter_index`] picks, newest first
+    /// (`ScanIndexForward: false`), the time range as the key condition on
+    /// `created_at`, other filters as a `FilterExpression` (the indexes
+    /// project every attribute), at most [`DEAD_LETTER_QUERIES_PER_PAGE`]
+    /// of them. Eventually consistent, like every GSI read.
+    async fn page(&self, q: &DeadLetterQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<DeadLetter>> {
+        let (index, hash_attr, hash_value, rest) = dead_letter_index(q);
+        let mut names = HashMap::from([("#h".to_string(), hash_attr.to_string())]);
+        let mut values = HashMap::from([(":h".to_string(), s(hash_value.clone()))]);
+        let mut key = "#h = :h".to_string();
+        let ms = |t: DateTime<Utc>| t.timestamp_millis();
+        match (q.since, q.until) {
+            (Some(a), Some(b)) => {
+                key.push_str(" AND #c BETWEEN :a AND :b");
+                values.insert(":a".into(), n(ms(a)));
+                values.insert(":b".into(), n(ms(b) - 1));
+            }
+            (Some(a), None) => {
+                key.push_str(" AND #c >= :a");
+                values.insert(":a".into(), n(ms(a)));
+            }
+            (None, Some(b)) => {
+                key.push_str(" AND #c < :b");
+                values.insert(":b".into(), n(ms(b)));
+            }
+            (None, None) => {}
         }
-        if let Some(state) = state {
-            return self.list_state(state, limit).await;
+        if q.since.is_some() || q.until.is_some() {
+            names.insert("#c".into(), "created_at".into());
         }
-        let mut all = scan_all(&self.client, &self.table)
-            .await?
-            .iter()
-            .map(item::dead_letter_from_attrs)
-            .collect::<StoreResult<Vec<_>>>()?;
-        all.sort_by(|a, b| {
-            b.created_at.timestamp_millis().cmp(&a.created_at.timestamp_millis()).then_with(|| a.id.cmp(&b.id))
-        });
-        all.truncate(limit);
-        Ok(all)
+        let mut filter = Vec::new();
+        for (i, (attr, v)) in rest.iter().enumerate() {
+            names.insert(format!("#f{i}"), attr.to_string());
+            values.insert(format!(":f{i}"), s(v.clone()));
+            filter.push(format!("#f{i} = :f{i}"));
+        }
+        let filter = (!filter.is_empty()).then(|| filter.join(" AND "));
+        let start_key = |p: &Position| {
+            HashMap::from([
+                ("id".to_string(), s(p.id.as_str())),
+                ("created_at".to_string(), n(p.created_ms)),
+                (hash_attr.to_string(), s(hash_value.clone())),
+            ])
+        };
+        let mut start = match after {
+            None => None,
+            Some(a) => {
+                Some(start_key(&Position::parse(a).ok_or_else(|| StoreError::Corrupt(format!("bad position {a}")))?))
+            }
+        };
+        let mut items: Vec<DeadLetter> = Vec::new();
+        let mut more = false;
+        for _ in 0..DEAD_LETTER_QUERIES_PER_PAGE {
+            let want = if filter.is_some() { limit + 1 } else { limit + 1 - items.len() };
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(index)
+                .key_condition_expression(&key)
+                .set_filter_expression(filter.clone())
+                .set_expression_attribute_names(Some(names.clone()))
+                .set_expression_attribute_values(Some(values.clone()))
+                .scan_index_forward(false)
+                .limit(i32::try_from(want.min(1000)).unwrap_or(1000))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| backend("Query", &self.table, e))?;
+            for it in page.items() {
+                items.push(item::dead_letter_from_attrs(&Attrs::from_sdk(it))?);
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => {
+                    start = Some(k.clone());
+                    more = true;
+                }
+                _ => {
+                    more = false;
+                    break;
+                }
+            }
+            if items.len() > limit {
+                break;
+            }
+        }
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(|d| Position::after(d).to_text())
+        } else if more {
+            // The reads stopped before the index ended: go on from where
+            // they stopped.
+            let k = Attrs::from_sdk(start.as_ref().expect("a start key when there is more"));
+            Some(Position { created_ms: k.n("created_at")?, id: DeadLetterId::new(k.s("id")?) }.to_text())
+        } else {
+            None
+        };
+        Ok(Page { items, next })
     }
 
     /// A `Select: COUNT` query of GSI `by_state` (all pages): counted by
@@ -1325,5 +1390,53 @@ impl DeadLetterStore for DynamoDeadLetters {
             .send()
             .await;
         written("UpdateItem", &self.table, res)
+    }
+}
+
+// -------------------------------------------------------------------- jobs
+
+/// JobsTable: one item per bulk job ([`crate::bulk`]), rewritten on
+/// condition of its `version`; expires `retention` after its last write.
+#[derive(Clone)]
+pub struct DynamoJobs {
+    client: Client,
+    table: String,
+    retention: chrono::Duration,
+}
+
+impl DynamoJobs {
+    /// The adapter over `table`; a job is kept `retention` after its last change.
+    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
+        DynamoJobs { client, table: table.into(), retention }
+    }
+
+    fn attrs(&self, job: &Job) -> StoreResult<Attrs> {
+        item::job_to_attrs(job, (job.updated_at + self.retention).timestamp())
+    }
+}
+
+#[async_trait]
+impl JobStore for DynamoJobs {
+    async fn create(&self, job: &Job) -> StoreResult<bool> {
+        put_if_absent(&self.client, &self.table, "id", self.attrs(job)?).await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Job>> {
+        get_by_id(&self.client, &self.table, id).await?.map(|a| item::job_from_attrs(&a)).transpose()
+    }
+
+    /// One `PutItem` on condition that `version` is still the expected one.
+    async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool> {
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.attrs(job)?.into_sdk()))
+            .condition_expression("#v = :v")
+            .expression_attribute_names("#v", "version")
+            .expression_attribute_values(":v", n(expected_version))
+            .send()
+            .await;
+        written("PutItem", &self.table, res)
     }
 }

@@ -579,12 +579,41 @@ pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     a.put_s("id", d.id.as_str())
         .put_s("state", d.state.as_str())
         .put_n("created_at", d.created_at.timestamp_millis())
-        .put_s("data", encode_json(&record)?);
+        .put_s("data", encode_json(&record)?)
+        // The keys of the listing indexes (`infra/README.md`); a GSI key
+        // cannot be an empty string, so an empty one is left out (and the
+        // dead letter out of that index).
+        .put_opt_s("subscription_id", Some(d.subscription_id.as_str()).filter(|s| !s.is_empty()))
+        .put_s(DEAD_LETTER_LISTING, DEAD_LETTER_LISTING_ALL)
+        .put_opt_s("event_type", Some(d.event_type.as_str()).filter(|t| !t.is_empty()))
+        .put_opt_s("tenant_id", d.tenant_id.as_deref().filter(|t| !t.is_empty()));
     if let Some(e) = &d.event {
         let json = encode_json(e)?;
         a.0.insert("event_z".into(), Attr::B(miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6)));
     }
     Ok(a)
+}
+
+/// The attribute every dead letter holds with the same value
+/// ([`DEAD_LETTER_LISTING_ALL`]): the partition key of index `by_created`,
+/// which lists them all newest first when no other filter narrows them.
+pub const DEAD_LETTER_LISTING: &str = "listing";
+/// Its one value.
+pub const DEAD_LETTER_LISTING_ALL: &str = "all";
+
+/// A Jobs item: `id`, `version`, the job as JSON in `data`, `expires_at`.
+pub fn job_to_attrs(j: &crate::bulk::Job, expires_at: i64) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", j.id.as_str())
+        .put_n("version", j.version)
+        .put_s("data", encode_json(j)?)
+        .put_n("expires_at", expires_at);
+    Ok(a)
+}
+
+/// Decodes a Jobs item.
+pub fn job_from_attrs(a: &Attrs) -> Result<crate::bulk::Job, StoreError> {
+    a.data()
 }
 
 /// Decodes a DeadLetters item.

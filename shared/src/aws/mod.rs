@@ -15,7 +15,7 @@ pub mod stream_failures;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoSagas, DynamoSubscriptions};
+pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoSagas, DynamoSubscriptions};
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
 
@@ -42,6 +42,8 @@ pub struct AwsNames {
     /// `ORDER_TABLE`: partition numbers and the lanes of ordered
     /// subscriptions ([`crate::ordering`]).
     pub order_table: String,
+    /// `JOBS_TABLE`: bulk jobs ([`crate::bulk`]).
+    pub jobs_table: String,
     /// `AUDIT_TABLE`: the audit trail ([`crate::audit`]).
     pub audit_table: String,
     /// `DELIVERIES_QUEUE_URL`.
@@ -98,6 +100,7 @@ impl AwsNames {
             dead_letters_table: req("DEAD_LETTERS_TABLE"),
             health_table: req("HEALTH_TABLE"),
             order_table: req("ORDER_TABLE"),
+            jobs_table: req("JOBS_TABLE"),
             audit_table: req("AUDIT_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
@@ -201,6 +204,7 @@ impl AwsBackend {
             health: Arc::new(health::DynamoHealth::new(dynamodb.clone(), &names.health_table)),
             limits: Arc::new(limits::DynamoLimits::new(dynamodb.clone(), &names.health_table)),
             order: Arc::new(order),
+            jobs: Arc::new(DynamoJobs::new(dynamodb.clone(), &names.jobs_table, settings.dead_letter_retention)),
             audit: Arc::new(audit::DynamoAudit::new(dynamodb.clone(), &names.audit_table, settings.audit_retention)),
         };
         AwsBackend {

@@ -29,7 +29,9 @@ use crate::queue::Queue;
 
 pub use outbox::{Outbox, SqliteStreamFailures};
 pub use queue::SqliteQueue;
-pub use stores::{SqliteAttempts, SqliteDeadLetters, SqliteEvents, SqliteSagas, SqliteSettings, SqliteSubscriptions};
+pub use stores::{
+    SqliteAttempts, SqliteDeadLetters, SqliteEvents, SqliteJobs, SqliteSagas, SqliteSettings, SqliteSubscriptions,
+};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
@@ -180,9 +182,24 @@ CREATE INDEX events_by_type ON events (event_type, received_at, id);
 CREATE INDEX events_by_outcome ON events (received_at, id) WHERE outcome >= 1;
 CREATE INDEX events_by_partition ON events (part_scope, part_key, part_seq) WHERE part_seq IS NOT NULL;
 "#,
-    // 9: reserved for dead-letter jobs (helper B's migration replaces this
-    // placeholder when the branches merge).
-    "",
+    // 9: dead letters listed by filter, newest first, through an index per
+    // filter (subscription, event type, tenant, state; the creation time
+    // alone); keyset pages on (created_at, id). Bulk jobs (`crate::bulk`).
+    r#"
+ALTER TABLE dead_letters ADD COLUMN subscription_id TEXT;
+ALTER TABLE dead_letters ADD COLUMN event_type TEXT;
+ALTER TABLE dead_letters ADD COLUMN tenant_id TEXT;
+UPDATE dead_letters SET subscription_id = json_extract(data, '$.subscription_id'),
+    event_type = json_extract(data, '$.event_type'),
+    tenant_id = coalesce(json_extract(data, '$.tenant_id'), json_extract(data, '$.event.tenant_id'));
+DROP INDEX dead_letters_by_state;
+CREATE INDEX dead_letters_by_state ON dead_letters (state, created_at, id);
+CREATE INDEX dead_letters_by_created ON dead_letters (created_at, id);
+CREATE INDEX dead_letters_by_subscription ON dead_letters (subscription_id, created_at, id);
+CREATE INDEX dead_letters_by_type ON dead_letters (event_type, created_at, id);
+CREATE INDEX dead_letters_by_tenant ON dead_letters (tenant_id, created_at, id) WHERE tenant_id IS NOT NULL;
+CREATE TABLE jobs (id TEXT PRIMARY KEY, version INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
+"#,
     // 10: the audit trail (`crate::audit`): one row per record, `pos` its
     // place in newest-first order (`AuditRecord::position`), an index per
     // filter so every listing is a range of one index, and `at` for the
@@ -535,6 +552,7 @@ impl Backend {
             health: Arc::new(health::SqliteHealth(db.clone())),
             limits: Arc::new(limits::SqliteLimits(db.clone())),
             order: Arc::new(ordering::SqliteOrder(db.clone())),
+            jobs: Arc::new(stores::SqliteJobs(db.clone())),
             audit: Arc::new(audit::SqliteAudit(db.clone())),
         };
         Ok(Backend {

@@ -454,7 +454,7 @@ mod tests {
                     c.execute("INSERT INTO attempts VALUES (?1, ?2, '{}')", params![saga, a]).map_err(sql)?;
                 }
                 if let Some(state) = dl {
-                    c.execute("INSERT INTO dead_letters VALUES (?1, ?2, ?3, '{}')", params![saga, state, expires_ms])
+                    c.execute("INSERT INTO dead_letters (id, state, created_at, data) VALUES (?1, ?2, ?3, '{}')", params![saga, state, expires_ms])
                         .map_err(sql)?;
                 }
             }

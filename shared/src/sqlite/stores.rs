@@ -7,13 +7,14 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::{decode, encode, sql, Db, Marks, Stream};
 use crate::attempt::Attempt;
-use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution};
+use crate::bulk::Job;
+use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Position, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
 use crate::ports::{
-    AttemptStore, DeadLetterStore, EventStore, Page, ReindexPage, SagaStore, StoreResult, SubscriptionFilter,
+    AttemptStore, DeadLetterStore, EventStore, JobStore, Page, ReindexPage, SagaStore, StoreResult, SubscriptionFilter,
     SubscriptionPage, SubscriptionStore, Transition, TransitionOutcome, MAX_REINDEX_PAGE,
 };
 use crate::routing::{self, RouteKey};
@@ -644,8 +645,17 @@ impl DeadLetterStore for SqliteDeadLetters {
             .call(move |c, _| {
                 let n = c
                     .execute(
-                        "INSERT INTO dead_letters (id, state, created_at, data) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING",
-                        params![dl.id, dl.state.as_str(), dl.created_at.timestamp_millis(), encode(&dl)],
+                        "INSERT INTO dead_letters (id, state, created_at, data, subscription_id, event_type, tenant_id) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                        params![
+                            dl.id,
+                            dl.state.as_str(),
+                            dl.created_at.timestamp_millis(),
+                            encode(&dl),
+                            dl.subscription_id,
+                            dl.event_type,
+                            dl.tenant_id
+                        ],
                     )
                     .map_err(sql)?;
                 Ok(n == 1)
@@ -666,17 +676,61 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
-    async fn list(&self, state: Option<DeadLetterState>, limit: usize) -> StoreResult<Vec<DeadLetter>> {
-        let state = state.map(DeadLetterState::as_str);
+    /// One statement: the equality filters and the keyset bound, ordered
+    /// by `(created_at, id)` descending, which every index of the table
+    /// ends with (the planner takes the index of one equality filter, or
+    /// `dead_letters_by_created`, and walks it backwards from the bound).
+    async fn page(&self, query: &DeadLetterQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<DeadLetter>> {
+        let q = query.clone();
+        let after = match after {
+            None => None,
+            Some(a) => Some(Position::parse(a).ok_or_else(|| StoreError::Corrupt(format!("bad position {a}")))?),
+        };
+        let want = limit.saturating_add(1);
         self.0
             .call(move |c, _| {
+                // Only the filters given are in the statement, so the
+                // planner sees plain equalities and a range it can take an
+                // index for (`?x IS NULL OR col = ?x` would defeat it).
+                let mut conds: Vec<&str> = Vec::new();
+                let mut args: Vec<Value> = Vec::new();
+                let mut eq = |cond: &'static str, v: Option<String>| {
+                    if let Some(v) = v {
+                        conds.push(cond);
+                        args.push(Value::from(v));
+                    }
+                };
+                eq("subscription_id = ?", q.subscription_id.map(|s| s.into_string()));
+                eq("event_type = ?", q.event_type);
+                eq("tenant_id = ?", q.tenant_id);
+                eq("state = ?", q.state.map(|s| s.as_str().to_string()));
+                if let Some(t) = q.since {
+                    conds.push("created_at >= ?");
+                    args.push(Value::from(t.timestamp_millis()));
+                }
+                if let Some(t) = q.until {
+                    conds.push("created_at < ?");
+                    args.push(Value::from(t.timestamp_millis()));
+                }
+                if let Some(p) = after {
+                    conds.push("(created_at, id) < (?, ?)");
+                    args.push(Value::from(p.created_ms));
+                    args.push(Value::from(p.id.into_string()));
+                }
+                args.push(Value::from(want as i64));
+                let filter = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
                 let mut st = c
-                    .prepare_cached(
-                        "SELECT data FROM dead_letters WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at DESC, id LIMIT ?2",
-                    )
+                    .prepare_cached(&format!(
+                        "SELECT data FROM dead_letters {filter} ORDER BY created_at DESC, id DESC LIMIT ?"
+                    ))
                     .map_err(sql)?;
-                let rows = st.query_map(params![state, limit as i64], |r| r.get::<_, String>(0)).map_err(sql)?;
-                rows.map(|r| decode(&r.map_err(sql)?)).collect()
+                let rows = st.query_map(params_from_iter(args), |r| r.get::<_, String>(0)).map_err(sql)?;
+                let mut items: Vec<DeadLetter> = rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?;
+                let next = (items.len() > limit).then(|| {
+                    items.truncate(limit);
+                    items.last().map(|d| Position::after(d).to_text())
+                });
+                Ok(Page { items, next: next.flatten() })
             })
             .await
     }
@@ -716,6 +770,58 @@ impl DeadLetterStore for SqliteDeadLetters {
                 )
                 .map_err(sql)?;
                 Ok(true)
+            })
+            .await
+    }
+}
+
+/// Jobs table: one row per bulk job, its JSON and version.
+#[derive(Clone)]
+pub struct SqliteJobs(pub Db);
+
+#[async_trait]
+impl JobStore for SqliteJobs {
+    async fn create(&self, job: &Job) -> StoreResult<bool> {
+        let job = job.clone();
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .prepare_cached(
+                        "INSERT INTO jobs (id, version, data) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .map_err(sql)?
+                    .execute(params![job.id, job.version as i64, encode(&job)])
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Job>> {
+        let id = id.to_string();
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> = c
+                    .prepare_cached("SELECT data FROM jobs WHERE id = ?1")
+                    .map_err(sql)?
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                data.map(|d| decode(&d)).transpose()
+            })
+            .await
+    }
+
+    async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool> {
+        let job = job.clone();
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .prepare_cached("UPDATE jobs SET version = ?1, data = ?2 WHERE id = ?3 AND version = ?4")
+                    .map_err(sql)?
+                    .execute(params![job.version as i64, encode(&job), job.id, expected_version as i64])
+                    .map_err(sql)?;
+                Ok(n == 1)
             })
             .await
     }

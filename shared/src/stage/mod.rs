@@ -7,6 +7,7 @@
 //! `verify` runs the callback handshake.
 
 pub mod breaker;
+pub mod bulk;
 pub mod deliver;
 pub mod dispatch;
 pub mod failing;

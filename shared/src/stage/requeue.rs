@@ -62,7 +62,7 @@ pub async fn request_requeue(
     audit: &Audit,
 ) -> Result<SagaId, RequeueError> {
     let dl = load_dead_letter(h, dead_letter_id).await?;
-    if dl.state == DeadLetterState::Skipped {
+    if dl.state != DeadLetterState::Open {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
     let msg = RequeueMessage::Requeue {
@@ -129,6 +129,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
         )
         .await
         .map(|_| ()),
+        RequeueMessage::Job { job } => super::bulk::run(h, &job).await.map_err(RequeueError::Store),
         RequeueMessage::DeadJob(job) => {
             let dead_letter_id = ids::dead_letter_id(&job.saga_id);
             if h.stores.dead_letters.get(&dead_letter_id).await?.is_none() {
@@ -158,6 +159,19 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
 /// subscription (same `webhook-id`). Idempotent: requeueing it again returns
 /// the saga the first requeue created.
 pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<Saga, RequeueError> {
+    requeue_as(h, dead_letter_id, audit, None).await
+}
+
+/// [`requeue`] on behalf of bulk job `job_id` (recorded on the resolution):
+/// a dead letter requeued by someone else meanwhile is
+/// [`RequeueError::AlreadyResolved`]; one this job requeued before (a page
+/// done again) gives its saga again.
+pub async fn requeue_as(
+    h: &Hookline,
+    dead_letter_id: &DeadLetterId,
+    audit: &Audit,
+    job_id: Option<&str>,
+) -> Result<Saga, RequeueError> {
     let mut dl = load_dead_letter(h, dead_letter_id).await?;
     let new_id = ids::requeue_saga_id(&dl.id);
     // The dead letter is resolved first: of concurrent requeues (a redrive
@@ -170,11 +184,13 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit)
             reason: audit.reason.clone(),
             at: Utc::now(),
             new_saga_id: Some(new_id.clone()),
+            job_id: job_id.map(str::to_string),
         };
         h.stores.dead_letters.resolve(&dl.id, DeadLetterState::Requeued, resolution).await?;
         dl = load_dead_letter(h, dead_letter_id).await?;
     }
-    if dl.state != DeadLetterState::Requeued {
+    let by_other_job = job_id.is_some() && dl.resolution.as_ref().and_then(|r| r.job_id.as_deref()) != job_id;
+    if dl.state != DeadLetterState::Requeued || by_other_job {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
     crate::failpoint::hit("requeue.after_resolve");
@@ -197,6 +213,19 @@ pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit)
 
 /// Closes a dead letter without delivering it, with the audit record.
 pub async fn skip(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<(), RequeueError> {
+    skip_as(h, dead_letter_id, audit, None).await
+}
+
+/// [`skip`] on behalf of bulk job `job_id` (recorded on the resolution): a
+/// dead letter resolved by someone else meanwhile is
+/// [`RequeueError::AlreadyResolved`]; one this job skipped before (a page
+/// done again) is skipped still.
+pub async fn skip_as(
+    h: &Hookline,
+    dead_letter_id: &DeadLetterId,
+    audit: &Audit,
+    job_id: Option<&str>,
+) -> Result<(), RequeueError> {
     let dl = load_dead_letter(h, dead_letter_id).await?;
     let resolution = Resolution {
         action: ResolutionAction::Skip,
@@ -204,11 +233,14 @@ pub async fn skip(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) ->
         reason: audit.reason.clone(),
         at: Utc::now(),
         new_saga_id: None,
+        job_id: job_id.map(str::to_string),
     };
     if !h.stores.dead_letters.resolve(&dl.id, DeadLetterState::Skipped, resolution).await? {
-        let cur = h.stores.dead_letters.get(&dl.id).await?.map_or(dl.state, |d| d.state);
-        if cur != DeadLetterState::Skipped {
-            return Err(RequeueError::AlreadyResolved { id: dl.id, state: cur });
+        let cur = h.stores.dead_letters.get(&dl.id).await?;
+        let state = cur.as_ref().map_or(dl.state, |d| d.state);
+        let job_of = cur.as_ref().and_then(|d| d.resolution.as_ref()).and_then(|r| r.job_id.as_deref());
+        if state != DeadLetterState::Skipped || (job_id.is_some() && job_of != job_id) {
+            return Err(RequeueError::AlreadyResolved { id: dl.id, state });
         }
     }
     // A dead letter that blocked its partition's lane lets it go on (again
@@ -256,6 +288,11 @@ pub async fn replay(
         })
         .collect();
     if !sagas.is_empty() {
+        // In its lane before it is stored, as routing does: replays of a
+        // partition's events, made one after the other, then wait in the
+        // lane in their order (a saga not yet in the lane could otherwise
+        // start ahead of an earlier one).
+        super::ordering::enqueue(h, &sagas).await?;
         h.stores.sagas.create(&sagas).await?;
     }
     tracing::info!(event_id = %LogSafe(event_id.as_str()), sagas = sagas.len(), actor = %LogSafe(&audit.actor), reason = %LogSafe(&audit.reason), "event replayed");

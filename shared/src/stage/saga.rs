@@ -332,6 +332,7 @@ async fn dead_letter(h: &Hookline, job: &DeliveryJob, reason: &str) -> Result<()
         event_id: job.event_id.clone(),
         subscription_id,
         event_type,
+        tenant_id: event.as_ref().and_then(|e| e.tenant_id.clone()),
         reason: reason.to_string(),
         attempts: saga.as_ref().map_or(job.attempt, |s| s.state.attempts),
         saga_snapshot: serde_json::to_value(&saga).unwrap_or_default(),

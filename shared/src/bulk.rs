@@ -1,0 +1,314 @@
+//! Bulk jobs: requeue or skip every open dead letter a filter takes, or
+//! replay every event a filter takes, one page at a time, with progress an
+//! operator can follow (`GET /v1/jobs/{id}`).
+//!
+//! A job is one record, rewritten only on condition of its version
+//! ([`crate::ports::JobStore`]). Each page goes through three writes:
+//!
+//! 1. **plan**: the page's items (ids) and the position after them are
+//!    stored on the job *before* anything is acted on ([`Job::planned`]).
+//!    A page done again (after a crash) acts on exactly the same items,
+//!    although acting changed what a new listing would find (a requeued
+//!    dead letter is no longer open).
+//! 2. **act** on each item, idempotently: an item this job already acted
+//!    on is recognised (its resolution names the job; a replay's saga ids
+//!    derive from the job id) and counted as done again, never twice.
+//! 3. **commit** ([`Job::committed`]): the page's counts are added and the
+//!    position advances, on condition of the version the plan was stored
+//!    with, so only one worker's counts of a page are ever added.
+//!
+//! The next page is asked for by a message on the requeue queue
+//! ([`JobStep`]): a worker that dies anywhere leaves its message to be
+//! received again, and the job goes on from its record.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The most items one page of a job acts on.
+pub const JOB_PAGE: usize = 100;
+
+/// What a job does to each item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// Requeue each open dead letter of the filter (a new saga each).
+    Requeue,
+    /// Skip each open dead letter of the filter.
+    Skip,
+    /// Replay each event of the filter (new sagas).
+    Replay,
+}
+
+impl JobKind {
+    /// The spelling of the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Requeue => "requeue",
+            JobKind::Skip => "skip",
+            JobKind::Replay => "replay",
+        }
+    }
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Pages are still being done.
+    Running,
+    /// Every page is done (some items may have failed: see the counts).
+    Completed,
+    /// The job stopped (its `error` says why).
+    Failed,
+}
+
+/// The page being done: planned before acting, so a redo acts on the same
+/// items.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagePlan {
+    /// Which page (0 first).
+    pub page: u64,
+    /// The ids of its items (dead letter or event ids).
+    pub items: Vec<String>,
+    /// Where the listing goes on after it; `None`: this is the last page.
+    pub next: Option<String>,
+}
+
+/// One bulk job, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// `job_…`.
+    pub id: String,
+    /// What it does.
+    pub kind: JobKind,
+    /// Where it is.
+    pub state: JobState,
+    /// The filter as the request gave it (a
+    /// [`crate::dead_letter::DeadLetterQuery`] for requeue and skip, a
+    /// replay filter for replay).
+    pub filter: serde_json::Value,
+    /// The operator's reason, recorded on every item acted on.
+    pub reason: String,
+    /// Who asked.
+    pub actor: String,
+    /// Items listed so far.
+    pub matched: u64,
+    /// Items acted on.
+    pub done: u64,
+    /// Items that could not be acted on (resolved by someone else meanwhile,
+    /// gone).
+    pub failed: u64,
+    /// When it was asked for.
+    pub created_at: DateTime<Utc>,
+    /// Its last change.
+    pub updated_at: DateTime<Utc>,
+    /// Bumped by every write; the condition of the next.
+    pub version: u64,
+    /// Pages committed.
+    pub page: u64,
+    /// Where the next page's listing starts (`None`: from the start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<String>,
+    /// The page in progress, if planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PagePlan>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Job {
+    /// A new running job, at its first page.
+    pub fn new(kind: JobKind, filter: serde_json::Value, reason: &str, actor: &str, now: DateTime<Utc>) -> Job {
+        Job {
+            id: format!("job_{}", uuid::Uuid::now_v7().simple()),
+            kind,
+            state: JobState::Running,
+            filter,
+            reason: reason.to_string(),
+            actor: actor.to_string(),
+            matched: 0,
+            done: 0,
+            failed: 0,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            page: 0,
+            position: None,
+            plan: None,
+            error: None,
+        }
+    }
+
+    /// The plan of the current page, if it is planned.
+    pub fn current_plan(&self) -> Option<&PagePlan> {
+        self.plan.as_ref().filter(|p| p.page == self.page)
+    }
+
+    /// The job with its current page planned: these items, then `next`.
+    pub fn planned(&self, items: Vec<String>, next: Option<String>, now: DateTime<Utc>) -> Job {
+        Job {
+            plan: Some(PagePlan { page: self.page, items, next }),
+            version: self.version + 1,
+            updated_at: now,
+            ..self.clone()
+        }
+    }
+
+    /// The job with its planned page done: its counts added, the position
+    /// past it, completed after the last page. Unchanged without a plan.
+    pub fn committed(&self, done: u64, failed: u64, now: DateTime<Utc>) -> Job {
+        let Some(plan) = self.current_plan() else { return self.clone() };
+        let last = plan.next.is_none();
+        Job {
+            matched: self.matched + plan.items.len() as u64,
+            done: self.done + done,
+            failed: self.failed + failed,
+            page: self.page + 1,
+            position: plan.next.clone(),
+            plan: None,
+            state: if last { JobState::Completed } else { JobState::Running },
+            version: self.version + 1,
+            updated_at: now,
+            ..self.clone()
+        }
+    }
+
+    /// The job stopped for `error`.
+    pub fn failed_with(&self, error: &str, now: DateTime<Utc>) -> Job {
+        Job {
+            state: JobState::Failed,
+            error: Some(error.to_string()),
+            version: self.version + 1,
+            updated_at: now,
+            ..self.clone()
+        }
+    }
+
+    /// What a worker holding the message for page `page` does with the job
+    /// as stored now.
+    pub fn next_step(&self, page: u64) -> Step<'_> {
+        if self.state != JobState::Running {
+            return Step::Finished;
+        }
+        if page < self.page {
+            // The message's page was committed, but its worker may have died
+            // before asking for the next: ask again (a duplicate request is
+            // harmless, one commit per page wins).
+            return Step::Resend(self.page);
+        }
+        if page > self.page {
+            return Step::Finished;
+        }
+        match self.current_plan() {
+            Some(plan) => Step::Act(plan),
+            None => Step::Plan,
+        }
+    }
+}
+
+/// What [`Job::next_step`] answers.
+#[derive(Debug, PartialEq)]
+pub enum Step<'a> {
+    /// Nothing to do: the job ended, or the message is not one it sent.
+    Finished,
+    /// The message's page was done; ask for this page instead.
+    Resend(u64),
+    /// List the page and store its plan.
+    Plan,
+    /// Act on this planned page, then commit it.
+    Act(&'a PagePlan),
+}
+
+/// The requeue-queue message that asks for a job's page to be done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStep {
+    /// The job.
+    pub job_id: String,
+    /// Its page.
+    pub page: u64,
+}
+
+/// Which events a replay job replays (`POST /v1/replays`): one event, one
+/// partition (in acceptance order), or a time range of receipt; to one
+/// subscription or every one that matches each event now; optionally only
+/// events of some types.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplayFilter {
+    /// One event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<crate::ids::EventId>,
+    /// The events of one partition key, in `partition_seq` order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_key: Option<String>,
+    /// The partition's tenant (a partition key is per tenant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    /// Events received from then (inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+    /// Events received before then (exclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+    /// Only to this subscription.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<crate::ids::SubscriptionId>,
+    /// Only events of these types (exact, or a pattern ending in `*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<String>>,
+}
+
+/// How one item of a page came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemOutcome {
+    /// Acted on (now, or by an earlier run of this page).
+    Done,
+    /// Could not be acted on.
+    Failed,
+}
+
+/// The counts of a page's outcomes: `(done, failed)`.
+pub fn counts(outcomes: &[ItemOutcome]) -> (u64, u64) {
+    let done = outcomes.iter().filter(|o| **o == ItemOutcome::Done).count() as u64;
+    (done, outcomes.len() as u64 - done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Job {
+        Job::new(JobKind::Requeue, serde_json::json!({}), "fixed", "key:ops", Utc::now())
+    }
+
+    #[test]
+    fn a_page_is_planned_then_acted_on_then_committed_once() {
+        let j = job();
+        assert_eq!(j.next_step(0), Step::Plan);
+        let p = j.planned(vec!["a".into(), "b".into()], Some("pos".into()), Utc::now());
+        assert_eq!(p.version, j.version + 1);
+        let Step::Act(plan) = p.next_step(0) else { panic!() };
+        assert_eq!(plan.items, ["a", "b"]);
+        let c = p.committed(1, 1, Utc::now());
+        assert_eq!((c.matched, c.done, c.failed, c.page, c.state), (2, 1, 1, 1, JobState::Running));
+        assert_eq!(c.position.as_deref(), Some("pos"));
+        assert_eq!(c.committed(5, 5, Utc::now()), c, "no plan, nothing to commit");
+        // The redelivered message of page 0 asks for page 1 again.
+        assert_eq!(c.next_step(0), Step::Resend(1));
+        assert_eq!(c.next_step(1), Step::Plan);
+        let last = c.planned(vec!["c".into()], None, Utc::now()).committed(1, 0, Utc::now());
+        assert_eq!((last.matched, last.done, last.state), (3, 2, JobState::Completed));
+        assert_eq!(last.next_step(2), Step::Finished);
+    }
+
+    #[test]
+    fn an_empty_last_page_completes_the_job() {
+        let j = job().planned(vec![], None, Utc::now()).committed(0, 0, Utc::now());
+        assert_eq!((j.state, j.matched), (JobState::Completed, 0));
+    }
+
+    #[test]
+    fn counts_split_outcomes() {
+        assert_eq!(counts(&[ItemOutcome::Done, ItemOutcome::Failed, ItemOutcome::Done]), (2, 1));
+    }
+}

@@ -1,0 +1,211 @@
+//! The bulk-job stage: starts a job ([`start`]) and does its pages
+//! ([`run`], on a [`JobStep`] message of the requeue queue), plan → act →
+//! commit as [`crate::bulk`] describes. Every write is conditional or
+//! idempotent, so a worker may die anywhere: its message is received again
+//! and the job goes on from its record, counting each item once.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::requeue::{self, Audit, RequeueError};
+use crate::bulk::{counts, ItemOutcome, Job, JobKind, JobState, JobStep, PagePlan, ReplayFilter, Step, JOB_PAGE};
+use crate::context::Hookline;
+use crate::dead_letter::{DeadLetterQuery, DeadLetterState};
+use crate::envelope::LogSafe;
+use crate::error::StoreError;
+use crate::event_search::{EventQuery, Order};
+use crate::failpoint;
+use crate::ids::{DeadLetterId, EventId};
+use crate::job::RequeueMessage;
+use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+
+/// How long one message keeps doing pages before it hands the job on to a
+/// new message: well inside the requeue queue's visibility timeout (and a
+/// Lambda's timeout), so no other worker takes the same page meanwhile.
+pub const MESSAGE_BUDGET: Duration = Duration::from_secs(2);
+
+/// Stores a new job and sends the message of its first page. If the
+/// message cannot be sent, the job is marked failed (nothing was done) and
+/// the error returned.
+pub async fn start(h: &Hookline, job: Job) -> Result<Job, StoreError> {
+    h.stores.jobs.create(&job).await?;
+    if let Err(e) = send(h, &job.id, 0).await {
+        let _ = h.stores.jobs.update(&job.failed_with("could not be started", Utc::now()), job.version).await;
+        return Err(e);
+    }
+    tracing::info!(job_id = %job.id, kind = job.kind.as_str(), actor = %LogSafe(&job.actor), "bulk job started");
+    Ok(job)
+}
+
+async fn send(h: &Hookline, job_id: &str, page: u64) -> Result<(), StoreError> {
+    h.stores.requeues.send_now(&[RequeueMessage::Job { job: JobStep { job_id: job_id.to_string(), page } }]).await
+}
+
+/// Does the job's pages from the message's, for up to [`MESSAGE_BUDGET`],
+/// then sends the message of the next page. An error leaves the message to
+/// be received again.
+pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
+    let started = Instant::now();
+    let mut page = step.page;
+    loop {
+        let Some(job) = h.stores.jobs.get(&step.job_id).await? else {
+            tracing::warn!(job_id = %LogSafe(&step.job_id), "message of an unknown job dropped");
+            return Ok(());
+        };
+        let (job, plan) = match job.next_step(page) {
+            Step::Finished => return Ok(()),
+            Step::Resend(p) => return send(h, &job.id, p).await,
+            Step::Act(plan) => {
+                let plan = plan.clone();
+                (job, plan)
+            }
+            Step::Plan => match plan_page(h, &job).await? {
+                Ok((items, next)) => {
+                    let planned = job.planned(items, next, Utc::now());
+                    if !h.stores.jobs.update(&planned, job.version).await? {
+                        continue; // another worker planned it: read its plan
+                    }
+                    failpoint::hit(&format!("bulk.after_plan.page{page}"));
+                    let plan = planned.plan.clone().expect("just planned");
+                    (planned, plan)
+                }
+                Err(e) => {
+                    let failed = job.failed_with(&e, Utc::now());
+                    h.stores.jobs.update(&failed, job.version).await?;
+                    tracing::error!(job_id = %job.id, error = %e, "bulk job failed");
+                    return Ok(());
+                }
+            },
+        };
+        let outcomes = act(h, &job, &plan).await?;
+        let (done, failed) = counts(&outcomes);
+        let committed = job.committed(done, failed, Utc::now());
+        if !h.stores.jobs.update(&committed, job.version).await? {
+            // Another worker committed this page first, and goes on.
+            return Ok(());
+        }
+        failpoint::hit(&format!("bulk.after_commit.page{page}"));
+        if committed.state != JobState::Running {
+            tracing::info!(job_id = %committed.id, matched = committed.matched, done = committed.done, failed = committed.failed, "bulk job completed");
+            return Ok(());
+        }
+        page = committed.page;
+        if started.elapsed() >= MESSAGE_BUDGET {
+            return send(h, &committed.id, page).await;
+        }
+    }
+}
+
+/// What listing a page answers: its ids and where the listing goes on, or
+/// why the job cannot go on (its filter cannot be read).
+type Planned = Result<(Vec<String>, Option<String>), String>;
+
+/// Lists the job's next page. A store error is returned (the message is
+/// received again); a filter that cannot be read fails the job.
+async fn plan_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
+    match job.kind {
+        JobKind::Requeue | JobKind::Skip => {
+            let mut q: DeadLetterQuery = match serde_json::from_value(job.filter.clone()) {
+                Ok(q) => q,
+                Err(e) => return Ok(Err(format!("unreadable filter: {e}"))),
+            };
+            // Only open dead letters are acted on.
+            q.state = Some(DeadLetterState::Open);
+            let page = h.stores.dead_letters.page(&q, JOB_PAGE, job.position.as_deref()).await?;
+            Ok(Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next)))
+        }
+        JobKind::Replay => plan_replay_page(h, job).await,
+    }
+}
+
+/// Acts on every item of the plan (concurrently, up to the store cap), the
+/// first half, then the rest (a crash test stops it in between).
+async fn act(h: &Hookline, job: &Job, plan: &PagePlan) -> Result<Vec<ItemOutcome>, StoreError> {
+    let half = plan.items.len() / 2;
+    let mut out = act_on(h, job, &plan.items[..half]).await?;
+    failpoint::hit(&format!("bulk.half_page.page{}", plan.page));
+    out.extend(act_on(h, job, &plan.items[half..]).await?);
+    Ok(out)
+}
+
+async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOutcome>, StoreError> {
+    let audit = Audit { actor: job.actor.clone(), reason: job.reason.clone() };
+    let audit = &audit;
+    let runs = items
+        .iter()
+        .map(|id| async move {
+            let r = match job.kind {
+                JobKind::Requeue => {
+                    requeue::requeue_as(h, &DeadLetterId::new(id.as_str()), audit, Some(&job.id)).await.map(|_| ())
+                }
+                JobKind::Skip => requeue::skip_as(h, &DeadLetterId::new(id.as_str()), audit, Some(&job.id)).await,
+                JobKind::Replay => replay_one(h, job, id, audit).await,
+            };
+            match r {
+                Ok(()) => Ok(ItemOutcome::Done),
+                Err(RequeueError::Store(e)) => Err(e),
+                Err(e) => {
+                    tracing::info!(job_id = %job.id, item = %LogSafe(id), error = %e, "bulk job item not acted on");
+                    Ok(ItemOutcome::Failed)
+                }
+            }
+        })
+        .collect();
+    // Replays are made one after the other, in the order listed
+    // (acceptance order), so their sagas are created in that order.
+    let cap = if job.kind == JobKind::Replay { 1 } else { MAX_STORE_IN_FLIGHT };
+    all_bounded(runs, cap).await.into_iter().collect()
+}
+
+/// The next page of a replay job's events, oldest first.
+async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
+    let f: ReplayFilter = match serde_json::from_value(job.filter.clone()) {
+        Ok(f) => f,
+        Err(e) => return Ok(Err(format!("unreadable filter: {e}"))),
+    };
+    if let Some(id) = &f.event_id {
+        return Ok(Ok((vec![id.to_string()], None)));
+    }
+    // One event type given: the search narrows by it; several are checked
+    // on the page's items, so an event of another type is neither planned
+    // nor counted as matched.
+    let event_type = match f.event_types.as_deref() {
+        Some([one]) => crate::event_search::TypeFilter::parse(one).ok().flatten(),
+        _ => None,
+    };
+    let q = EventQuery {
+        event_type,
+        tenant_id: f.tenant_id.clone(),
+        partition_key: f.partition_key.clone(),
+        received: crate::ports::TimeRange { since: f.since, until: f.until },
+        outcome: None,
+        order: Order::OldestFirst,
+    };
+    let page = h.stores.events.search(&q, JOB_PAGE, job.position.as_deref()).await?;
+    let wanted = |t: &str| match f.event_types.as_deref() {
+        Some(types) if types.len() > 1 => types.iter().any(|p| crate::routing::pattern_matches(p, t)),
+        _ => true,
+    };
+    let ids = page.items.into_iter().filter(|e| wanted(&e.event_type)).map(|e| e.id.into_string()).collect();
+    Ok(Ok((ids, page.next)))
+}
+
+/// Replays one event of a replay job: new sagas for the subscriptions that
+/// match it now (or the one named), keyed by the job's id, so a page done
+/// again creates nothing new. An event named by id whose type the
+/// filter's `event_types` does not take is left alone.
+async fn replay_one(h: &Hookline, job: &Job, event_id: &str, audit: &Audit) -> Result<(), RequeueError> {
+    let f: ReplayFilter = serde_json::from_value(job.filter.clone())
+        .map_err(|e| RequeueError::Store(StoreError::Corrupt(format!("job {}: {e}", job.id))))?;
+    let event_id = EventId::new(event_id);
+    if let Some(types) = f.event_types.as_ref().filter(|t| !t.is_empty()) {
+        let Some(event) = h.stores.events.get(&event_id).await? else {
+            return Err(RequeueError::NotFound(format!("event {event_id}")));
+        };
+        if !types.iter().any(|p| crate::routing::pattern_matches(p, &event.event_type)) {
+            return Ok(());
+        }
+    }
+    requeue::replay(h, &event_id, f.subscription_id.as_ref(), &job.id, audit).await.map(|_| ())
+}
