@@ -1,205 +1,203 @@
-//! Ops commands: thin clients of a running Hookline's HTTP API (local
-//! `hookline serve` or the API Gateway URL of a deployment).
+//! Ops commands: clients of a running Hookline's HTTP API (local `hookline
+//! serve` or the API Gateway URL of a deployment), for people (tables on a
+//! terminal, colours, progress bars) and scripts (JSON, JSON lines, exit
+//! codes that tell success, not found and invalid input apart).
+//!
+//! One module per resource ([`subscriptions`], [`events`],
+//! [`dead_letters`], [`replay`], [`audit`]); the HTTP client and the exit
+//! codes in [`client`], printing in [`output`], bulk jobs in [`jobs`].
 
-use anyhow::{bail, Context};
-use serde_json::{json, Value};
+/// `after_help` text: the examples given, then the exit statuses (the same
+/// on every ops command).
+macro_rules! examples {
+    ($($line:literal),+ $(,)?) => {
+        concat!(
+            "Examples:\n",
+            $("  ", $line, "\n",)+
+            "\nExit status: 0 ok, 1 other failure, 2 invalid input (usage, HTTP 400/422), \
+             3 not found (404), 4 conflict (409)."
+        )
+    };
+}
+
+mod audit;
+pub mod client;
+mod dead_letters;
+mod events;
+mod jobs;
+mod output;
+mod replay;
+mod subscriptions;
+mod time;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use client::{Client, OpsError};
+use output::{ListPrinter, Out, OutputArgs, View};
 
 /// Where the API is and how to authenticate.
-#[derive(clap::Args, Clone)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct Target {
     /// Base URL of the Hookline API.
     #[arg(long, env = "HOOKLINE_URL", default_value = "http://127.0.0.1:8080", global = true)]
-    url: String,
+    pub url: String,
     /// API key (`hookline serve`).
     #[arg(long, env = "HOOKLINE_API_KEY", global = true, hide_env_values = true)]
-    api_key: Option<String>,
+    pub api_key: Option<String>,
     /// Sign requests with SigV4 for this AWS region instead of using an API
     /// key: the deployed HTTP API uses IAM authorization. Credentials come
     /// from the environment, the profile's keys or `credential_process`, or
     /// else the AWS CLI (`aws configure export-credentials`: SSO, roles).
     #[arg(long, env = "HOOKLINE_AWS_REGION", global = true)]
-    aws_region: Option<String>,
+    pub aws_region: Option<String>,
+    /// Who is acting (a person behind a shared credential), sent as the
+    /// `X-Actor` header. The audit trail
+    /// records it (``key:<name> as `<actor>` ``) only where the API is set to
+    /// trust that header; otherwise the actor is the credential's.
+    #[arg(long, env = "HOOKLINE_ACTOR", global = true, value_name = "ACTOR")]
+    pub acting_as: Option<String>,
 }
 
-/// Inspect, requeue, skip, replay and reindex.
+/// What every ops command takes: the target and the output format.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Common {
+    #[command(flatten)]
+    target: Target,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+impl Common {
+    fn client(&self) -> anyhow::Result<Client> {
+        Client::new(&self.target)
+    }
+
+    fn out(&self) -> Out {
+        Out::new(&self.output)
+    }
+}
+
+/// Paging flags of every list command.
+#[derive(clap::Args, Clone, Debug)]
+pub struct PageArgs {
+    /// Items per request, 1-1000 (the API's default: 100).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    limit: Option<u16>,
+    /// Start at this page: the cursor printed after an earlier page.
+    #[arg(long)]
+    cursor: Option<String>,
+    /// Every page: follow the cursor to the end, printing items as they
+    /// come (memory stays one page).
+    #[arg(long)]
+    all: bool,
+}
+
+/// The ops commands.
 #[derive(clap::Subcommand)]
 pub enum OpsCommand {
-    /// Dead letters: list, show, requeue, skip.
-    #[command(subcommand, name = "dead-letters")]
-    DeadLetters(DeadLetterCommand),
-    /// Subscriptions: reindex after an upgrade.
-    #[command(subcommand, name = "subscriptions")]
-    Subscriptions(SubscriptionCommand),
-    /// Show an event and its deliveries.
-    Inspect {
-        /// Event id.
-        event_id: String,
-        #[command(flatten)]
-        target: Target,
-    },
-    /// Deliver a stored event again (new sagas, same webhook-id).
-    Replay {
-        /// Event id.
-        event_id: String,
-        /// Only to this subscription (default: every matching one).
-        #[arg(long)]
-        subscription: Option<String>,
-        /// Why (kept in the audit record).
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        target: Target,
-    },
+    /// Subscriptions: list, show, create, update, delete, rotate-secret, verify, reindex.
+    #[command(subcommand, after_help = examples!("hookline subscriptions list --tenant acme"))]
+    Subscriptions(subscriptions::Command),
+    /// Events: find them (filters, pages) and show one with its deliveries.
+    #[command(subcommand, after_help = examples!("hookline events list --event-type 'order.*' --since 2h"))]
+    Events(events::Command),
+    /// Dead letters: list, show, requeue, skip (one by id, or in bulk by filter).
+    #[command(subcommand, name = "dead-letters", after_help = examples!("hookline dead-letters list --subscription sub_123"))]
+    DeadLetters(dead_letters::Command),
+    /// Deliver stored events again: one event, a partition, or a time range.
+    Replay(replay::Args),
+    /// The audit trail: who changed what, when and why.
+    Audit(audit::Args),
+    /// Bulk jobs (requeue, skip, replay): their progress.
+    #[command(subcommand, after_help = examples!("hookline jobs show job_123 --wait"))]
+    Jobs(audit::JobsCommand),
+    /// Show an event and its deliveries (the same as `events show`).
+    #[command(hide = true)]
+    Inspect(events::ShowArgs),
 }
 
-/// Dead-letter commands.
-#[derive(clap::Subcommand)]
-pub enum DeadLetterCommand {
-    /// List dead letters.
-    List {
-        /// open, requeued or skipped.
-        #[arg(long, default_value = "open")]
-        state: shared::dead_letter::DeadLetterState,
-        #[command(flatten)]
-        target: Target,
-    },
-    /// Show one dead letter with its saga snapshot.
-    Show {
-        /// Dead letter id (the dead saga's id).
-        id: String,
-        #[command(flatten)]
-        target: Target,
-    },
-    /// Requeue: a new saga for the same event and subscription.
-    Requeue {
-        /// Dead letter id.
-        id: String,
-        /// Why (kept in the audit record).
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        target: Target,
-    },
-    /// Skip: close it without delivering, with an audit record.
-    Skip {
-        /// Dead letter id.
-        id: String,
-        /// Why (kept in the audit record).
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        target: Target,
-    },
-}
-
-/// Subscription commands.
-#[derive(clap::Subcommand)]
-pub enum SubscriptionCommand {
-    /// Write the routing index of subscriptions stored before it existed
-    /// (once, after upgrading a deployment): pages through every stored
-    /// item (`POST /v1/subscriptions/reindex`, following `next_cursor`)
-    /// and prints the totals. Safe to run again; a second run reindexes 0.
-    Reindex {
-        /// Items examined per request (1-100).
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=100))]
-        limit: u16,
-        /// Resume from this `next_cursor` (printed when a run stops early).
-        #[arg(long)]
-        cursor: Option<String>,
-        #[command(flatten)]
-        target: Target,
-    },
-}
-
-/// Runs one ops command and prints the API's answer.
+/// Runs one ops command.
 pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
-    let (target, method, path, body) = match cmd {
-        OpsCommand::DeadLetters(DeadLetterCommand::List { state, target }) => {
-            (target, "GET", format!("/v1/dead-letters?state={state}"), None)
-        }
-        OpsCommand::DeadLetters(DeadLetterCommand::Show { id, target }) => {
-            (target, "GET", format!("/v1/dead-letters/{id}"), None)
-        }
-        OpsCommand::DeadLetters(DeadLetterCommand::Requeue { id, reason, target }) => {
-            (target, "POST", format!("/v1/dead-letters/{id}/requeue"), Some(json!({"reason": reason})))
-        }
-        OpsCommand::DeadLetters(DeadLetterCommand::Skip { id, reason, target }) => {
-            (target, "POST", format!("/v1/dead-letters/{id}/skip"), Some(json!({"reason": reason})))
-        }
-        OpsCommand::Subscriptions(SubscriptionCommand::Reindex { limit, cursor, target }) => {
-            return reindex(&target, limit, cursor).await;
-        }
-        OpsCommand::Inspect { event_id, target } => {
-            let event = call(&target, "GET", &format!("/v1/events/{event_id}"), None).await?;
-            let deliveries = call(&target, "GET", &format!("/v1/events/{event_id}/deliveries"), None).await?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&json!({"event": event, "deliveries": deliveries["deliveries"]}))?
-            );
-            return Ok(());
-        }
-        OpsCommand::Replay { event_id, subscription, reason, target } => (
-            target,
-            "POST",
-            format!("/v1/events/{event_id}/replay"),
-            Some(json!({"subscription_id": subscription, "reason": reason})),
-        ),
-    };
-    let v = call(&target, method, &path, body).await?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
-    Ok(())
+    match cmd {
+        OpsCommand::Subscriptions(c) => subscriptions::run(c).await,
+        OpsCommand::Events(c) => events::run(c).await,
+        OpsCommand::DeadLetters(c) => dead_letters::run(c).await,
+        OpsCommand::Replay(a) => replay::run(a).await,
+        OpsCommand::Audit(a) => audit::run(a).await,
+        OpsCommand::Jobs(c) => audit::run_jobs(c).await,
+        OpsCommand::Inspect(a) => events::show(a).await,
+    }
 }
 
-/// `hookline subscriptions reindex`: one request per page until
-/// `next_cursor` is `null`, a progress line per page on stderr, the totals
-/// on stdout. If a request fails, the error names the cursor to resume from.
-async fn reindex(target: &Target, limit: u16, mut cursor: Option<String>) -> anyhow::Result<()> {
-    let (mut reindexed, mut examined, mut requests) = (0u64, 0u64, 0u64);
+/// Prints a list endpoint's items page by page: one page (and, when more
+/// remain, the command for the next one on stderr), or with `--all` every
+/// page, following `next_cursor`. `what` names the items in messages.
+async fn list(
+    common: &Common,
+    path: &[&str],
+    mut query: Vec<(&'static str, Option<String>)>,
+    page: &PageArgs,
+    view: &View,
+    what: &str,
+) -> anyhow::Result<()> {
+    let client = common.client()?;
+    let out = common.out();
+    query.push(("limit", page.limit.map(|l| l.to_string())));
+    let mut cursor = page.cursor.clone();
+    let mut printer = ListPrinter::new(out, view);
+    let args: Vec<String> = std::env::args().skip(1).collect();
     loop {
-        let body = json!({"cursor": cursor, "limit": limit});
-        let page = call(target, "POST", "/v1/subscriptions/reindex", Some(body)).await.with_context(|| {
-            let resume = cursor.as_deref().map(|c| format!(" --cursor {c}")).unwrap_or_default();
-            format!(
-                "reindex stopped after {requests} pages ({reindexed} reindexed); \
-                 resume with: hookline subscriptions reindex{resume}"
-            )
+        let mut q = query.clone();
+        q.push(("cursor", cursor.clone()));
+        let answer = client.get(path, &q).await.map_err(|e| match (e.downcast::<OpsError>(), &cursor) {
+            (Ok(api), Some(c)) if printer.count > 0 => {
+                api.with_hint(format!("stopped after {} {what}; resume with --cursor {c}", printer.count)).into()
+            }
+            (Ok(api), _) => api.into(),
+            (Err(e), _) => e,
         })?;
-        requests += 1;
-        reindexed += page["reindexed"].as_u64().context("the answer has no reindexed count")?;
-        examined += page["examined"].as_u64().context("the answer has no examined count")?;
-        eprintln!("page {requests}: {reindexed} reindexed, {examined} examined so far");
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_string()),
+        let items = answer["items"].as_array().context("the answer has no items")?;
+        printer.page(items)?;
+        match answer["next_cursor"].as_str() {
+            Some(next) if page.all => cursor = Some(next.to_string()),
+            Some(next) => {
+                // A page may be empty and still not the last (on AWS a
+                // request reads a bounded part of a sparse index).
+                let lead = if printer.count == 0 {
+                    format!("no {what} on this page; next page")
+                } else {
+                    format!("more {what}")
+                };
+                let sent = |k: &str| query.iter().find(|(q, _)| *q == k).and_then(|(_, v)| v.as_deref());
+                let fixed: Vec<(&str, &str)> = [("--since", "since"), ("--until", "until")]
+                    .into_iter()
+                    .filter_map(|(flag, k)| sent(k).map(|v| (flag, v)))
+                    .collect();
+                let command = output::next_page_command(&args, next, &fixed);
+                eprintln!("{lead}: {command}  (or --all for every page)");
+                return Ok(());
+            }
             None => break,
         }
     }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({"reindexed": reindexed, "examined": examined, "requests": requests}))?
-    );
+    if printer.count == 0 && !out.json() {
+        eprintln!("no {what} found");
+    }
     Ok(())
 }
 
-async fn call(t: &Target, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-    let client = reqwest::Client::new();
-    let url = format!("{}{}", t.url.trim_end_matches('/'), path);
-    let body = body.map(|b| serde_json::to_vec(&b)).transpose()?.unwrap_or_default();
-    let mut req = client.request(method.parse()?, &url).header("content-type", "application/json");
-    match (&t.aws_region, &t.api_key) {
-        (Some(region), _) => {
-            for (name, value) in sigv4_headers(region, method, &url, &body)? {
-                req = req.header(name, value);
-            }
-        }
-        (None, Some(key)) => req = req.bearer_auth(key),
-        (None, None) => bail!("no credentials: pass --api-key (HOOKLINE_API_KEY) for hookline serve, or --aws-region (HOOKLINE_AWS_REGION) for a deployment"),
-    }
-    let res = req.body(body).send().await.with_context(|| format!("calling {url}"))?;
-    let status = res.status();
-    let v: Value = res.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        bail!("{status}: {}", v["error"]["message"].as_str().unwrap_or("request failed"));
-    }
+/// Fetches one object and prints it (fields in `skip` left out of tables).
+async fn show(common: &Common, path: &[&str], skip: &[&str]) -> anyhow::Result<()> {
+    let v = common.client()?.get(path, &[]).await?;
+    common.out().object(&v, skip)?;
+    Ok(())
+}
+
+/// Sends a request and prints the answer as one object.
+async fn act(common: &Common, method: &str, path: &[&str], body: Option<Value>) -> anyhow::Result<Value> {
+    let v = common.client()?.send_json(method, path, body).await?;
+    common.out().object(&v, &[])?;
     Ok(v)
 }
 

@@ -1,0 +1,316 @@
+//! `hookline subscriptions …`: list, show, create, update, delete,
+//! rotate-secret, verify, reindex.
+
+use anyhow::Context;
+use serde_json::{json, Map, Value};
+
+use super::output::{field, View};
+use super::{act, list, show, Common, PageArgs};
+use crate::table::col;
+
+/// Subscription commands.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// List subscriptions (in id order): all, a tenant's, or those an event
+    /// type (and tenant) is routed to.
+    #[command(after_help = examples!(
+        "hookline subscriptions list",
+        "hookline subscriptions list --tenant acme --event-type order.created --output json",
+        "hookline subscriptions list --all"
+    ))]
+    List {
+        /// Only this tenant's subscriptions.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Only the subscriptions an event of this type is in scope of
+        /// (with --tenant: global ones and the tenant's).
+        #[arg(long)]
+        event_type: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Show one subscription with its health (breaker, recent failures).
+    #[command(after_help = examples!("hookline subscriptions show sub_123"))]
+    Show {
+        /// Subscription id.
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Create a subscription; prints it with its signing secret (shown only
+    /// this once).
+    #[command(after_help = examples!(
+        "hookline subscriptions create --callback-url https://example.com/hook --event-type 'order.*'",
+        "hookline subscriptions create --callback-url https://example.com/hook --event-type a --event-type b \\\n      --tenant acme --header X-Team=payments --json '{\"retry_policy\": {\"max_attempts\": 3}}'"
+    ))]
+    Create {
+        #[command(flatten)]
+        fields: Fields,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Change a subscription: only the fields given change (`--clear` resets
+    /// one to its default). Re-enabling (`--enable`) re-runs verification.
+    #[command(after_help = examples!(
+        "hookline subscriptions update sub_123 --event-type 'order.*' --event-type 'refund.*'",
+        "hookline subscriptions update sub_123 --disable",
+        "hookline subscriptions update sub_123 --clear headers --clear rate_limit"
+    ))]
+    Update {
+        /// Subscription id.
+        id: String,
+        #[command(flatten)]
+        fields: Fields,
+        /// Reset a field to its default (sends `null`); repeatable.
+        #[arg(long, value_name = "FIELD")]
+        clear: Vec<String>,
+        /// Activate the subscription (`active: true`).
+        #[arg(long, conflicts_with = "disable")]
+        enable: bool,
+        /// Deactivate it (`active: false`): nothing is delivered to it.
+        #[arg(long)]
+        disable: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delete a subscription.
+    #[command(after_help = examples!("hookline subscriptions delete sub_123"))]
+    Delete {
+        /// Subscription id.
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Replace the signing secret; the old one keeps signing alongside for
+    /// the overlap. Prints the new secret (shown only this once).
+    #[command(name = "rotate-secret", after_help = examples!(
+        "hookline subscriptions rotate-secret sub_123",
+        "hookline subscriptions rotate-secret sub_123 --overlap-seconds 3600"
+    ))]
+    RotateSecret {
+        /// Subscription id.
+        id: String,
+        /// How long the old secret stays valid, 0-604800 s (default: the
+        /// server's, 24 h).
+        #[arg(long)]
+        overlap_seconds: Option<i64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run the verification handshake with the callback URL now.
+    #[command(after_help = examples!("hookline subscriptions verify sub_123"))]
+    Verify {
+        /// Subscription id.
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Write the routing index of subscriptions stored before it existed
+    /// (once, after upgrading a deployment): pages through every stored
+    /// item (`POST /v1/subscriptions/reindex`, following `next_cursor`)
+    /// and prints the totals. Safe to run again; a second run reindexes 0.
+    #[command(after_help = examples!(
+        "hookline subscriptions reindex --url https://abc.execute-api.eu-west-1.amazonaws.com --aws-region eu-west-1"
+    ))]
+    Reindex {
+        /// Items examined per request (1-100).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=100))]
+        limit: u16,
+        /// Resume from this `next_cursor` (printed when a run stops early).
+        #[arg(long)]
+        cursor: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// The fields `create` and `update` set (anything else through `--json`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct Fields {
+    /// Where deliveries go (`callback_url`).
+    #[arg(long)]
+    callback_url: Option<String>,
+    /// An event type or pattern (`order.created`, `order.*`, `*`);
+    /// repeatable (`event_types`).
+    #[arg(long = "event-type", value_name = "PATTERN")]
+    event_types: Vec<String>,
+    /// Only this tenant's events (`tenant_id`).
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Free text (`description`).
+    #[arg(long)]
+    description: Option<String>,
+    /// A header sent with every delivery, NAME=VALUE; repeatable
+    /// (`headers`; on update the given set replaces the stored one).
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header)]
+    headers: Vec<(String, String)>,
+    /// original, hookline or contract-webhook (`payload_format`).
+    #[arg(long)]
+    payload_format: Option<String>,
+    /// none or partition (`ordering`).
+    #[arg(long)]
+    ordering: Option<String>,
+    /// Deliveries in flight at once, 1 or more (`max_in_flight`).
+    #[arg(long)]
+    max_in_flight: Option<i64>,
+    /// Deliveries per second (`rate_limit`).
+    #[arg(long)]
+    rate_limit: Option<f64>,
+    /// Any other fields, as a JSON object (`retry_policy`, `dead_letter_on`,
+    /// `on_dead_letter`, `data_fields`, …); the flags above win over it.
+    #[arg(long, value_name = "OBJECT", value_parser = json_object)]
+    json: Option<Map<String, Value>>,
+}
+
+fn header(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
+}
+
+fn json_object(s: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err("expected a JSON object".into()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
+}
+
+impl Fields {
+    /// The request body: `--json`, then each flag given.
+    fn body(self) -> Map<String, Value> {
+        let mut b = self.json.unwrap_or_default();
+        let mut set = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                b.insert(k.to_string(), v);
+            }
+        };
+        set("callback_url", self.callback_url.map(Value::from));
+        set("event_types", (!self.event_types.is_empty()).then(|| json!(self.event_types)));
+        set("tenant_id", self.tenant.map(Value::from));
+        set("description", self.description.map(Value::from));
+        set(
+            "headers",
+            (!self.headers.is_empty())
+                .then(|| Value::Object(self.headers.into_iter().map(|(k, v)| (k, v.into())).collect())),
+        );
+        set("payload_format", self.payload_format.map(Value::from));
+        set("ordering", self.ordering.map(Value::from));
+        set("max_in_flight", self.max_in_flight.map(Value::from));
+        set("rate_limit", self.rate_limit.map(Value::from));
+        b
+    }
+}
+
+const VIEW: View = View {
+    columns: &[
+        col("id", 40),
+        col("callback url", 48),
+        col("event types", 32),
+        col("tenant", 20),
+        col("active", 6),
+        col("verified", 8),
+        col("breaker", 9),
+    ],
+    row: |s| {
+        vec![
+            field(s, "id"),
+            field(s, "callback_url"),
+            field(s, "event_types"),
+            field(s, "tenant_id"),
+            field(s, "active"),
+            field(s, "verified"),
+            field(&s["health"], "breaker"),
+        ]
+    },
+    states: &[4, 5, 6],
+};
+
+/// Runs a subscription command.
+pub async fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::List { tenant, event_type, page, common } => {
+            let q = vec![("tenant_id", tenant), ("event_type", event_type)];
+            list(&common, &["v1", "subscriptions"], q, &page, &VIEW, "subscriptions").await
+        }
+        Command::Show { id, common } => show(&common, &["v1", "subscriptions", &id], &[]).await,
+        Command::Create { fields, common } => {
+            let v = act(&common, "POST", &["v1", "subscriptions"], Some(Value::Object(fields.body()))).await?;
+            secret_note(&common, &v);
+            Ok(())
+        }
+        Command::Update { id, fields, clear, enable, disable, common } => {
+            let mut body = fields.body();
+            for f in clear {
+                body.insert(f, Value::Null);
+            }
+            if enable || disable {
+                body.insert("active".into(), Value::Bool(enable));
+            }
+            act(&common, "PATCH", &["v1", "subscriptions", &id], Some(Value::Object(body))).await.map(drop)
+        }
+        Command::Delete { id, common } => {
+            common.client()?.send_json("DELETE", &["v1", "subscriptions", &id], None).await?;
+            let out = common.out();
+            if out.json() {
+                out.object(&json!({"id": id, "deleted": true}), &[])?;
+            } else {
+                out.line(&format!("deleted subscription {id}"))?;
+            }
+            Ok(())
+        }
+        Command::RotateSecret { id, overlap_seconds, common } => {
+            let body = json!({"overlap_seconds": overlap_seconds});
+            let body = if overlap_seconds.is_some() { body } else { json!({}) };
+            let v = act(&common, "POST", &["v1", "subscriptions", &id, "rotate-secret"], Some(body)).await?;
+            secret_note(&common, &v);
+            Ok(())
+        }
+        Command::Verify { id, common } => {
+            act(&common, "POST", &["v1", "subscriptions", &id, "verify"], Some(json!({}))).await.map(drop)
+        }
+        Command::Reindex { limit, cursor, common } => reindex(&common, limit, cursor).await,
+    }
+}
+
+/// On a terminal: a reminder that the secret is not shown again.
+fn secret_note(common: &Common, v: &Value) {
+    if !common.out().json() && v["secret"].is_string() {
+        eprintln!("keep the secret now: it is not shown again (rotate-secret issues a new one)");
+    }
+}
+
+/// `hookline subscriptions reindex`: one request per page until
+/// `next_cursor` is `null`, a progress line per page on stderr, the totals
+/// on stdout. If a request fails, the error names the cursor to resume from.
+async fn reindex(common: &Common, limit: u16, mut cursor: Option<String>) -> anyhow::Result<()> {
+    let client = common.client()?;
+    let (mut reindexed, mut examined, mut requests) = (0u64, 0u64, 0u64);
+    loop {
+        let body = json!({"cursor": cursor, "limit": limit});
+        let page = client.send_json("POST", &["v1", "subscriptions", "reindex"], Some(body)).await.map_err(|e| {
+            let resume = cursor.as_deref().map(|c| format!(" --cursor {c}")).unwrap_or_default();
+            let hint = format!(
+                "reindex stopped after {requests} pages ({reindexed} reindexed); \
+                 resume with: hookline subscriptions reindex{resume}"
+            );
+            match e.downcast::<super::OpsError>() {
+                Ok(api) => api.with_hint(hint).into(),
+                Err(e) => e.context(hint),
+            }
+        })?;
+        requests += 1;
+        reindexed += page["reindexed"].as_u64().context("the answer has no reindexed count")?;
+        examined += page["examined"].as_u64().context("the answer has no examined count")?;
+        eprintln!("page {requests}: {reindexed} reindexed, {examined} examined so far");
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    common.out().object(&json!({"reindexed": reindexed, "examined": examined, "requests": requests}), &[])?;
+    Ok(())
+}
