@@ -486,6 +486,19 @@ pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// The JSON `data` of the one row `query` (with `params`) finds, decoded;
+/// `None` when there is none. Every store's get-by-key reads this way.
+pub(crate) fn stored<T: serde::de::DeserializeOwned>(
+    c: &rusqlite::Connection,
+    query: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<T>, StoreError> {
+    use rusqlite::OptionalExtension;
+    let data: Option<String> =
+        c.prepare_cached(query).map_err(sql)?.query_row(params, |r| r.get(0)).optional().map_err(sql)?;
+    data.map(|d| decode(&d)).transpose()
+}
+
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
 }

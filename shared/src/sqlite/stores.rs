@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
-use super::{decode, encode, sql, Db, Marks, Stream};
+use super::{decode, encode, sql, stored, Db, Marks, Stream};
 use crate::attempt::Attempt;
 use crate::bulk::Job;
 use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Position, Resolution};
@@ -104,17 +104,7 @@ impl EventStore for SqliteEvents {
 
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>> {
         let id = id.clone();
-        self.0
-            .call(move |c, _| {
-                let data: Option<String> = c
-                    .prepare_cached("SELECT data FROM events WHERE id = ?1")
-                    .map_err(sql)?
-                    .query_row([id], |r| r.get(0))
-                    .optional()
-                    .map_err(sql)?;
-                data.map(|d| decode(&d)).transpose()
-            })
-            .await
+        self.0.call(move |c, _| stored(c, "SELECT data FROM events WHERE id = ?1", [id])).await
     }
 
     async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>> {
@@ -476,13 +466,7 @@ impl SagaStore for SqliteSagas {
         let (event_id, id) = (event_id.clone(), id.clone());
         self.0
             .call(move |c, _| {
-                let data: Option<String> = c
-                    .prepare_cached("SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2")
-                    .map_err(sql)?
-                    .query_row(params![id, event_id], |r| r.get(0))
-                    .optional()
-                    .map_err(sql)?;
-                data.map(|d| decode(&d)).transpose()
+                stored(c, "SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2", params![id, event_id])
             })
             .await
     }
@@ -665,15 +649,7 @@ impl DeadLetterStore for SqliteDeadLetters {
 
     async fn get(&self, id: &DeadLetterId) -> StoreResult<Option<DeadLetter>> {
         let id = id.clone();
-        self.0
-            .call(move |c, _| {
-                let data: Option<String> = c
-                    .query_row("SELECT data FROM dead_letters WHERE id = ?1", [id], |r| r.get(0))
-                    .optional()
-                    .map_err(sql)?;
-                data.map(|d| decode(&d)).transpose()
-            })
-            .await
+        self.0.call(move |c, _| stored(c, "SELECT data FROM dead_letters WHERE id = ?1", [id])).await
     }
 
     /// One statement: the equality filters and the keyset bound, ordered
@@ -799,17 +775,7 @@ impl JobStore for SqliteJobs {
 
     async fn get(&self, id: &str) -> StoreResult<Option<Job>> {
         let id = id.to_string();
-        self.0
-            .call(move |c, _| {
-                let data: Option<String> = c
-                    .prepare_cached("SELECT data FROM jobs WHERE id = ?1")
-                    .map_err(sql)?
-                    .query_row([id], |r| r.get(0))
-                    .optional()
-                    .map_err(sql)?;
-                data.map(|d| decode(&d)).transpose()
-            })
-            .await
+        self.0.call(move |c, _| stored(c, "SELECT data FROM jobs WHERE id = ?1", [id])).await
     }
 
     async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool> {
