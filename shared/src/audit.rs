@@ -214,6 +214,14 @@ impl AuditRecord {
         }
     }
 
+    /// The same record under a stable id, for an action a retried stage
+    /// may record again (the append is conditional on the id, so it is
+    /// stored once).
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
     /// With a reason.
     pub fn reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = Some(reason.into());

@@ -8,7 +8,7 @@ use std::time::Duration;
 use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::{eventually, scenarios, Behaviour, Receiver};
-use serde_json::json;
+use serde_json::{json, Value};
 
 macro_rules! on_aws {
     ($($name:ident),* $(,)?) => {$(
@@ -195,6 +195,12 @@ async fn console_redrive_of_the_deliveries_dlq_requeues_once() {
     let got = r.deliveries("/down");
     assert_eq!(got.len(), 3, "two failed attempts and one redriven delivery");
     assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
+    // One audit record for the redrive, however often it was redriven.
+    let (_, audit) = p.get("/v1/audit?action=dead_letter.requeued&actor=dlq-redrive").await;
+    let mine: Vec<&Value> =
+        audit["items"].as_array().unwrap().iter().filter(|a| a["dead_letter_id"] == dead.as_str()).collect();
+    assert_eq!(mine.len(), 1, "{audit}");
+    assert_eq!(mine[0]["reason"], "redriven from the deliveries dead-letter queue");
 }
 
 /// Subscriptions stored before the routing index existed (items of `id`,

@@ -11,6 +11,8 @@
 
 use chrono::Utc;
 
+use crate::audit::{Action, AuditRecord};
+
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
 pub use crate::job::ReplayRequest;
 use crate::job::{RequeueMessage, RequeueRequest};
@@ -149,7 +151,23 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
             match requeue(h, &dead_letter_id, &audit).await {
                 // A skipped dead letter stays skipped: the redrive is consumed.
                 Err(RequeueError::AlreadyResolved { .. }) => Ok(()),
-                r => r.map(|_| ()),
+                Err(e) => Err(e),
+                Ok(saga) => {
+                    // The redrive that resolved the dead letter leaves its
+                    // audit record, under an id of the dead letter so a
+                    // redrive done again records it once.
+                    if let Some(o) = saga.origin.as_ref().filter(|o| o.actor == audit.actor) {
+                        let rec = AuditRecord::at(Action::DeadLetterRequeued, &o.actor, o.at)
+                            .with_id(format!("aud_redrive_{dead_letter_id}"))
+                            .reason(&o.reason)
+                            .dead_letter(&dead_letter_id)
+                            .subscription(&saga.subscription_id)
+                            .event(&saga.event_id)
+                            .details(serde_json::json!({"saga_id": saga.id}));
+                        crate::audit::record(h, rec).await;
+                    }
+                    Ok(())
+                }
             }
         }
     }
