@@ -23,7 +23,7 @@ use shared::ports::{JobQueue, Received};
 use shared::queue::{self, Delivered};
 use shared::retention::{parse_std_duration, Display as ShowDuration};
 use shared::sqlite::purge::{PurgePolicy, Purger};
-use shared::sqlite::{Backend, Outbox, SqliteQueue, Stream};
+use shared::sqlite::{pipeline, Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::dispatch::{DispatchLimits, Dispatcher};
 use shared::stage::reconcile::{self, ReconcileLimits};
@@ -252,7 +252,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (stop_tx, stop) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let (o, hk) = (backend.outbox.clone(), h.clone());
-    tasks.spawn(outbox_loop(
+    tasks.spawn(pipeline(outbox_loop(
         "route",
         move |after, max| {
             let o = o.clone();
@@ -265,9 +265,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.outbox.clone(),
         backend.db.watch(Stream::Events),
         stop.clone(),
-    ));
+    )));
     let (o, hk) = (backend.outbox.clone(), h.clone());
-    tasks.spawn(outbox_loop(
+    tasks.spawn(pipeline(outbox_loop(
         "saga.start",
         move |after, max| {
             let o = o.clone();
@@ -280,9 +280,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.outbox.clone(),
         backend.db.watch(Stream::Sagas),
         stop.clone(),
-    ));
+    )));
     let (o, hk) = (backend.outbox.clone(), h.clone());
-    tasks.spawn(outbox_loop(
+    tasks.spawn(pipeline(outbox_loop(
         "saga.attempts",
         move |after, max| {
             let o = o.clone();
@@ -295,9 +295,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         backend.outbox.clone(),
         backend.db.watch(Stream::Attempts),
         stop.clone(),
-    ));
+    )));
     let hk = h.clone();
-    tasks.spawn(queue_loop(
+    tasks.spawn(pipeline(queue_loop(
         "retries",
         backend.retries.clone(),
         64,
@@ -308,9 +308,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         backend.db.watch(Stream::Control),
         stop.clone(),
-    ));
+    )));
     let hk = h.clone();
-    tasks.spawn(queue_loop(
+    tasks.spawn(pipeline(queue_loop(
         "requeue",
         backend.requeues.clone(),
         16,
@@ -321,19 +321,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         backend.db.watch(Stream::Control),
         stop.clone(),
-    ));
+    )));
     let dispatch_limits = DispatchLimits {
         slots: args.delivery_slots.max(1),
         max_in_flight: args.max_in_flight.max(1),
         max_pause: h.config.http.total_timeout,
     };
-    tasks.spawn(dispatch_loop(
+    tasks.spawn(pipeline(dispatch_loop(
         h.clone(),
         backend.deliveries.clone(),
         dispatch_limits,
         backend.db.watch(Stream::Deliveries),
         stop.clone(),
-    ));
+    )));
     // Background loops: each takes what it needs and `stop`.
     let purge_policy = PurgePolicy {
         dead_letter_retention,
@@ -345,14 +345,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_lag: (args.purge_interval * 3).max(Duration::from_secs(30)),
         audit_retention: h.config.audit_retention,
     };
-    tasks.spawn(purge_loop(
+    tasks.spawn(pipeline(purge_loop(
         Purger::new(backend.db.clone(), purge_policy),
         h.clone(),
         args.purge_interval,
         stop.clone(),
-    ));
+    )));
     tasks.spawn(health_loop(h.clone(), stop.clone()));
-    tasks.spawn(reconcile_loop(h.clone(), h.config.reconcile, args.reconcile_interval, stop.clone()));
+    tasks.spawn(pipeline(reconcile_loop(h.clone(), h.config.reconcile, args.reconcile_interval, stop.clone())));
     tokio::spawn(reverify_unverified(h.clone()));
 
     let (max_body, body_timeout) = (h.config.max_body_bytes, args.body_timeout);
@@ -659,12 +659,9 @@ async fn outbox_loop<T, R, RF, H, HF>(
             Ok(()) => {
                 after = *seqs.last().expect("non-empty");
                 (limit, failures) = (OUTBOX_BATCH, 0);
-                let outbox = outbox.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = outbox.ack(seqs).await {
-                        tracing::warn!(error = %e, stage = name, "acknowledging the outbox failed; rows will be re-read after a restart");
-                    }
-                });
+                if let Err(e) = outbox.ack(seqs) {
+                    tracing::warn!(error = %e, stage = name, "acknowledging the outbox failed; rows will be re-read after a restart");
+                }
             }
             Err(e) => {
                 failures += 1;
@@ -782,7 +779,7 @@ async fn dispatch_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let (dispatcher, settle) = Dispatcher::new(h.clone(), limits);
-    let settled = tokio::spawn(settle);
+    let settled = tokio::spawn(pipeline(settle));
     while !*stop.borrow() {
         changes.borrow_and_update();
         let free = tokio::select! {

@@ -3,6 +3,7 @@
 //! Lambda. Every write that must be idempotent is conditional here, so both
 //! backends give the same guarantees.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -317,6 +318,20 @@ pub trait JobQueue: Send + Sync {
     /// may not delete (SQLite ignores it; SQS may honour it), so callers
     /// delete only what they hold a live lease on.
     async fn delete(&self, receipts: &[String]) -> StoreResult<()>;
+    /// Deletes received messages without the caller waiting: a consumer
+    /// that has moved on (its outcomes are stored) need not hold a task
+    /// for it. A failure is logged; the message then reappears after its
+    /// visibility timeout and is found done, as after any lost delete.
+    fn delete_detached(self: Arc<Self>, receipts: Vec<String>)
+    where
+        Self: 'static,
+    {
+        tokio::spawn(async move {
+            if let Err(e) = self.delete(&receipts).await {
+                tracing::error!(error = %e, "deleting messages failed; they will be redelivered and deduplicated");
+            }
+        });
+    }
     /// Makes a received message visible again after `delay`.
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
     /// Message counts.

@@ -57,6 +57,7 @@ macro_rules! for_each_conformance_case {
         $m!(dead_letters_page_by_every_filter);
         $m!(jobs_are_created_once_and_updated_on_their_version);
         $m!(queue_send_receive_delete);
+        $m!(queue_delete_detached_deletes_without_waiting);
         $m!(queue_receive_respects_max);
         $m!(queue_delay);
         $m!(queue_visibility_timeout_redelivers);
@@ -978,6 +979,31 @@ pub async fn queue_send_receive_delete(s: &Stores) {
     q.delete(&got.iter().map(|m| m.receipt.clone()).collect::<Vec<_>>()).await.unwrap();
     q.delete(&[]).await.unwrap();
     assert_eq!(q.depth().await.unwrap(), shared::ports::QueueDepth::default());
+}
+
+/// A detached delete (the caller does not wait for it) deletes what it
+/// names and nothing else: the queue is empty of those soon after, and a
+/// message it did not name is still there.
+pub async fn queue_delete_detached_deletes_without_waiting(s: &Stores) {
+    let q = s.deliveries.raw().clone();
+    send(&*q, &["gone-1", "gone-2", "kept"]).await;
+    let got = receive_n(&*q, 3, SHORT, 5).await;
+    assert_eq!(got.len(), 3, "{got:?}");
+    let gone: Vec<String> = got.iter().filter(|m| m.body.starts_with("gone")).map(|m| m.receipt.clone()).collect();
+    q.clone().delete_detached(gone);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = q.depth().await.unwrap();
+        if d.visible + d.not_visible == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the detached delete did not happen within 10 s: {d:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(PAST_SHORT).await;
+    let left = receive_n(&*q, 1, LONG, 5).await;
+    assert_eq!(bodies(&left), vec!["kept".to_string()], "only the named messages are deleted");
+    q.delete(&left.iter().map(|m| m.receipt.clone()).collect::<Vec<_>>()).await.unwrap();
 }
 
 /// `receive` never returns more than `max`; sends and receives of more than

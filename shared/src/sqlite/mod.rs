@@ -1,5 +1,6 @@
-//! The embedded backend: every port on one SQLite file (WAL,
-//! `synchronous=FULL`). One writer thread owns the connection and commits in
+//! The embedded backend: every port on one SQLite file (WAL; commits wait
+//! for the disk, `synchronous=FULL`, except those holding only pipeline
+//! work: see [`pipeline`]). One writer thread owns the connection and commits in
 //! groups: every call queued while a commit runs goes into the next
 //! transaction, each in its own savepoint (a call alone in its transaction
 //! needs none), and each caller is answered only
@@ -261,6 +262,31 @@ type Finisher = Box<dyn FnOnce(Result<(), String>) + Send>;
 /// to tell its caller the commit's outcome.
 type Op = Box<dyn FnOnce(&Connection, &mut [bool; 5], bool) -> (bool, Finisher) + Send>;
 
+tokio::task_local! {
+    /// Set while a pipeline stage runs ([`pipeline`]).
+    static PIPELINE: ();
+}
+
+/// Runs `f` as pipeline work: the commits of its calls (and of nothing
+/// else in their group) do not wait for the disk (`synchronous=NORMAL`
+/// in WAL mode). Such a commit survives the process crashing at any
+/// point, as every commit does; only an operating-system crash or power
+/// loss can take it back, and then only together with every commit after
+/// it, since the log is recovered as an unbroken prefix and every durable
+/// commit syncs the log up to itself. What is taken back is the pipeline's
+/// own progress (routing, starting, recording an attempt), which it redoes
+/// from the last durable state: at-least-once delivery, as after any crash.
+/// Accepting an event and every API write never run in it, so they are on
+/// disk before they are answered. Calls made from tasks that `f` spawns are
+/// durable again (the setting belongs to the task).
+pub async fn pipeline<F: std::future::Future>(f: F) -> F::Output {
+    PIPELINE.scope((), f).await
+}
+
+fn in_pipeline() -> bool {
+    PIPELINE.try_with(|_| ()).is_ok()
+}
+
 /// A handle on the database: cheap to clone, shared by every adapter.
 #[derive(Clone)]
 pub struct Db {
@@ -277,6 +303,9 @@ pub const LAZY_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 /// A call on its way to the writer thread.
 struct Queued {
     lazy: bool,
+    /// Its commit must be on disk before its caller is answered
+    /// (`synchronous=FULL`); see [`pipeline`].
+    durable: bool,
     op: Op,
 }
 
@@ -327,12 +356,41 @@ impl Db {
         self.queue(true, f).await
     }
 
+    /// As [`Db::call_lazy`] for a write whose caller does not wait even for
+    /// that: it is queued, and a failure is logged (naming `what`) instead
+    /// of answered. For acknowledgements only: losing one makes work be seen
+    /// again, which every stage tolerates.
+    pub fn submit_lazy<F>(&self, what: &'static str, f: F) -> Result<(), StoreError>
+    where
+        F: FnOnce(&Connection, &mut Marks) -> Result<(), StoreError> + Send + 'static,
+    {
+        self.enqueue(true, f, move |r| {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, what, "a bookkeeping write failed; its work will be seen again");
+            }
+        })
+    }
+
     async fn queue<R, F>(&self, lazy: bool, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
+        self.enqueue(lazy, f, move |r| {
+            let _ = tx.send(r);
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queues `f` for the writer thread; `answer` gets its result once the
+    /// commit that holds it is done (or failed).
+    fn enqueue<R, F, A>(&self, lazy: bool, f: F, answer: A) -> Result<(), StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
+        A: FnOnce(Result<R, StoreError>) + Send + 'static,
+    {
         let op: Op = Box::new(move |conn, marks, alone| {
             let mut m = Marks(*marks);
             // Alone in its transaction, a failed call is undone by rolling
@@ -346,15 +404,14 @@ impl Db {
             (
                 failed,
                 Box::new(move |commit| {
-                    let _ = tx.send(match commit {
+                    answer(match commit {
                         Ok(()) => r,
                         Err(e) => Err(StoreError::Backend(e)),
-                    });
+                    })
                 }),
             )
         });
-        self.ops.send(Queued { lazy, op }).map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        self.ops.send(Queued { lazy, durable: !lazy && !in_pipeline(), op }).map_err(|_| StoreError::Closed)
     }
 
     /// A receiver that changes after every commit that wrote to `stream`.
@@ -398,33 +455,48 @@ fn writer(conn: Connection, rx: mpsc::Receiver<Queued>, changes: Arc<[watch::Sen
     // Lazy calls held for the next commit, and when the oldest came.
     let mut held: Vec<Op> = Vec::new();
     let mut held_since = std::time::Instant::now();
+    // The connection's `synchronous` setting, changed only between groups.
+    let mut synced = true;
     loop {
         let next = if held.is_empty() {
             rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
         } else {
             rx.recv_timeout(LAZY_WAIT.saturating_sub(held_since.elapsed()))
         };
-        let mut group = match next {
-            Ok(Queued { lazy: true, op }) if held.len() < MAX_GROUP => {
+        let group = match next {
+            Ok(Queued { lazy: true, op, .. }) if held.len() < MAX_GROUP => {
                 if held.is_empty() {
                     held_since = std::time::Instant::now();
                 }
                 held.push(op);
                 continue;
             }
-            Ok(Queued { op, .. }) => {
+            Ok(Queued { op, durable, .. }) => {
                 let mut group = std::mem::take(&mut held);
                 group.push(op);
-                group
+                (group, durable)
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => std::mem::take(&mut held),
-            Err(mpsc::RecvTimeoutError::Disconnected) if !held.is_empty() => std::mem::take(&mut held),
+            Err(mpsc::RecvTimeoutError::Timeout) => (std::mem::take(&mut held), false),
+            Err(mpsc::RecvTimeoutError::Disconnected) if !held.is_empty() => (std::mem::take(&mut held), false),
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         };
+        let (mut group, mut durable) = group;
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(q) => group.push(q.op),
+                Ok(q) => {
+                    durable |= q.durable;
+                    group.push(q.op)
+                }
                 Err(_) => break,
+            }
+        }
+        // A group with nothing durable in it commits without waiting for
+        // the disk: the next durable commit (or checkpoint) syncs it too.
+        if durable != synced {
+            let pragma = if durable { "PRAGMA synchronous=FULL" } else { "PRAGMA synchronous=NORMAL" };
+            match run(&conn, pragma) {
+                Ok(()) => synced = durable,
+                Err(e) => tracing::warn!(error = %e, "sqlite: cannot change synchronous; committing as before"),
             }
         }
         let mut marks = [false; 5];
@@ -679,6 +751,49 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(keys, ["a", "c"]);
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+        }
+    }
+
+    /// The `synchronous` setting a call's commit runs under, as the call
+    /// sees it (1 NORMAL, 2 FULL).
+    async fn sync_level(db: &Db) -> i64 {
+        db.call(|c, _| c.query_row("PRAGMA synchronous", [], |r| r.get(0)).map_err(sql)).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_pipeline_work_commits_without_waiting_for_the_disk() {
+        let path = std::env::temp_dir().join(format!("hookline-sync-{}-{}.db", std::process::id(), now_ms()));
+        let db = Db::open(&path).unwrap();
+        assert_eq!(sync_level(&db).await, 2, "a call outside the pipeline is durable");
+        assert_eq!(pipeline(sync_level(&db)).await, 1, "pipeline work alone is not synced");
+        assert_eq!(sync_level(&db).await, 2, "and durable again after it");
+        // Queued together with pipeline work, a durable call still commits
+        // synced (and the pipeline calls of its group with it).
+        for _ in 0..20 {
+            let pipeline_calls = (0..8).map(|_| {
+                tokio::spawn(pipeline({
+                    let db = db.clone();
+                    async move { sync_level(&db).await }
+                }))
+            });
+            let durable = tokio::spawn({
+                let db = db.clone();
+                async move { sync_level(&db).await }
+            });
+            let levels: Vec<i64> =
+                futures_util::future::join_all(pipeline_calls).await.into_iter().map(Result::unwrap).collect();
+            assert_eq!(durable.await.unwrap(), 2);
+            assert!(levels.iter().all(|l| *l == 1 || *l == 2), "{levels:?}");
+        }
+        // A task the pipeline spawns is not pipeline work.
+        let spawned = pipeline(async {
+            let db = db.clone();
+            tokio::spawn(async move { sync_level(&db).await }).await.unwrap()
+        })
+        .await;
+        assert_eq!(spawned, 2);
         for ext in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
         }

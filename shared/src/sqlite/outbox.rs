@@ -59,17 +59,11 @@ impl Outbox {
         self.next(Stream::Attempts, "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt", after, max).await
     }
 
-    /// Marks outbox rows processed (lazily: see [`Db::call_lazy`]).
-    pub async fn ack(&self, seqs: Vec<i64>) -> StoreResult<()> {
-        self.0
-            .call_lazy(move |c, _| {
-                let mut st = c.prepare_cached("DELETE FROM outbox WHERE seq = ?1").map_err(sql)?;
-                for s in &seqs {
-                    st.execute([s]).map_err(sql)?;
-                }
-                Ok(())
-            })
-            .await
+    /// Marks outbox rows processed, in a later commit, without waiting for
+    /// it ([`Db::submit_lazy`]): a row whose acknowledgement is lost is read
+    /// again after a restart, and the stages are idempotent.
+    pub fn ack(&self, seqs: Vec<i64>) -> StoreResult<()> {
+        self.0.submit_lazy("outbox acknowledgement", move |c, _| delete_rows(c, &seqs))
     }
 
     /// Gives up on rows the stage failed on too often (`hookline serve`'s
@@ -103,6 +97,15 @@ impl Outbox {
             })
             .await
     }
+}
+
+/// Deletes these outbox rows.
+fn delete_rows(c: &rusqlite::Connection, seqs: &[i64]) -> StoreResult<()> {
+    let mut st = c.prepare_cached("DELETE FROM outbox WHERE seq = ?1").map_err(sql)?;
+    for s in seqs {
+        st.execute([s]).map_err(sql)?;
+    }
+    Ok(())
 }
 
 /// The outbox rows `hookline serve` gave up on ([`Outbox::give_up`]), as
@@ -155,6 +158,6 @@ impl StreamFailures for SqliteStreamFailures {
 
     async fn done(&self, receipts: &[String]) -> StoreResult<()> {
         let seqs: Vec<i64> = receipts.iter().filter_map(|r| r.parse().ok()).collect();
-        Outbox(self.0.clone()).ack(seqs).await
+        self.0.call_lazy(move |c, _| delete_rows(c, &seqs)).await
     }
 }

@@ -4,6 +4,7 @@
 //! (SQS's redrive policy). A receipt names one receive, so a worker whose lease
 //! expired cannot delete the message another worker now holds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -40,7 +41,8 @@ impl SqliteQueue {
         let name = self.name;
         self.db
             .call(move |c, _| {
-                c.query_row("SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1", [name], |r| r.get(0))
+                c.prepare_cached("SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1")
+                    .and_then(|mut st| st.query_row([name], |r| r.get(0)))
                     .map_err(sql)
             })
             .await
@@ -151,20 +153,18 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn delete(&self, receipts: &[String]) -> StoreResult<()> {
-        let ids: Vec<(i64, u32)> = receipts.iter().filter_map(|r| parse_receipt(r)).collect();
+        let ids = parse_receipts(receipts);
         // Lazily (`Db::call_lazy`): a finished message that is not deleted
         // yet stays invisible, and after a crash is delivered again (as SQS
         // may).
-        self.db
-            .call_lazy(move |c, _| {
-                let mut st =
-                    c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND receive_count = ?2").map_err(sql)?;
-                for (id, count) in &ids {
-                    st.execute(params![id, count]).map_err(sql)?;
-                }
-                Ok(())
-            })
-            .await
+        self.db.call_lazy(move |c, _| delete_messages(c, &ids)).await
+    }
+
+    fn delete_detached(self: Arc<Self>, receipts: Vec<String>) {
+        let ids = parse_receipts(&receipts);
+        if let Err(e) = self.db.submit_lazy("queue message delete", move |c, _| delete_messages(c, &ids)) {
+            tracing::error!(error = %e, queue = self.name, "deleting messages failed; they will be redelivered and deduplicated");
+        }
     }
 
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()> {
@@ -221,4 +221,18 @@ impl JobQueue for SqliteQueue {
             })
             .await
     }
+}
+
+/// The (message id, receive count) of each receipt this queue issued.
+fn parse_receipts(receipts: &[String]) -> Vec<(i64, u32)> {
+    receipts.iter().filter_map(|r| parse_receipt(r)).collect()
+}
+
+/// Deletes each message still at the receive its receipt was issued for.
+fn delete_messages(c: &rusqlite::Connection, ids: &[(i64, u32)]) -> StoreResult<()> {
+    let mut st = c.prepare_cached("DELETE FROM queue_messages WHERE id = ?1 AND receive_count = ?2").map_err(sql)?;
+    for (id, count) in ids {
+        st.execute(params![id, count]).map_err(sql)?;
+    }
+    Ok(())
 }

@@ -343,11 +343,6 @@ async fn settle_loop(h: Arc<Hookline>, mut rx: mpsc::UnboundedReceiver<Finished>
         }
         // Off the loop: the delete rides in a later commit (a lazy write on
         // SQLite), and the next batch need not wait for it.
-        let h = h.clone();
-        tokio::spawn(async move {
-            if let Err(e) = h.stores.deliveries.raw().delete(&receipts).await {
-                tracing::error!(error = %e, queue = "deliveries", "deleting messages failed; they will be redelivered and deduplicated");
-            }
-        });
+        h.stores.deliveries.raw().clone().delete_detached(receipts);
     }
 }
