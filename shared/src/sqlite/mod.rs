@@ -770,7 +770,7 @@ mod tests {
         assert_eq!(pipeline(sync_level(&db)).await, 1, "pipeline work alone is not synced");
         assert_eq!(sync_level(&db).await, 2, "and durable again after it");
         // Queued together with pipeline work, a durable call still commits
-        // synced (and the pipeline calls of its group with it).
+        // synced (the pipeline calls sharing its group then do too).
         for _ in 0..20 {
             let pipeline_calls = (0..8).map(|_| {
                 tokio::spawn(pipeline({
@@ -782,10 +782,10 @@ mod tests {
                 let db = db.clone();
                 async move { sync_level(&db).await }
             });
-            let levels: Vec<i64> =
-                futures_util::future::join_all(pipeline_calls).await.into_iter().map(Result::unwrap).collect();
             assert_eq!(durable.await.unwrap(), 2);
-            assert!(levels.iter().all(|l| *l == 1 || *l == 2), "{levels:?}");
+            for call in futures_util::future::join_all(pipeline_calls).await {
+                call.unwrap();
+            }
         }
         // A task the pipeline spawns is not pipeline work.
         let spawned = pipeline(async {
