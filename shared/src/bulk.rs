@@ -258,6 +258,17 @@ pub struct ReplayFilter {
     pub event_types: Option<Vec<String>>,
 }
 
+impl ReplayFilter {
+    /// Whether an event of `event_type` is one this replay takes: any type
+    /// without `event_types`, else one its patterns match.
+    pub fn takes(&self, event_type: &str) -> bool {
+        match self.event_types.as_deref() {
+            None | Some([]) => true,
+            Some(types) => types.iter().any(|p| crate::routing::pattern_matches(p, event_type)),
+        }
+    }
+}
+
 /// How one item of a page came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ItemOutcome {

@@ -183,27 +183,25 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
         order: Order::OldestFirst,
     };
     let page = h.stores.events.search(&q, JOB_PAGE, job.position.as_deref()).await?;
-    let wanted = |t: &str| match f.event_types.as_deref() {
-        Some(types) if types.len() > 1 => types.iter().any(|p| crate::routing::pattern_matches(p, t)),
-        _ => true,
-    };
-    let ids = page.items.into_iter().filter(|e| wanted(&e.event_type)).map(|e| e.id.into_string()).collect();
+    let ids = page.items.into_iter().filter(|e| f.takes(&e.event_type)).map(|e| e.id.into_string()).collect();
     Ok(Ok((ids, page.next)))
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that
 /// match it now (or the one named), keyed by the job's id, so a page done
 /// again creates nothing new. An event named by id whose type the
-/// filter's `event_types` does not take is left alone.
+/// filter's `event_types` does not take is left alone; the events of a
+/// partition or a range were planned by type already
+/// ([`plan_replay_page`]), so they are not read again for it.
 async fn replay_one(h: &Hookline, job: &Job, event_id: &str, audit: &Audit) -> Result<(), RequeueError> {
     let f: ReplayFilter = serde_json::from_value(job.filter.clone())
         .map_err(|e| RequeueError::Store(StoreError::Corrupt(format!("job {}: {e}", job.id))))?;
     let event_id = EventId::new(event_id);
-    if let Some(types) = f.event_types.as_ref().filter(|t| !t.is_empty()) {
+    if f.event_id.is_some() && f.event_types.as_ref().is_some_and(|t| !t.is_empty()) {
         let Some(event) = h.stores.events.get(&event_id).await? else {
             return Err(RequeueError::NotFound(format!("event {event_id}")));
         };
-        if !types.iter().any(|p| crate::routing::pattern_matches(p, &event.event_type)) {
+        if !f.takes(&event.event_type) {
             return Ok(());
         }
     }
