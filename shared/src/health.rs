@@ -358,6 +358,21 @@ pub fn after(h: &Health, outcome: &Outcome, policy: &BreakerPolicy, now: DateTim
     Some(next)
 }
 
+/// [`after`] for several outcomes in the order they ended, as one change:
+/// the record after all of them (one version later), or `None` if none
+/// changed anything. One process writes the outcomes of its concurrent
+/// attempts to one subscription this way, in one write instead of one
+/// each, which would only conflict with each other.
+pub fn after_all(h: &Health, outcomes: &[(Outcome, DateTime<Utc>)], policy: &BreakerPolicy) -> Option<Health> {
+    let mut next: Option<Health> = None;
+    for (outcome, at) in outcomes {
+        if let Some(n) = after(next.as_ref().unwrap_or(h), outcome, policy, *at) {
+            next = Some(n);
+        }
+    }
+    next.map(|n| Health { version: h.version + 1, ..n })
+}
+
 /// Whether a subscription whose health is `h` after a failed attempt at
 /// `now` must be disabled: every attempt since `failing_since` failed, and
 /// that run has lasted at least `disable_after`. The delivery stage acts on
@@ -405,6 +420,33 @@ mod tests {
 
     fn policy() -> BreakerPolicy {
         BreakerPolicy { failure_threshold: 3, cool_down: Duration::from_secs(10), ..BreakerPolicy::default() }
+    }
+
+    #[test]
+    fn outcomes_applied_together_are_the_outcomes_applied_one_by_one_in_one_version() {
+        let p = policy();
+        let start = Health { version: 7, ..Health::default() };
+        let outcomes: Vec<(Outcome, DateTime<Utc>)> = vec![
+            (Outcome::Trouble("timed out".into()), t(0)),
+            (Outcome::Other("HTTP 404".into()), t(1)),
+            (Outcome::Trouble("HTTP 503".into()), t(2)),
+            (Outcome::Trouble("HTTP 502".into()), t(3)),
+            (Outcome::Trouble("HTTP 500".into()), t(4)),
+        ];
+        let mut one_by_one = start.clone();
+        for (o, at) in &outcomes {
+            one_by_one = after(&one_by_one, o, &p, *at).unwrap_or(one_by_one);
+        }
+        let together = after_all(&start, &outcomes, &p).unwrap();
+        assert_eq!(together.version, 8, "one write: one version later");
+        assert_eq!(Health { version: 8, ..one_by_one }, together);
+        // Opened at the third failure (t(3)): the later one counts, the cool-down stands.
+        assert_eq!((together.breaker, together.consecutive_failures), (BreakerState::Open, 4));
+        assert_eq!(together.until, Some(t(13)));
+        // Successes of a healthy subscription change nothing.
+        let healthy = [(Outcome::Success, t(0)), (Outcome::Success, t(1))];
+        assert_eq!(after_all(&start, &healthy, &p), None);
+        assert_eq!(after_all(&start, &[], &p), None);
     }
 
     #[test]

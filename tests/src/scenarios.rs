@@ -825,6 +825,41 @@ pub async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout<P: Pipe
     assert!(r.deliveries("/hang").len() < n, "the hung subscription's breaker held most of its jobs");
 }
 
+/// An endpoint that goes down with many requests open (each runs into the
+/// test pipelines' 1.5 s delivery timeout, all at about the same moment):
+/// every one of those failures is counted in the subscription's health
+/// once (`consecutive_failures` is the number of requests made), none is
+/// lost to writes of the record that conflict with each other, and no
+/// "breaker not updated" line is logged for it.
+pub async fn concurrent_failures_are_each_counted_once<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let (sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["c.*"],
+                          "retry_policy": {"max_attempts": 1}}))
+        .await;
+    r.set("/down", Behaviour::SlowFirst(usize::MAX, Duration::from_secs(60)));
+    let batch: Vec<Value> = (0..30).map(|i| json!({"type": "c.x", "data": {"i": i}})).collect();
+    let (st, _) = s.call("POST", "/v1/events/batch", Some(&serde_json::to_vec(&batch).unwrap())).await;
+    assert_eq!(st, 202);
+    // Requests made after the breaker opened (a probe) are counted too, so
+    // the two figures meet whenever every request made has timed out.
+    let (made, health) = crate::eventually(60, "every failed request counted once", || async {
+        let made = r.deliveries("/down").len();
+        let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+        let counted = v["health"]["consecutive_failures"].as_u64().unwrap_or(0) as usize;
+        (made >= 5 && counted == made).then(|| (made, v["health"].clone()))
+    })
+    .await;
+    // They failed together (30 at once on serve, a batch at once on Lambda).
+    assert!(r.max_concurrent("/down") >= 2, "requests to /down never overlapped");
+    assert_ne!(health["breaker"], "closed", "{made} failures: {health}");
+    assert!(health["last_error"].as_str().unwrap_or("").contains("timed out"), "{health}");
+    let logs = s.logs().await;
+    let lost: Vec<&str> =
+        logs.lines().filter(|l| l.contains(sub.as_str()) && l.contains("breaker not updated")).collect();
+    assert!(lost.is_empty(), "{} writes of the breaker gave up:\n{}", lost.len(), lost.join("\n"));
+}
+
 /// `payload_format: "contract-webhook"`: the task-event contract's public
 /// body, built from the stored event and signed as sent; `data_fields`
 /// keeps internal fields of `data` in, and the envelope's internal fields

@@ -35,6 +35,7 @@ on_aws!(
     subscriptions_list_is_paginated_and_filtered,
     contract_webhook_payload_keeps_internal_fields_in,
     a_hung_subscription_holds_a_healthy_one_at_most_one_timeout,
+    concurrent_failures_are_each_counted_once,
     retry_schedule_is_followed_then_dead_letters,
     dead_letter_on_statuses_end_a_delivery_at_once,
     ordered_partition_blocks_or_continues_behind_a_dead_letter,

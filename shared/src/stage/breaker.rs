@@ -8,7 +8,11 @@
 //! record only when the outcome changed something (a failure, a success
 //! after failures), and counts the attempt in this process's window, which
 //! [`flush_windows`] merges into the stored record at most every
-//! [`FLUSH_EVERY`] per subscription.
+//! [`FLUSH_EVERY`] per subscription. The outcomes of one process's
+//! concurrent attempts to one subscription are written by one of them,
+//! together: when an endpoint goes down with many requests open, their
+//! failures are one or two writes, not as many conditional writes that
+//! mostly conflict and give up.
 //!
 //! Each process caches what it read for [`READ_EVERY`], so a breaker
 //! opened by one Lambda container holds the others within that delay.
@@ -33,6 +37,10 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
 /// Conditional writes tried before giving up on one change (another
 /// worker kept writing first; the next outcome writes again).
 const WRITE_TRIES: usize = 3;
+/// Most writes one attempt's task makes for the outcomes other attempts
+/// queued meanwhile; what is still queued then is written by the next
+/// outcome of that subscription.
+const MAX_WRITE_ROUNDS: usize = 8;
 
 /// A subscription whose breaker is not closed, as metrics show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +66,23 @@ struct Entry {
     /// Attempts counted here and not yet merged into the store.
     pending: Window,
     flushed_at: Instant,
+    /// Outcomes waiting to be written, in the order they ended.
+    outcomes: Vec<(Outcome, DateTime<Utc>)>,
+    /// A task of this process is writing this subscription's outcomes.
+    writing: bool,
+}
+
+impl Entry {
+    fn new(read_at: Instant) -> Entry {
+        Entry {
+            health: Health::default(),
+            read_at,
+            pending: Window::default(),
+            flushed_at: Instant::now(),
+            outcomes: Vec::new(),
+            writing: false,
+        }
+    }
 }
 
 impl HealthCache {
@@ -69,27 +94,40 @@ impl HealthCache {
     fn remember(&self, id: &SubscriptionId, health: Health) {
         let mut g = self.inner.lock().expect("health cache");
         let now = Instant::now();
-        let e = g.entry(id.clone()).or_insert_with(|| Entry {
-            health: Health::default(),
-            read_at: now,
-            pending: Window::default(),
-            flushed_at: now,
-        });
+        let e = g.entry(id.clone()).or_insert_with(|| Entry::new(now));
         e.health = health;
         e.read_at = now;
     }
 
-    fn count(&self, id: &SubscriptionId, at: DateTime<Utc>, ok: bool, latency_ms: u64) {
+    /// Counts an attempt in the window and queues its outcome for the
+    /// record; true if the caller is to write it (no other task of this
+    /// process is writing this subscription's record: it takes the turn).
+    fn count(&self, id: &SubscriptionId, outcome: &Outcome, at: DateTime<Utc>, latency_ms: u64) -> bool {
         let mut g = self.inner.lock().expect("health cache");
-        let now = Instant::now();
-        let e = g.entry(id.clone()).or_insert_with(|| Entry {
-            health: Health::default(),
-            // Not read yet: the next admit reads the store.
-            read_at: now - READ_EVERY,
-            pending: Window::default(),
-            flushed_at: now,
-        });
-        e.pending.add(at, ok, latency_ms);
+        // Not read yet: the next admit reads the store.
+        let e = g.entry(id.clone()).or_insert_with(|| Entry::new(Instant::now() - READ_EVERY));
+        e.pending.add(at, *outcome == Outcome::Success, latency_ms);
+        e.outcomes.push((outcome.clone(), at));
+        !std::mem::replace(&mut e.writing, true)
+    }
+
+    /// The outcomes queued for the turn's holder to write, with the record
+    /// as cached; none ends the turn.
+    fn take_outcomes(&self, id: &SubscriptionId) -> (Vec<(Outcome, DateTime<Utc>)>, Option<Health>) {
+        let mut g = self.inner.lock().expect("health cache");
+        let Some(e) = g.get_mut(id) else { return (Vec::new(), None) };
+        let taken = std::mem::take(&mut e.outcomes);
+        if taken.is_empty() {
+            e.writing = false;
+        }
+        let cached = (e.read_at.elapsed() < READ_EVERY).then(|| e.health.clone());
+        (taken, cached)
+    }
+
+    fn end_turn(&self, id: &SubscriptionId) {
+        if let Some(e) = self.inner.lock().expect("health cache").get_mut(id) {
+            e.writing = false;
+        }
     }
 
     /// The subscriptions whose breaker this process last read as open or
@@ -156,24 +194,51 @@ async fn read(h: &Hookline, sub: &SubscriptionId) -> Result<Health, StoreError> 
 /// Records an attempt's outcome: counts it in the window, and writes the
 /// breaker's record when the outcome changed it (a breaker that opened or
 /// closed leaves an audit record, by [`audit::SYSTEM`]: the conditional
-/// write makes one worker the one that flipped it). A failure to write is
-/// logged, not returned: the attempt itself is recorded either way.
-/// Returns the record written, if one was.
+/// write makes one worker the one that flipped it). While another attempt
+/// of this process writes the subscription's record, the outcome is left
+/// for it to write with its own ([`health::after_all`]). A failure to
+/// write is logged, not returned: the attempt itself is recorded either
+/// way. Returns the last record this call wrote, if it wrote one.
 pub async fn observe(h: &Hookline, sub: &SubscriptionId, outcome: &Outcome, latency_ms: u64) -> Option<Health> {
-    let now = Utc::now();
-    h.health_cache.count(sub, now, *outcome == Outcome::Success, latency_ms);
-    let first = h.health_cache.cached(sub);
-    match update(h, sub, first, |base| health::after(base, outcome, &h.config.breaker, now)).await {
-        Ok(Some((before, after))) => {
-            announce(h, sub, &before, &after);
-            audit_flip(h, sub, &before, &after).await;
-            Some(after)
+    if !h.health_cache.count(sub, outcome, Utc::now(), latency_ms) {
+        return None;
+    }
+    // This task's turn ends when nothing is left queued, or when it is
+    // dropped half-way (then the next outcome takes the turn).
+    let turn = Turn { h, sub };
+    let mut written = None;
+    for _ in 0..MAX_WRITE_ROUNDS {
+        let (outcomes, cached) = h.health_cache.take_outcomes(sub);
+        if outcomes.is_empty() {
+            std::mem::forget(turn);
+            return written;
         }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::warn!(subscription_id = %sub, error = %e, "breaker not updated");
-            None
+        match update(h, sub, cached, |base| health::after_all(base, &outcomes, &h.config.breaker)).await {
+            Ok(Some((before, after))) => {
+                announce(h, sub, &before, &after);
+                audit_flip(h, sub, &before, &after).await;
+                written = Some(after);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(subscription_id = %sub, error = %e, outcomes = outcomes.len(), "breaker not updated")
+            }
         }
+    }
+    drop(turn);
+    written
+}
+
+/// The turn of one task to write a subscription's queued outcomes
+/// ([`observe`]); dropping it ends the turn.
+struct Turn<'a> {
+    h: &'a Hookline,
+    sub: &'a SubscriptionId,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.h.health_cache.end_turn(self.sub);
     }
 }
 
@@ -259,7 +324,12 @@ pub async fn flush_windows(h: &Hookline, all: bool) {
     let due: Vec<(SubscriptionId, Window)> = {
         let mut g = h.health_cache.inner.lock().expect("health cache");
         let now = Instant::now();
-        g.retain(|_, e| !e.pending.buckets.is_empty() || e.read_at.elapsed() < READ_EVERY * 12);
+        g.retain(|_, e| {
+            !e.pending.buckets.is_empty()
+                || e.writing
+                || !e.outcomes.is_empty()
+                || e.read_at.elapsed() < READ_EVERY * 12
+        });
         g.iter_mut()
             .filter(|(_, e)| !e.pending.buckets.is_empty() && (all || e.flushed_at.elapsed() >= FLUSH_EVERY))
             .map(|(id, e)| {
