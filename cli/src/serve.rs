@@ -764,7 +764,7 @@ fn done_receipts(msgs: Vec<Received>, done: Vec<bool>) -> Vec<String> {
 /// Retry timers → next attempts ([`saga::handle_timer`]).
 async fn on_timers(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
     let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
-    let done = queue::consume_each("retries", &batch, |timer| saga::handle_timer(h, timer)).await;
+    let done = queue::consume_each("retries", &batch, |timer, _| saga::handle_timer(h, timer)).await;
     done_receipts(msgs, done)
 }
 
@@ -802,7 +802,7 @@ const RECEIVE_MAX: usize = 64;
 /// Requeue and replay requests → new sagas.
 async fn on_requeues(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
     let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
-    let done = queue::consume_each("requeue", &batch, |msg| requeue::handle(h, msg)).await;
+    let done = queue::consume_each("requeue", &batch, |msg, receives| requeue::handle(h, msg, receives)).await;
     done_receipts(msgs, done)
 }
 

@@ -185,6 +185,19 @@ impl Job {
         }
     }
 
+    /// The job stopped because the message of its page was received
+    /// `receives` times without the page being finished: what it did stays
+    /// counted, and it no longer shows `running` while nothing runs it.
+    pub fn stuck(&self, receives: u32, now: DateTime<Utc>) -> Job {
+        self.failed_with(
+            &format!(
+                "page {} was tried {receives} times without being finished (its worker failed, crashed or timed out each time; the logs say why); the job stops here",
+                self.page
+            ),
+            now,
+        )
+    }
+
     /// What a worker holding the message for page `page` does with the job
     /// as stored now.
     pub fn next_step(&self, page: u64) -> Step<'_> {

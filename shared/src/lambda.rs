@@ -268,7 +268,7 @@ fn not_done(event: &SqsEvent, done: &[bool]) -> SqsBatchResponse {
 
 /// Retry timers → next attempts ([`saga::handle_timer`]).
 pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let done = queue::consume_each("retries", &delivered(&event), |timer| saga::handle_timer(h, timer)).await;
+    let done = queue::consume_each("retries", &delivered(&event), |timer, _| saga::handle_timer(h, timer)).await;
     not_done(&event, &done)
 }
 
@@ -284,7 +284,8 @@ pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
 
 /// Requeue queue → new sagas (API requeues and replays, console redrives).
 pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let done = queue::consume_each("requeue", &delivered(&event), |msg| requeue::handle(h, msg)).await;
+    let done =
+        queue::consume_each("requeue", &delivered(&event), |msg, receives| requeue::handle(h, msg, receives)).await;
     not_done(&event, &done)
 }
 

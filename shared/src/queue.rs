@@ -127,22 +127,23 @@ where
     done
 }
 
-/// [`consume`] with a handler per message, run concurrently (at most
-/// [`MAX_STORE_IN_FLIGHT`] at once): done when it returns `Ok`; an error is
-/// logged and the message is received again later.
+/// [`consume`] with a handler per message and its receive count, run
+/// concurrently (at most [`MAX_STORE_IN_FLIGHT`] at once): done when it
+/// returns `Ok`; an error is logged and the message is received again
+/// later.
 pub async fn consume_each<M, E, F, Fut>(queue: &str, batch: &[Delivered<'_>], handle: F) -> Vec<bool>
 where
     M: DeserializeOwned,
     E: std::fmt::Display,
-    F: Fn(M) -> Fut,
+    F: Fn(M, u32) -> Fut,
     Fut: Future<Output = Result<(), E>>,
 {
     let handle = &handle;
     consume(queue, batch, |messages: Vec<(M, u32)>| async move {
         let runs = messages
             .into_iter()
-            .map(|(m, _)| async move {
-                match handle(m).await {
+            .map(|(m, receives)| async move {
+                match handle(m, receives).await {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::error!(queue, error = %e, "handling a message failed; it will be received again");
@@ -178,7 +179,8 @@ mod tests {
     #[tokio::test]
     async fn each_message_is_done_when_its_handler_succeeds() {
         let b = batch(&["1", "2", "x", "4"]);
-        let done = consume_each::<u32, String, _, _>("q", &b, |n| async move {
+        let done = consume_each::<u32, String, _, _>("q", &b, |n, receives| async move {
+            assert_eq!(receives, 2);
             if n % 2 == 0 {
                 Ok(())
             } else {

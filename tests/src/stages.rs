@@ -384,7 +384,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     let e = stored_event(rig, "never-died-1").await;
     let sagas = route_and_start(&h, &e).await;
     let jobs = rig.take_jobs(1).await;
-    requeue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone()))
+    requeue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone()), 1)
         .await
         .expect("the redrive is handled");
     let jobs = rig.take_jobs(1).await;
@@ -591,6 +591,7 @@ macro_rules! for_each_stage_scenario {
         $m!(routing_follows_subscription_changes_within_the_cache_ttl);
         $m!(explicit_limits_hold_across_containers);
         $m!(a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once);
+        $m!(a_bulk_job_whose_page_keeps_failing_stops_as_failed);
     };
 }
 
@@ -676,4 +677,77 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
             assert!(new.is_some(), "{}: its one new saga", d.id);
         }
     }
+}
+
+/// A bulk job's page message whose worker failed, crashed or timed out on
+/// every receive: on its [`shared::limits::JOB_RECEIVE_LIMIT`]th receive
+/// the job is marked failed with a reason naming the page, and the message
+/// is done, instead of it going on to the dead-letter queue and the job
+/// showing `running` for ever. A message received fewer times is run as
+/// usual. Receives go through the real requeue queue (its receive counts).
+pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
+    use shared::bulk::{Job, JobKind, JobState};
+    use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
+    use shared::job::RequeueMessage;
+    use shared::limits::JOB_RECEIVE_LIMIT;
+    use shared::stage::bulk;
+
+    let h = rig.container(Duration::from_secs(5));
+    let t0 = Utc::now() - chrono::Duration::minutes(5);
+    let mut jobs = Vec::new();
+    for which in ["stuck", "fine"] {
+        let sub = ids::new_subscription_id();
+        let dls: Vec<DeadLetter> = (0..20)
+            .map(|i| DeadLetter {
+                subscription_id: sub.clone(),
+                event_id: EventId::new(format!("evt-{which}-{i}")),
+                ..crate::conformance::dead_letter(
+                    &format!("sag_{which}_{i:02}"),
+                    t0 + chrono::Duration::milliseconds(i),
+                )
+            })
+            .collect();
+        shared::limits::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
+        let filter = DeadLetterQuery { subscription_id: Some(sub.clone()), ..DeadLetterQuery::default() };
+        let job = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+        jobs.push((bulk::start(&h, job).await.unwrap(), dls));
+    }
+    let (stuck, fine) = (jobs[0].0.id.clone(), jobs[1].0.id.clone());
+    // The stuck job's message crashes its worker on every receive before
+    // the limit; the fine one's on every receive before the limit's last.
+    let mut handled = std::collections::HashSet::new();
+    for _ in 0..200 {
+        let got = rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap();
+        for m in &got {
+            let msg: RequeueMessage = serde_json::from_str(&m.body).unwrap();
+            let RequeueMessage::Job { job: step } = &msg else { panic!("only job steps were sent: {}", m.body) };
+            let last = if step.job_id == stuck { JOB_RECEIVE_LIMIT } else { JOB_RECEIVE_LIMIT - 1 };
+            if m.receive_count < last {
+                // Its worker died: the message comes back.
+                rig.stores.requeues.raw().change_visibility(&m.receipt, Duration::ZERO).await.unwrap();
+                continue;
+            }
+            requeue::handle(&h, msg.clone(), m.receive_count).await.unwrap();
+            rig.stores.requeues.raw().delete(std::slice::from_ref(&m.receipt)).await.unwrap();
+            handled.insert((step.job_id.clone(), m.receive_count));
+        }
+        let running = rig.stores.jobs.get(&stuck).await.unwrap().unwrap().state == JobState::Running
+            || rig.stores.jobs.get(&fine).await.unwrap().unwrap().state == JobState::Running;
+        if !running && got.is_empty() {
+            break;
+        }
+    }
+    let stuck_now = rig.stores.jobs.get(&stuck).await.unwrap().unwrap();
+    assert_eq!((stuck_now.state, stuck_now.done, stuck_now.failed), (JobState::Failed, 0, 0), "{stuck_now:?}");
+    let why = stuck_now.error.clone().unwrap_or_default();
+    assert!(why.contains("page 0") && why.contains(&format!("{JOB_RECEIVE_LIMIT} times")), "{why}");
+    assert!(handled.contains(&(stuck.clone(), JOB_RECEIVE_LIMIT)), "{handled:?}");
+    for d in &jobs[0].1 {
+        let now = rig.stores.dead_letters.get(&d.id).await.unwrap().unwrap();
+        assert_eq!(now.state, DeadLetterState::Open, "{}: the stuck job acted on nothing", d.id);
+    }
+    let fine_now = rig.stores.jobs.get(&fine).await.unwrap().unwrap();
+    assert_eq!((fine_now.state, fine_now.done), (JobState::Completed, 20), "{fine_now:?}");
+    // Nothing is left in the queue for either.
+    assert!(rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap().is_empty());
 }

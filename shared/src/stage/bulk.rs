@@ -18,7 +18,7 @@ use crate::event_search::{EventQuery, Order};
 use crate::failpoint;
 use crate::ids::{DeadLetterId, EventId};
 use crate::job::RequeueMessage;
-use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
 
 /// How long one message keeps doing pages before it hands the job on to a
 /// new message: well inside the requeue queue's visibility timeout (and a
@@ -93,6 +93,27 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
         page = committed.page;
         if started.elapsed() >= MESSAGE_BUDGET {
             return send(h, &committed.id, page).await;
+        }
+    }
+}
+
+/// [`run`] for a message received `receive_count` times. One received
+/// [`JOB_RECEIVE_LIMIT`] times failed, crashed or timed out its worker on
+/// every receive before: the job is marked failed ([`Job::stuck`]) rather
+/// than left `running` while its message goes on to the dead-letter queue.
+pub async fn run_received(h: &Hookline, step: &JobStep, receive_count: u32) -> Result<(), StoreError> {
+    if receive_count < JOB_RECEIVE_LIMIT {
+        return run(h, step).await;
+    }
+    loop {
+        let Some(job) = h.stores.jobs.get(&step.job_id).await? else { return Ok(()) };
+        if job.next_step(step.page) == Step::Finished {
+            return Ok(());
+        }
+        let stuck = job.stuck(receive_count, Utc::now());
+        if h.stores.jobs.update(&stuck, job.version).await? {
+            tracing::error!(job_id = %job.id, page = job.page, receives = receive_count, "bulk job stopped: its page was never finished");
+            return Ok(());
         }
     }
 }

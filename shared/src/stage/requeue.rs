@@ -116,8 +116,9 @@ async fn replay_targets(
     })
 }
 
-/// The requeue stage: one message of the requeue queue.
-pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueError> {
+/// The requeue stage: one message of the requeue queue, received
+/// `receive_count` times.
+pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Result<(), RequeueError> {
     match msg {
         RequeueMessage::Requeue { requeue: r } => {
             requeue(h, &r.dead_letter_id, &Audit { actor: r.actor, reason: r.reason }).await.map(|_| ())
@@ -131,7 +132,9 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage) -> Result<(), RequeueErro
         )
         .await
         .map(|_| ()),
-        RequeueMessage::Job { job } => super::bulk::run(h, &job).await.map_err(RequeueError::Store),
+        RequeueMessage::Job { job } => {
+            super::bulk::run_received(h, &job, receive_count).await.map_err(RequeueError::Store)
+        }
         RequeueMessage::DeadJob(job) => {
             let dead_letter_id = ids::dead_letter_id(&job.saga_id);
             if h.stores.dead_letters.get(&dead_letter_id).await?.is_none() {
