@@ -31,7 +31,7 @@ mod subscriptions;
 mod time;
 
 use anyhow::Context;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use client::{Client, OpsError};
 use output::{ListPrinter, Out, OutputArgs, View};
@@ -102,7 +102,7 @@ pub enum OpsCommand {
     /// Events: find them (filters, pages) and show one with its deliveries.
     #[command(subcommand, after_help = examples!("hookline events list --event-type 'order.*' --since 2h"))]
     Events(events::Command),
-    /// Dead letters: list, show, requeue, skip (one by id, or in bulk by filter).
+    /// Dead letters: list, show, requeue, skip (one by id, or in bulk by filter), reindex.
     #[command(subcommand, name = "dead-letters", after_help = examples!("hookline dead-letters list --subscription sub_123"))]
     DeadLetters(dead_letters::Command),
     /// Deliver stored events again: one event, a partition, or a time range.
@@ -184,6 +184,53 @@ async fn list(
     if printer.count == 0 && !out.json() {
         eprintln!("no {what} found");
     }
+    Ok(())
+}
+
+/// Flags of the `reindex` commands.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ReindexArgs {
+    /// Items examined per request (1-100).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=100))]
+    limit: u16,
+    /// Resume from this `next_cursor` (printed when a run stops early).
+    #[arg(long)]
+    cursor: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `hookline <what> reindex` (`subscriptions`, `dead-letters`: the API's
+/// path too): one request per page until `next_cursor` is `null`, a
+/// progress line per page on stderr, the totals on stdout. If a request
+/// fails, the error names the cursor to resume from.
+async fn reindex(what: &str, args: ReindexArgs) -> anyhow::Result<()> {
+    let ReindexArgs { limit, mut cursor, common } = args;
+    let client = common.client()?;
+    let (mut reindexed, mut examined, mut requests) = (0u64, 0u64, 0u64);
+    loop {
+        let body = json!({"cursor": cursor, "limit": limit});
+        let page = client.send_json("POST", &["v1", what, "reindex"], Some(body)).await.map_err(|e| {
+            let resume = cursor.as_deref().map(|c| format!(" --cursor {c}")).unwrap_or_default();
+            let hint = format!(
+                "reindex stopped after {requests} pages ({reindexed} reindexed); \
+                 resume with: hookline {what} reindex{resume}"
+            );
+            match e.downcast::<OpsError>() {
+                Ok(api) => api.with_hint(hint).into(),
+                Err(e) => e.context(hint),
+            }
+        })?;
+        requests += 1;
+        reindexed += page["reindexed"].as_u64().context("the answer has no reindexed count")?;
+        examined += page["examined"].as_u64().context("the answer has no examined count")?;
+        eprintln!("page {requests}: {reindexed} reindexed, {examined} examined so far");
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    common.out().object(&json!({"reindexed": reindexed, "examined": examined, "requests": requests}), &[])?;
     Ok(())
 }
 

@@ -146,15 +146,17 @@ pub trait SubscriptionStore: Send + Sync {
     async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage>;
 }
 
-/// The most items one [`SubscriptionStore::reindex_page`] examines: on
-/// DynamoDB one `Scan` page, and at most one read and one transaction per
-/// subscription found, so one API call stays well within its timeout.
+/// The most items one [`SubscriptionStore::reindex_page`] (or
+/// [`DeadLetterStore::reindex_page`]) examines: on DynamoDB one `Scan`
+/// page, and at most one read and one write per item found, so one API
+/// call stays well within its timeout.
 pub const MAX_REINDEX_PAGE: usize = 100;
 
-/// What one [`SubscriptionStore::reindex_page`] did.
+/// What one [`SubscriptionStore::reindex_page`] or
+/// [`DeadLetterStore::reindex_page`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReindexPage {
-    /// Subscriptions whose index entries were written.
+    /// Subscriptions or dead letters whose index keys were written.
     pub reindexed: u64,
     /// Stored items looked at (on DynamoDB index entries included).
     pub examined: u64,
@@ -253,6 +255,15 @@ pub trait DeadLetterStore: Send + Sync {
     /// Moves an `open` dead letter to `state` with its audit record; `false`
     /// if it was not open.
     async fn resolve(&self, id: &DeadLetterId, state: DeadLetterState, resolution: Resolution) -> StoreResult<bool>;
+    /// Examines up to `limit` (at most [`MAX_REINDEX_PAGE`]) stored dead
+    /// letters from the position `after` (from the start when `None`; a
+    /// previous [`ReindexPage::next`], opaque) and writes the listing keys
+    /// (subscription, event type, tenant, the every-dead-letter key) of
+    /// each stored without them, from its own record. Dead letters stored
+    /// before those keys existed are otherwise missed by every listing
+    /// filter but `state`, and so by bulk requeue and skip. Idempotent and
+    /// resumable: a second pass reindexes nothing.
+    async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage>;
 }
 
 /// Bulk jobs ([`crate::bulk`]): one record per job, rewritten only on

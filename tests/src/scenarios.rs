@@ -965,15 +965,15 @@ pub async fn contract_webhook_payload_keeps_internal_fields_in<P: Pipeline>(s: &
     );
 }
 
-/// Walks `POST /v1/subscriptions/reindex` page after page with `limit`,
-/// following `next_cursor` until `null` (each page answered `200`, examining
-/// at most `limit`); returns the totals (reindexed, examined) and the
-/// number of requests.
-pub async fn reindex_all<P: Pipeline>(s: &P, limit: u64) -> (u64, u64, usize) {
+/// Walks `POST /v1/<what>/reindex` (`subscriptions`, `dead-letters`) page
+/// after page with `limit`, following `next_cursor` until `null` (each page
+/// answered `200`, examining at most `limit`); returns the totals
+/// (reindexed, examined) and the number of requests.
+pub async fn reindex_all<P: Pipeline>(s: &P, what: &str, limit: u64) -> (u64, u64, usize) {
     let (mut reindexed, mut examined, mut requests) = (0, 0, 0);
     let mut cursor: Option<String> = None;
     loop {
-        let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": cursor, "limit": limit})).await;
+        let (st, v) = s.post(&format!("/v1/{what}/reindex"), &json!({"cursor": cursor, "limit": limit})).await;
         assert_eq!(st, 200, "reindex page {requests}: {v}");
         requests += 1;
         assert!(v["examined"].as_u64().unwrap() <= limit, "{v}");
@@ -987,13 +987,13 @@ pub async fn reindex_all<P: Pipeline>(s: &P, limit: u64) -> (u64, u64, usize) {
     }
 }
 
-/// The upgrade repair's API on a deployment whose subscriptions are all
-/// indexed: paged with an opaque cursor (limit 1: one request per item
-/// examined, and the cursor followed), it reindexes nothing and changes no
-/// subscription; an empty body is one page of 100; a cursor Hookline did
-/// not issue for this route, or a limit outside 1-100, is a `400` naming
-/// the field. (What it repairs: `aws_e2e`'s pre-index items, `cli_ops`'s
-/// SQLite rows.)
+/// The upgrade repairs' API on a deployment whose subscriptions and dead
+/// letters are all indexed: paged with an opaque cursor (limit 1: one
+/// request per item examined, and the cursor followed), each reindexes
+/// nothing and changes nothing; an empty body is one page of 100; a cursor
+/// Hookline did not issue for that route (the other route's included), or
+/// a limit outside 1-100, is a `400` naming the field. (What they repair:
+/// `aws_e2e`'s pre-index items, `cli_ops`'s SQLite rows.)
 pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     let mut before = Vec::new();
@@ -1026,14 +1026,14 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     let stored = shown().await;
     assert!(stored.iter().all(|v| v["id"].is_string()), "{stored:?}");
 
-    let (reindexed, examined, requests) = reindex_all(s, 1).await;
+    let (reindexed, examined, requests) = reindex_all(s, "subscriptions", 1).await;
     assert_eq!(reindexed, 0, "everything is indexed already");
     assert!(examined >= 2 && requests as u64 >= examined, "one item per request: {examined} in {requests}");
     let (st, v) = s.call("POST", "/v1/subscriptions/reindex", None).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!((v["reindexed"].as_u64(), v["examined"].as_u64()), (Some(0), Some(examined)), "{v}");
     assert!(v["next_cursor"].is_null(), "all in one page of 100: {v}");
-    assert_eq!(reindex_all(s, 100).await, (0, examined, 1));
+    assert_eq!(reindex_all(s, "subscriptions", 100).await, (0, examined, 1));
 
     let (_, first) = s.post("/v1/subscriptions/reindex", &json!({"limit": 1})).await;
     let issued = first["next_cursor"].as_str().expect("a cursor after one item").to_string();
@@ -1056,6 +1056,42 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": issued, "limit": 1})).await;
     assert_eq!(st, 200, "the issued cursor still reads: {v}");
     assert_eq!(shown().await, stored, "nothing was changed");
+
+    // Dead letters: two, each after its one attempt.
+    let (dl_sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/ri-dead", Behaviour::Ok), "event_types": ["ri.dead"],
+                          "retry_policy": {"max_attempts": 1}}))
+        .await;
+    r.set("/ri-dead", Behaviour::Always(500));
+    for i in 0..2 {
+        s.post("/v1/events", &json!({"type": "ri.dead", "data": {"i": i}})).await;
+    }
+    let query = format!("/v1/dead-letters?subscription_id={dl_sub}");
+    let dead = eventually(60, "two dead letters", || async {
+        let (_, v) = s.get(&query).await;
+        (v["items"].as_array().map_or(0, |a| a.len()) == 2).then_some(v)
+    })
+    .await;
+    let (reindexed, examined, requests) = reindex_all(s, "dead-letters", 1).await;
+    assert_eq!(reindexed, 0, "every dead letter is indexed already");
+    assert!(examined >= 2 && requests as u64 >= examined, "one item per request: {examined} in {requests}");
+    assert_eq!(reindex_all(s, "dead-letters", 100).await, (0, examined, 1));
+    let (_, first) = s.post("/v1/dead-letters/reindex", &json!({"limit": 1})).await;
+    let dl_issued = first["next_cursor"].as_str().expect("a cursor after one dead letter").to_string();
+    for (body, field) in [
+        (json!({"cursor": issued}), "cursor"),
+        (json!({"cursor": "not-a-cursor"}), "cursor"),
+        (json!({"limit": 0}), "limit"),
+        (json!({"limit": 101}), "limit"),
+        (json!({"cursor": dl_issued, "all": true}), "all"),
+    ] {
+        let (st, v) = s.post("/v1/dead-letters/reindex", &body).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+    }
+    let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": dl_issued})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a dead-letter cursor: {v}");
+    let (_, after) = s.get(&query).await;
+    assert_eq!(after, dead, "nothing was changed");
 }
 
 /// `retry_policy.schedule_ms`: an explicit list of waits instead of

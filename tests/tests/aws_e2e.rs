@@ -260,7 +260,7 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     let d = p.settled_deliveries("ri-before", 1, 30).await;
     assert_eq!(d[0]["subscription_id"], control.as_str(), "routed to the indexed subscription only");
 
-    let (reindexed, examined, requests) = scenarios::reindex_all(&p, 1).await;
+    let (reindexed, examined, requests) = scenarios::reindex_all(&p, "subscriptions", 1).await;
     assert_eq!(reindexed, 2, "both pre-index subscriptions");
     assert!(requests >= 3 && examined >= 3, "paged one item at a time: {examined} in {requests} requests");
 
@@ -284,9 +284,92 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
         assert_eq!(r.deliveries(path).len(), 1, "{path} got the event after the reindex, and only that one");
     }
 
-    assert_eq!(scenarios::reindex_all(&p, 1).await.0, 0, "a second run reindexes 0");
+    assert_eq!(scenarios::reindex_all(&p, "subscriptions", 1).await.0, 0, "a second run reindexes 0");
     let (st, v) = p.post("/v1/subscriptions/reindex", &json!({"cursor": "bm90LWlzc3VlZA"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
+}
+
+/// Dead letters stored before their listing keys existed (items of `id`,
+/// `state`, `created_at` and `data` only, as the version before wrote
+/// them) are found by `state` alone: not by subscription, event type,
+/// tenant or the unfiltered listing, so a bulk requeue by subscription
+/// would miss them. The upgrade repair (`POST /v1/dead-letters/reindex`,
+/// limit 1 so the cursor is followed) writes their keys from their own
+/// records; then every filter finds them, unchanged, and a bulk requeue by
+/// subscription takes them; a second run reindexes 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_stored_before_the_listing_keys_are_found_after_reindex() {
+    let p = AwsPipeline::start("dl-reindex").await;
+    let r = Receiver::start().await;
+    let table = p.backend.names.dead_letters_table.clone();
+    let (sub, _) = p
+        .subscribe(json!({"callback_url": r.url("/old-dead", Behaviour::Ok), "event_types": ["old.dead"],
+                          "retry_policy": {"max_attempts": 1}}))
+        .await;
+    r.set("/old-dead", Behaviour::Always(500));
+    for i in 0..3 {
+        p.post("/v1/events", &json!({"type": "old.dead", "tenant_id": "acme", "data": {"i": i}})).await;
+    }
+    let by_sub = format!("/v1/dead-letters?subscription_id={sub}");
+    let before = eventually(60, "three dead letters", || async {
+        let (_, v) = p.get(&by_sub).await;
+        (v["items"].as_array().map_or(0, |a| a.len()) == 3).then_some(v)
+    })
+    .await;
+    let dead = dead_letter_ids(&before);
+    // Rewrite two as the version before the listing keys stored them.
+    for id in &dead[..2] {
+        let key = json!({"id": {"S": id}});
+        let got = p.moto.call("dynamodb", "DynamoDB_20120810.GetItem", json!({"TableName": table, "Key": key})).await;
+        let item = &got["Item"];
+        let old =
+            json!({"id": item["id"], "state": item["state"], "created_at": item["created_at"], "data": item["data"]});
+        p.moto.call("dynamodb", "DynamoDB_20120810.PutItem", json!({"TableName": table, "Item": old})).await;
+    }
+    let filters = [
+        format!("subscription_id={sub}"),
+        "event_type=old.dead".to_string(),
+        "tenant_id=acme".to_string(),
+        String::new(),
+    ];
+    for f in &filters {
+        assert_eq!(found(&p, f, &dead).await, dead[2..].to_vec(), "{f}: the rewritten ones are missed");
+    }
+    assert_eq!(found(&p, "state=open", &dead).await, dead, "by state alone, all three");
+
+    let (reindexed, examined, requests) = scenarios::reindex_all(&p, "dead-letters", 1).await;
+    assert_eq!(reindexed, 2, "the two without listing keys");
+    assert!(requests >= 3 && examined >= 3, "paged one item at a time: {examined} in {requests} requests");
+    for f in &filters {
+        assert_eq!(found(&p, f, &dead).await, dead, "{f}: all three after the reindex");
+    }
+    let (_, after) = p.get(&by_sub).await;
+    assert_eq!(after, before, "the dead letters are as they were");
+    assert_eq!(scenarios::reindex_all(&p, "dead-letters", 1).await.0, 0, "a second run reindexes 0");
+
+    // A bulk requeue by subscription now takes all three.
+    r.set("/old-dead", Behaviour::Ok);
+    let (st, v) =
+        p.post("/v1/dead-letters/requeue", &json!({"subscription_id": sub, "reason": "after the upgrade"})).await;
+    assert_eq!(st, 202, "{v}");
+    let job = scenarios::finished_job(&p, v["job_id"].as_str().unwrap(), 60).await;
+    assert_eq!((job["state"].as_str(), job["done"].as_u64()), (Some("completed"), Some(3)), "{job}");
+}
+
+/// The ids of a dead-letter page, sorted.
+fn dead_letter_ids(v: &Value) -> Vec<String> {
+    let mut ids: Vec<String> =
+        v["items"].as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+/// Which of `among` `GET /v1/dead-letters` with `query` lists, sorted.
+async fn found(p: &AwsPipeline, query: &str, among: &[String]) -> Vec<String> {
+    let sep = if query.is_empty() { "" } else { "&" };
+    let (st, v) = p.get(&format!("/v1/dead-letters?limit=1000{sep}{query}")).await;
+    assert_eq!(st, 200, "{v}");
+    dead_letter_ids(&v).into_iter().filter(|id| among.contains(id)).collect()
 }
 
 // ------------------------------------------------- Part A: finding events

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::server::binary;
-use hookline_tests::{Behaviour, Receiver, Server};
+use hookline_tests::{eventually, Behaviour, Receiver, Server};
 use serde_json::{json, Value};
 use shared::api::{Api, Verification};
 use shared::context::Hookline;
@@ -602,6 +602,70 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     );
     let run = hookline(&["subscriptions", "reindex", "--limit", "101"], &env);
     assert!(run.code == 2 && run.err.contains("101"), "{}", run.err);
+}
+
+/// `hookline dead-letters reindex` follows `next_cursor` to the end and
+/// prints the totals. On `hookline serve` the schema migration filled the
+/// listing columns of every dead letter, so it finds nothing to do; if
+/// they went missing (cleared here with serve stopped, as a row the
+/// migration could not fill), the filters miss those dead letters until
+/// it writes the columns back from each record. A cursor it did not issue:
+/// the API's `400`, and where to resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
+    let mut s = Server::start("cli-dl-reindex");
+    let r = Receiver::start().await;
+    let (sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/dead", Behaviour::Ok), "event_types": ["dri.*"],
+                          "retry_policy": {"max_attempts": 1}}))
+        .await;
+    r.set("/dead", Behaviour::Always(500));
+    for i in 0..2 {
+        s.post("/v1/events", &json!({"type": "dri.x", "tenant_id": "acme", "data": {"i": i}})).await;
+    }
+    let by_sub = format!("/v1/dead-letters?subscription_id={sub}");
+    eventually(60, "two dead letters", || async { (api_count(&s, &by_sub).await == 2).then_some(()) }).await;
+    let owned = env_of(&s);
+    let env = borrow(&owned);
+    let run = hookline(&["dead-letters", "reindex", "--limit", "1"], &env);
+    assert_eq!(run.ok().json(), json!({"reindexed": 0, "examined": 2, "requests": 2}), "{}", run.err);
+    assert_eq!(run.err.lines().filter(|l| l.starts_with("page ")).count(), 2, "a progress line per page: {}", run.err);
+
+    s.terminate();
+    {
+        let db = rusqlite::Connection::open(&s.db).unwrap();
+        db.execute("UPDATE dead_letters SET subscription_id = NULL, event_type = NULL, tenant_id = NULL", []).unwrap();
+    }
+    s.restart(None);
+    for query in [by_sub.clone(), "/v1/dead-letters?event_type=dri.x".into(), "/v1/dead-letters?tenant_id=acme".into()]
+    {
+        assert_eq!(api_count(&s, &query).await, 0, "{query}: missed without their columns");
+    }
+    let run = hookline(&["dead-letters", "reindex", "-o", "table"], &env);
+    let out = &run.ok().out;
+    assert!(out.lines().any(|l| l.starts_with("reindexed ") && l.ends_with(" 2")), "{out}");
+    for query in [by_sub.clone(), "/v1/dead-letters?event_type=dri.x".into(), "/v1/dead-letters?tenant_id=acme".into()]
+    {
+        assert_eq!(api_count(&s, &query).await, 2, "{query}: found after the reindex");
+    }
+    let run = hookline(&["dead-letters", "reindex"], &env);
+    assert_eq!(run.ok().json()["reindexed"], 0, "a second run reindexes 0");
+
+    let run = hookline(&["dead-letters", "reindex", "--cursor", "not-issued"], &env);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.err.contains("400")
+            && run.err.contains("cursor")
+            && run.err.contains("hookline dead-letters reindex --cursor not-issued"),
+        "{}",
+        run.err
+    );
+}
+
+/// How many items `GET path` lists.
+async fn api_count(s: &Server, path: &str) -> usize {
+    let (_, v) = s.get(path).await;
+    v["items"].as_array().map_or(0, |a| a.len())
 }
 
 // --- Finding events (issue 11, part A): `hookline events list`.

@@ -221,8 +221,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
-    // Dead letters are listed through their indexes, never scanned.
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
+    // Dead letters are listed through their indexes; the one Scan is the
+    // operator's reindex after an upgrade (POST /v1/dead-letters/reindex).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Scan"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
     // Bulk jobs: created (conditional put), shown by GET /v1/jobs/{id}.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["JobsTable"]);

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::client::OpsError;
 use super::output::{field, time, View};
-use super::{act, jobs, list, show, time, Common, PageArgs};
+use super::{act, jobs, list, reindex, show, time, Common, PageArgs, ReindexArgs};
 use crate::table::col;
 
 /// Dead-letter commands.
@@ -52,6 +52,15 @@ pub enum Command {
         "hookline dead-letters skip --event-type test.ping --reason 'test traffic'"
     ))]
     Skip(Resolve),
+    /// Write the listing keys of dead letters stored before they existed
+    /// (once, after upgrading a deployment), so the filters and bulk
+    /// requeue and skip find them: pages through every stored dead letter
+    /// (`POST /v1/dead-letters/reindex`, following `next_cursor`) and
+    /// prints the totals. Safe to run again; a second run reindexes 0.
+    #[command(after_help = examples!(
+        "hookline dead-letters reindex --url https://abc.execute-api.eu-west-1.amazonaws.com --aws-region eu-west-1"
+    ))]
+    Reindex(ReindexArgs),
 }
 
 /// Dead-letter filters (list, bulk requeue and skip).
@@ -149,6 +158,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Show { id, common } => show(&common, &["v1", "dead-letters", &id], &["event"]).await,
         Command::Requeue(r) => resolve(r, "requeue").await,
         Command::Skip(r) => resolve(r, "skip").await,
+        Command::Reindex(args) => reindex("dead-letters", args).await,
     }
 }
 

@@ -1,11 +1,10 @@
 //! `hookline subscriptions …`: list, show, create, update, delete,
 //! rotate-secret, verify, reindex.
 
-use anyhow::Context;
 use serde_json::{json, Map, Value};
 
 use super::output::{field, View};
-use super::{act, list, show, Common, PageArgs};
+use super::{act, list, reindex, show, Common, PageArgs, ReindexArgs};
 use crate::table::col;
 
 /// Subscription commands.
@@ -114,16 +113,7 @@ pub enum Command {
     #[command(after_help = examples!(
         "hookline subscriptions reindex --url https://abc.execute-api.eu-west-1.amazonaws.com --aws-region eu-west-1"
     ))]
-    Reindex {
-        /// Items examined per request (1-100).
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=100))]
-        limit: u16,
-        /// Resume from this `next_cursor` (printed when a run stops early).
-        #[arg(long)]
-        cursor: Option<String>,
-        #[command(flatten)]
-        common: Common,
-    },
+    Reindex(ReindexArgs),
 }
 
 /// The fields `create` and `update` set (anything else through `--json`).
@@ -272,7 +262,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Verify { id, common } => {
             act(&common, "POST", &["v1", "subscriptions", &id, "verify"], Some(json!({}))).await.map(drop)
         }
-        Command::Reindex { limit, cursor, common } => reindex(&common, limit, cursor).await,
+        Command::Reindex(args) => reindex("subscriptions", args).await,
     }
 }
 
@@ -281,36 +271,4 @@ fn secret_note(common: &Common, v: &Value) {
     if !common.out().json() && v["secret"].is_string() {
         eprintln!("keep the secret now: it is not shown again (rotate-secret issues a new one)");
     }
-}
-
-/// `hookline subscriptions reindex`: one request per page until
-/// `next_cursor` is `null`, a progress line per page on stderr, the totals
-/// on stdout. If a request fails, the error names the cursor to resume from.
-async fn reindex(common: &Common, limit: u16, mut cursor: Option<String>) -> anyhow::Result<()> {
-    let client = common.client()?;
-    let (mut reindexed, mut examined, mut requests) = (0u64, 0u64, 0u64);
-    loop {
-        let body = json!({"cursor": cursor, "limit": limit});
-        let page = client.send_json("POST", &["v1", "subscriptions", "reindex"], Some(body)).await.map_err(|e| {
-            let resume = cursor.as_deref().map(|c| format!(" --cursor {c}")).unwrap_or_default();
-            let hint = format!(
-                "reindex stopped after {requests} pages ({reindexed} reindexed); \
-                 resume with: hookline subscriptions reindex{resume}"
-            );
-            match e.downcast::<super::OpsError>() {
-                Ok(api) => api.with_hint(hint).into(),
-                Err(e) => e.context(hint),
-            }
-        })?;
-        requests += 1;
-        reindexed += page["reindexed"].as_u64().context("the answer has no reindexed count")?;
-        examined += page["examined"].as_u64().context("the answer has no examined count")?;
-        eprintln!("page {requests}: {reindexed} reindexed, {examined} examined so far");
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_string()),
-            None => break,
-        }
-    }
-    common.out().object(&json!({"reindexed": reindexed, "examined": examined, "requests": requests}), &[])?;
-    Ok(())
 }

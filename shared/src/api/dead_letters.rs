@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::reindex::{self, Walk};
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
 use crate::audit::{self, Action, AuditRecord};
 use crate::bulk::{Job, JobKind, JobState};
@@ -203,6 +204,18 @@ impl Api {
             audit::record(&self.hookline, with_dead_letter(record(Action::DeadLetterSkipped), dl.as_ref())).await;
             Ok(Response::json(200, &Skipped { dead_letter_id: id, state: DeadLetterState::Skipped }))
         }
+    }
+
+    /// `POST /v1/dead-letters/reindex` (`{"cursor"?, "limit"?}`, see
+    /// [`super::reindex`]): one page of the repair after an upgrade
+    /// ([`crate::ports::DeadLetterStore::reindex_page`]): up to `limit`
+    /// stored dead letters examined, the listing keys of those stored
+    /// without them written, so the filters and bulk jobs find them.
+    pub(super) async fn reindex_dead_letters(&self, req: &Request<'_>) -> ApiResult {
+        let (after, limit) = reindex::page_of(req, Walk::DeadLetters)?;
+        let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
+        tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
+        Ok(reindex::answer(page, Walk::DeadLetters))
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead

@@ -12,6 +12,7 @@ mod dead_letters;
 mod error;
 mod events;
 pub mod query;
+mod reindex;
 mod replays;
 mod subscriptions;
 
@@ -234,6 +235,7 @@ impl Api {
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
             ("POST", ["dead-letters", "requeue"]) => self.bulk_dead_letters(&req, JobKind::Requeue).await,
             ("POST", ["dead-letters", "skip"]) => self.bulk_dead_letters(&req, JobKind::Skip).await,
+            ("POST", ["dead-letters", "reindex"]) => self.reindex_dead_letters(&req).await,
             ("POST", ["replays"]) => self.start_replay(&req).await,
             ("GET", ["jobs", id]) => self.get_job(id).await,
             ("GET", ["audit"]) => self.list_audit(&req).await,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
+use super::reindex::{self, Walk};
 use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use crate::audit::{self, Action, AuditRecord};
 use crate::context::Config;
@@ -15,7 +16,7 @@ use crate::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
 use crate::ids::{self, SubscriptionId};
 use crate::limits::MAX_SUBSCRIPTION_PATTERNS;
 use crate::payload;
-use crate::ports::{SubscriptionFilter, MAX_REINDEX_PAGE};
+use crate::ports::SubscriptionFilter;
 use crate::retry::{RetryPolicy, RetryPolicyInput};
 use crate::routing;
 use crate::signing::Secret;
@@ -586,61 +587,18 @@ impl Api {
         Err(ApiError::conflict("the subscription kept changing; retry"))
     }
 
-    /// `POST /v1/subscriptions/reindex` (`{"cursor"?, "limit"?}`): one page
-    /// of the repair after an upgrade ([`crate::ports::SubscriptionStore::reindex_page`]):
-    /// up to `limit` (1 to 100, default 100) stored items examined, the
-    /// index entries of those stored without them written. Answers
-    /// `{"reindexed", "examined", "next_cursor"}`; the caller repeats with
-    /// `next_cursor` until it is `null`. Every bad value is refused before
-    /// anything is read.
+    /// `POST /v1/subscriptions/reindex` (`{"cursor"?, "limit"?}`, see
+    /// [`super::reindex`]): one page of the repair after an upgrade
+    /// ([`crate::ports::SubscriptionStore::reindex_page`]): up to `limit`
+    /// stored items examined, the index entries of those stored without
+    /// them written.
     pub(super) async fn reindex_subscriptions(&self, req: &Request<'_>) -> ApiResult {
-        let body: ReindexBody = parse(req.body, true)?;
-        let limit = match body.limit {
-            None => MAX_REINDEX_PAGE,
-            Some(n) => usize::try_from(n).ok().filter(|n| (1..=MAX_REINDEX_PAGE).contains(n)).ok_or_else(|| {
-                ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_REINDEX_PAGE}"))
-            })?,
-        };
-        let after = body
-            .cursor
-            .map(|c| cursor::read(&c, REINDEX_CURSOR).map_err(|e| ApiError::invalid("cursor", e.to_string())))
-            .transpose()?;
+        let (after, limit) = reindex::page_of(req, Walk::Subscriptions)?;
         let page = self.hookline.stores.subscriptions.reindex_page(after.as_deref(), limit).await?;
         if page.reindexed > 0 {
             self.hookline.subscription_cache.invalidate().await;
         }
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "subscriptions reindexed");
-        Ok(Response::json(
-            200,
-            &ReindexAnswer {
-                reindexed: page.reindexed,
-                examined: page.examined,
-                next_cursor: page.next.map(|n| cursor::issue(&n, REINDEX_CURSOR)),
-            },
-        ))
+        Ok(reindex::answer(page, Walk::Subscriptions))
     }
 }
-
-/// `POST /v1/subscriptions/reindex`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReindexBody {
-    /// `next_cursor` of the previous page; absent: from the start.
-    #[serde(default)]
-    cursor: Option<String>,
-    /// Read as any integer, so that 0 and negatives get the range error.
-    #[serde(default)]
-    limit: Option<i64>,
-}
-
-/// The answer of `POST /v1/subscriptions/reindex`.
-#[derive(Serialize)]
-struct ReindexAnswer {
-    reindexed: u64,
-    examined: u64,
-    next_cursor: Option<String>,
-}
-
-/// The "filters" of reindex cursors ([`cursor::issue`]): a cursor of
-/// another listing is refused.
-const REINDEX_CURSOR: &str = "reindex";

@@ -899,46 +899,54 @@ impl SubscriptionStore for DynamoSubscriptions {
     /// old version retries on the indexed item. Eventually consistent: a
     /// stale item fails that condition and counts as not reindexed.
     async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage> {
-        let limit = limit.clamp(1, MAX_REINDEX_PAGE);
-        let page = self
+        let scan = self
             .client
             .scan()
-            .table_name(&self.table)
-            .limit(i32::try_from(limit).unwrap_or(1))
             .filter_expression("attribute_not_exists(gk) AND attribute_exists(#data)")
             .projection_expression("id, #version, #data")
             .expression_attribute_names("#version", "version")
-            .expression_attribute_names("#data", "data")
-            .set_exclusive_start_key(after.map(|a| HashMap::from([("id".to_string(), s(a))])))
-            .send()
-            .await
-            .map_err(|e| backend("Scan", &self.table, e))?;
-        let found = page
-            .items()
+            .expression_attribute_names("#data", "data");
+        let (items, examined, next) = reindex_scan(scan, &self.table, after, limit).await?;
+        let found = items
             .iter()
-            .map(|i| {
-                let a = Attrs::from_sdk(i);
+            .map(|a| {
                 let version: u64 = a.n("version")?;
-                let mut sub = item::subscription_from_attrs(&a)?;
+                let mut sub = item::subscription_from_attrs(a)?;
                 sub.version = version + 1;
                 Ok((sub, version))
             })
             .collect::<StoreResult<Vec<(Subscription, u64)>>>()?;
         let calls = found.iter().map(|(sub, version)| self.update(sub, *version)).collect();
         let written = all(all_bounded(calls, MAX_STORE_IN_FLIGHT).await)?;
-        let next = match page.last_evaluated_key().and_then(|k| k.get("id")) {
-            Some(AttributeValue::S(id)) => Some(id.clone()),
-            Some(other) => {
-                return Err(StoreError::Backend(format!("dynamodb Scan on {}: a key id of {other:?}", self.table)))
-            }
-            None => None,
-        };
-        Ok(ReindexPage {
-            reindexed: written.iter().filter(|w| **w).count() as u64,
-            examined: u64::try_from(page.scanned_count()).unwrap_or(0),
-            next,
-        })
+        Ok(ReindexPage { reindexed: written.iter().filter(|w| **w).count() as u64, examined, next })
     }
+}
+
+/// One page of an operator's reindex `Scan` (`scan`, with its filter, of
+/// `table`): at most `limit` (≤ [`MAX_REINDEX_PAGE`]) items examined from
+/// the key `after`. Answers the items the filter kept, how many were
+/// examined, and the key the next page starts from (`None` at the end).
+async fn reindex_scan(
+    scan: aws_sdk_dynamodb::operation::scan::builders::ScanFluentBuilder,
+    table: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> StoreResult<(Vec<Attrs>, u64, Option<String>)> {
+    let limit = limit.clamp(1, MAX_REINDEX_PAGE);
+    let page = scan
+        .table_name(table)
+        .limit(i32::try_from(limit).unwrap_or(1))
+        .set_exclusive_start_key(after.map(|a| HashMap::from([("id".to_string(), s(a))])))
+        .send()
+        .await
+        .map_err(|e| backend("Scan", table, e))?;
+    let next = match page.last_evaluated_key().and_then(|k| k.get("id")) {
+        Some(AttributeValue::S(id)) => Some(id.clone()),
+        Some(other) => return Err(StoreError::Backend(format!("dynamodb Scan on {table}: a key id of {other:?}"))),
+        None => None,
+    };
+    let examined = u64::try_from(page.scanned_count()).unwrap_or(0);
+    Ok((page.items().iter().map(Attrs::from_sdk).collect(), examined, next))
 }
 
 // ------------------------------------------------------------------- sagas
@@ -1390,6 +1398,48 @@ impl DeadLetterStore for DynamoDeadLetters {
             .send()
             .await;
         written("UpdateItem", &self.table, res)
+    }
+
+    /// The table's one `Scan`, on this operator path only (never on a
+    /// pipeline path): one page of at most `limit` (≤ 100) items from the
+    /// key `after`, filtered to those without the `listing` key (every
+    /// dead letter written since has it). Each found gets its listing keys
+    /// from its own record in one `UpdateItem` conditional on still having
+    /// no `listing`, so a second run, or two at once, write each once.
+    async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage> {
+        let scan = self
+            .client
+            .scan()
+            .filter_expression("attribute_not_exists(#listing) AND attribute_exists(#data)")
+            .expression_attribute_names("#listing", item::DEAD_LETTER_LISTING)
+            .expression_attribute_names("#data", "data");
+        let (items, examined, next) = reindex_scan(scan, &self.table, after, limit).await?;
+        let found = items.iter().map(item::dead_letter_from_attrs).collect::<StoreResult<Vec<_>>>()?;
+        let calls = found.iter().map(|d| self.write_listing_keys(d)).collect();
+        let written = all(all_bounded(calls, MAX_STORE_IN_FLIGHT).await)?;
+        Ok(ReindexPage { reindexed: written.iter().filter(|w| **w).count() as u64, examined, next })
+    }
+}
+
+impl DynamoDeadLetters {
+    /// Adds a dead letter's listing keys to its item if it has none yet;
+    /// `true` if written.
+    async fn write_listing_keys(&self, d: &DeadLetter) -> StoreResult<bool> {
+        let keys = item::dead_letter_listing_keys(d);
+        let set: Vec<String> = (0..keys.len()).map(|i| format!("#k{i} = :v{i}")).collect();
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("id", s(d.id.as_str()))
+            .update_expression(format!("SET {}", set.join(", ")))
+            .condition_expression("attribute_exists(id) AND attribute_not_exists(#k0)");
+        for (i, (name, value)) in keys.into_iter().enumerate() {
+            update = update
+                .expression_attribute_names(format!("#k{i}"), name)
+                .expression_attribute_values(format!(":v{i}"), s(value));
+        }
+        written("UpdateItem", &self.table, update.send().await)
     }
 }
 

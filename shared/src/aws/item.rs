@@ -579,19 +579,29 @@ pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     a.put_s("id", d.id.as_str())
         .put_s("state", d.state.as_str())
         .put_n("created_at", d.created_at.timestamp_millis())
-        .put_s("data", encode_json(&record)?)
-        // The keys of the listing indexes (`infra/README.md`); a GSI key
-        // cannot be an empty string, so an empty one is left out (and the
-        // dead letter out of that index).
-        .put_opt_s("subscription_id", Some(d.subscription_id.as_str()).filter(|s| !s.is_empty()))
-        .put_s(DEAD_LETTER_LISTING, DEAD_LETTER_LISTING_ALL)
-        .put_opt_s("event_type", Some(d.event_type.as_str()).filter(|t| !t.is_empty()))
-        .put_opt_s("tenant_id", d.tenant_id.as_deref().filter(|t| !t.is_empty()));
+        .put_s("data", encode_json(&record)?);
+    for (name, value) in dead_letter_listing_keys(d) {
+        a.put_s(name, value);
+    }
     if let Some(e) = &d.event {
         let json = encode_json(e)?;
         a.0.insert("event_z".into(), Attr::B(miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6)));
     }
     Ok(a)
+}
+
+/// The keys of a dead letter's listing indexes (`infra/README.md`), as
+/// (attribute, value). A GSI key cannot be an empty string, so an empty
+/// one is left out (and the dead letter out of that index).
+pub fn dead_letter_listing_keys(d: &DeadLetter) -> Vec<(&'static str, &str)> {
+    let mut keys = vec![(DEAD_LETTER_LISTING, DEAD_LETTER_LISTING_ALL)];
+    let optional = [
+        ("subscription_id", Some(d.subscription_id.as_str())),
+        ("event_type", Some(d.event_type.as_str())),
+        ("tenant_id", d.tenant_id.as_deref()),
+    ];
+    keys.extend(optional.into_iter().filter_map(|(name, v)| Some((name, v.filter(|v| !v.is_empty())?))));
+    keys
 }
 
 /// The attribute every dead letter holds with the same value

@@ -749,6 +749,50 @@ impl DeadLetterStore for SqliteDeadLetters {
             })
             .await
     }
+
+    /// Dead letters after the id `after`, in id order; any whose listing
+    /// columns are not those of its record (a row the schema migration
+    /// could not fill) gets them from the record. Normally none: the
+    /// migration that added the columns filled them.
+    async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage> {
+        let after = after.unwrap_or_default().to_string();
+        let limit = limit.clamp(1, MAX_REINDEX_PAGE);
+        self.0
+            .call(move |c, _| {
+                let rows = c
+                    .prepare_cached(
+                        "SELECT id, data, subscription_id, event_type, tenant_id FROM dead_letters WHERE id > ?1 ORDER BY id LIMIT ?2",
+                    )
+                    .map_err(sql)?
+                    .query_map(params![after, limit as i64 + 1], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            [r.get::<_, Option<String>>(2)?, r.get::<_, Option<String>>(3)?, r.get::<_, Option<String>>(4)?],
+                        ))
+                    })
+                    .map_err(sql)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(sql)?;
+                let next = (rows.len() > limit).then(|| rows[limit - 1].0.clone());
+                let mut page = ReindexPage { next, ..ReindexPage::default() };
+                for (id, data, stored) in rows.iter().take(limit) {
+                    page.examined += 1;
+                    let dl: DeadLetter = decode(data)?;
+                    let wanted = [Some(dl.subscription_id.to_string()), Some(dl.event_type.clone()), dl.tenant_id.clone()];
+                    if *stored != wanted {
+                        c.execute(
+                            "UPDATE dead_letters SET subscription_id = ?1, event_type = ?2, tenant_id = ?3 WHERE id = ?4",
+                            params![wanted[0], wanted[1], wanted[2], id],
+                        )
+                        .map_err(sql)?;
+                        page.reindexed += 1;
+                    }
+                }
+                Ok(page)
+            })
+            .await
+    }
 }
 
 /// Jobs table: one row per bulk job, its JSON and version.
