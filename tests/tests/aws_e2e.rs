@@ -349,8 +349,9 @@ async fn dead_letters_stored_before_the_listing_keys_are_found_after_reindex() {
 
     // A bulk requeue by subscription now takes all three.
     r.set("/old-dead", Behaviour::Ok);
-    let (st, v) =
-        p.post("/v1/dead-letters/requeue", &json!({"subscription_id": sub, "reason": "after the upgrade"})).await;
+    let (st, v) = p
+        .post("/v1/dead-letters/requeue", &json!({"filter": {"subscription_id": sub}, "reason": "after the upgrade"}))
+        .await;
     assert_eq!(st, 202, "{v}");
     let job = scenarios::finished_job(&p, v["job_id"].as_str().unwrap(), 60).await;
     assert_eq!((job["state"].as_str(), job["done"].as_u64()), (Some("completed"), Some(3)), "{job}");
