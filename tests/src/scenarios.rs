@@ -1058,20 +1058,10 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     assert_eq!(shown().await, stored, "nothing was changed");
 
     // Dead letters: two, each after its one attempt.
-    let (dl_sub, _) = s
-        .subscribe(json!({"callback_url": r.url("/ri-dead", Behaviour::Ok), "event_types": ["ri.dead"],
-                          "retry_policy": {"max_attempts": 1}}))
-        .await;
-    r.set("/ri-dead", Behaviour::Always(500));
-    for i in 0..2 {
-        s.post("/v1/events", &json!({"type": "ri.dead", "data": {"i": i}})).await;
-    }
-    let query = format!("/v1/dead-letters?subscription_id={dl_sub}");
-    let dead = eventually(60, "two dead letters", || async {
-        let (_, v) = s.get(&query).await;
-        (v["items"].as_array().map_or(0, |a| a.len()) == 2).then_some(v)
-    })
-    .await;
+    let dl_sub = failing_subscription(s, &r, "/ri-dead", &["ri.dead"]).await;
+    post_many(s, 2, "ri.dead", None).await;
+    let query = format!("subscription_id={dl_sub}");
+    let dead = wait_dead_letters(s, &query, 2, 60).await;
     let (reindexed, examined, requests) = reindex_all(s, "dead-letters", 1).await;
     assert_eq!(reindexed, 0, "every dead letter is indexed already");
     assert!(examined >= 2 && requests as u64 >= examined, "one item per request: {examined} in {requests}");
@@ -1090,8 +1080,7 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     }
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": dl_issued})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a dead-letter cursor: {v}");
-    let (_, after) = s.get(&query).await;
-    assert_eq!(after, dead, "nothing was changed");
+    assert_eq!(all_dead_letters(s, &query, 1000).await, dead, "nothing was changed");
 }
 
 /// `retry_policy.schedule_ms`: an explicit list of waits instead of
@@ -2083,7 +2072,7 @@ pub async fn all_dead_letters<P: Pipeline>(s: &P, query: &str, limit: usize) -> 
 
 /// Posts `n` events of `event_type` (tenant `tenant` if any) in batches of
 /// 100; returns their ids in order.
-async fn post_many<P: Pipeline>(s: &P, n: usize, event_type: &str, tenant: Option<&str>) -> Vec<String> {
+pub async fn post_many<P: Pipeline>(s: &P, n: usize, event_type: &str, tenant: Option<&str>) -> Vec<String> {
     let mut ids = Vec::with_capacity(n);
     for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
         let batch: Vec<Value> = chunk
@@ -2101,7 +2090,7 @@ async fn post_many<P: Pipeline>(s: &P, n: usize, event_type: &str, tenant: Optio
 }
 
 /// Waits until `query` lists exactly `n` dead letters.
-async fn wait_dead_letters<P: Pipeline>(s: &P, query: &str, n: usize, secs: u64) -> Vec<Value> {
+pub async fn wait_dead_letters<P: Pipeline>(s: &P, query: &str, n: usize, secs: u64) -> Vec<Value> {
     let what = format!("{n} dead letters for {query}");
     eventually(secs, &what, || async {
         let all = all_dead_letters(s, query, 1000).await;
@@ -2122,7 +2111,7 @@ pub async fn finished_job<P: Pipeline>(s: &P, job_id: &str, secs: u64) -> Value 
 
 /// A subscription whose deliveries to `path` fail with 400 (not a breaker
 /// failure) and dead-letter at the first attempt.
-async fn failing_subscription<P: Pipeline>(s: &P, r: &Receiver, path: &str, types: &[&str]) -> String {
+pub async fn failing_subscription<P: Pipeline>(s: &P, r: &Receiver, path: &str, types: &[&str]) -> String {
     let (id, _) = s
         .subscribe(json!({"callback_url": r.url(path, Behaviour::Ok), "event_types": types,
                           "retry_policy": {"max_attempts": 1, "base_delay_ms": 50, "max_delay_ms": 100}}))

@@ -302,20 +302,10 @@ async fn dead_letters_stored_before_the_listing_keys_are_found_after_reindex() {
     let p = AwsPipeline::start("dl-reindex").await;
     let r = Receiver::start().await;
     let table = p.backend.names.dead_letters_table.clone();
-    let (sub, _) = p
-        .subscribe(json!({"callback_url": r.url("/old-dead", Behaviour::Ok), "event_types": ["old.dead"],
-                          "retry_policy": {"max_attempts": 1}}))
-        .await;
-    r.set("/old-dead", Behaviour::Always(500));
-    for i in 0..3 {
-        p.post("/v1/events", &json!({"type": "old.dead", "tenant_id": "acme", "data": {"i": i}})).await;
-    }
-    let by_sub = format!("/v1/dead-letters?subscription_id={sub}");
-    let before = eventually(60, "three dead letters", || async {
-        let (_, v) = p.get(&by_sub).await;
-        (v["items"].as_array().map_or(0, |a| a.len()) == 3).then_some(v)
-    })
-    .await;
+    let sub = scenarios::failing_subscription(&p, &r, "/old-dead", &["old.dead"]).await;
+    scenarios::post_many(&p, 3, "old.dead", Some("acme")).await;
+    let by_sub = format!("subscription_id={sub}");
+    let before = scenarios::wait_dead_letters(&p, &by_sub, 3, 60).await;
     let dead = dead_letter_ids(&before);
     // Rewrite two as the version before the listing keys stored them.
     for id in &dead[..2] {
@@ -343,8 +333,7 @@ async fn dead_letters_stored_before_the_listing_keys_are_found_after_reindex() {
     for f in &filters {
         assert_eq!(found(&p, f, &dead).await, dead, "{f}: all three after the reindex");
     }
-    let (_, after) = p.get(&by_sub).await;
-    assert_eq!(after, before, "the dead letters are as they were");
+    assert_eq!(scenarios::all_dead_letters(&p, &by_sub, 1000).await, before, "the dead letters are as they were");
     assert_eq!(scenarios::reindex_all(&p, "dead-letters", 1).await.0, 0, "a second run reindexes 0");
 
     // A bulk requeue by subscription now takes all three.
@@ -357,10 +346,9 @@ async fn dead_letters_stored_before_the_listing_keys_are_found_after_reindex() {
     assert_eq!((job["state"].as_str(), job["done"].as_u64()), (Some("completed"), Some(3)), "{job}");
 }
 
-/// The ids of a dead-letter page, sorted.
-fn dead_letter_ids(v: &Value) -> Vec<String> {
-    let mut ids: Vec<String> =
-        v["items"].as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap().to_string()).collect();
+/// The ids of listed dead letters, sorted.
+fn dead_letter_ids(items: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = items.iter().map(|d| d["id"].as_str().unwrap().to_string()).collect();
     ids.sort();
     ids
 }
@@ -370,7 +358,7 @@ async fn found(p: &AwsPipeline, query: &str, among: &[String]) -> Vec<String> {
     let sep = if query.is_empty() { "" } else { "&" };
     let (st, v) = p.get(&format!("/v1/dead-letters?limit=1000{sep}{query}")).await;
     assert_eq!(st, 200, "{v}");
-    dead_letter_ids(&v).into_iter().filter(|id| among.contains(id)).collect()
+    dead_letter_ids(v["items"].as_array().unwrap()).into_iter().filter(|id| among.contains(id)).collect()
 }
 
 // ------------------------------------------------- Part A: finding events

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::server::binary;
-use hookline_tests::{eventually, Behaviour, Receiver, Server};
+use hookline_tests::{scenarios, Behaviour, Receiver, Server};
 use serde_json::{json, Value};
 use shared::api::{Api, Verification};
 use shared::context::Hookline;
@@ -615,16 +615,10 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
 async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
     let mut s = Server::start("cli-dl-reindex");
     let r = Receiver::start().await;
-    let (sub, _) = s
-        .subscribe(json!({"callback_url": r.url("/dead", Behaviour::Ok), "event_types": ["dri.*"],
-                          "retry_policy": {"max_attempts": 1}}))
-        .await;
-    r.set("/dead", Behaviour::Always(500));
-    for i in 0..2 {
-        s.post("/v1/events", &json!({"type": "dri.x", "tenant_id": "acme", "data": {"i": i}})).await;
-    }
+    let sub = scenarios::failing_subscription(&s, &r, "/dead", &["dri.*"]).await;
+    scenarios::post_many(&s, 2, "dri.x", Some("acme")).await;
+    scenarios::wait_dead_letters(&s, &format!("subscription_id={sub}"), 2, 60).await;
     let by_sub = format!("/v1/dead-letters?subscription_id={sub}");
-    eventually(60, "two dead letters", || async { (api_count(&s, &by_sub).await == 2).then_some(()) }).await;
     let owned = env_of(&s);
     let env = borrow(&owned);
     let run = hookline(&["dead-letters", "reindex", "--limit", "1"], &env);
