@@ -750,4 +750,24 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
     assert_eq!((fine_now.state, fine_now.done), (JobState::Completed, 20), "{fine_now:?}");
     // Nothing is left in the queue for either.
     assert!(rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap().is_empty());
+
+    // At the limit, a message of a page the job has already moved past
+    // (its worker died after the commit) stops nothing: it asks for the
+    // job's current page, as any late message does.
+    let filter = DeadLetterQuery { subscription_id: Some(ids::new_subscription_id()), ..DeadLetterQuery::default() };
+    let moving = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+    rig.stores.jobs.create(&moving).await.unwrap();
+    let planned = moving.planned(Vec::new(), Some("more".into()), Utc::now());
+    assert!(rig.stores.jobs.update(&planned, moving.version).await.unwrap());
+    let at_page_1 = planned.committed(0, 0, Utc::now());
+    assert!(rig.stores.jobs.update(&at_page_1, planned.version).await.unwrap());
+    let late = RequeueMessage::Job { job: shared::bulk::JobStep { job_id: moving.id.clone(), page: 0 } };
+    requeue::handle(&h, late, JOB_RECEIVE_LIMIT).await.unwrap();
+    let still = rig.stores.jobs.get(&moving.id).await.unwrap().unwrap();
+    assert_eq!((still.state, still.page), (JobState::Running, 1), "{still:?}");
+    let asked = rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap();
+    let bodies: Vec<&str> = asked.iter().map(|m| m.body.as_str()).collect();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let RequeueMessage::Job { job: step } = serde_json::from_str(bodies[0]).unwrap() else { panic!("{bodies:?}") };
+    assert_eq!((step.job_id.as_str(), step.page), (moving.id.as_str(), 1));
 }

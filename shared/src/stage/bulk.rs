@@ -98,17 +98,21 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
 }
 
 /// [`run`] for a message received `receive_count` times. One received
-/// [`JOB_RECEIVE_LIMIT`] times failed, crashed or timed out its worker on
-/// every receive before: the job is marked failed ([`Job::stuck`]) rather
-/// than left `running` while its message goes on to the dead-letter queue.
+/// [`JOB_RECEIVE_LIMIT`] times while the job is still at its page failed,
+/// crashed or timed out its worker on every receive before: the job is
+/// marked failed ([`Job::stuck`]) rather than left `running` while its
+/// message goes on to the dead-letter queue. A message whose page the job
+/// has moved past only asks for the current one, as [`run`] does.
 pub async fn run_received(h: &Hookline, step: &JobStep, receive_count: u32) -> Result<(), StoreError> {
     if receive_count < JOB_RECEIVE_LIMIT {
         return run(h, step).await;
     }
     loop {
         let Some(job) = h.stores.jobs.get(&step.job_id).await? else { return Ok(()) };
-        if job.next_step(step.page) == Step::Finished {
-            return Ok(());
+        match job.next_step(step.page) {
+            Step::Finished => return Ok(()),
+            Step::Resend(_) => return run(h, step).await,
+            Step::Plan | Step::Act(_) => {}
         }
         let stuck = job.stuck(receive_count, Utc::now());
         if h.stores.jobs.update(&stuck, job.version).await? {
