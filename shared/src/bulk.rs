@@ -272,13 +272,21 @@ pub struct ReplayFilter {
 }
 
 impl ReplayFilter {
+    /// The patterns of `event_types`, if it narrows the replay by type
+    /// (absent or empty: every type).
+    fn type_patterns(&self) -> Option<&[String]> {
+        self.event_types.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// Whether the replay takes only some event types.
+    pub fn narrows_types(&self) -> bool {
+        self.type_patterns().is_some()
+    }
+
     /// Whether an event of `event_type` is one this replay takes: any type
     /// without `event_types`, else one its patterns match.
     pub fn takes(&self, event_type: &str) -> bool {
-        match self.event_types.as_deref() {
-            None | Some([]) => true,
-            Some(types) => types.iter().any(|p| crate::routing::pattern_matches(p, event_type)),
-        }
+        self.type_patterns().is_none_or(|types| types.iter().any(|p| crate::routing::pattern_matches(p, event_type)))
     }
 }
 

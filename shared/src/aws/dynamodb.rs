@@ -1422,8 +1422,9 @@ impl DeadLetterStore for DynamoDeadLetters {
 }
 
 impl DynamoDeadLetters {
-    /// Adds a dead letter's listing keys to its item if it has none yet;
-    /// `true` if written.
+    /// Adds a dead letter's listing keys to its item if it has none yet
+    /// (`#k0`, the first of [`item::dead_letter_listing_keys`], is the
+    /// every-dead-letter key); `true` if written.
     async fn write_listing_keys(&self, d: &DeadLetter) -> StoreResult<bool> {
         let keys = item::dead_letter_listing_keys(d);
         let set: Vec<String> = (0..keys.len()).map(|i| format!("#k{i} = :v{i}")).collect();

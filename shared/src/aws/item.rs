@@ -591,8 +591,10 @@ pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
 }
 
 /// The keys of a dead letter's listing indexes (`infra/README.md`), as
-/// (attribute, value). A GSI key cannot be an empty string, so an empty
-/// one is left out (and the dead letter out of that index).
+/// (attribute, value), the every-dead-letter key ([`DEAD_LETTER_LISTING`])
+/// first: every dead letter has it, so its absence marks an item stored
+/// before the keys existed. A GSI key cannot be an empty string, so an
+/// empty one is left out (and the dead letter out of that index).
 pub fn dead_letter_listing_keys(d: &DeadLetter) -> Vec<(&'static str, &str)> {
     let mut keys = vec![(DEAD_LETTER_LISTING, DEAD_LETTER_LISTING_ALL)];
     let optional = [

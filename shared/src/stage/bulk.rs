@@ -222,7 +222,7 @@ async fn replay_one(h: &Hookline, job: &Job, event_id: &str, audit: &Audit) -> R
     let f: ReplayFilter = serde_json::from_value(job.filter.clone())
         .map_err(|e| RequeueError::Store(StoreError::Corrupt(format!("job {}: {e}", job.id))))?;
     let event_id = EventId::new(event_id);
-    if f.event_id.is_some() && f.event_types.as_ref().is_some_and(|t| !t.is_empty()) {
+    if f.event_id.is_some() && f.narrows_types() {
         let Some(event) = h.stores.events.get(&event_id).await? else {
             return Err(RequeueError::NotFound(format!("event {event_id}")));
         };
