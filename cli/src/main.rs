@@ -40,7 +40,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(a) = &cli.command {
+        builder.worker_threads(serve::worker_threads(a));
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the runtime: {e}");

@@ -67,6 +67,14 @@ pub struct ServeArgs {
     /// Local development: allow http:// callbacks to loopback addresses.
     #[arg(long)]
     dev: bool,
+    /// Threads that run the pipeline's stages, the API and the deliveries'
+    /// requests (the database has a writer thread of its own besides).
+    /// Default: one fewer than the machine's cores, at least one, so the
+    /// writer keeps a core to itself; more threads on a small machine cost
+    /// CPU in hand-offs between them without adding throughput (see the
+    /// README's benchmarks).
+    #[arg(long, value_name = "N", env = "HOOKLINE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
     /// Delivery requests open at once over all subscriptions. Each job takes
     /// a slot as soon as one is free, so a slow request holds only its own.
     #[arg(long, default_value_t = 256)]
@@ -189,6 +197,18 @@ fn flag_of(key: &str) -> &'static str {
 }
 
 /// Runs until SIGINT/SIGTERM, then stops taking jobs and finishes those in flight.
+/// The runtime's worker threads for `serve`: `--workers`, or one fewer
+/// than the machine's cores (at least one), leaving a core to the
+/// database's writer thread.
+pub fn worker_threads(args: &ServeArgs) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    args.workers.map_or(default_workers(cores), usize::from)
+}
+
+fn default_workers(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
     // Every setting through the one parser both backends use; every bad
@@ -850,5 +870,12 @@ mod tests {
         assert!(api_keys(&flags(&["x", "y"]), None).is_err(), "two unnamed keys are both `default`");
         assert!(api_keys(&[], Some("nameless")).is_err());
         assert!(api_keys(&[], Some("a=")).is_err());
+    }
+
+    #[test]
+    fn the_writer_thread_keeps_a_core_to_itself() {
+        assert_eq!(super::default_workers(1), 1);
+        assert_eq!(super::default_workers(2), 1);
+        assert_eq!(super::default_workers(8), 7);
     }
 }
