@@ -55,7 +55,7 @@ impl AuditStore for SqliteAudit {
                     "audit_by_pos"
                 };
                 let mut q = format!("SELECT data FROM audit INDEXED BY {index} WHERE pos >= ?1 AND pos < ?2");
-                let mut args: Vec<Value> = vec![Value::Text(lo), Value::Text(hi)];
+                let mut args: Vec<Value> = vec![Value::Text(lo.clone()), Value::Text(hi.clone())];
                 if let Some(s) = &filter.subscription_id {
                     args.push(Value::Text(s.as_str().to_string()));
                     q.push_str(&format!(" AND subscription_id = ?{}", args.len()));

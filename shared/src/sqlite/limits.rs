@@ -87,7 +87,7 @@ impl LimitStore for SqliteLimits {
                     )
                     .map_err(sql)?;
                 }
-                Ok(Admission::Granted(Lease { subscription_id: sub, slot, token }))
+                Ok(Admission::Granted(Lease { subscription_id: sub.clone(), slot, token }))
             })
             .await
     }

@@ -62,25 +62,30 @@ impl EventStore for SqliteEvents {
             .call(move |c, marks| {
                 let mut exists = c.prepare_cached("SELECT 1 FROM events WHERE id = ?1").map_err(sql)?;
                 let mut inserted = Vec::with_capacity(events.len());
-                for mut e in events {
+                for e in &events {
                     // Numbered in this transaction: a duplicate (looked up
                     // first) or a rolled-back insert takes no number. Events
                     // without a partition need no lookup: the insert's
                     // conflict clause finds a duplicate.
-                    if let Some(p) = e.partition() {
-                        if exists.query_row([&e.id], |_| Ok(())).optional().map_err(sql)?.is_some() {
-                            inserted.push(false);
-                            continue;
+                    let numbered;
+                    let e = match e.partition() {
+                        None => e,
+                        Some(p) => {
+                            if exists.query_row([&e.id], |_| Ok(())).optional().map_err(sql)?.is_some() {
+                                inserted.push(false);
+                                continue;
+                            }
+                            numbered = EventRecord { partition_seq: Some(super::ordering::next_seq(c, &p)?), ..e.clone() };
+                            &numbered
                         }
-                        e.partition_seq = Some(super::ordering::next_seq(c, &p)?);
-                    }
+                    };
                     inserted.extend(insert_announced(
                         c,
                         marks,
                         Stream::Events,
                         "INSERT INTO events (id, event_type, received_at, expires_at, data, tenant_id, part_scope, part_key, part_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
                         "INSERT INTO outbox (stream, key) VALUES ('events', ?1)",
-                        std::slice::from_ref(&e),
+                        std::slice::from_ref(e),
                         |e| {
                             let row = vec![
                                 Value::from(e.id.clone()),
@@ -104,7 +109,7 @@ impl EventStore for SqliteEvents {
 
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>> {
         let id = id.clone();
-        self.0.call(move |c, _| stored(c, "SELECT data FROM events WHERE id = ?1", [id])).await
+        self.0.call(move |c, _| stored(c, "SELECT data FROM events WHERE id = ?1", [&id])).await
     }
 
     async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>> {
@@ -113,7 +118,7 @@ impl EventStore for SqliteEvents {
             .call(move |c, _| {
                 let mut st = c.prepare_cached(&sql_text).map_err(sql)?;
                 let rows = st
-                    .query_map(params_from_iter(args), |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                    .query_map(params_from_iter(&args), |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
                     .map_err(sql)?;
                 let mut items = Vec::new();
                 for row in rows {
@@ -516,7 +521,7 @@ impl SagaStore for SqliteSagas {
             .call(move |c, _| {
                 let mut st =
                     c.prepare_cached("SELECT data FROM sagas WHERE event_id = ?1 ORDER BY rowid").map_err(sql)?;
-                let rows = st.query_map([id], |r| r.get::<_, String>(0)).map_err(sql)?;
+                let rows = st.query_map([&id], |r| r.get::<_, String>(0)).map_err(sql)?;
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
             })
             .await
@@ -610,7 +615,7 @@ impl AttemptStore for SqliteAttempts {
             .call(move |c, _| {
                 let mut st =
                     c.prepare_cached("SELECT data FROM attempts WHERE saga_id = ?1 ORDER BY attempt").map_err(sql)?;
-                let rows = st.query_map([id], |r| r.get::<_, String>(0)).map_err(sql)?;
+                let rows = st.query_map([&id], |r| r.get::<_, String>(0)).map_err(sql)?;
                 rows.map(|r| decode(&r.map_err(sql)?)).collect()
             })
             .await
@@ -649,7 +654,7 @@ impl DeadLetterStore for SqliteDeadLetters {
 
     async fn get(&self, id: &DeadLetterId) -> StoreResult<Option<DeadLetter>> {
         let id = id.clone();
-        self.0.call(move |c, _| stored(c, "SELECT data FROM dead_letters WHERE id = ?1", [id])).await
+        self.0.call(move |c, _| stored(c, "SELECT data FROM dead_letters WHERE id = ?1", [&id])).await
     }
 
     /// One statement: the equality filters and the keyset bound, ordered
@@ -676,9 +681,9 @@ impl DeadLetterStore for SqliteDeadLetters {
                         args.push(Value::from(v));
                     }
                 };
-                eq("subscription_id = ?", q.subscription_id.map(|s| s.into_string()));
-                eq("event_type = ?", q.event_type);
-                eq("tenant_id = ?", q.tenant_id);
+                eq("subscription_id = ?", q.subscription_id.as_ref().map(|s| s.as_str().to_string()));
+                eq("event_type = ?", q.event_type.clone());
+                eq("tenant_id = ?", q.tenant_id.clone());
                 eq("state = ?", q.state.map(|s| s.as_str().to_string()));
                 if let Some(t) = q.since {
                     conds.push("created_at >= ?");
@@ -688,10 +693,10 @@ impl DeadLetterStore for SqliteDeadLetters {
                     conds.push("created_at < ?");
                     args.push(Value::from(t.timestamp_millis()));
                 }
-                if let Some(p) = after {
+                if let Some(p) = &after {
                     conds.push("(created_at, id) < (?, ?)");
                     args.push(Value::from(p.created_ms));
-                    args.push(Value::from(p.id.into_string()));
+                    args.push(Value::from(p.id.as_str().to_string()));
                 }
                 args.push(Value::from(want as i64));
                 let filter = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
@@ -700,7 +705,7 @@ impl DeadLetterStore for SqliteDeadLetters {
                         "SELECT data FROM dead_letters {filter} ORDER BY created_at DESC, id DESC LIMIT ?"
                     ))
                     .map_err(sql)?;
-                let rows = st.query_map(params_from_iter(args), |r| r.get::<_, String>(0)).map_err(sql)?;
+                let rows = st.query_map(params_from_iter(&args), |r| r.get::<_, String>(0)).map_err(sql)?;
                 let mut items: Vec<DeadLetter> = rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?;
                 let next = (items.len() > limit).then(|| {
                     items.truncate(limit);
@@ -739,7 +744,7 @@ impl DeadLetterStore for SqliteDeadLetters {
                 let Some(data) = data else { return Ok(false) };
                 let mut dl: DeadLetter = decode(&data)?;
                 dl.state = state;
-                dl.resolution = Some(resolution);
+                dl.resolution = Some(resolution.clone());
                 c.execute(
                     "UPDATE dead_letters SET state = ?1, data = ?2 WHERE id = ?3",
                     params![state.as_str(), encode(&dl), id],
@@ -819,7 +824,7 @@ impl JobStore for SqliteJobs {
 
     async fn get(&self, id: &str) -> StoreResult<Option<Job>> {
         let id = id.to_string();
-        self.0.call(move |c, _| stored(c, "SELECT data FROM jobs WHERE id = ?1", [id])).await
+        self.0.call(move |c, _| stored(c, "SELECT data FROM jobs WHERE id = ?1", [&id])).await
     }
 
     async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool> {
@@ -845,6 +850,9 @@ impl SqliteSettings {
     /// The stored value of `key`, or `init()` stored now and returned.
     pub async fn get_or_init(&self, key: &str, init: impl FnOnce() -> String + Send + 'static) -> StoreResult<String> {
         let key = key.to_string();
+        // A call may run twice (`Db::call`): the value is made once.
+        let init = std::sync::Mutex::new(Some(init));
+        let made = std::sync::OnceLock::new();
         self.0
             .call(move |c, _| {
                 let v: Option<String> = c
@@ -854,7 +862,7 @@ impl SqliteSettings {
                 if let Some(v) = v {
                     return Ok(v);
                 }
-                let v = init();
+                let v = made.get_or_init(|| init.lock().expect("init").take().expect("made once")()).clone();
                 c.execute("INSERT INTO settings (key, value) VALUES (?1, ?2)", params![key, v]).map_err(sql)?;
                 Ok(v)
             })
@@ -915,7 +923,7 @@ mod tests {
                     let (text, args, _) = search_plan(&q, 10, after).unwrap();
                     let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {text}")).unwrap();
                     let plan: Vec<String> = st
-                        .query_map(params_from_iter(args), |r| r.get::<_, String>(3))
+                        .query_map(params_from_iter(&args), |r| r.get::<_, String>(3))
                         .unwrap()
                         .collect::<Result<_, _>>()
                         .unwrap();
