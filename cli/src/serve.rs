@@ -196,7 +196,6 @@ fn flag_of(key: &str) -> &'static str {
     }
 }
 
-/// Runs until SIGINT/SIGTERM, then stops taking jobs and finishes those in flight.
 /// The runtime's worker threads for `serve`: `--workers`, or one fewer
 /// than the machine's cores (at least one), leaving a core to the
 /// database's writer thread.
@@ -209,6 +208,7 @@ fn default_workers(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }
 
+/// Runs until SIGINT/SIGTERM, then stops taking jobs and finishes those in flight.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
     // Every setting through the one parser both backends use; every bad

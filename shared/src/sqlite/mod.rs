@@ -380,7 +380,10 @@ impl Db {
     }
 
     /// Runs `f` in the next group transaction (a failed call leaves no write) and
-    /// returns its result once that transaction is committed.
+    /// returns its result once that transaction is committed. `f` may run
+    /// twice (when another call of its group fails, the group is run again;
+    /// see `writer`), so it must not act outside the connection; it is
+    /// answered from the run that committed.
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,

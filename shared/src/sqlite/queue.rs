@@ -117,7 +117,8 @@ impl JobQueue for SqliteQueue {
 
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
         let (name, dlq) = (self.name, self.dlq);
-        self.db
+        let (out, moved) = self
+            .db
             .call(move |c, _| {
                 let now = now_ms();
                 let mut sel = c
@@ -131,14 +132,15 @@ impl JobQueue for SqliteQueue {
                     .collect::<Result<_, _>>()
                     .map_err(sql)?;
                 let mut out = Vec::with_capacity(rows.len());
+                let mut moved = Vec::new();
                 for (id, body, count) in rows {
-                    if let Some((dlq, max_receives)) = dlq.filter(|(_, max)| count >= *max) {
+                    if let Some((dlq, _)) = dlq.filter(|(_, max)| count >= *max) {
                         c.execute(
                             "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
                             params![id, dlq, now],
                         )
                         .map_err(sql)?;
-                        tracing::warn!(queue = name, message_id = id, receives = count, max_receives, "message moved to the dead-letter queue");
+                        moved.push((id, count));
                         continue;
                     }
                     c.prepare_cached("UPDATE queue_messages SET visible_at = ?1, receive_count = ?2 WHERE id = ?3")
@@ -147,9 +149,21 @@ impl JobQueue for SqliteQueue {
                         .map_err(sql)?;
                     out.push(Received { body, receipt: receipt(id, count + 1), receive_count: count + 1 });
                 }
-                Ok(out)
+                Ok((out, moved))
             })
-            .await
+            .await?;
+        // Logged once committed (the call may run twice: `Db::call`).
+        for (id, count) in moved {
+            let max_receives = dlq.map(|(_, max)| max);
+            tracing::warn!(
+                queue = name,
+                message_id = id,
+                receives = count,
+                max_receives,
+                "message moved to the dead-letter queue"
+            );
+        }
+        Ok(out)
     }
 
     async fn delete(&self, receipts: &[String]) -> StoreResult<()> {
