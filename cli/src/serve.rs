@@ -283,7 +283,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             async move { route::route(&hk, &events).await.map(|_| ()) }
         },
         backend.outbox.clone(),
-        backend.db.watch(Stream::Events),
+        Stream::Events,
         stop.clone(),
     )));
     let (o, hk) = (backend.outbox.clone(), h.clone());
@@ -298,7 +298,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             async move { saga::start(&hk, &sagas).await }
         },
         backend.outbox.clone(),
-        backend.db.watch(Stream::Sagas),
+        Stream::Sagas,
         stop.clone(),
     )));
     let (o, hk) = (backend.outbox.clone(), h.clone());
@@ -313,7 +313,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             async move { saga::on_attempts(&hk, &attempts).await }
         },
         backend.outbox.clone(),
-        backend.db.watch(Stream::Attempts),
+        Stream::Attempts,
         stop.clone(),
     )));
     let hk = h.clone();
@@ -637,8 +637,8 @@ const OUTBOX_BATCH: usize = 512;
 const IDLE: Duration = Duration::from_secs(1);
 const BACKOFF: Duration = Duration::from_millis(200);
 
-/// Reads one outbox stream in order and hands each batch to a stage
-/// function. Rows are acknowledged (deleted) after the stage succeeded, off
+/// Reads one outbox stream (`stream`) in order and hands each batch to a
+/// stage function. Rows are acknowledged (deleted) after the stage succeeded, off
 /// the critical path; a restart re-reads whatever was not acknowledged, and
 /// the stages are idempotent.
 async fn outbox_loop<T, R, RF, H, HF>(
@@ -646,7 +646,7 @@ async fn outbox_loop<T, R, RF, H, HF>(
     read: R,
     handle: H,
     outbox: Outbox,
-    mut changes: watch::Receiver<u64>,
+    stream: Stream,
     mut stop: watch::Receiver<bool>,
 ) where
     R: Fn(i64, usize) -> RF,
@@ -654,6 +654,7 @@ async fn outbox_loop<T, R, RF, H, HF>(
     H: Fn(Vec<T>) -> HF,
     HF: Future<Output = Result<(), StoreError>>,
 {
+    let mut changes = outbox.0.watch(stream);
     let mut after = 0;
     // As a stream mapping does: a batch that keeps failing is retried
     // STREAM_MAX_RETRIES times, then halved, until the failing row is alone;
@@ -679,7 +680,7 @@ async fn outbox_loop<T, R, RF, H, HF>(
             Ok(()) => {
                 after = *seqs.last().expect("non-empty");
                 (limit, failures) = (OUTBOX_BATCH, 0);
-                if let Err(e) = outbox.ack(seqs) {
+                if let Err(e) = outbox.ack(stream, seqs) {
                     tracing::warn!(error = %e, stage = name, "acknowledging the outbox failed; rows will be re-read after a restart");
                 }
             }
@@ -691,7 +692,7 @@ async fn outbox_loop<T, R, RF, H, HF>(
                 } else if seqs.len() > 1 {
                     (limit, failures) = (seqs.len() / 2, 0);
                 } else {
-                    match outbox.give_up(seqs.clone()).await {
+                    match outbox.give_up(stream, seqs.clone()).await {
                         Ok(()) => {
                             tracing::error!(
                                 stage = name,

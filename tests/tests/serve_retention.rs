@@ -48,7 +48,7 @@ async fn events_past_retention_are_purged_with_their_sagas_and_attempts() {
         let left = count(&s, "SELECT COUNT(*) FROM events WHERE id LIKE 'old-%'")
             + count(&s, "SELECT COUNT(*) FROM sagas WHERE event_id LIKE 'old-%'")
             + count(&s, "SELECT COUNT(*) FROM attempts")
-            + count(&s, "SELECT COUNT(*) FROM outbox");
+            + count(&s, "SELECT (SELECT COUNT(*) FROM outbox_events) + (SELECT COUNT(*) FROM outbox_sagas) + (SELECT COUNT(*) FROM outbox_attempts)");
         (left == 0).then_some(())
     })
     .await;

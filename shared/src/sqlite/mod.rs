@@ -2,12 +2,12 @@
 //! for the disk, `synchronous=FULL`, except those holding only pipeline
 //! work: see [`pipeline`]). One writer thread owns the connection and commits in
 //! groups: every call queued while a commit runs goes into the next
-//! transaction, each in its own savepoint (a call alone in its transaction
-//! needs none), and each caller is answered only
-//! after the commit that holds its write is on disk. The outbox table takes
-//! the place of DynamoDB Streams, written in the same transaction as the row
-//! it announces; `queue_messages` takes the place of SQS (a dead-letter
-//! queue is just another named queue there, as in SQS).
+//! transaction (a failed call leaves no write: see `writer`), and each
+//! caller is answered only after the commit that holds its write is on
+//! disk. The outbox tables (one per stream) take the place of DynamoDB
+//! Streams, each row written in the same transaction as the record it
+//! announces; `queue_messages` takes the place of SQS (a dead-letter queue
+//! is just another named queue there, as in SQS).
 
 mod audit;
 mod health;
@@ -220,6 +220,27 @@ CREATE INDEX audit_by_action ON audit (action, pos);
 CREATE INDEX audit_by_actor ON audit (actor, pos);
 CREATE INDEX audit_by_subscription ON audit (subscription_id, pos) WHERE subscription_id IS NOT NULL;
 "#,
+    // 11: fewer index pages written per event (each commit rewrites every
+    // index page it touched, and the pipeline commits often). The outbox
+    // becomes one table per stream, read in `seq` order with no second
+    // index; rows a stream gave up on move to `outbox_failed` (their
+    // stream named `<stream>-failed`, as before). A delivery job's group
+    // index no longer holds `visible_at`, so receiving a job (which moves
+    // `visible_at`) leaves it alone; setting a group aside still finds its
+    // messages through it.
+    r#"
+CREATE TABLE outbox_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
+CREATE TABLE outbox_sagas (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
+CREATE TABLE outbox_attempts (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, attempt INTEGER NOT NULL);
+INSERT INTO outbox_events (seq, key) SELECT seq, key FROM outbox WHERE stream = 'events';
+INSERT INTO outbox_sagas (seq, key) SELECT seq, key FROM outbox WHERE stream = 'sagas';
+INSERT INTO outbox_attempts (seq, key, attempt) SELECT seq, key, COALESCE(attempt, 0) FROM outbox WHERE stream = 'attempts';
+DELETE FROM outbox WHERE stream NOT LIKE '%-failed';
+DROP INDEX outbox_by_stream;
+ALTER TABLE outbox RENAME TO outbox_failed;
+DROP INDEX queue_messages_group;
+CREATE INDEX queue_messages_group ON queue_messages (queue, group_key) WHERE group_key IS NOT NULL;
+"#,
 ];
 
 /// The streams the outbox carries.
@@ -243,6 +264,17 @@ const STREAMS: [Stream; 5] = [Stream::Events, Stream::Sagas, Stream::Attempts, S
 impl Stream {
     fn index(self) -> usize {
         STREAMS.iter().position(|s| *s == self).expect("listed")
+    }
+
+    /// The outbox table of a stream the outbox carries (`None` for the
+    /// queue streams, which only wake consumers).
+    pub(crate) fn outbox_table(self) -> Option<&'static str> {
+        match self {
+            Stream::Events => Some("outbox_events"),
+            Stream::Sagas => Some("outbox_sagas"),
+            Stream::Attempts => Some("outbox_attempts"),
+            Stream::Deliveries | Stream::Control => None,
+        }
     }
 
     pub(crate) fn name(self) -> &'static str {
@@ -768,6 +800,46 @@ mod tests {
             "t4:acme",
             "the scope as ordering writes it"
         );
+    }
+
+    /// Migration 11 moves each stream's unacknowledged outbox rows to the
+    /// stream's own table and the given-up rows to `outbox_failed`, keeping
+    /// their sequence numbers; new rows are numbered after them.
+    #[test]
+    fn migration_11_splits_the_outbox_by_stream_and_keeps_its_order() {
+        let c = Connection::open_in_memory().unwrap();
+        for m in &MIGRATIONS[..10] {
+            c.execute_batch(m).unwrap();
+        }
+        c.execute_batch(
+            "PRAGMA user_version = 10;
+             INSERT INTO outbox (seq, stream, key, attempt) VALUES
+                 (1, 'events', 'e1', NULL), (2, 'sagas', 's1', NULL), (3, 'attempts', 's1', 1),
+                 (4, 'events-failed', 'e2', NULL), (5, 'events', 'e3', NULL), (6, 'attempts-failed', 's2', 2);",
+        )
+        .unwrap();
+        migrate(&c).unwrap();
+        let rows = |q: &str| -> Vec<(i64, String, Option<i64>)> {
+            c.prepare(q)
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let s = |v: &str| v.to_string();
+        assert_eq!(
+            rows("SELECT seq, key, NULL FROM outbox_events ORDER BY seq"),
+            vec![(1, s("e1"), None), (5, s("e3"), None)]
+        );
+        assert_eq!(rows("SELECT seq, key, NULL FROM outbox_sagas"), vec![(2, s("s1"), None)]);
+        assert_eq!(rows("SELECT seq, key, attempt FROM outbox_attempts"), vec![(3, s("s1"), Some(1))]);
+        assert_eq!(
+            rows("SELECT seq, stream || ':' || key, attempt FROM outbox_failed ORDER BY seq"),
+            vec![(4, s("events-failed:e2"), None), (6, s("attempts-failed:s2"), Some(2))]
+        );
+        c.execute("INSERT INTO outbox_events (key) VALUES ('e4')", []).unwrap();
+        assert_eq!(rows("SELECT seq, key, NULL FROM outbox_events WHERE key = 'e4'"), vec![(6, s("e4"), None)]);
     }
 
     #[tokio::test]

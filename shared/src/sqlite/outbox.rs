@@ -1,7 +1,8 @@
-//! The outbox: rows announcing new events, sagas and attempts, written in
-//! the same transaction as the row they announce. `hookline serve` reads them
-//! in order, hands the records to the stage functions, and deletes them only
-//! after the stage succeeded (at-least-once, like a DynamoDB stream).
+//! The outbox: rows announcing new events, sagas and attempts (one table per
+//! stream), written in the same transaction as the row they announce.
+//! `hookline serve` reads them in order, hands the records to the stage
+//! functions, and deletes them only after the stage succeeded
+//! (at-least-once, like a DynamoDB stream).
 
 use rusqlite::params;
 
@@ -25,14 +26,14 @@ impl Outbox {
         max: usize,
     ) -> StoreResult<Vec<(i64, T)>> {
         let q = format!(
-            "SELECT o.seq, t.data FROM outbox o JOIN {join} WHERE o.stream = ?1 AND o.seq > ?3 ORDER BY o.seq LIMIT ?2"
+            "SELECT o.seq, t.data FROM {} o JOIN {join} WHERE o.seq > ?2 ORDER BY o.seq LIMIT ?1",
+            table(stream)
         );
-        let name = stream.name();
         self.0
             .call(move |c, _| {
                 let mut st = c.prepare_cached(&q).map_err(sql)?;
                 let rows = st
-                    .query_map(params![name, max as i64, after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                    .query_map(params![max as i64, after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
                     .map_err(sql)?;
                 rows.map(|r| {
                     let (seq, data) = r.map_err(sql)?;
@@ -59,27 +60,36 @@ impl Outbox {
         self.next(Stream::Attempts, "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt", after, max).await
     }
 
-    /// Marks outbox rows processed, in a later commit, without waiting for
-    /// it ([`Db::submit_lazy`]): a row whose acknowledgement is lost is read
-    /// again after a restart, and the stages are idempotent.
-    pub fn ack(&self, seqs: Vec<i64>) -> StoreResult<()> {
-        self.0.submit_lazy("outbox acknowledgement", move |c, _| delete_rows(c, &seqs))
+    /// Marks rows of `stream` processed, in a later commit, without waiting
+    /// for it ([`Db::submit_lazy`]): a row whose acknowledgement is lost is
+    /// read again after a restart, and the stages are idempotent.
+    pub fn ack(&self, stream: Stream, seqs: Vec<i64>) -> StoreResult<()> {
+        let table = table(stream);
+        self.0.submit_lazy("outbox acknowledgement", move |c, _| delete_rows(c, table, &seqs))
     }
 
-    /// Gives up on rows the stage failed on too often (`hookline serve`'s
-    /// counterpart of a stream mapping's on-failure destination): they move
-    /// to the stream's `-failed` twin, where [`SqliteStreamFailures`] hands
-    /// them to the reconciler, and the stream goes on without them.
-    pub async fn give_up(&self, seqs: Vec<i64>) -> StoreResult<()> {
+    /// Gives up on rows of `stream` the stage failed on too often (`hookline
+    /// serve`'s counterpart of a stream mapping's on-failure destination):
+    /// they move to `outbox_failed` as the stream's `-failed` twin, where
+    /// [`SqliteStreamFailures`] hands them to the reconciler, and the stream
+    /// goes on without them.
+    pub async fn give_up(&self, stream: Stream, seqs: Vec<i64>) -> StoreResult<()> {
+        let table = table(stream);
+        let failed = format!("{}-failed", stream.name());
+        let (copy, delete) = (
+            format!(
+                "INSERT INTO outbox_failed (stream, key, attempt) SELECT ?2, key, {} FROM {table} WHERE seq = ?1",
+                if stream == Stream::Attempts { "attempt" } else { "NULL" }
+            ),
+            format!("DELETE FROM {table} WHERE seq = ?1"),
+        );
         self.0
             .call(move |c, _| {
-                let mut st = c
-                    .prepare_cached(
-                        "UPDATE outbox SET stream = stream || '-failed' WHERE seq = ?1 AND stream NOT LIKE '%-failed'",
-                    )
-                    .map_err(sql)?;
+                let mut copy = c.prepare_cached(&copy).map_err(sql)?;
+                let mut delete = c.prepare_cached(&delete).map_err(sql)?;
                 for s in &seqs {
-                    st.execute([s]).map_err(sql)?;
+                    copy.execute(params![s, failed]).map_err(sql)?;
+                    delete.execute([s]).map_err(sql)?;
                 }
                 Ok(())
             })
@@ -88,20 +98,19 @@ impl Outbox {
 
     /// Rows left in a stream (queue depth for metrics).
     pub async fn pending(&self, stream: Stream) -> StoreResult<u64> {
-        let name = stream.name();
-        self.0
-            .call(move |c, _| {
-                c.query_row("SELECT COUNT(*) FROM outbox WHERE stream = ?1", [name], |r| r.get::<_, i64>(0))
-                    .map(|n| n as u64)
-                    .map_err(sql)
-            })
-            .await
+        let q = format!("SELECT COUNT(*) FROM {}", table(stream));
+        self.0.call(move |c, _| c.query_row(&q, [], |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(sql)).await
     }
 }
 
-/// Deletes these outbox rows.
-fn delete_rows(c: &rusqlite::Connection, seqs: &[i64]) -> StoreResult<()> {
-    let mut st = c.prepare_cached("DELETE FROM outbox WHERE seq = ?1").map_err(sql)?;
+/// The outbox table of `stream`; only the three record streams have one.
+fn table(stream: Stream) -> &'static str {
+    stream.outbox_table().expect("an outbox stream (events, sagas or attempts)")
+}
+
+/// Deletes these rows of one outbox table.
+fn delete_rows(c: &rusqlite::Connection, table: &str, seqs: &[i64]) -> StoreResult<()> {
+    let mut st = c.prepare_cached(&format!("DELETE FROM {table} WHERE seq = ?1")).map_err(sql)?;
     for s in seqs {
         st.execute([s]).map_err(sql)?;
     }
@@ -120,9 +129,7 @@ impl StreamFailures for SqliteStreamFailures {
         self.0
             .call(move |c, _| {
                 let mut st = c
-                    .prepare_cached(
-                        "SELECT seq, stream, key, attempt FROM outbox WHERE stream IN ('events-failed', 'sagas-failed', 'attempts-failed') ORDER BY seq LIMIT ?1",
-                    )
+                    .prepare_cached("SELECT seq, stream, key, attempt FROM outbox_failed ORDER BY seq LIMIT ?1")
                     .map_err(sql)?;
                 let rows: Vec<(i64, String, String, Option<i64>)> = st
                     .query_map([max as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
@@ -158,6 +165,6 @@ impl StreamFailures for SqliteStreamFailures {
 
     async fn done(&self, receipts: &[String]) -> StoreResult<()> {
         let seqs: Vec<i64> = receipts.iter().filter_map(|r| r.parse().ok()).collect();
-        self.0.call_lazy(move |c, _| delete_rows(c, &seqs)).await
+        self.0.call_lazy(move |c, _| delete_rows(c, "outbox_failed", &seqs)).await
     }
 }

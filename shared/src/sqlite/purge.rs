@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{sql, Db};
+use super::{sql, Db, Stream};
 use crate::error::StoreError;
 use crate::ids::{self, EventId, SagaId};
 use crate::metrics::Metrics;
@@ -213,21 +213,23 @@ impl Purger {
             .call(|c, _| {
                 let mut n = 0;
                 for (stream, exists) in [
-                    ("events", "SELECT 1 FROM events WHERE id = ?1"),
-                    ("sagas", "SELECT 1 FROM sagas WHERE id = ?1"),
-                    ("attempts", "SELECT 1 FROM attempts WHERE saga_id = ?1 AND attempt = ?2"),
+                    (Stream::Events, "SELECT 1 FROM events WHERE id = ?1"),
+                    (Stream::Sagas, "SELECT 1 FROM sagas WHERE id = ?1"),
+                    (Stream::Attempts, "SELECT 1 FROM attempts WHERE saga_id = ?1 AND attempt = ?2"),
                 ] {
+                    let table = stream.outbox_table().expect("a record stream");
+                    let attempt = if stream == Stream::Attempts { "attempt" } else { "NULL" };
                     let rows: Vec<(i64, String, Option<i64>)> = c
-                        .prepare_cached("SELECT seq, key, attempt FROM outbox WHERE stream = ?1 ORDER BY seq LIMIT ?2")
+                        .prepare_cached(&format!("SELECT seq, key, {attempt} FROM {table} ORDER BY seq LIMIT ?1"))
                         .map_err(sql)?
-                        .query_map(params![stream, ORPHAN_SWEEP as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .query_map(params![ORPHAN_SWEEP as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                         .map_err(sql)?
                         .collect::<Result<_, _>>()
                         .map_err(sql)?;
                     let mut check = c.prepare_cached(exists).map_err(sql)?;
-                    let mut del = c.prepare_cached("DELETE FROM outbox WHERE seq = ?1").map_err(sql)?;
+                    let mut del = c.prepare_cached(&format!("DELETE FROM {table} WHERE seq = ?1")).map_err(sql)?;
                     for (seq, key, attempt) in rows {
-                        let found = if stream == "attempts" {
+                        let found = if stream == Stream::Attempts {
                             check.query_row(params![key, attempt], |_| Ok(())).optional()
                         } else {
                             check.query_row(params![key], |_| Ok(())).optional()

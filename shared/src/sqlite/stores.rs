@@ -84,7 +84,7 @@ impl EventStore for SqliteEvents {
                         marks,
                         Stream::Events,
                         "INSERT INTO events (id, event_type, received_at, expires_at, data, tenant_id, part_scope, part_key, part_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
-                        "INSERT INTO outbox (stream, key) VALUES ('events', ?1)",
+                        "INSERT INTO outbox_events (key) VALUES (?1)",
                         std::slice::from_ref(e),
                         |e| {
                             let row = vec![
@@ -448,7 +448,7 @@ impl SagaStore for SqliteSagas {
                     marks,
                     Stream::Sagas,
                     "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
-                    "INSERT INTO outbox (stream, key) VALUES ('sagas', ?1)",
+                    "INSERT INTO outbox_sagas (key) VALUES (?1)",
                     &sagas,
                     |s| {
                         let row = vec![
@@ -596,7 +596,7 @@ impl AttemptStore for SqliteAttempts {
                     marks,
                     Stream::Attempts,
                     "INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
-                    "INSERT INTO outbox (stream, key, attempt) VALUES ('attempts', ?1, ?2)",
+                    "INSERT INTO outbox_attempts (key, attempt) VALUES (?1, ?2)",
                     &attempts,
                     |a| {
                         let key = [Value::from(a.saga_id.clone()), Value::from(a.attempt)];

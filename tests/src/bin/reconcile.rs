@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     stores.events.insert(&events).await?;
     let rows = backend.outbox.events(0, sagas + given_up).await?;
     let seqs: Vec<i64> = rows.iter().filter(|(_, e)| e.id.as_str().starts_with("unrouted-")).map(|(s, _)| *s).collect();
-    backend.outbox.give_up(seqs).await?;
+    backend.outbox.give_up(shared::sqlite::Stream::Events, seqs).await?;
     println!("setup: {sagas} stalled sagas, {given_up} given-up events in {:.1} s", setup.elapsed().as_secs_f64());
 
     let limits = ReconcileLimits { max_batches: 10, max_sagas: batch, stall_margin: chrono::Duration::minutes(10) };
