@@ -347,9 +347,12 @@ pub trait JobQueue: Send + Sync {
     async fn change_visibility(&self, receipt: &str, delay: Duration) -> StoreResult<()>;
     /// Message counts.
     async fn depth(&self) -> StoreResult<QueueDepth>;
-    /// Keeps every visible or sooner-visible message of `group` invisible
-    /// for `delay`, without receiving it (so its receive count does not
-    /// grow); how many were paused. Lets a consumer set aside a whole
+    /// Keeps every visible or sooner-visible message of `group`, and every
+    /// new one sent without a delay of its own, invisible for `delay`,
+    /// without receiving it (so its receive count does not grow); answers
+    /// how many it newly set aside. Afterwards they come back in order, a
+    /// few hundred per receive (the SQLite queue), so pausing the group
+    /// again costs only what came back. Lets a consumer set aside a whole
     /// group it cannot take now (a subscription at its in-flight limit)
     /// instead of receiving and returning its messages one by one. A queue
     /// that cannot do this (SQS: its fair queues already put quiet groups

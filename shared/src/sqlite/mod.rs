@@ -224,10 +224,13 @@ CREATE INDEX audit_by_subscription ON audit (subscription_id, pos) WHERE subscri
     // index page it touched, and the pipeline commits often). The outbox
     // becomes one table per stream, read in `seq` order with no second
     // index; rows a stream gave up on move to `outbox_failed` (their
-    // stream named `<stream>-failed`, as before). A delivery job's group
-    // index no longer holds `visible_at`, so receiving a job (which moves
-    // `visible_at`) leaves it alone; setting a group aside still finds its
-    // messages through it.
+    // stream named `<stream>-failed`, as before). A group set aside is
+    // parked (`SqliteQueue::pause_group`): `queue_pauses` says until when,
+    // its messages are flagged (`parked`) and indexed apart, in order, to
+    // be handed back a few at a time once the pause is over, so setting it
+    // aside again costs what arrived since, not its whole backlog. The
+    // group index holds only unparked messages and no `visible_at`, so
+    // receiving a job (which moves `visible_at`) leaves it alone.
     r#"
 CREATE TABLE outbox_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
 CREATE TABLE outbox_sagas (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL);
@@ -238,8 +241,17 @@ INSERT INTO outbox_attempts (seq, key, attempt) SELECT seq, key, COALESCE(attemp
 DELETE FROM outbox WHERE stream NOT LIKE '%-failed';
 DROP INDEX outbox_by_stream;
 ALTER TABLE outbox RENAME TO outbox_failed;
+ALTER TABLE queue_messages ADD COLUMN parked INTEGER;
 DROP INDEX queue_messages_group;
-CREATE INDEX queue_messages_group ON queue_messages (queue, group_key) WHERE group_key IS NOT NULL;
+CREATE INDEX queue_messages_group ON queue_messages (queue, group_key) WHERE group_key IS NOT NULL AND parked IS NULL;
+CREATE INDEX queue_messages_parked ON queue_messages (queue, group_key, id) WHERE parked IS NOT NULL;
+CREATE TABLE queue_pauses (
+    queue TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    until INTEGER NOT NULL,
+    PRIMARY KEY (queue, group_key)
+) WITHOUT ROWID;
+CREATE INDEX queue_pauses_due ON queue_pauses (queue, until);
 "#,
 ];
 

@@ -3,6 +3,13 @@
 //! message has been received `max_receives` times without being deleted
 //! (SQS's redrive policy). A receipt names one receive, so a worker whose lease
 //! expired cannot delete the message another worker now holds.
+//!
+//! A group set aside ([`JobQueue::pause_group`]) is parked: its messages
+//! are flagged and kept apart in their order, new ones join them, and once
+//! the pause is over each receive hands back up to [`RELEASE`] of them,
+//! oldest first. Setting a group aside again costs what was handed back or
+//! arrived since, never its whole backlog, so a hung subscription with a
+//! million jobs queued costs the writer (which everyone shares) little.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,30 +27,40 @@ pub struct SqliteQueue {
     name: &'static str,
     dlq: Option<(&'static str, u32)>,
     stream: Stream,
-    /// Groups set aside ([`JobQueue::pause_group`]) and until when (ms):
-    /// a message sent to one meanwhile without a delay of its own is
-    /// invisible until then too, so a paused subscription's new jobs are not
-    /// received just to be put back.
-    paused: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>>,
 }
+
+/// `visible_at` of a parked message: later than any other, so receiving
+/// never reaches it; its `parked` flag and `queue_pauses` say when it goes.
+const PARKED_AT: i64 = i64::MAX / 2;
+
+/// Parked messages of one group a receive hands back once its pause is
+/// over: more than any group's `max_in_flight` and the jobs held behind it
+/// take at once; the rest follow on the next receives.
+pub const RELEASE: usize = 256;
+
+/// Groups whose pause is over that one receive releases from.
+const RELEASE_GROUPS: i64 = 64;
 
 impl SqliteQueue {
     /// The queue `name`; with `dlq = Some((dlq_name, max_receives))`, a
     /// message received `max_receives` times moves to the queue `dlq_name`.
     /// Sends wake the consumers watching `stream`.
     pub fn new(db: Db, name: &'static str, dlq: Option<(&'static str, u32)>, stream: Stream) -> Self {
-        SqliteQueue { db, name, dlq, stream, paused: Default::default() }
+        SqliteQueue { db, name, dlq, stream }
     }
 
-    /// When the next message becomes visible, if any (lets a worker sleep
-    /// exactly until then).
+    /// When the next message becomes visible, or a paused group's pause
+    /// ends, if any (lets a worker sleep exactly until then).
     pub async fn next_visible_at(&self) -> StoreResult<Option<i64>> {
         let name = self.name;
         self.db
             .call(move |c, _| {
-                c.prepare_cached("SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1")
-                    .and_then(|mut st| st.query_row([name], |r| r.get(0)))
-                    .map_err(sql)
+                c.prepare_cached(
+                    "SELECT MIN((SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1 AND visible_at < ?2), \
+                            (SELECT MIN(until) FROM queue_pauses WHERE queue = ?1))",
+                )
+                .and_then(|mut st| st.query_row(params![name, PARKED_AT], |r| r.get(0)))
+                .map_err(sql)
             })
             .await
     }
@@ -56,7 +73,7 @@ impl SqliteQueue {
             .call(move |c, marks| {
                 let n = c
                     .execute(
-                        "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE queue = ?1",
+                        "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0, parked = NULL WHERE queue = ?1",
                         params![from, to, now_ms()],
                     )
                     .map_err(sql)?;
@@ -69,12 +86,44 @@ impl SqliteQueue {
     }
 }
 
-/// Sets a group's messages aside until `?3`. Through the group's index
-/// (named: the planner, without statistics, would rather read every
-/// message of the queue due before `?3`), so the cost is the group's
-/// backlog, not the queue's.
-const PAUSE_GROUP: &str = "UPDATE queue_messages INDEXED BY queue_messages_group SET visible_at = ?3 \
-     WHERE queue = ?1 AND group_key = ?2 AND visible_at < ?3";
+/// Parks a group's unparked messages due before `?3`. Through the group's
+/// index of unparked messages (named: the planner, without statistics,
+/// would rather read every message of the queue due before `?3`), so the
+/// cost is what the group got since it was last parked.
+const PARK_GROUP: &str = "UPDATE queue_messages INDEXED BY queue_messages_group SET parked = 1, visible_at = ?4 \
+     WHERE queue = ?1 AND group_key = ?2 AND parked IS NULL AND visible_at < ?3";
+
+/// Hands back the oldest `?4` parked messages of a group, visible at `?3`.
+const RELEASE_GROUP: &str = "UPDATE queue_messages SET parked = NULL, visible_at = ?3 WHERE id IN \
+     (SELECT id FROM queue_messages INDEXED BY queue_messages_parked \
+      WHERE queue = ?1 AND group_key = ?2 AND parked IS NOT NULL ORDER BY id LIMIT ?4)";
+
+/// Releases up to [`RELEASE`] parked messages of each group (at most
+/// [`RELEASE_GROUPS`]) whose pause is over; a group with none left is no
+/// longer paused.
+fn release_due(c: &rusqlite::Connection, queue: &str, now: i64) -> StoreResult<()> {
+    let due: Vec<String> = c
+        .prepare_cached("SELECT group_key FROM queue_pauses WHERE queue = ?1 AND until <= ?2 ORDER BY until LIMIT ?3")
+        .map_err(sql)?
+        .query_map(params![queue, now, RELEASE_GROUPS], |r| r.get(0))
+        .map_err(sql)?
+        .collect::<Result<_, _>>()
+        .map_err(sql)?;
+    for group in due {
+        let n = c
+            .prepare_cached(RELEASE_GROUP)
+            .map_err(sql)?
+            .execute(params![queue, group, now, RELEASE as i64])
+            .map_err(sql)?;
+        if n < RELEASE {
+            c.prepare_cached("DELETE FROM queue_pauses WHERE queue = ?1 AND group_key = ?2")
+                .map_err(sql)?
+                .execute(params![queue, group])
+                .map_err(sql)?;
+        }
+    }
+    Ok(())
+}
 
 fn receipt(id: i64, count: u32) -> String {
     format!("{id}:{count}")
@@ -89,32 +138,34 @@ fn parse_receipt(r: &str) -> Option<(i64, u32)> {
 impl JobQueue for SqliteQueue {
     async fn send(&self, messages: &[Outgoing]) -> StoreResult<()> {
         let (name, stream) = (self.name, self.stream);
-        let mut messages = messages.to_vec();
-        {
-            let mut paused = self.paused.lock().expect("paused groups");
-            if !paused.is_empty() {
-                let now = now_ms();
-                paused.retain(|_, until| *until > now);
-                // Only new work (no delay of its own): a message sent back with
-                // its own delay (a deferral) keeps it.
-                for m in messages.iter_mut().filter(|m| m.delay.is_zero()) {
-                    if let Some(until) = m.group.as_ref().and_then(|g| paused.get(g)) {
-                        let wait = Duration::from_millis((until - now).max(0) as u64);
-                        m.delay = m.delay.max(wait);
-                    }
-                }
-            }
-        }
+        let messages = messages.to_vec();
         self.db
             .call(move |c, marks| {
                 let now = now_ms();
+                let any_paused: bool = c
+                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = ?1)")
+                    .map_err(sql)?
+                    .query_row([name], |r| r.get(0))
+                    .map_err(sql)?;
+                let mut paused = c
+                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = ?1 AND group_key = ?2)")
+                    .map_err(sql)?;
                 let mut st = c
                     .prepare_cached(
-                        "INSERT INTO queue_messages (queue, body, visible_at, sent_at, group_key) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        "INSERT INTO queue_messages (queue, body, visible_at, sent_at, group_key, parked) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     )
                     .map_err(sql)?;
                 for m in &messages {
-                    st.execute(params![name, m.body, now + m.delay.as_millis() as i64, now, m.group]).map_err(sql)?;
+                    // New work for a paused group (no delay of its own: a
+                    // deferral keeps its delay) is parked behind the rest.
+                    let parked = match &m.group {
+                        Some(g) if any_paused && m.delay.is_zero() => {
+                            paused.query_row(params![name, g], |r| r.get::<_, bool>(0)).map_err(sql)?
+                        }
+                        _ => false,
+                    };
+                    let at = if parked { PARKED_AT } else { now + m.delay.as_millis() as i64 };
+                    st.execute(params![name, m.body, at, now, m.group, parked.then_some(1)]).map_err(sql)?;
                 }
                 marks.mark(stream);
                 Ok(())
@@ -128,6 +179,7 @@ impl JobQueue for SqliteQueue {
             .db
             .call(move |c, _| {
                 let now = now_ms();
+                release_due(c, name, now)?;
                 let mut sel = c
                     .prepare_cached(
                         "SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
@@ -194,7 +246,7 @@ impl JobQueue for SqliteQueue {
         self.db
             .call(move |c, marks| {
                 c.execute(
-                    "UPDATE queue_messages SET visible_at = ?1 WHERE id = ?2 AND receive_count = ?3",
+                    "UPDATE queue_messages SET visible_at = ?1, parked = NULL WHERE id = ?2 AND receive_count = ?3",
                     params![now_ms() + delay.as_millis() as i64, id, count],
                 )
                 .map_err(sql)?;
@@ -205,13 +257,22 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn pause_group(&self, group: &str, delay: Duration) -> StoreResult<u64> {
-        self.paused.lock().expect("paused groups").insert(group.to_string(), now_ms() + delay.as_millis() as i64);
         let (name, group) = (self.name, group.to_string());
         self.db
             .call(move |c, _| {
                 let until = now_ms() + delay.as_millis() as i64;
-                let n =
-                    c.prepare_cached(PAUSE_GROUP).map_err(sql)?.execute(params![name, group, until]).map_err(sql)?;
+                c.prepare_cached(
+                    "INSERT INTO queue_pauses (queue, group_key, until) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (queue, group_key) DO UPDATE SET until = excluded.until",
+                )
+                .map_err(sql)?
+                .execute(params![name, group, until])
+                .map_err(sql)?;
+                let n = c
+                    .prepare_cached(PARK_GROUP)
+                    .map_err(sql)?
+                    .execute(params![name, group, until, PARKED_AT])
+                    .map_err(sql)?;
                 Ok(n as u64)
             })
             .await
@@ -257,18 +318,81 @@ fn delete_messages(c: &rusqlite::Connection, ids: &[(i64, u32)]) -> StoreResult<
 mod tests {
     use super::*;
 
-    /// Setting a group aside reads only that group's messages.
-    #[test]
-    fn pausing_a_group_reads_the_group_index() {
-        let c = rusqlite::Connection::open_in_memory().unwrap();
-        super::super::migrate(&c).unwrap();
-        let plan: Vec<String> = c
-            .prepare(&format!("EXPLAIN QUERY PLAN {PAUSE_GROUP}"))
+    fn plan(c: &rusqlite::Connection, statement: &str, args: impl rusqlite::Params) -> Vec<String> {
+        c.prepare(&format!("EXPLAIN QUERY PLAN {statement}"))
             .unwrap()
-            .query_map(params!["deliveries", "sub_1", 5], |r| r.get::<_, String>(3))
+            .query_map(args, |r| r.get::<_, String>(3))
             .unwrap()
             .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(plan, vec!["SEARCH queue_messages USING INDEX queue_messages_group (queue=? AND group_key=?)"]);
+            .unwrap()
+    }
+
+    /// Parking and releasing a group read only that group's messages.
+    #[test]
+    fn parking_and_releasing_a_group_read_its_own_indexes() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        super::super::migrate(&c).unwrap();
+        assert_eq!(
+            plan(&c, PARK_GROUP, params!["deliveries", "sub_1", 5, PARKED_AT]),
+            vec!["SEARCH queue_messages USING INDEX queue_messages_group (queue=? AND group_key=?)"]
+        );
+        let release = plan(&c, RELEASE_GROUP, params!["deliveries", "sub_1", 5, 256]);
+        assert!(
+            release
+                .iter()
+                .any(|l| l == "SEARCH queue_messages USING INDEX queue_messages_parked (queue=? AND group_key=?)"),
+            "{release:?}"
+        );
+        assert!(release.iter().all(|l| !l.contains("SCAN") && !l.contains("TEMP B-TREE")), "{release:?}");
+    }
+
+    fn bodies(got: &[Received]) -> Vec<String> {
+        got.iter().map(|r| r.body.clone()).collect()
+    }
+
+    fn job(group: &str, i: usize) -> Outgoing {
+        Outgoing { body: format!("{group}-{i}"), delay: Duration::ZERO, group: Some(group.to_string()) }
+    }
+
+    fn open(path: &std::path::Path) -> SqliteQueue {
+        SqliteQueue::new(Db::open(path).unwrap(), "deliveries", None, Stream::Deliveries)
+    }
+
+    /// A paused group's backlog is parked once and what arrives meanwhile
+    /// joins it; the pause outlives a restart; once it is over the backlog
+    /// comes back oldest first, at most [`RELEASE`] per receive, and
+    /// pausing again touches only what came back since.
+    #[tokio::test]
+    async fn a_paused_group_is_parked_and_handed_back_a_few_at_a_time() {
+        let path = std::env::temp_dir().join(format!("hookline-park-{}-{}.db", std::process::id(), now_ms()));
+        let lease = Duration::from_secs(30);
+        let q = open(&path);
+        q.send(&(0..600).map(|i| job("slow", i)).collect::<Vec<_>>()).await.unwrap();
+        assert_eq!(q.pause_group("slow", Duration::from_millis(400)).await.unwrap(), 600);
+        q.send(&[job("slow", 600), job("quick", 0)]).await.unwrap();
+        assert_eq!(bodies(&q.receive(1000, lease).await.unwrap()), vec!["quick-0"]);
+        assert_eq!(q.pause_group("slow", Duration::from_millis(400)).await.unwrap(), 0, "already parked");
+        let next = q.next_visible_at().await.unwrap().expect("the pause's end");
+        assert!(next <= now_ms() + 400, "wakes when the pause ends, not never: {next}");
+
+        // A restart keeps the pause and what it parked.
+        drop(q);
+        let q = open(&path);
+        assert!(q.receive(1000, lease).await.unwrap().is_empty(), "still paused");
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let first = q.receive(1000, lease).await.unwrap();
+        assert_eq!(bodies(&first), (0..RELEASE).map(|i| format!("slow-{i}")).collect::<Vec<_>>());
+        // In flight (leased past the pause): not parked again.
+        assert_eq!(q.pause_group("slow", Duration::from_millis(100)).await.unwrap(), 0);
+        assert!(q.receive(1000, lease).await.unwrap().is_empty(), "paused again");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let second = q.receive(1000, lease).await.unwrap();
+        assert_eq!(bodies(&second), (RELEASE..2 * RELEASE).map(|i| format!("slow-{i}")).collect::<Vec<_>>());
+        let rest = q.receive(1000, lease).await.unwrap();
+        assert_eq!(bodies(&rest), (2 * RELEASE..601).map(|i| format!("slow-{i}")).collect::<Vec<_>>());
+        // Nothing parked is left, so the group is no longer paused.
+        q.send(&[job("slow", 601)]).await.unwrap();
+        assert_eq!(bodies(&q.receive(1000, lease).await.unwrap()), vec!["slow-601"]);
+        let _ = std::fs::remove_file(&path);
     }
 }
