@@ -649,10 +649,18 @@ pub(crate) fn stored<T: serde::de::DeserializeOwned>(
     query: &str,
     params: impl rusqlite::Params,
 ) -> Result<Option<T>, StoreError> {
+    stored_text(c, query, params)?.map(|d| decode(&d)).transpose()
+}
+
+/// The one text column of the row `query` finds, if any, undecoded (for
+/// the hot paths that decode it after the call, off the writer thread).
+pub(crate) fn stored_text(
+    c: &rusqlite::Connection,
+    query: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<String>, StoreError> {
     use rusqlite::OptionalExtension;
-    let data: Option<String> =
-        c.prepare_cached(query).map_err(sql)?.query_row(params, |r| r.get(0)).optional().map_err(sql)?;
-    data.map(|d| decode(&d)).transpose()
+    c.prepare_cached(query).map_err(sql)?.query_row(params, |r| r.get(0)).optional().map_err(sql)
 }
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {

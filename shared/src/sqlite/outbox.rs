@@ -29,19 +29,18 @@ impl Outbox {
             "SELECT o.seq, t.data FROM {} o JOIN {join} WHERE o.seq > ?2 ORDER BY o.seq LIMIT ?1",
             table(stream)
         );
-        self.0
+        let rows: Vec<(i64, String)> = self
+            .0
             .call(move |c, _| {
                 let mut st = c.prepare_cached(&q).map_err(sql)?;
                 let rows = st
                     .query_map(params![max as i64, after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
                     .map_err(sql)?;
-                rows.map(|r| {
-                    let (seq, data) = r.map_err(sql)?;
-                    Ok((seq, decode(&data)?))
-                })
-                .collect()
+                rows.collect::<Result<_, _>>().map_err(sql)
             })
-            .await
+            .await?;
+        // Decoded here, off the writer thread.
+        rows.into_iter().map(|(seq, data)| Ok((seq, decode(&data)?))).collect()
     }
 
     /// The oldest unacknowledged new events after sequence number `after`

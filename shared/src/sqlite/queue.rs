@@ -36,7 +36,7 @@ const PARKED_AT: i64 = i64::MAX / 2;
 /// Parked messages of one group a receive hands back once its pause is
 /// over: more than any group's `max_in_flight` and the jobs held behind it
 /// take at once; the rest follow on the next receives.
-pub const RELEASE: usize = 256;
+const RELEASE: usize = 256;
 
 /// Groups whose pause is over that one receive releases from.
 const RELEASE_GROUPS: i64 = 64;
@@ -212,8 +212,8 @@ impl JobQueue for SqliteQueue {
             })
             .await?;
         // Logged once committed (the call may run twice: `Db::call`).
+        let max_receives = dlq.map(|(_, max)| max);
         for (id, count) in moved {
-            let max_receives = dlq.map(|(_, max)| max);
             tracing::warn!(
                 queue = name,
                 message_id = id,

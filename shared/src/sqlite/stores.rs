@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
-use super::{decode, encode, sql, stored, Db, Marks, Stream};
+use super::{decode, encode, sql, stored, stored_text, Db, Marks, Stream};
 use crate::attempt::Attempt;
 use crate::bulk::Job;
 use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Position, Resolution};
@@ -22,24 +22,24 @@ use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
 use chrono::{DateTime, Utc};
 
-/// Inserts each item's row unless its key exists and, for each row inserted,
-/// its outbox row in the same transaction: SQLite's stream of new records,
-/// which the next stage reads (DynamoDB Streams on AWS). `rows` gives an
-/// item's insert and outbox parameters. `true` where inserted.
-fn insert_announced<T>(
+/// Inserts each row unless its key exists and, for each row inserted, its
+/// outbox row in the same transaction: SQLite's stream of new records,
+/// which the next stage reads (DynamoDB Streams on AWS). Each item is its
+/// insert and outbox parameters, made before the call (encoding records
+/// is work the writer thread, which every stage waits on, need not do).
+/// `true` where inserted.
+fn insert_announced(
     c: &Connection,
     marks: &mut Marks,
     stream: Stream,
     insert: &str,
     announce: &str,
-    items: &[T],
-    rows: impl Fn(&T) -> (Vec<Value>, Vec<Value>),
+    rows: &[(Vec<Value>, Vec<Value>)],
 ) -> StoreResult<Vec<bool>> {
     let mut ins = c.prepare_cached(insert).map_err(sql)?;
     let mut out = c.prepare_cached(announce).map_err(sql)?;
-    let mut res = Vec::with_capacity(items.len());
-    for item in items {
-        let (row, outbox) = rows(item);
+    let mut res = Vec::with_capacity(rows.len());
+    for (row, outbox) in rows {
         let inserted = ins.execute(params_from_iter(row)).map_err(sql)? == 1;
         if inserted {
             out.execute(params_from_iter(outbox)).map_err(sql)?;
@@ -50,6 +50,29 @@ fn insert_announced<T>(
     Ok(res)
 }
 
+/// An event as [`SqliteEvents::insert`] takes it: encoded already, or, in a
+/// partition, to be numbered and encoded in the transaction.
+enum ToInsert {
+    Encoded((Vec<Value>, Vec<Value>)),
+    Numbered(Box<EventRecord>, crate::ordering::Partition),
+}
+
+/// An event's row in `events` and its outbox row.
+fn event_rows(e: &EventRecord) -> (Vec<Value>, Vec<Value>) {
+    let row = vec![
+        Value::from(e.id.clone()),
+        Value::from(e.event_type.clone()),
+        Value::from(e.received_at.timestamp_millis()),
+        Value::from(e.expires_at.timestamp_millis()),
+        Value::from(encode(e)),
+        Value::from(e.tenant_id.clone()),
+        Value::from(e.partition_seq.and(e.partition()).map(|p| p.scope)),
+        Value::from(e.partition_seq.and(e.partition_key.clone())),
+        Value::from(e.partition_seq.map(|n| n as i64)),
+    ];
+    (row, vec![Value::from(e.id.clone())])
+}
+
 /// Events table; inserts also append to the `events` outbox stream.
 #[derive(Clone)]
 pub struct SqliteEvents(pub Db);
@@ -57,7 +80,15 @@ pub struct SqliteEvents(pub Db);
 #[async_trait]
 impl EventStore for SqliteEvents {
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>> {
-        let events = events.to_vec();
+        // An event in a partition is numbered (and so encoded) in the
+        // transaction; any other is encoded here, off the writer thread.
+        let events: Vec<ToInsert> = events
+            .iter()
+            .map(|e| match e.partition() {
+                None => ToInsert::Encoded(event_rows(e)),
+                Some(p) => ToInsert::Numbered(Box::new(e.clone()), p),
+            })
+            .collect();
         self.0
             .call(move |c, marks| {
                 let mut exists = c.prepare_cached("SELECT 1 FROM events WHERE id = ?1").map_err(sql)?;
@@ -68,14 +99,15 @@ impl EventStore for SqliteEvents {
                     // without a partition need no lookup: the insert's
                     // conflict clause finds a duplicate.
                     let numbered;
-                    let e = match e.partition() {
-                        None => e,
-                        Some(p) => {
+                    let rows = match e {
+                        ToInsert::Encoded(rows) => rows,
+                        ToInsert::Numbered(e, p) => {
                             if exists.query_row([&e.id], |_| Ok(())).optional().map_err(sql)?.is_some() {
                                 inserted.push(false);
                                 continue;
                             }
-                            numbered = EventRecord { partition_seq: Some(super::ordering::next_seq(c, &p)?), ..e.clone() };
+                            let seq = super::ordering::next_seq(c, p)?;
+                            numbered = event_rows(&EventRecord { partition_seq: Some(seq), ..(**e).clone() });
                             &numbered
                         }
                     };
@@ -85,21 +117,7 @@ impl EventStore for SqliteEvents {
                         Stream::Events,
                         "INSERT INTO events (id, event_type, received_at, expires_at, data, tenant_id, part_scope, part_key, part_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
                         "INSERT INTO outbox_events (key) VALUES (?1)",
-                        std::slice::from_ref(e),
-                        |e| {
-                            let row = vec![
-                                Value::from(e.id.clone()),
-                                Value::from(e.event_type.clone()),
-                                Value::from(e.received_at.timestamp_millis()),
-                                Value::from(e.expires_at.timestamp_millis()),
-                                Value::from(encode(e)),
-                                Value::from(e.tenant_id.clone()),
-                                Value::from(e.partition_seq.and(e.partition()).map(|p| p.scope)),
-                                Value::from(e.partition_seq.and(e.partition_key.clone())),
-                                Value::from(e.partition_seq.map(|n| n as i64)),
-                            ];
-                            (row, vec![Value::from(e.id.clone())])
-                        },
+                        std::slice::from_ref(rows),
                     )?);
                 }
                 Ok(inserted)
@@ -109,7 +127,9 @@ impl EventStore for SqliteEvents {
 
     async fn get(&self, id: &EventId) -> StoreResult<Option<EventRecord>> {
         let id = id.clone();
-        self.0.call(move |c, _| stored(c, "SELECT data FROM events WHERE id = ?1", [&id])).await
+        let data: Option<String> =
+            self.0.call(move |c, _| stored_text(c, "SELECT data FROM events WHERE id = ?1", [&id])).await?;
+        data.map(|d| decode(&d)).transpose()
     }
 
     async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>> {
@@ -440,7 +460,21 @@ pub struct SqliteSagas(pub Db);
 #[async_trait]
 impl SagaStore for SqliteSagas {
     async fn create(&self, sagas: &[Saga]) -> StoreResult<Vec<bool>> {
-        let sagas = sagas.to_vec();
+        let rows: Vec<(Vec<Value>, Vec<Value>)> = sagas
+            .iter()
+            .map(|s| {
+                let row = vec![
+                    Value::from(s.id.clone()),
+                    Value::from(s.event_id.clone()),
+                    Value::from(s.subscription_id.clone()),
+                    Value::from(s.state.status.as_str().to_string()),
+                    Value::from(s.state.attempts),
+                    Value::from(encode(s)),
+                    due_ms(&s.state, s.created_at),
+                ];
+                (row, vec![Value::from(s.id.clone())])
+            })
+            .collect();
         self.0
             .call(move |c, marks| {
                 insert_announced(
@@ -449,19 +483,7 @@ impl SagaStore for SqliteSagas {
                     Stream::Sagas,
                     "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
                     "INSERT INTO outbox_sagas (key) VALUES (?1)",
-                    &sagas,
-                    |s| {
-                        let row = vec![
-                            Value::from(s.id.clone()),
-                            Value::from(s.event_id.clone()),
-                            Value::from(s.subscription_id.clone()),
-                            Value::from(s.state.status.as_str().to_string()),
-                            Value::from(s.state.attempts),
-                            Value::from(encode(s)),
-                            due_ms(&s.state, s.created_at),
-                        ];
-                        (row, vec![Value::from(s.id.clone())])
-                    },
+                    &rows,
                 )
             })
             .await
@@ -588,7 +610,15 @@ pub struct SqliteAttempts(pub Db);
 #[async_trait]
 impl AttemptStore for SqliteAttempts {
     async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
-        let attempts = attempts.to_vec();
+        let rows: Vec<(Vec<Value>, Vec<Value>)> = attempts
+            .iter()
+            .map(|a| {
+                let key = [Value::from(a.saga_id.clone()), Value::from(a.attempt)];
+                let mut row = key.to_vec();
+                row.push(Value::from(encode(a)));
+                (row, key.to_vec())
+            })
+            .collect();
         self.0
             .call(move |c, marks| {
                 insert_announced(
@@ -597,13 +627,7 @@ impl AttemptStore for SqliteAttempts {
                     Stream::Attempts,
                     "INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                     "INSERT INTO outbox_attempts (key, attempt) VALUES (?1, ?2)",
-                    &attempts,
-                    |a| {
-                        let key = [Value::from(a.saga_id.clone()), Value::from(a.attempt)];
-                        let mut row = key.to_vec();
-                        row.push(Value::from(encode(a)));
-                        (row, key.to_vec())
-                    },
+                    &rows,
                 )
             })
             .await
