@@ -55,9 +55,12 @@ impl SqliteQueue {
         let name = self.name;
         self.db
             .call(move |c, _| {
+                // (The two-argument MIN is NULL when either is: each side
+                // falls back on the other.)
                 c.prepare_cached(
-                    "SELECT MIN((SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1 AND visible_at < ?2), \
-                            (SELECT MIN(until) FROM queue_pauses WHERE queue = ?1))",
+                    "SELECT MIN(COALESCE(m, p), COALESCE(p, m)) FROM \
+                     (SELECT (SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1 AND visible_at < ?2) AS m, \
+                             (SELECT MIN(until) FROM queue_pauses WHERE queue = ?1) AS p)",
                 )
                 .and_then(|mut st| st.query_row(params![name, PARKED_AT], |r| r.get(0)))
                 .map_err(sql)
@@ -367,6 +370,11 @@ mod tests {
         let path = std::env::temp_dir().join(format!("hookline-park-{}-{}.db", std::process::id(), now_ms()));
         let lease = Duration::from_secs(30);
         let q = open(&path);
+        assert_eq!(q.next_visible_at().await.unwrap(), None, "nothing queued, nothing paused");
+        let later = Outgoing { delay: Duration::from_secs(60), ..job("later", 0) };
+        q.send(std::slice::from_ref(&later)).await.unwrap();
+        let at = q.next_visible_at().await.unwrap().expect("a delayed message");
+        assert!(at > now_ms() + 50_000, "its own time, with no group paused: {at}");
         q.send(&(0..600).map(|i| job("slow", i)).collect::<Vec<_>>()).await.unwrap();
         assert_eq!(q.pause_group("slow", Duration::from_millis(400)).await.unwrap(), 600);
         q.send(&[job("slow", 600), job("quick", 0)]).await.unwrap();
