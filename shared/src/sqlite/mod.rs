@@ -280,13 +280,14 @@ impl Stream {
 
     /// The outbox table of a stream the outbox carries (`None` for the
     /// queue streams, which only wake consumers).
-    pub(crate) fn outbox_table(self) -> Option<&'static str> {
-        match self {
-            Stream::Events => Some("outbox_events"),
-            Stream::Sagas => Some("outbox_sagas"),
-            Stream::Attempts => Some("outbox_attempts"),
-            Stream::Deliveries | Stream::Control => None,
-        }
+    pub(crate) fn outbox_table(self) -> Option<OutboxTable> {
+        let (name, attempt) = match self {
+            Stream::Events => ("outbox_events", "NULL"),
+            Stream::Sagas => ("outbox_sagas", "NULL"),
+            Stream::Attempts => ("outbox_attempts", "attempt"),
+            Stream::Deliveries | Stream::Control => return None,
+        };
+        Some(OutboxTable { name, attempt })
     }
 
     pub(crate) fn name(self) -> &'static str {
@@ -298,6 +299,14 @@ impl Stream {
             Stream::Control => "control",
         }
     }
+}
+
+/// A record stream's outbox table: its name, and the column expression
+/// that gives a row's attempt number (`NULL` but for attempts).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutboxTable {
+    pub name: &'static str,
+    pub attempt: &'static str,
 }
 
 /// One queued call. A group runs its calls first without a savepoint

@@ -6,7 +6,7 @@
 
 use rusqlite::params;
 
-use super::{decode, sql, Db, Stream};
+use super::{decode, sql, Db, OutboxTable, Stream};
 use crate::attempt::Attempt;
 use crate::event::EventRecord;
 use crate::ports::{GivenUp, StoreResult, StreamFailures};
@@ -27,7 +27,7 @@ impl Outbox {
     ) -> StoreResult<Vec<(i64, T)>> {
         let q = format!(
             "SELECT o.seq, t.data FROM {} o JOIN {join} WHERE o.seq > ?2 ORDER BY o.seq LIMIT ?1",
-            table(stream)
+            table(stream).name
         );
         let rows: Vec<(i64, String)> = self
             .0
@@ -63,7 +63,7 @@ impl Outbox {
     /// for it ([`Db::submit_lazy`]): a row whose acknowledgement is lost is
     /// read again after a restart, and the stages are idempotent.
     pub fn ack(&self, stream: Stream, seqs: Vec<i64>) -> StoreResult<()> {
-        let table = table(stream);
+        let table = table(stream).name;
         self.0.submit_lazy("outbox acknowledgement", move |c, _| delete_rows(c, table, &seqs))
     }
 
@@ -73,13 +73,10 @@ impl Outbox {
     /// [`SqliteStreamFailures`] hands them to the reconciler, and the stream
     /// goes on without them.
     pub async fn give_up(&self, stream: Stream, seqs: Vec<i64>) -> StoreResult<()> {
-        let table = table(stream);
+        let OutboxTable { name: table, attempt } = table(stream);
         let failed = format!("{}-failed", stream.name());
         let (copy, delete) = (
-            format!(
-                "INSERT INTO outbox_failed (stream, key, attempt) SELECT ?2, key, {} FROM {table} WHERE seq = ?1",
-                if stream == Stream::Attempts { "attempt" } else { "NULL" }
-            ),
+            format!("INSERT INTO outbox_failed (stream, key, attempt) SELECT ?2, key, {attempt} FROM {table} WHERE seq = ?1"),
             format!("DELETE FROM {table} WHERE seq = ?1"),
         );
         self.0
@@ -97,13 +94,13 @@ impl Outbox {
 
     /// Rows left in a stream (queue depth for metrics).
     pub async fn pending(&self, stream: Stream) -> StoreResult<u64> {
-        let q = format!("SELECT COUNT(*) FROM {}", table(stream));
+        let q = format!("SELECT COUNT(*) FROM {}", table(stream).name);
         self.0.call(move |c, _| c.query_row(&q, [], |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(sql)).await
     }
 }
 
 /// The outbox table of `stream`; only the three record streams have one.
-fn table(stream: Stream) -> &'static str {
+pub(super) fn table(stream: Stream) -> OutboxTable {
     stream.outbox_table().expect("an outbox stream (events, sagas or attempts)")
 }
 

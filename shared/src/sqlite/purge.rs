@@ -217,8 +217,7 @@ impl Purger {
                     (Stream::Sagas, "SELECT 1 FROM sagas WHERE id = ?1"),
                     (Stream::Attempts, "SELECT 1 FROM attempts WHERE saga_id = ?1 AND attempt = ?2"),
                 ] {
-                    let table = stream.outbox_table().expect("a record stream");
-                    let attempt = if stream == Stream::Attempts { "attempt" } else { "NULL" };
+                    let super::OutboxTable { name: table, attempt } = super::outbox::table(stream);
                     let rows: Vec<(i64, String, Option<i64>)> = c
                         .prepare_cached(&format!("SELECT seq, key, {attempt} FROM {table} ORDER BY seq LIMIT ?1"))
                         .map_err(sql)?
