@@ -432,8 +432,9 @@ impl Db {
         let checkpoints = Connection::open(path).map_err(StoreError::backend)?;
         checkpoints.execute_batch("PRAGMA synchronous=FULL;").map_err(StoreError::backend)?;
         let (kick, kicks) = mpsc::sync_channel::<()>(1);
+        // Thread names show in `top` and profiles cut to 15 bytes.
         std::thread::Builder::new()
-            .name("hookline-sqlite-checkpoint".into())
+            .name("hookline-ckpt".into())
             .spawn(move || checkpointer(checkpoints, kicks))
             .map_err(StoreError::backend)?;
         let (tx, rx) = mpsc::channel::<Queued>();
