@@ -425,8 +425,8 @@ impl Db {
         conn.set_prepared_statement_cache_capacity(256);
         migrate(&conn)?;
         // The log is copied into the database by a thread of its own (see
-        // `checkpointer`); the writer checkpoints only if the log outgrows
-        // what that thread keeps it to.
+        // `checkpointer`); the writer checkpoints only to start a long log
+        // over (see `WRITER_CHECKPOINT_FRAMES`).
         conn.execute_batch(&format!("PRAGMA wal_autocheckpoint={WRITER_CHECKPOINT_FRAMES}"))
             .map_err(StoreError::backend)?;
         let checkpoints = Connection::open(path).map_err(StoreError::backend)?;
@@ -565,11 +565,14 @@ fn begin(conn: &Connection) {
 /// database once per checkpoint instead of once per commit.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Log frames (pages) after which the writer checkpoints itself: a
-/// backstop, reached only when the checkpointer falls behind or never
-/// finds the log at rest (a checkpoint that ran while the writer committed
-/// leaves the newest frames, and the log is restarted only once all of it
-/// has been copied). 10,000 frames is a 40 MiB log.
+/// Log frames (pages) after which the writer checkpoints itself. SQLite
+/// starts the log over only once all of it has been copied, and a
+/// checkpoint that ran while the writer committed leaves the newest
+/// frames; under steady load (thousands of commits a second) the
+/// checkpointer seldom finds the log at rest, so this is how the log is
+/// started over: the writer then copies only what came since the
+/// checkpointer's last pass (at most [`CHECKPOINT_EVERY`] of commits).
+/// 10,000 frames is a 40 MiB log.
 const WRITER_CHECKPOINT_FRAMES: u32 = 10_000;
 
 /// Copies the log into the database file off the writer thread, at most
