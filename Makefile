@@ -12,7 +12,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template lint-rust bench bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue lambda sam-build clean-venv
+.PHONY: test build venv lint-template lint-rust bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue lambda sam-build clean-venv
 
 test: venv lint-template lint-rust build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -44,6 +44,14 @@ lint-template:
 bench:
 	$(CARGO) build --release -p hookline
 	$(CARGO) run --release -p hookline-tests --bin bench -- $(ARGS)
+
+# The noisy-neighbour bound, round by round: alone, beside a hung and beside
+# a failing neighbour, each against its own round (ROUNDS, ARGS e.g.
+# "--events 20000"); prints every round and the median ratios.
+ROUNDS ?= 5
+bench-neighbours:
+	$(CARGO) build --release -p hookline -p hookline-tests --bin hookline --bin bench
+	tests/bench-neighbours.sh $(ROUNDS) $${CARGO_TARGET_DIR:-target}/release/bench $(ARGS)
 
 # Ingest latency of `hookline serve` with N slow/idle connections held open
 # (ARGS e.g. "--connections 2000 --posts 2000"; target p99 under 50 ms).
