@@ -12,9 +12,15 @@ rounds=${1:?rounds}
 bench=${2:?path to the bench binary}
 shift 2
 
-# deliveries/s and p99 (ms) of one bench run.
+# deliveries/s and p99 (ms) of one bench run; a failed run stops the
+# script with the bench's first lines.
 run() {
-  "$bench" "$@" 2>/dev/null | awk '/^end-to-end/ {r=$2} /^latency p99/ {p=$3} END {
+  local out
+  if ! out=$("$bench" "$@" 2>&1); then
+    printf 'bench %s failed:\n%s\n' "$*" "$(printf '%s\n' "$out" | head -n 5)" >&2
+    exit 1
+  fi
+  printf '%s\n' "$out" | awk '/^end-to-end/ {r=$2} /^latency p99/ {p=$3} END {
     if (r == "" || p == "") exit 1; print r, p }'
 }
 
@@ -23,9 +29,12 @@ median() { sort -n | awk '{v[NR]=$1} END { if (NR % 2) print v[(NR+1)/2]; else p
 hang=() fail=()
 printf '%-6s %-22s %-32s %-32s\n' round alone "hung neighbour" "failing neighbour"
 for i in $(seq 1 "$rounds"); do
-  read -r r0 p0 < <(run "$@")
-  read -r rh ph < <(run "$@" --neighbour hang)
-  read -r rf pf < <(run "$@" --neighbour fail)
+  alone=$(run "$@") || exit 1
+  hung=$(run "$@" --neighbour hang) || exit 1
+  failing=$(run "$@" --neighbour fail) || exit 1
+  read -r r0 p0 <<<"$alone"
+  read -r rh ph <<<"$hung"
+  read -r rf pf <<<"$failing"
   h=$(awk -v a="$r0" -v b="$rh" 'BEGIN { printf "%.1f", 100 * b / a }')
   f=$(awk -v a="$r0" -v b="$rf" 'BEGIN { printf "%.1f", 100 * b / a }')
   hang+=("$h") fail+=("$f")
