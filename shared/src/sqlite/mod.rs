@@ -809,6 +809,27 @@ impl Backend {
     }
 }
 
+/// A database file for one test, named after it, removed with its log
+/// and shared-memory files when dropped.
+#[cfg(test)]
+pub(crate) struct TempDb(pub std::path::PathBuf);
+
+#[cfg(test)]
+impl TempDb {
+    pub(crate) fn new(name: &str) -> TempDb {
+        TempDb(std::env::temp_dir().join(format!("hookline-{name}-{}-{}.db", std::process::id(), now_ms())))
+    }
+}
+
+#[cfg(test)]
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", self.0.display()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -928,8 +949,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_call_leaves_no_write_alone_or_in_a_group() {
-        let path = std::env::temp_dir().join(format!("hookline-writer-{}-{}.db", std::process::id(), now_ms()));
-        let db = Db::open(&path).unwrap();
+        let tmp = TempDb::new("writer");
+        let path = &tmp.0;
+        let db = Db::open(path).unwrap();
         // Alone in its transaction: rolled back, its error answered.
         let err = write_then(&db, "alone", true).await.unwrap_err();
         assert!(err.to_string().contains("alone fails"), "{err}");
@@ -968,9 +990,6 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(keys, ["a", "c"]);
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
-        }
     }
 
     /// The log is copied into the database file by the checkpointer
@@ -979,9 +998,10 @@ mod tests {
     /// database file grows only when a checkpoint copies pages into it.
     #[tokio::test]
     async fn the_checkpointer_copies_the_log_into_the_database_off_the_writer() {
-        let path = std::env::temp_dir().join(format!("hookline-ckpt-{}-{}.db", std::process::id(), now_ms()));
-        let db = Db::open(&path).unwrap();
-        let before = std::fs::metadata(&path).unwrap().len();
+        let tmp = TempDb::new("ckpt");
+        let path = &tmp.0;
+        let db = Db::open(path).unwrap();
+        let before = std::fs::metadata(path).unwrap().len();
         // About 600 pages of log: under both thresholds.
         db.call(|c, _| {
             let value = "x".repeat(3000);
@@ -998,7 +1018,7 @@ mod tests {
         assert_eq!(frames, i64::from(WRITER_CHECKPOINT_FRAMES), "the writer's own threshold");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let copied = loop {
-            let len = std::fs::metadata(&path).unwrap().len();
+            let len = std::fs::metadata(path).unwrap().len();
             if len > before + 600 * 3000 || std::time::Instant::now() > deadline {
                 break len;
             }
@@ -1008,10 +1028,6 @@ mod tests {
             copied > before + 600 * 3000,
             "the database file is {copied} bytes (was {before}): the log was not copied"
         );
-        drop(db);
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
-        }
     }
 
     /// The `synchronous` setting a call's commit runs under, as the call
@@ -1022,8 +1038,9 @@ mod tests {
 
     #[tokio::test]
     async fn only_pipeline_work_commits_without_waiting_for_the_disk() {
-        let path = std::env::temp_dir().join(format!("hookline-sync-{}-{}.db", std::process::id(), now_ms()));
-        let db = Db::open(&path).unwrap();
+        let tmp = TempDb::new("sync");
+        let path = &tmp.0;
+        let db = Db::open(path).unwrap();
         assert_eq!(sync_level(&db).await, 2, "a call outside the pipeline is durable");
         assert_eq!(pipeline(sync_level(&db)).await, 1, "pipeline work alone is not synced");
         assert_eq!(sync_level(&db).await, 2, "and durable again after it");
@@ -1052,8 +1069,5 @@ mod tests {
         })
         .await;
         assert_eq!(spawned, 2);
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
-        }
     }
 }

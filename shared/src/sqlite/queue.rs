@@ -320,6 +320,7 @@ fn delete_messages(c: &rusqlite::Connection, ids: &[(i64, u32)]) -> StoreResult<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sqlite::TempDb;
 
     fn plan(c: &rusqlite::Connection, statement: &str, args: impl rusqlite::Params) -> Vec<String> {
         c.prepare(&format!("EXPLAIN QUERY PLAN {statement}"))
@@ -367,9 +368,10 @@ mod tests {
     /// pausing again touches only what came back since.
     #[tokio::test]
     async fn a_paused_group_is_parked_and_handed_back_a_few_at_a_time() {
-        let path = std::env::temp_dir().join(format!("hookline-park-{}-{}.db", std::process::id(), now_ms()));
+        let tmp = TempDb::new("park");
+        let path = &tmp.0;
         let lease = Duration::from_secs(30);
-        let q = open(&path);
+        let q = open(path);
         assert_eq!(q.next_visible_at().await.unwrap(), None, "nothing queued, nothing paused");
         let later = Outgoing { delay: Duration::from_secs(60), ..job("later", 0) };
         q.send(std::slice::from_ref(&later)).await.unwrap();
@@ -385,7 +387,7 @@ mod tests {
 
         // A restart keeps the pause and what it parked.
         drop(q);
-        let q = open(&path);
+        let q = open(path);
         assert!(q.receive(1000, lease).await.unwrap().is_empty(), "still paused");
         tokio::time::sleep(Duration::from_millis(450)).await;
         let first = q.receive(1000, lease).await.unwrap();
@@ -401,6 +403,5 @@ mod tests {
         // Nothing parked is left, so the group is no longer paused.
         q.send(&[job("slow", 601)]).await.unwrap();
         assert_eq!(bodies(&q.receive(1000, lease).await.unwrap()), vec!["slow-601"]);
-        let _ = std::fs::remove_file(&path);
     }
 }
