@@ -49,8 +49,11 @@ bench:
 # a failing neighbour, each against its own round (ROUNDS, ARGS e.g.
 # "--events 20000"); prints every round and the median ratios.
 ROUNDS ?= 5
+# Two builds, as in `bench`: built together, the benchmark crate's features
+# (`failpoints`, `aws`) would be compiled into the measured hookline too.
 bench-neighbours:
-	$(CARGO) build --release -p hookline -p hookline-tests --bin hookline --bin bench
+	$(CARGO) build --release -p hookline
+	$(CARGO) build --release -p hookline-tests --bin bench
 	tests/bench-neighbours.sh $(ROUNDS) $${CARGO_TARGET_DIR:-target}/release/bench $(ARGS)
 
 # Ingest latency of `hookline serve` with N slow/idle connections held open
