@@ -47,10 +47,10 @@ bench:
 
 # The noisy-neighbour bound, round by round: alone, beside a hung and beside
 # a failing neighbour, each against its own round (ROUNDS, ARGS e.g.
-# "--events 20000"); prints every round and the median ratios.
-ROUNDS ?= 5
-# Two builds, as in `bench`: built together, the benchmark crate's features
+# "--events 20000"); prints every round and the median ratios. Two builds,
+# as in `bench`: built together, the benchmark crate's features
 # (`failpoints`, `aws`) would be compiled into the measured hookline too.
+ROUNDS ?= 5
 bench-neighbours:
 	$(CARGO) build --release -p hookline
 	$(CARGO) build --release -p hookline-tests --bin bench

@@ -19,7 +19,19 @@ pub fn fixture(name: &str) -> Vec<u8> {
 }
 
 /// Polls `f` every 25 ms until it returns `Some`, or panics after `secs` with `what`.
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    eventually_every(secs, std::time::Duration::from_millis(25), what, f).await
+}
+
+/// As [`eventually`], polling every `every`: for checks that cost the
+/// system under test real work (listing hundreds of records from the
+/// emulator), which polled every 25 ms would compete with the pipeline
+/// they wait for.
+pub async fn eventually_every<T, F, Fut>(secs: u64, every: std::time::Duration, what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -32,7 +44,7 @@ where
         if tokio::time::Instant::now() > deadline {
             panic!("timed out after {secs}s waiting for: {what}");
         }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        tokio::time::sleep(every).await;
     }
 }
 pub mod aws_pipeline;

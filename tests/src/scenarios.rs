@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::pipeline::Pipeline;
-use crate::{eventually, fixture, Behaviour, Receiver};
+use crate::{eventually, eventually_every, fixture, Behaviour, Receiver};
 use serde_json::{json, Value};
 use shared::signing::{self, Secret};
 
@@ -2089,19 +2089,24 @@ pub async fn post_many<P: Pipeline>(s: &P, n: usize, event_type: &str, tenant: O
     ids
 }
 
-/// Waits until `query` lists exactly `n` dead letters.
+/// Waits until `query` lists exactly `n` dead letters. Each look lists
+/// them all (on AWS, pages of emulator queries over a growing table), so it
+/// looks twice a second rather than every 25 ms, leaving the emulator to
+/// the pipeline it waits for.
 pub async fn wait_dead_letters<P: Pipeline>(s: &P, query: &str, n: usize, secs: u64) -> Vec<Value> {
     let what = format!("{n} dead letters for {query}");
-    eventually(secs, &what, || async {
+    eventually_every(secs, Duration::from_millis(500), &what, || async {
         let all = all_dead_letters(s, query, 1000).await;
         (all.len() == n).then_some(all)
     })
     .await
 }
 
-/// Follows a job until it is no longer running; returns it.
+/// Follows a job until it is no longer running (looking 4 times a second:
+/// a bulk job runs for minutes on the emulator, which every look also
+/// serves); returns it.
 pub async fn finished_job<P: Pipeline>(s: &P, job_id: &str, secs: u64) -> Value {
-    eventually(secs, "the job finished", || async {
+    eventually_every(secs, Duration::from_millis(250), "the job finished", || async {
         let (st, v) = s.get(&format!("/v1/jobs/{job_id}")).await;
         assert_eq!(st, 200, "{v}");
         (v["state"] != "running").then_some(v)
