@@ -17,9 +17,18 @@
 //!
 //! Secrets never appear in errors: a failing process is reported by its exit
 //! status and the first line of what it wrote to stderr.
+//!
+//! What the chain finds past the environment is kept for the life of the
+//! process ([`CredentialsCache`]), until a minute before the `Expiration` a
+//! process gave ([`REFRESH_BEFORE_EXPIRY`]): a command that makes many
+//! requests (`--all`, `reindex`, `--wait`) runs the process once, not once
+//! per request. Environment keys are read afresh each time; there is
+//! nothing to save.
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
@@ -32,11 +41,17 @@ pub struct Credentials {
     pub secret_access_key: String,
     /// The session token of temporary credentials.
     pub session_token: Option<String>,
+    /// When temporary credentials expire (a process's `Expiration`), if
+    /// they do: when [`CredentialsCache`] gets new ones.
+    pub expiration: Option<SystemTime>,
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials").field("access_key_id", &self.access_key_id).finish_non_exhaustive()
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("expiration", &self.expiration)
+            .finish_non_exhaustive()
     }
 }
 
@@ -73,20 +88,83 @@ pub enum CredentialsError {
     HalfSetEnvironment,
 }
 
-/// Resolves credentials from the process environment and the user's files.
+/// How long before their expiration cached credentials are replaced: a
+/// request signed just before they expire may still be checked just after.
+pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(60);
+
+/// The process's credentials cache, which [`resolve`] goes through.
+static CACHE: CredentialsCache = CredentialsCache::new();
+
+/// Resolves credentials from the process environment and the user's files,
+/// running a `credential_process` (or the AWS CLI) only when the process has
+/// no unexpired credentials from it yet.
 pub fn resolve() -> Result<Credentials, CredentialsError> {
-    resolve_with(&|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    CACHE.resolve_with(&|k| std::env::var(k).ok().filter(|v| !v.is_empty()), SystemTime::now())
 }
 
-/// [`resolve`] with the environment given as a lookup (tests pass their own).
-pub fn resolve_with(env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, CredentialsError> {
-    match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-        (Some(access_key_id), Some(secret_access_key)) => {
-            return Ok(Credentials { access_key_id, secret_access_key, session_token: env("AWS_SESSION_TOKEN") })
-        }
-        (Some(_), None) | (None, Some(_)) => return Err(CredentialsError::HalfSetEnvironment),
-        (None, None) => {}
+/// Credentials found past the environment (profile keys, a
+/// `credential_process`, the AWS CLI), kept so that the next request does not
+/// run the process again: without an expiration for as long as the cache
+/// lives, with one until [`REFRESH_BEFORE_EXPIRY`] before it.
+#[derive(Debug, Default)]
+pub struct CredentialsCache {
+    kept: Mutex<Option<Credentials>>,
+}
+
+impl CredentialsCache {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        CredentialsCache { kept: Mutex::new(None) }
     }
+
+    /// Environment keys if set (never kept: reading them costs nothing);
+    /// else the kept credentials while still fresh at `now`; else the rest
+    /// of the chain, whose answer is kept. Concurrent callers wait for one
+    /// resolution rather than each running the process.
+    pub fn resolve_with(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        now: SystemTime,
+    ) -> Result<Credentials, CredentialsError> {
+        if let Some(c) = from_environment(env)? {
+            return Ok(c);
+        }
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = kept.as_ref().filter(|c| fresh(c, now)) {
+            return Ok(c.clone());
+        }
+        let found = from_profile(env)?;
+        *kept = Some(found.clone());
+        Ok(found)
+    }
+}
+
+/// Whether `c` can still sign at `now`: no expiration, or one more than
+/// [`REFRESH_BEFORE_EXPIRY`] away.
+fn fresh(c: &Credentials, now: SystemTime) -> bool {
+    match c.expiration {
+        Some(at) => now + REFRESH_BEFORE_EXPIRY < at,
+        None => true,
+    }
+}
+
+/// The keys in the environment, if both are set.
+fn from_environment(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Credentials>, CredentialsError> {
+    match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(Some(Credentials {
+            access_key_id,
+            secret_access_key,
+            session_token: env("AWS_SESSION_TOKEN"),
+            expiration: None,
+        })),
+        (Some(_), None) | (None, Some(_)) => Err(CredentialsError::HalfSetEnvironment),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The chain past the environment: the profile's keys, its
+/// `credential_process`, else the AWS CLI.
+fn from_profile(env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, CredentialsError> {
     let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
     let home = env("HOME").map(PathBuf::from);
     let file = |var: &str, name: &str| {
@@ -162,6 +240,7 @@ fn static_keys(pairs: &[(String, String)]) -> Option<Credentials> {
         access_key_id: get("aws_access_key_id")?,
         secret_access_key: get("aws_secret_access_key")?,
         session_token: get("aws_session_token"),
+        expiration: None,
     })
 }
 
@@ -199,6 +278,8 @@ struct ProcessOutput {
     access_key_id: String,
     secret_access_key: String,
     session_token: Option<String>,
+    /// RFC 3339 (`2030-01-01T00:00:00Z`); absent for long-term keys.
+    expiration: Option<String>,
 }
 
 fn parse_process_output(name: &str, stdout: &[u8]) -> Result<Credentials, CredentialsError> {
@@ -210,10 +291,19 @@ fn parse_process_output(name: &str, stdout: &[u8]) -> Result<Credentials, Creden
     if p.version != 1 {
         return Err(bad(format!("output has Version {}, expected 1", p.version)));
     }
+    let expiration = match p.expiration.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+        None => None,
+        Some(e) => Some(
+            chrono::DateTime::parse_from_rfc3339(e)
+                .map_err(|_| bad("output has an Expiration that is not an RFC 3339 time".to_string()))?
+                .into(),
+        ),
+    };
     Ok(Credentials {
         access_key_id: p.access_key_id,
         secret_access_key: p.secret_access_key,
         session_token: p.session_token.filter(|t| !t.is_empty()),
+        expiration,
     })
 }
 
@@ -222,6 +312,11 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+
+    /// The whole chain once, with nothing kept from an earlier call.
+    fn resolve_with(env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, CredentialsError> {
+        CredentialsCache::new().resolve_with(env, SystemTime::now())
+    }
 
     fn env(pairs: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
@@ -303,9 +398,124 @@ mod tests {
         assert!(!err.contains("SECRETVALUE"), "{err}");
     }
 
+    /// A profile whose `credential_process` appends a line to a file each
+    /// time it runs and answers with `expiration` (none: long-term keys);
+    /// the environment that selects it, and the file.
+    fn counting_process(name: &str, expiration: Option<&str>) -> (Vec<(&'static str, String)>, PathBuf) {
+        let d = dir(name);
+        let runs = d.join("runs");
+        let field = expiration.map(|e| format!(", \"Expiration\": \"{e}\"")).unwrap_or_default();
+        std::fs::write(
+            d.join("process.sh"),
+            format!(
+                "echo run >> '{}'\nprintf '%s' '{{\"Version\": 1, \"AccessKeyId\": \"AKIDPROC\", \"SecretAccessKey\": \"s\", \"SessionToken\": \"t\"{field}}}'\n",
+                runs.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("config"),
+            format!("[default]\ncredential_process = sh '{}'\n", d.join("process.sh").display()),
+        )
+        .unwrap();
+        let env = vec![
+            ("AWS_CONFIG_FILE", d.join("config").display().to_string()),
+            ("AWS_SHARED_CREDENTIALS_FILE", d.join("none").display().to_string()),
+        ];
+        (env, runs)
+    }
+
+    fn runs(file: &std::path::Path) -> usize {
+        std::fs::read_to_string(file).map(|s| s.lines().count()).unwrap_or(0)
+    }
+
+    /// 2030-03-17T17:46:40Z: the tests' clock.
+    const NOW: u64 = 1_900_000_000;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn rfc3339(secs: u64) -> String {
+        chrono::DateTime::<chrono::Utc>::from(at(secs)).to_rfc3339()
+    }
+
+    #[test]
+    fn a_credential_process_runs_once_while_its_credentials_last() {
+        let (e, file) = counting_process("cache-lasting", Some(&rfc3339(NOW + 3600)));
+        let cache = CredentialsCache::new();
+        for _ in 0..5 {
+            let c = cache.resolve_with(&env(&e), at(NOW)).unwrap();
+            assert_eq!((c.access_key_id.as_str(), c.expiration), ("AKIDPROC", Some(at(NOW + 3600))));
+        }
+        assert_eq!(runs(&file), 1, "five requests, one run");
+        // Still more than a minute before the expiration: kept.
+        cache.resolve_with(&env(&e), at(NOW + 3600 - 61)).unwrap();
+        assert_eq!(runs(&file), 1);
+        // Within a minute of it: run again.
+        cache.resolve_with(&env(&e), at(NOW + 3600 - 59)).unwrap();
+        assert_eq!(runs(&file), 2);
+    }
+
+    #[test]
+    fn credentials_without_expiration_are_kept_for_the_life_of_the_cache() {
+        let (e, file) = counting_process("cache-forever", None);
+        let cache = CredentialsCache::new();
+        for later in [0, 3600, 86_400 * 365] {
+            assert_eq!(cache.resolve_with(&env(&e), at(NOW + later)).unwrap().expiration, None);
+        }
+        assert_eq!(runs(&file), 1);
+        // Another cache (another `hookline` process) runs it again.
+        CredentialsCache::new().resolve_with(&env(&e), at(NOW)).unwrap();
+        assert_eq!(runs(&file), 2);
+    }
+
+    #[test]
+    fn expired_or_nearly_expired_credentials_are_fetched_again() {
+        for (name, expiration) in [("cache-past", NOW - 10), ("cache-near", NOW + 30)] {
+            let (e, file) = counting_process(name, Some(&rfc3339(expiration)));
+            let cache = CredentialsCache::new();
+            for _ in 0..3 {
+                assert_eq!(cache.resolve_with(&env(&e), at(NOW)).unwrap().access_key_id, "AKIDPROC");
+            }
+            assert_eq!(runs(&file), 3, "{name}: every request runs the process");
+        }
+    }
+
+    #[test]
+    fn environment_keys_are_read_each_time_and_never_kept() {
+        let (mut e, file) = counting_process("cache-env", None);
+        let cache = CredentialsCache::new();
+        e.push(("AWS_ACCESS_KEY_ID", "AKIDONE".into()));
+        e.push(("AWS_SECRET_ACCESS_KEY", "s".into()));
+        assert_eq!(cache.resolve_with(&env(&e), at(NOW)).unwrap().access_key_id, "AKIDONE");
+        e.retain(|(k, _)| *k != "AWS_ACCESS_KEY_ID");
+        e.push(("AWS_ACCESS_KEY_ID", "AKIDTWO".into()));
+        assert_eq!(cache.resolve_with(&env(&e), at(NOW)).unwrap().access_key_id, "AKIDTWO");
+        assert_eq!(runs(&file), 0, "the environment comes first; the process never ran");
+        // Without them, the process; set again, the environment wins over what was kept.
+        let profile_only: Vec<_> =
+            e.iter().filter(|(k, _)| k.starts_with("AWS_") && k.ends_with("FILE")).cloned().collect();
+        assert_eq!(cache.resolve_with(&env(&profile_only), at(NOW)).unwrap().access_key_id, "AKIDPROC");
+        assert_eq!(cache.resolve_with(&env(&e), at(NOW)).unwrap().access_key_id, "AKIDTWO");
+        assert_eq!(runs(&file), 1);
+    }
+
+    #[test]
+    fn an_unreadable_expiration_is_an_error_without_the_keys() {
+        let (e, _) = counting_process("cache-bad-expiration", Some("next tuesday"));
+        let err = CredentialsCache::new().resolve_with(&env(&e), at(NOW)).unwrap_err().to_string();
+        assert_eq!(err, "credential_process: output has an Expiration that is not an RFC 3339 time");
+    }
+
     #[test]
     fn the_debug_form_hides_the_secret() {
-        let c = Credentials { access_key_id: "AKID".into(), secret_access_key: "hush".into(), session_token: None };
+        let c = Credentials {
+            access_key_id: "AKID".into(),
+            secret_access_key: "hush".into(),
+            session_token: None,
+            expiration: None,
+        };
         assert!(!format!("{c:?}").contains("hush"));
     }
 }

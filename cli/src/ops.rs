@@ -5,7 +5,8 @@
 //!
 //! One module per resource ([`subscriptions`], [`events`],
 //! [`dead_letters`], [`replay`], [`audit`]); the HTTP client and the exit
-//! codes in [`client`], printing in [`output`], bulk jobs in [`jobs`].
+//! codes in [`client`], SigV4 signing and the URL encoding it needs in
+//! [`sigv4`], printing in [`output`], bulk jobs in [`jobs`].
 
 /// `after_help` text: the examples given, then the exit statuses (the same
 /// on every ops command).
@@ -27,6 +28,7 @@ mod events;
 mod jobs;
 mod output;
 mod replay;
+pub mod sigv4;
 mod subscriptions;
 mod time;
 
@@ -246,31 +248,4 @@ async fn act(common: &Common, method: &str, path: &[&str], body: Option<Value>) 
     let v = common.client()?.send_json(method, path, body).await?;
     common.out().object(&v, &[])?;
     Ok(v)
-}
-
-/// The SigV4 headers (service `execute-api`) for one request to the
-/// deployed HTTP API.
-fn sigv4_headers(region: &str, method: &str, url: &str, body: &[u8]) -> anyhow::Result<Vec<(String, String)>> {
-    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-    let keys = crate::credentials::resolve()?;
-    let identity: aws_smithy_runtime_api::client::identity::Identity = aws_credential_types::Credentials::new(
-        keys.access_key_id,
-        keys.secret_access_key,
-        keys.session_token,
-        None,
-        "hookline",
-    )
-    .into();
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name("execute-api")
-        .time(std::time::SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()?
-        .into();
-    let headers = [("content-type", "application/json")];
-    let signable = SignableRequest::new(method, url, headers.into_iter(), SignableBody::Bytes(body))?;
-    let (instructions, _) = sign(signable, &params)?.into_parts();
-    Ok(instructions.headers().map(|(k, v)| (k.to_string(), v.to_string())).collect())
 }

@@ -552,6 +552,83 @@ async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked(
     assert_eq!(r.requests("/v1/subscriptions/probe").len(), 1, "nothing unsigned was sent");
 }
 
+/// A stand-in for the deployed API's event listing, three pages long (the
+/// cursor says which page): every request's raw query and `authorization`
+/// header recorded. Returns its base URL and the record.
+async fn paging_api() -> (String, Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+    use axum::http::{HeaderMap, Uri};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap| {
+        let log = log.clone();
+        async move {
+            let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            let query = uri.query().unwrap_or("").to_string();
+            log.lock().unwrap().push((query.clone(), auth));
+            let page: u32 =
+                query.split('&').find_map(|p| p.strip_prefix("cursor=p")).and_then(|n| n.parse().ok()).unwrap_or(1);
+            let next = (page < 3).then(|| format!("p{}", page + 1));
+            axum::Json(json!({"items": [{"id": format!("evt-{page}"), "type": "t.x"}], "next_cursor": next}))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the paging API");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), seen)
+}
+
+/// A command of several requests (`events list --all`, three pages) runs
+/// the profile's `credential_process` once and signs every request with its
+/// keys, until they are within a minute of their `Expiration`: then each
+/// request runs it again. The query goes out in SigV4's encoding (a space as
+/// `%20`, a plus as `%2B`), the one the requests were signed over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_commands_run_the_credential_process_once_while_its_keys_last() {
+    let dir = std::env::temp_dir().join(format!("hookline-cli-process-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = chrono::Utc::now();
+    for (name, expiration, expected_runs) in
+        [("lasting", now + chrono::Duration::hours(1), 1), ("expiring", now + chrono::Duration::seconds(30), 3)]
+    {
+        let (url, seen) = paging_api().await;
+        let runs = dir.join(format!("{name}-runs"));
+        let script = dir.join(format!("{name}.sh"));
+        std::fs::write(
+            &script,
+            format!(
+                "echo run >> '{}'\nprintf '%s' '{{\"Version\": 1, \"AccessKeyId\": \"AKIDPROCESS\", \"SecretAccessKey\": \"s\", \"SessionToken\": \"tok\", \"Expiration\": \"{}\"}}'\n",
+                runs.display(),
+                expiration.to_rfc3339()
+            ),
+        )
+        .unwrap();
+        let config = dir.join(format!("{name}-config"));
+        std::fs::write(&config, format!("[default]\ncredential_process = sh '{}'\n", script.display())).unwrap();
+        let out = std::process::Command::new(binary())
+            .args(["events", "list", "--all", "--tenant", "acme corp+eu", "--event-type", "order.*"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &dir)
+            .env("HOOKLINE_URL", &url)
+            .env("HOOKLINE_AWS_REGION", "eu-west-1")
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
+            .output()
+            .expect("run hookline");
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "{name}: an event per page");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "{name}: {seen:?}");
+        for (query, auth) in &seen {
+            assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDPROCESS/"), "{name}: {auth}");
+            assert!(query.contains("tenant_id=acme%20corp%2Beu") && !query.contains('+'), "{name}: {query}");
+        }
+        let ran = std::fs::read_to_string(&runs).unwrap_or_default().lines().count();
+        assert_eq!(ran, expected_runs, "{name}: credential_process runs for three requests");
+    }
+}
+
 /// `hookline subscriptions reindex` follows `next_cursor` to the end and
 /// prints the totals. On `hookline serve` the schema migration indexed
 /// every subscription, so it finds nothing to do; if index rows went

@@ -115,30 +115,23 @@ impl Client {
     }
 
     /// The URL of `path` (segments, each percent-encoded: an id holding `/`
-    /// stays one segment) with the query parameters that have a value.
-    pub fn url(&self, path: &[&str], query: &[(&str, Option<String>)]) -> Url {
-        let mut url = Url::parse(&self.target.url).expect("checked in Client::new");
-        if let Ok(mut segs) = url.path_segments_mut() {
-            segs.pop_if_empty().extend(path);
-        }
-        let given: Vec<_> = query.iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v))).collect();
-        if !given.is_empty() {
-            let mut pairs = url.query_pairs_mut();
-            for (k, v) in given {
-                pairs.append_pair(k, v);
-            }
-        }
-        url
+    /// stays one segment) with the query parameters that have a value, in
+    /// SigV4's encoding (`%20` for a space, never `+`; sorted), so that the
+    /// URL sent is the one signed ([`super::sigv4::request_url`]).
+    pub fn url(&self, path: &[&str], query: &[(&str, Option<String>)]) -> Result<Url, OpsError> {
+        let base = Url::parse(&self.target.url).expect("checked in Client::new");
+        let given: Vec<(&str, &str)> = query.iter().filter_map(|(k, v)| v.as_deref().map(|v| (*k, v))).collect();
+        super::sigv4::request_url(&base, path, &given).map_err(|e| OpsError::Usage(e.to_string()))
     }
 
     /// `GET` a path with query parameters.
     pub async fn get(&self, path: &[&str], query: &[(&str, Option<String>)]) -> anyhow::Result<Value> {
-        self.send("GET", self.url(path, query), None).await
+        self.send("GET", self.url(path, query)?, None).await
     }
 
     /// A request with a JSON body (`POST`, `PATCH`, `DELETE`).
     pub async fn send_json(&self, method: &str, path: &[&str], body: Option<Value>) -> anyhow::Result<Value> {
-        self.send(method, self.url(path, &[]), body).await
+        self.send(method, self.url(path, &[])?, body).await
     }
 
     /// One request; the answer's JSON (`null` for an empty body), or the
@@ -149,7 +142,14 @@ impl Client {
         let mut req = self.http.request(method.parse()?, url.clone()).header("content-type", "application/json");
         match (&self.target.aws_region, &self.target.api_key) {
             (Some(region), _) => {
-                for (name, value) in super::sigv4_headers(region, method, url.as_str(), &body)? {
+                use super::sigv4::{sign, Scope, SERVICE};
+                // Cached until shortly before they expire: a credential_process
+                // runs once per command, not once per request.
+                let keys = crate::credentials::resolve()?;
+                let scope = Scope { region, service: SERVICE, time: std::time::SystemTime::now() };
+                // Signed over `url` itself, which the request sends unchanged.
+                let signed = sign(method, &url, &[("content-type", "application/json")], &body, &keys, &scope)?;
+                for (name, value) in signed {
                     req = req.header(name, value);
                 }
             }
@@ -216,7 +216,8 @@ mod tests {
     fn urls_encode_each_segment_and_skip_absent_parameters() {
         let t = Target { url: "http://h:1/prod/".into(), api_key: Some("k".into()), aws_region: None, acting_as: None };
         let c = Client::new(&t).unwrap();
-        let u = c.url(&["v1", "events", "a/b c"], &[("tenant_id", Some("t 1&x".into())), ("since", None)]);
-        assert_eq!(u.as_str(), "http://h:1/prod/v1/events/a%2Fb%20c?tenant_id=t+1%26x");
+        let u = c.url(&["v1", "events", "a/b c"], &[("tenant_id", Some("t 1&x".into())), ("since", None)]).unwrap();
+        assert_eq!(u.as_str(), "http://h:1/prod/v1/events/a%2Fb%20c?tenant_id=t%201%26x");
+        assert!(matches!(c.url(&["v1", "events", "."], &[]), Err(OpsError::Usage(_))));
     }
 }
