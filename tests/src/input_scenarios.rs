@@ -1,6 +1,7 @@
 //! Scenarios of hostile or malformed input, run on both backends
 //! (`tests/input_serve.rs`, `tests/input_aws.rs`): the producer id limit,
-//! values that could never be sent in a header, ids that need
+//! values that could never be sent in a header, partition keys that could
+//! never be stored or sent, ids that need
 //! percent-encoding in a path, log-line forging, retry schedules longer than
 //! the retention, per-tenant deduplication, and `Idempotency-Key` headers
 //! that break the rule.
@@ -8,7 +9,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use shared::envelope::{MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES};
+use shared::envelope::{MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES, MAX_PARTITION_KEY_BYTES};
 
 use crate::pipeline::Pipeline;
 use crate::{eventually, Behaviour, Receiver};
@@ -167,6 +168,123 @@ pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P)
     for id in ["bad-trace-0", "bad-corr", "bad-trace-b"] {
         assert_eq!(s.get(&format!("/v1/events/{id}")).await.0, 404, "{id} was not stored");
     }
+}
+
+/// A partition key becomes DynamoDB keys (behind the tenant scope) and the
+/// `hookline-partition-key` header of every delivery, so it has the id rule
+/// ([`MAX_PARTITION_KEY_BYTES`] of printable text) in every format that has
+/// one: native `partition_key`, domain-event `sequence.partitionKey`, and the
+/// change feed's `{entity_type}:{entity_id}`, refused on `entity_id`. Over
+/// it (never a 503 from a store key limit) or with a control character: 400
+/// naming the producer's field, per item in a batch, nothing stored. At the
+/// limit, with a tenant at its own limit, an event is stored, numbered,
+/// delivered in order with the key in its header, and found by its
+/// partition.
+pub async fn partition_keys_that_cannot_be_stored_or_sent_are_refused<P: Pipeline>(s: &P) {
+    let tenant = "t".repeat(MAX_ID_BYTES);
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/pk", Behaviour::Ok), "event_types": ["*"], "tenant_id": tenant,
+                       "ordering": "partition"}))
+        .await;
+    let at_limit = format!("order:{}", "k".repeat(MAX_PARTITION_KEY_BYTES - 6));
+    let over = format!("{at_limit}x");
+    let huge = "h".repeat(3000);
+    let native = |id: &str, key: &str| json!({"id": id, "type": "t", "partition_key": key, "data": {}});
+    let domain = |id: &str, key: &str| {
+        let mut d = domain_event("acme", id);
+        d["sequence"]["partitionKey"] = json!(key);
+        d
+    };
+    // `Order:` takes 6 bytes of the change feed's key.
+    let change = |id: &str, entity_id: &str| {
+        json!({"id": id, "entity_type": "Order", "entity_id": entity_id, "change_type": "created",
+               "published_at": "2026-01-10T12:34:56Z",
+               "payload": {"actor": "u:1", "after": {}, "diff": {}, "recorded_at": "2026-01-10T12:34:56Z"}})
+    };
+    let max = format!("the maximum is {MAX_PARTITION_KEY_BYTES} bytes");
+    let entity_over = "e".repeat(MAX_PARTITION_KEY_BYTES - 5);
+    for (i, key) in [&over, &huge].into_iter().enumerate() {
+        for (body, field) in [
+            (native(&format!("pk-long-n{i}"), key), "partition_key"),
+            (domain(&format!("pk-long-d{i}"), key), "sequence.partitionKey"),
+            (change(&format!("pk-long-c{i}"), key), "entity_id"),
+        ] {
+            let (st, v) = s.post("/v1/events", &body).await;
+            assert_refused(st, &v, field);
+            assert!(v["error"]["message"].as_str().unwrap().contains(&max), "{v}");
+        }
+    }
+    // An entity id under the limit whose `Order:` prefix takes the key over it.
+    let (st, v) = s.post("/v1/events", &change("pk-long-c", &entity_over)).await;
+    assert_refused(st, &v, "entity_id");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(&format!("{} bytes long", MAX_PARTITION_KEY_BYTES + 1)) && msg.contains(&max), "{v}");
+
+    let forged = format!("k\n{FORGED} level=ERROR");
+    for (i, key) in ["a\r\nX-Injected: 1", "a\u{0}b", "a\tb", "a\u{7f}", "a\u{85}", "a\u{2028}b", "a\u{202e}b", &forged]
+        .into_iter()
+        .enumerate()
+    {
+        let (st, v) = s.post("/v1/events", &native(&format!("pk-ctl-n{i}"), key)).await;
+        assert_refused(st, &v, "partition_key");
+        let (st, v) = s.post("/v1/events", &domain(&format!("pk-ctl-d{i}"), key)).await;
+        assert_refused(st, &v, "sequence.partitionKey");
+        let (st, v) = s.post("/v1/events", &change(&format!("pk-ctl-c{i}"), key)).await;
+        assert_refused(st, &v, "entity_id");
+    }
+
+    let batch =
+        json!([native("pk-batch-ok", &at_limit), native("pk-batch-bad", &huge), domain("pk-batch-bad-d", "p\nq")]);
+    let (st, v) = s.post("/v1/events/batch", &batch).await;
+    assert_eq!(st, 207, "{v}");
+    let results: Vec<(&Value, &Value)> =
+        (0..3).map(|i| (&v["results"][i]["status"], &v["results"][i]["error"]["field"])).collect();
+    assert_eq!(
+        results,
+        [
+            (&json!(202), &Value::Null),
+            (&json!(400), &json!("partition_key")),
+            (&json!(400), &json!("sequence.partitionKey"))
+        ],
+        "{v}"
+    );
+    for id in ["pk-long-n0", "pk-long-n1", "pk-long-c", "pk-ctl-n0", "pk-ctl-c7", "pk-batch-bad"] {
+        assert_eq!(s.get(&format!("/v1/events/{id}")).await.0, 404, "{id} was not stored");
+    }
+    for id in ["pk-long-d1", "pk-ctl-d7", "pk-batch-bad-d"] {
+        let stored = shared::ids::stored_event_id(Some("acme"), id);
+        assert_eq!(s.get(&format!("/v1/events/{stored}")).await.0, 404, "{id} was not stored");
+    }
+
+    // At the limit, with a tenant at its own: stored, numbered, delivered in
+    // order with the key as it was sent, found by partition. A key of
+    // two-byte characters is limited in bytes, not characters.
+    let wide = "é".repeat(MAX_PARTITION_KEY_BYTES / 2);
+    for (id, key) in [("pk-max", &at_limit), ("pk-max-wide", &wide)] {
+        let mut body = native(id, key);
+        body["tenant_id"] = json!(tenant);
+        let (st, v) = s.post("/v1/events", &body).await;
+        assert_eq!((st, &v["duplicate"]), (202, &json!(false)), "{v}");
+        let stored = v["event_id"].as_str().unwrap();
+        assert_eq!(s.settled_deliveries(stored, 1, 30).await[0]["status"], "Completed");
+        let (st, found) = s.get(&format!("/v1/events?tenant_id={}&partition_key={}", enc(&tenant), enc(key))).await;
+        assert_eq!(st, 200, "{found}");
+        let items = found["items"].as_array().unwrap();
+        assert_eq!((items.len(), items[0]["id"].as_str()), (1, Some(stored)), "{found}");
+        assert_eq!(items[0]["partition_key"].as_str(), Some(key.as_str()));
+    }
+    let (st, v) = s.post("/v1/events", &change("pk-max-c", &"e".repeat(MAX_PARTITION_KEY_BYTES - 6))).await;
+    assert_eq!(st, 202, "{v}");
+    let (st, v) = s.post("/v1/events", &domain("pk-max-d", &wide)).await;
+    assert_eq!(st, 202, "{v}");
+
+    let got = r.deliveries("/pk");
+    assert_eq!(got.len(), 2, "the tenant's two events, delivered once each");
+    let ascii = got.iter().find(|d| d.json()["id"] == "pk-max").expect("pk-max delivered");
+    assert_eq!((ascii.header("hookline-partition-key"), ascii.header("hookline-sequence")), (at_limit.as_str(), "1"));
+    let m = s.metrics().await;
+    assert!(m.contains("hookline_events_accepted_total 5\n"), "only the five valid events were stored: {m}");
+    assert_no_forged_line(s).await;
 }
 
 /// Item 2: a subscription's custom headers must be sendable: reserved,

@@ -17,6 +17,7 @@ on_serve!(
     producer_ids_over_the_limit_are_refused_naming_the_field,
     ids_with_path_characters_are_found_percent_encoded,
     header_bound_values_must_be_valid_header_values,
+    partition_keys_that_cannot_be_stored_or_sent_are_refused,
     custom_headers_that_cannot_be_sent_are_refused,
     control_characters_cannot_forge_log_lines,
     retry_schedules_longer_than_the_retention_are_refused,

@@ -1,8 +1,8 @@
 //! What every format shares: reading fields so that each error names the
 //! field's full path ([`Obj`]), timestamps, the event type length limit, and
 //! the rules for producer text that becomes a store key, a log field or an
-//! HTTP header (ids, tenants, trace ids), with the quoting used in error
-//! messages.
+//! HTTP header (ids, tenants, trace ids, partition keys), with the quoting
+//! used in error messages.
 
 use std::fmt;
 
@@ -25,6 +25,32 @@ use super::{EnvelopeError, Fields, Format, MAX_EVENT_TYPE_LEN};
 /// unbounded one. 256 bytes is far above real ids (UUIDs are 36, ULIDs 26,
 /// W3C trace ids 32) and keeps a log line that names an event short.
 pub const MAX_ID_BYTES: usize = 256;
+
+/// Longest partition key Hookline accepts, in bytes of UTF-8: native
+/// `partition_key`, domain-event `sequence.partitionKey`, and the change
+/// feed's `{entity_type}:{entity_id}` as a whole.
+///
+/// The same limit as ids ([`MAX_ID_BYTES`]), because a partition key ends up
+/// in the same places:
+///
+/// - store keys, behind the tenant scope (`g`, or `t<bytes>:<tenant>`, up to
+///   261 bytes with a [`MAX_ID_BYTES`] tenant): the EventsTable index
+///   `by_partition` (`<scope>#<key>`) and the OrderTable's partition item
+///   (`p#<scope>#<key>`) and lane entries
+///   (`l#<subscription id>#<scope>#<key>`, 301 bytes before the key), all
+///   DynamoDB partition keys (at most 2,048 bytes). Unchecked, a key of
+///   about 2 KB failed every write of its event: a `503` on every retry, a
+///   bus event in the ingest DLQ with no reason. At 256 bytes the longest
+///   such key is 557 bytes, under even the 1,024-byte sort key limit;
+/// - the `hookline-partition-key` header of every delivery, and log lines;
+///   hence printable text, as ids ([`check_partition_key`]);
+/// - the API's filters that find a partition again: `GET
+///   /v1/events?partition_key=` and `POST /v1/replays` (at most 256
+///   characters), so every stored partition can be listed and replayed.
+///
+/// Real keys are far shorter (`order:1`, `Opportunity:acme:r1`, an entity
+/// type and a UUID); Kinesis caps its partition keys at 256 characters too.
+pub const MAX_PARTITION_KEY_BYTES: usize = MAX_ID_BYTES;
 
 // ---------------------------------------------------------------------------
 // Producer text rules: ids, header values, log lines
@@ -64,6 +90,9 @@ pub enum TextError {
 /// What an id may hold, for [`TextError::Forbidden`].
 const ID_RULE: &str = "ids are printable text (no control, line-separator or bidirectional-formatting characters)";
 
+/// What a partition key may hold, for [`TextError::Forbidden`].
+const PARTITION_KEY_RULE: &str = "a partition key is printable text (no control, line-separator or bidirectional-formatting characters): it is sent in the hookline-partition-key header";
+
 /// What a header value may hold, for [`TextError::Forbidden`].
 const HEADER_RULE: &str = "the value is sent in an HTTP header, which takes visible ASCII, space and tab only";
 
@@ -94,11 +123,35 @@ pub fn is_unprintable(c: char) -> bool {
 ///
 /// [`TextError::TooLong`] or [`TextError::Forbidden`].
 pub fn check_id(s: &str) -> Result<(), TextError> {
-    if s.len() > MAX_ID_BYTES {
-        return Err(TextError::TooLong { len: s.len(), max: MAX_ID_BYTES });
+    check_printable(s, MAX_ID_BYTES, ID_RULE)
+}
+
+/// Checks a partition key (native `partition_key`, domain-event
+/// `sequence.partitionKey`, the change feed's `{entity_type}:{entity_id}`):
+/// at most [`MAX_PARTITION_KEY_BYTES`] bytes of printable text (see
+/// [`is_unprintable`]), the rule of ids. Both halves matter: an over-long key
+/// cannot be stored as a DynamoDB key, and a control character makes the
+/// `hookline-partition-key` header of every delivery invalid, so the job
+/// would be deferred until the event expired, holding up its ordered lane.
+/// (Every printable key is a valid `http` header value: [`is_unprintable`]
+/// covers all that `HeaderValue` refuses.) Blank keys are refused earlier by
+/// the envelope rules.
+///
+/// # Errors
+///
+/// [`TextError::TooLong`] or [`TextError::Forbidden`].
+pub fn check_partition_key(s: &str) -> Result<(), TextError> {
+    check_printable(s, MAX_PARTITION_KEY_BYTES, PARTITION_KEY_RULE)
+}
+
+/// At most `max` bytes with no [`is_unprintable`] character; `rule` says
+/// what the value may hold in the error.
+fn check_printable(s: &str, max: usize, rule: &'static str) -> Result<(), TextError> {
+    if s.len() > max {
+        return Err(TextError::TooLong { len: s.len(), max });
     }
     match s.char_indices().find(|(_, c)| is_unprintable(*c)) {
-        Some((at, c)) => Err(TextError::Forbidden { shown: show_char(c), at, rule: ID_RULE }),
+        Some((at, c)) => Err(TextError::Forbidden { shown: show_char(c), at, rule }),
         None => Ok(()),
     }
 }
@@ -191,10 +244,52 @@ fn text_fields(format: Format) -> (&'static str, &'static str, &'static str) {
     }
 }
 
+/// The envelope field a format's partition key comes from, named when the
+/// key is refused: the producer's own field. The change feed's key is
+/// `{entity_type}:{entity_id}`, and only `entity_id` can make it too long or
+/// hold a control character (`entity_type` is letters, digits, `_` and `-`,
+/// and at most 100 characters as part of the event type).
+fn partition_key_field(format: Format) -> &'static str {
+    match format {
+        Format::Native => "partition_key",
+        Format::ChangeFeed => "entity_id",
+        Format::DomainEvent => "sequence.partitionKey",
+        // The contract format has no partition key: never named.
+        Format::Contract => "partitionKey",
+    }
+}
+
+/// The error for a refused partition key `key`, naming the producer's field
+/// ([`partition_key_field`]). For the change feed, the reason speaks of
+/// `entity_id` (its byte offset, its length) and says that the limit is on
+/// the `{entity_type}:{entity_id}` it makes.
+fn partition_key_error(format: Format, key: &str, e: TextError) -> EnvelopeError {
+    let field = partition_key_field(format);
+    if format != Format::ChangeFeed {
+        return EnvelopeError::invalid(field, e.to_string());
+    }
+    // `entity_type` holds no `:`, so the entity id starts after the first.
+    let start = key.find(':').map_or(0, |i| i + 1);
+    let reason = match e {
+        TextError::TooLong { len, max } => format!(
+            "is {} bytes long; the partition key `{{entity_type}}:{{entity_id}}` it makes is {len} bytes long, and the maximum is {max} bytes",
+            len - start
+        ),
+        TextError::Forbidden { shown, at, rule } => {
+            TextError::Forbidden { shown, at: at.saturating_sub(start), rule }.to_string()
+        }
+        other => other.to_string(),
+    };
+    EnvelopeError::invalid(field, reason)
+}
+
 /// The rules every format shares for values that become store keys, log
 /// fields and outgoing headers: ids, the contract's `idempotencyKey` (it
 /// plays the id's part: the event is deduplicated on it) and the tenant by
-/// [`check_id`], the trace id by [`check_trace_id`]. (Event types are
+/// [`check_id`], the trace id by [`check_trace_id`], the partition key by
+/// [`check_partition_key`]. Checked here, once for every format and every
+/// way in (`POST /v1/events`, each item of a batch, EventBridge), so that
+/// nothing that could never be stored or sent is accepted. (Event types are
 /// already limited to `A-Z a-z 0-9 . _ : -` by every format's type rule, so
 /// they are valid `hookline-event-type` values.)
 pub(super) fn check_producer_text(fields: &Fields, format: Format) -> Result<(), EnvelopeError> {
@@ -212,6 +307,9 @@ pub(super) fn check_producer_text(fields: &Fields, format: Format) -> Result<(),
     }
     if let Some(t) = &fields.trace_id {
         check_trace_id(t).map_err(|e| invalid(trace_field, e))?;
+    }
+    if let Some(k) = &fields.partition_key {
+        check_partition_key(k).map_err(|e| partition_key_error(format, k, e))?;
     }
     Ok(())
 }
@@ -488,6 +586,93 @@ mod tests {
         );
     }
 
+    /// The partition key check itself: up to MAX_PARTITION_KEY_BYTES bytes
+    /// (not characters) of printable text, any other character allowed.
+    #[test]
+    fn partition_key_rule() {
+        let at_limit = "é".repeat(MAX_PARTITION_KEY_BYTES / 2);
+        for ok in ["order:1", "Opportunity:acme:r1", "a/b c%d?e#f", at_limit.as_str()] {
+            assert_eq!(check_partition_key(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            check_partition_key(&format!("{at_limit}x")),
+            Err(TextError::TooLong { len: MAX_PARTITION_KEY_BYTES + 1, max: MAX_PARTITION_KEY_BYTES })
+        );
+        for (bad, at) in [("a\nb", 1), ("\0", 0), ("ab\t", 2), ("é\u{7f}", 2), ("a\u{85}", 1), ("k\u{2028}", 1)] {
+            let e = check_partition_key(bad).unwrap_err();
+            assert!(matches!(&e, TextError::Forbidden { at: a, .. } if *a == at), "{bad:?}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains("hookline-partition-key") && !text.chars().any(char::is_control), "{text:?}");
+        }
+    }
+
+    /// Partition keys over the limit or holding unprintable characters are
+    /// refused in every format that has one, naming the producer's field;
+    /// keys at the limit pass. The change feed's limit is on
+    /// `{entity_type}:{entity_id}`, reported on `entity_id` with its own
+    /// length and offsets.
+    #[test]
+    fn partition_keys_have_the_id_limit_and_charset() {
+        let at_limit = "k".repeat(MAX_PARTITION_KEY_BYTES);
+        let over = format!("{at_limit}é");
+        let with_key = |base: &str, key: &str| {
+            let mut m = obj(base);
+            if base == DOMAIN {
+                m["sequence"]["partitionKey"] = json!(key);
+            } else {
+                m.insert("partition_key".into(), json!(key));
+            }
+            m
+        };
+        for (base, field) in [(NATIVE, "partition_key"), (DOMAIN, "sequence.partitionKey")] {
+            assert_eq!(
+                run(&with_key(base, &at_limit), None).unwrap().partition_key.as_deref(),
+                Some(at_limit.as_str())
+            );
+            let e = expect_err(run(&with_key(base, &over), None), "invalid_field", Some(field));
+            assert_eq!(
+                e.to_string(),
+                format!("invalid field `{field}`: is 258 bytes long; the maximum is {MAX_PARTITION_KEY_BYTES} bytes")
+            );
+            for bad in ["a\nINFO forged", "a\r\nX-Injected: 1", "a\0", "a\tb", "a\u{7f}", "a\u{2028}", "a\u{202e}b"] {
+                let e = expect_err(run(&with_key(base, bad), None), "invalid_field", Some(field));
+                let text = e.to_string();
+                assert!(text.contains("at byte 1") && !text.chars().any(char::is_control), "{text:?}");
+            }
+        }
+
+        // Change feed: `UserProfile:` is 12 bytes, so the entity id may be 244.
+        let entity = |id: &str| {
+            let mut m = obj(CHANGE_FEED);
+            m.insert("entity_id".into(), json!(id));
+            m
+        };
+        let fits = "e".repeat(MAX_PARTITION_KEY_BYTES - "UserProfile:".len());
+        let key = run(&entity(&fits), None).unwrap().partition_key.unwrap();
+        assert_eq!(key.len(), MAX_PARTITION_KEY_BYTES);
+        let e = expect_err(run(&entity(&format!("{fits}e")), None), "invalid_field", Some("entity_id"));
+        assert_eq!(
+            e.to_string(),
+            "invalid field `entity_id`: is 245 bytes long; the partition key `{entity_type}:{entity_id}` it makes \
+             is 257 bytes long, and the maximum is 256 bytes"
+        );
+        let e = expect_err(run(&entity("9b\r\nX: 1"), None), "invalid_field", Some("entity_id"));
+        assert!(e.to_string().contains("`\\u{d}` at byte 2"), "{e}");
+
+        // No partition key, nothing to check; EventBridge ingest uses the same rules.
+        assert_eq!(run(&obj(CONTRACT), None).unwrap().partition_key, None);
+        expect_err(
+            normalize_with_defaults(
+                format!(r#"{{"partition_key":"{over}","data":{{}}}}"#).as_bytes(),
+                None,
+                Some("t"),
+                None,
+            ),
+            "invalid_field",
+            Some("partition_key"),
+        );
+    }
+
     /// Trace ids become the `hookline-trace-id` header: visible ASCII, inner
     /// spaces and tabs, at most MAX_ID_BYTES.
     #[test]
@@ -567,8 +752,8 @@ mod tests {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
         /// Whatever the value, an accepted id holds no unprintable character,
-        /// an accepted trace id is a valid `http` header value, and LogSafe
-        /// output has no control character.
+        /// an accepted trace id and an accepted partition key are valid `http`
+        /// header values, and LogSafe output has no control character.
         #[test]
         fn text_rules_hold(s in "\\PC{0,8}[\\x00-\\x20\\x7f\\u{85}\\u{2028}a-z]{0,4}\\PC{0,8}") {
             if check_id(&s).is_ok() {
@@ -577,6 +762,9 @@ mod tests {
             if check_trace_id(&s).is_ok() {
                 prop_assert!(reqwest::header::HeaderValue::from_str(&s).is_ok());
                 prop_assert!(s.is_ascii());
+            }
+            if check_partition_key(&s).is_ok() {
+                prop_assert!(reqwest::header::HeaderValue::from_str(&s).is_ok());
             }
             prop_assert!(!LogSafe(&s).to_string().chars().any(char::is_control));
         }

@@ -35,7 +35,7 @@
 //!   format, each with its own rules and their tests.
 //! * `fields`: reading fields with errors that name their path, and the id,
 //!   header-value and log-text rules every format shares ([`check_id`],
-//!   [`check_trace_id`], [`LogSafe`], ...).
+//!   [`check_trace_id`], [`check_partition_key`], [`LogSafe`], ...).
 //! * `redact`: the byte-preserving redaction of sensitive values.
 
 mod change_feed;
@@ -58,8 +58,8 @@ pub use change_feed::CHANGE_TYPES;
 pub use detect::{detect_format, Format};
 pub(crate) use fields::show;
 pub use fields::{
-    check_header_value, check_id, check_idempotency_key, check_trace_id, is_unprintable, producer_id, LogSafe,
-    TextError, MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES,
+    check_header_value, check_id, check_idempotency_key, check_partition_key, check_trace_id, is_unprintable,
+    producer_id, LogSafe, TextError, MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES, MAX_PARTITION_KEY_BYTES,
 };
 pub use redact::{is_sensitive_key, redact_sensitive, REDACTED, SENSITIVE_KEYS};
 
@@ -85,7 +85,9 @@ pub struct Normalized {
     /// The tenant (native `tenant_id`, domain-event and contract `tenantId`).
     pub tenant_id: Option<String>,
     /// The ordering key (native `partition_key`, change-feed
-    /// `{entity_type}:{entity_id}`, domain-event `sequence.partitionKey`).
+    /// `{entity_type}:{entity_id}`, domain-event `sequence.partitionKey`):
+    /// at most [`MAX_PARTITION_KEY_BYTES`] of printable text
+    /// ([`check_partition_key`]), as it becomes store keys and a header.
     pub partition_key: Option<String>,
     /// The producer's position within the partition (domain-event
     /// `sequence.recordVersion`), an opaque string.
