@@ -580,9 +580,8 @@ async fn reconcile_loop(h: Arc<Hookline>, limits: ReconcileLimits, every: Durati
         if *stop.borrow() {
             return;
         }
-        if let Err(e) = reconcile::reconcile(&h, &limits).await {
-            tracing::warn!(error = %e, "reconciler failed; retrying at the next interval");
-        }
+        // A failed step is logged by the run itself and retried at the next interval.
+        reconcile::reconcile(&h, &limits).await;
     }
 }
 

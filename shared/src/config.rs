@@ -42,8 +42,13 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "DELIVERY_TIMEOUT_MS", help: "total timeout of a delivery attempt, ms", default: "15000" },
     Setting {
         key: "RECONCILE_MAX_BATCHES",
-        help: "given-up stream batches the reconciler re-drives per run",
+        help: "given-up stream batches the reconciler takes at a time",
         default: "10",
+    },
+    Setting {
+        key: "RECONCILE_BUDGET_SECS",
+        help: "seconds a reconciler run may spend draining given-up stream batches",
+        default: "60",
     },
     Setting { key: "RECONCILE_MAX_SAGAS", help: "stalled sagas the reconciler re-drives per run", default: "100" },
     Setting {
@@ -161,6 +166,7 @@ impl Config {
         let rd = d.reconcile;
         let reconcile = ReconcileLimits {
             max_batches: r.number("RECONCILE_MAX_BATCHES", rd.max_batches as u64, 1, 1000) as usize,
+            budget: Duration::from_secs(r.number("RECONCILE_BUDGET_SECS", rd.budget.as_secs(), 1, 840)),
             max_sagas: r.number("RECONCILE_MAX_SAGAS", rd.max_sagas as u64, 1, 10_000) as usize,
             stall_margin: r.duration("RECONCILE_STALL_MARGIN").unwrap_or(rd.stall_margin),
         };

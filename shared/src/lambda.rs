@@ -290,14 +290,20 @@ pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
 }
 
 /// One scheduled run of the reconciler; prints its report as an EMF line
-/// (the open-dead-letters alarm reads `OpenDeadLetters` from it). A failure
-/// to read its work fails the invocation (the schedule runs it again).
+/// (the open-dead-letters alarm reads `OpenDeadLetters` from it), also when
+/// a step failed; then a failed step fails the invocation, so the
+/// function's Errors alarm sees it (the schedule runs it again).
 pub async fn reconcile_scheduled(
     h: &Hookline,
     limits: &reconcile::ReconcileLimits,
 ) -> Result<reconcile::ReconcileReport, Error> {
-    let report = reconcile::reconcile(h, limits).await.map_err(|e| Error::from(format!("reconciler: {e}")))?;
+    let report = reconcile::reconcile(h, limits).await;
+    // Printed first, whatever failed: what was measured is reported.
     println!("{}", reconcile::emf_line(&report, "reconciler", chrono::Utc::now().timestamp_millis()));
+    if !report.failed.is_empty() {
+        // A failed invocation, so the function's Errors alarm sees it.
+        return Err(Error::from(format!("reconciler: {}", report.failed.join("; "))));
+    }
     Ok(report)
 }
 

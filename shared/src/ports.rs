@@ -376,14 +376,19 @@ pub struct GivenUp {
     /// Why some of the batch could not be resolved (records gone from the
     /// stream, or unreadable); such a batch is left for an operator.
     pub unresolved: Option<String>,
+    /// The read stopped (its time ran out) before the end of the batch's
+    /// range: what was read may be re-driven, but the batch stays for the
+    /// next run.
+    pub incomplete: bool,
 }
 
 /// Stream batches given up on, so the reconciler can re-drive them while
 /// the stream still holds them (a DynamoDB stream keeps records 24 hours).
 #[async_trait]
 pub trait StreamFailures: Send + Sync {
-    /// Up to `max` given-up batches, each resolved to its records.
-    async fn take(&self, max: usize) -> StoreResult<Vec<GivenUp>>;
+    /// Up to `max` given-up batches, each resolved to its records, reading
+    /// no later than `deadline` (a batch cut short is marked incomplete).
+    async fn take(&self, max: usize, deadline: tokio::time::Instant) -> StoreResult<Vec<GivenUp>>;
     /// Forgets batches that were re-driven.
     async fn done(&self, receipts: &[String]) -> StoreResult<()>;
 }

@@ -44,6 +44,9 @@ impl Drop for AwsPipeline {
         if let Some(s) = &self.strict {
             if !std::thread::panicking() {
                 s.assert_clean();
+            } else if !s.violations().is_empty() {
+                // Often the cause of the panic: say so.
+                eprintln!("requests that AWS would reject:\n{}", s.violations().join("\n"));
             }
         }
     }
@@ -102,7 +105,8 @@ impl AwsPipeline {
     pub async fn start_configured(tag: &str, configure: impl FnOnce(&mut Config)) -> AwsPipeline {
         let sdk = emulator::aws_config().await;
         let strict = Strict::new();
-        let mut p = Self::start_with(tag, strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), configure).await;
+        let clients = (strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), Some(strict.streams_client(&sdk)));
+        let mut p = Self::start_with(tag, clients, configure).await;
         p.strict = Some(strict);
         p
     }
@@ -115,19 +119,27 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
-        Self::start_with(tag, dynamodb, sqs, |_| {}).await
+        Self::start_with(tag, (dynamodb, sqs, None), |_| {}).await
     }
 
+    /// The pipeline on these DynamoDB, SQS and (or else a plain one)
+    /// DynamoDB Streams clients.
     async fn start_with(
         tag: &str,
-        dynamodb: aws_sdk_dynamodb::Client,
-        sqs: aws_sdk_sqs::Client,
+        (dynamodb, sqs, streams): (
+            aws_sdk_dynamodb::Client,
+            aws_sdk_sqs::Client,
+            Option<aws_sdk_dynamodbstreams::Client>,
+        ),
         configure: impl FnOnce(&mut Config),
     ) -> AwsPipeline {
         log_capture();
         let prefix = prefix(tag);
         let names = emulator::create_resources(&prefix).await;
-        let streams = aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await);
+        let streams = match streams {
+            Some(s) => s,
+            None => aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await),
+        };
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
         let mut config = Config {
             address_policy: AddressPolicy::AllowLoopback,
@@ -286,7 +298,7 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         let function = http_function(method, path);
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
-        let res = tokio::spawn(async move { lambda::http(&api, req).await }).await;
+        let res = tokio::spawn(crate::iam::as_function(function, async move { lambda::http(&api, req).await })).await;
         self.stats.record_invocation(function, 1, started.elapsed(), res.is_err());
         let Ok(res) = res else {
             return (500, json!({"message": "Internal Server Error"}));
@@ -317,8 +329,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         });
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
-        let res = lambda::http(&self.api, serde_json::from_value(req).unwrap()).await;
-        self.stats.record_invocation(http_function(method, path), 1, started.elapsed(), false);
+        let function = http_function(method, path);
+        let res =
+            crate::iam::as_function(function, lambda::http(&self.api, serde_json::from_value(req).unwrap())).await;
+        self.stats.record_invocation(function, 1, started.elapsed(), false);
         match res.body {
             Some(shared::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),
@@ -343,7 +357,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             stall_margin: chrono::Duration::seconds(2),
             ..Default::default()
         };
-        let report = lambda::reconcile_scheduled(&self.hookline, &limits).await.expect("the reconciler runs");
+        let report =
+            crate::iam::as_function("ReconcilerFunction", lambda::reconcile_scheduled(&self.hookline, &limits))
+                .await
+                .expect("the reconciler runs");
         if report.batches + report.stalled > 0 {
             eprintln!("reconciler run: {}", serde_json::to_string(&report).unwrap_or_default());
         }

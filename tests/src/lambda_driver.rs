@@ -286,13 +286,16 @@ type Counted = (Arc<DriverStats>, &'static str);
 
 const POLL: Duration = Duration::from_millis(20);
 
-/// Runs the handler in its own task so a panic is a crashed invocation.
+/// Runs the handler in its own task, as an invocation of `function` (its
+/// AWS requests checked against that function's role: [`crate::iam`]), so
+/// a panic is a crashed invocation.
 async fn invoke<E: Send + 'static, R: Send + 'static>(
     h: &Arc<Hookline>,
     handler: &Handler<E, R>,
     event: E,
+    function: &'static str,
 ) -> Option<R> {
-    let fut = handler(h.clone(), event);
+    let fut = crate::iam::as_function(function, handler(h.clone(), event));
     match tokio::spawn(fut).await {
         Ok(r) => Some(r),
         Err(e) if e.is_panic() => None,
@@ -309,7 +312,7 @@ async fn invoke_counted<E: Send + 'static, R: Send + 'static>(
     counted: &Counted,
 ) -> Option<R> {
     let started = Instant::now();
-    let r = invoke(h, handler, event).await;
+    let r = invoke(h, handler, event, counted.1).await;
     counted.0.record_invocation(counted.1, records, started.elapsed(), r.is_none());
     r
 }

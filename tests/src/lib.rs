@@ -50,6 +50,7 @@ where
 pub mod aws_pipeline;
 pub mod conformance;
 pub mod emulator;
+pub mod iam;
 pub mod input_scenarios;
 pub mod lambda_driver;
 pub mod metering;

@@ -62,16 +62,31 @@
 //!   #xE000-#xFFFD | #x10000-#x10FFFF`, or an empty body.
 //! - S6 on a FIFO queue (`.fifo`), a message without `MessageGroupId` or
 //!   with a per-message `DelaySeconds`.
+//!
+//! IAM (the emulator enforces none): every DynamoDB, DynamoDB Streams and
+//! SQS request made while a handler runs as a function of the template
+//! ([`crate::iam::as_function`]) must be allowed by that function's role as
+//! `template.yaml` writes it ([`crate::iam::Roles`]): the action the request
+//! is authorized as, on the table, index, stream or queue it names. Anything
+//! else is refused as AWS refuses it (AccessDeniedException) and fails the
+//! test. AWS Service Authorization Reference, "Actions, resources, and
+//! condition keys for Amazon DynamoDB" and "… for Amazon SQS"; DynamoDB
+//! Developer Guide, "Using IAM policy conditions for fine-grained access
+//! control". Requests outside any function (a test's own set-up) are not
+//! checked.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::config::interceptors::{BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef};
+use aws_sdk_dynamodb::config::interceptors::{
+    AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+};
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use serde_json::{Map, Value};
 
+use crate::iam::{self, Roles};
 use crate::metering::{table_schemas, value_size, Projection, TableSchema};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -90,6 +105,11 @@ const MAX_SQS_BATCH: usize = 10;
 #[derive(Default)]
 struct State {
     violations: Mutex<Vec<String>>,
+    /// Stream iterators seen, by the stream resource they read
+    /// (`<Table>/stream`): a `GetRecords` names only its iterator.
+    iterators: Mutex<HashMap<String, String>>,
+    /// Requests checked against a function's role.
+    iam_checked: AtomicUsize,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
 }
@@ -99,6 +119,7 @@ struct State {
 pub struct Strict {
     state: Arc<State>,
     tables: Arc<Vec<TableSchema>>,
+    roles: Arc<Roles>,
 }
 
 impl Default for Strict {
@@ -116,7 +137,7 @@ impl std::fmt::Debug for Strict {
 impl Strict {
     /// A checker that knows the key schemas of the template's tables.
     pub fn new() -> Strict {
-        Strict { state: Arc::default(), tables: Arc::new(table_schemas()) }
+        Strict { state: Arc::default(), tables: Arc::new(table_schemas()), roles: Arc::new(Roles::from_template()) }
     }
 
     /// A DynamoDB client on `sdk` with the checker installed.
@@ -127,9 +148,13 @@ impl Strict {
         aws_sdk_dynamodb::Client::from_conf(conf)
     }
 
-    /// A DynamoDB Streams client on `sdk` (reads only; counted in flight).
+    /// A DynamoDB Streams client on `sdk` (reads only; counted in flight,
+    /// checked against the function's role).
     pub fn streams_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodbstreams::Client {
-        aws_sdk_dynamodbstreams::Client::new(sdk)
+        let conf = aws_sdk_dynamodbstreams::config::Builder::from(sdk)
+            .interceptor(Checking { service: Service::Streams, strict: self.clone() })
+            .build();
+        aws_sdk_dynamodbstreams::Client::from_conf(conf)
     }
 
     /// An SQS client on `sdk` with the checker installed.
@@ -163,6 +188,57 @@ impl Strict {
     pub fn assert_clean(&self) {
         let v = self.violations();
         assert!(v.is_empty(), "{} request(s) that AWS would reject:\n{}", v.len(), v.join("\n"));
+    }
+
+    /// How many requests were checked against a function's role so far.
+    pub fn iam_checked(&self) -> usize {
+        self.state.iam_checked.load(Ordering::SeqCst)
+    }
+
+    /// The IAM rule for one request of `service` (`op` like `Query`) made
+    /// as `function`: why its role does not allow it, if it does not.
+    fn check_iam(&self, function: &str, service: Service, op: &str, req: &Value) -> Vec<String> {
+        self.state.iam_checked.fetch_add(1, Ordering::SeqCst);
+        let needs = match service {
+            Service::DynamoDb => iam::dynamodb_needs(op, req),
+            Service::Sqs => vec![iam::sqs_needs(op, req)],
+            Service::Streams => {
+                let resource = match op {
+                    "ListStreams" => format!("{}/stream/*", iam::logical_id(req["TableName"].as_str().unwrap_or(""))),
+                    "GetRecords" => {
+                        let it = req["ShardIterator"].as_str().unwrap_or("");
+                        self.state
+                            .iterators
+                            .lock()
+                            .unwrap()
+                            .get(it)
+                            .cloned()
+                            .unwrap_or_else(|| "(an iterator of no known stream)".into())
+                    }
+                    _ => iam::stream_resource(req["StreamArn"].as_str().unwrap_or("")),
+                };
+                vec![(format!("dynamodb:{op}"), resource)]
+            }
+        };
+        needs.iter().filter_map(|(action, resource)| self.roles.denies(function, action, resource)).collect()
+    }
+
+    /// Remembers which stream the iterators in a Streams response read.
+    fn note_iterators(&self, op: &str, req: &Value, res: &Value) {
+        let stream = match op {
+            "GetShardIterator" => iam::stream_resource(req["StreamArn"].as_str().unwrap_or("")),
+            "GetRecords" => match self.state.iterators.lock().unwrap().get(req["ShardIterator"].as_str().unwrap_or(""))
+            {
+                Some(s) => s.clone(),
+                None => return,
+            },
+            _ => return,
+        };
+        for key in ["ShardIterator", "NextShardIterator"] {
+            if let Some(it) = res[key].as_str() {
+                self.state.iterators.lock().unwrap().insert(it.to_string(), stream.clone());
+            }
+        }
     }
 
     /// Most requests that were in flight at once since the last reset.
@@ -644,6 +720,15 @@ fn message(m: &Value, fifo: bool, what: &str, out: &mut Vec<String>) {
 enum Service {
     DynamoDb,
     Sqs,
+    Streams,
+}
+
+/// A Streams request's operation and body, kept for its response.
+#[derive(Debug, Clone)]
+struct StreamsRequest(String, Value);
+
+impl Storable for StreamsRequest {
+    type Storer = StoreReplace<Self>;
 }
 
 /// Marks a request counted in flight (from before transmit to after the attempt).
@@ -675,10 +760,17 @@ impl Intercept for Checking {
         let target = req.headers().get("x-amz-target").unwrap_or("");
         let op = target.rsplit('.').next().unwrap_or(target).to_string();
         let body: Value = req.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
-        let found = match self.service {
+        let mut found = match self.service {
             Service::DynamoDb => self.strict.check_dynamodb(&op, &body),
             Service::Sqs => Strict::check_sqs(&op, &body),
+            Service::Streams => Vec::new(),
         };
+        if let Some(function) = iam::current_function() {
+            found.extend(self.strict.check_iam(function, self.service, &op, &body));
+        }
+        if let Service::Streams = self.service {
+            cfg.interceptor_state().store_put(StreamsRequest(op.clone(), body));
+        }
         if !found.is_empty() {
             let msg = format!("{op}: {}", found.join("; "));
             self.strict.state.violations.lock().unwrap().push(msg.clone());
@@ -688,6 +780,20 @@ impl Intercept for Checking {
         let now = self.strict.state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.strict.state.max_in_flight.fetch_max(now, Ordering::SeqCst);
         cfg.interceptor_state().store_put(Counted);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(StreamsRequest(op, req)) = cfg.load::<StreamsRequest>() {
+            let res: Value =
+                context.response().body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
+            self.strict.note_iterators(op, req, &res);
+        }
         Ok(())
     }
 

@@ -145,7 +145,7 @@ async fn unreadable_stream_record_lands_in_the_on_failure_queue_without_stopping
     // The reconciler reads the pointer back from the stream, cannot decode
     // the record, and leaves it for an operator (it is not lost or deleted).
     let limits = shared::stage::reconcile::ReconcileLimits::default();
-    let report = shared::stage::reconcile::reconcile(&p.hookline, &limits).await.unwrap();
+    let report = shared::stage::reconcile::reconcile(&p.hookline, &limits).await;
     assert_eq!((report.batches, report.unresolved, report.events_rerouted), (1, 1, 0), "{report:?}");
 }
 
@@ -391,3 +391,79 @@ on_aws!(
     replay_job_by_event_id_and_bad_input,
 );
 on_aws!(replay_jobs_by_partition_key_and_by_time_range);
+
+/// An hour-long router outage leaves hundreds of given-up batches: a run
+/// drains them for its time budget (long polls, ten at a time), not ten
+/// per run, so 500 pointers are gone within a few runs, each read to its
+/// end and re-driven, none left unresolved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_given_up_batches_drain_within_a_few_runs() {
+    let p = AwsPipeline::start("drain500").await;
+    for i in 0..5 {
+        let (st, _) = p.post("/v1/events", &json!({"id": format!("drain-{i}"), "type": "t", "data": i})).await;
+        assert_eq!(st, 202);
+    }
+    // The events stream's INSERT records, as the pointers' ranges.
+    let arn = p.backend.names.stream_arns["EventsTable"].clone();
+    let desc = p.moto.call("dynamodb", "DynamoDBStreams_20120810.DescribeStream", json!({"StreamArn": arn})).await;
+    let shard = desc["StreamDescription"]["Shards"][0]["ShardId"].as_str().unwrap().to_string();
+    let it = p
+        .moto
+        .call(
+            "dynamodb",
+            "DynamoDBStreams_20120810.GetShardIterator",
+            json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}),
+        )
+        .await;
+    let got = p
+        .moto
+        .call("dynamodb", "DynamoDBStreams_20120810.GetRecords", json!({"ShardIterator": it["ShardIterator"]}))
+        .await;
+    let seqs: Vec<String> = got["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["eventName"] == "INSERT")
+        .map(|r| r["dynamodb"]["SequenceNumber"].as_str().unwrap().to_string())
+        .collect();
+    assert!(seqs.len() >= 5, "{got}");
+    let url = p.queue_url("StreamFailuresQueue");
+    for chunk in 0..50 {
+        let entries: Vec<Value> = (0..10)
+            .map(|k| {
+                let seq = &seqs[(chunk * 10 + k) % seqs.len()];
+                let body = hookline_tests::lambda_driver::on_failure_record(&arn, &shard, seq, "RouterFunction");
+                json!({"Id": format!("m{k}"), "MessageBody": body.to_string()})
+            })
+            .collect();
+        p.moto.call("sqs", "AmazonSQS.SendMessageBatch", json!({"QueueUrl": url, "Entries": entries})).await;
+    }
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let report = hookline_tests::iam::as_function(
+            "ReconcilerFunction",
+            shared::lambda::reconcile_scheduled(&p.hookline, &p.hookline.config.reconcile),
+        )
+        .await
+        .expect("the run succeeds");
+        let drained = report.batches == 0;
+        runs.push(report);
+        if drained {
+            break;
+        }
+    }
+    let batches: usize = runs.iter().map(|r| r.batches).sum();
+    let rerouted: usize = runs.iter().map(|r| r.events_rerouted).sum();
+    let left: usize = runs.iter().map(|r| r.unresolved + r.incomplete).sum();
+    assert_eq!((batches, rerouted, left), (500, 500, 0), "within 3 runs: {runs:?}");
+    let attrs = p
+        .moto
+        .call(
+            "sqs",
+            "AmazonSQS.GetQueueAttributes",
+            json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]}),
+        )
+        .await;
+    assert_eq!(attrs["Attributes"]["ApproximateNumberOfMessages"], "0", "{attrs}");
+    assert_eq!(attrs["Attributes"]["ApproximateNumberOfMessagesNotVisible"], "0", "{attrs}");
+}

@@ -15,7 +15,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_yaml::{Mapping, Value};
+use hookline_tests::iam::{
+    fn_prop, get_att, ids_of_type, load_template as load, ref_of, resource, resource_key, role_grants, strings, sub_of,
+    type_of, Grants,
+};
+use serde_yaml::Value;
 
 // ------------------------------------------------------------------ the design
 
@@ -58,10 +62,6 @@ const CONSUME: &[&str] =
 /// What a DynamoDB stream event source mapping needs on the stream ARN
 /// (`<Table>/stream`); `dynamodb:ListStreams` goes on `<Table>/stream/*`.
 const STREAM_READ: &[&str] = &["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"];
-
-/// A resource as the checks name it: a table or queue logical id (its ARN),
-/// `<Table>/stream` (its stream ARN), `<Table>/stream/*`, `<Table>/index/*`.
-type Grants = BTreeSet<(String, String)>;
 
 fn grant(set: &mut Grants, actions: &[&str], resources: &[&str]) {
     for a in actions {
@@ -202,6 +202,12 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
     grant(&mut g, &["dynamodb:Query", "dynamodb:DeleteItem"], &["OrderTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
+    // Bulk replays by time range, tenant or partition read the events
+    // table's listing indexes; a replay to an ordered subscription puts the
+    // new saga's lane entry; a console redrive leaves an audit record.
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["OrderTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["AuditTable"]);
     m.insert("RequeueFunction", g);
 
     // api: subscriptions CRUD, event and delivery status, dead letters
@@ -352,158 +358,6 @@ const ENVIRONMENT: &[(&str, &str)] = &[
 ];
 
 // ------------------------------------------------------------------ reading the template
-
-fn load() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parse {path}: {e}"))
-}
-
-fn resources(t: &Value) -> &Mapping {
-    t["Resources"].as_mapping().expect("template has Resources")
-}
-
-fn resource<'a>(t: &'a Value, id: &str) -> Option<&'a Value> {
-    resources(t).get(id)
-}
-
-fn type_of<'a>(t: &'a Value, id: &str) -> Option<&'a str> {
-    resource(t, id).and_then(|r| r["Type"].as_str())
-}
-
-fn ids_of_type<'a>(t: &'a Value, ty: &str) -> Vec<&'a str> {
-    resources(t).iter().filter(|(_, r)| r["Type"].as_str() == Some(ty)).filter_map(|(k, _)| k.as_str()).collect()
-}
-
-/// A function property, falling back to `Globals.Function`.
-fn fn_prop<'a>(t: &'a Value, function: &str, key: &str) -> Option<&'a Value> {
-    let own = &t["Resources"][function]["Properties"][key];
-    if !own.is_null() {
-        return Some(own);
-    }
-    let global = &t["Globals"]["Function"][key];
-    (!global.is_null()).then_some(global)
-}
-
-/// An intrinsic function, short (`!GetAtt x`) or long (`{Fn::GetAtt: x}`)
-/// form: its name without prefix (`GetAtt`, `Sub`, `Ref`) and argument.
-fn intrinsic(v: &Value) -> Option<(String, &Value)> {
-    match v {
-        Value::Tagged(t) => Some((t.tag.to_string().trim_start_matches('!').to_string(), &t.value)),
-        Value::Mapping(m) if m.len() == 1 => {
-            let (k, arg) = m.iter().next()?;
-            let k = k.as_str()?;
-            if k == "Ref" {
-                Some(("Ref".into(), arg))
-            } else {
-                k.strip_prefix("Fn::").map(|name| (name.to_string(), arg))
-            }
-        }
-        _ => None,
-    }
-}
-
-/// `!GetAtt Id.Attr` (or `[Id, Attr]`) → (Id, Attr).
-fn get_att(v: &Value) -> Option<(String, String)> {
-    let (name, arg) = intrinsic(v)?;
-    if name != "GetAtt" {
-        return None;
-    }
-    match arg {
-        Value::String(s) => s.split_once('.').map(|(a, b)| (a.to_string(), b.to_string())),
-        Value::Sequence(s) if s.len() == 2 => Some((s[0].as_str()?.to_string(), s[1].as_str()?.to_string())),
-        _ => None,
-    }
-}
-
-/// `!Ref Id` → Id.
-fn ref_of(v: &Value) -> Option<String> {
-    match intrinsic(v)? {
-        (n, Value::String(s)) if n == "Ref" => Some(s.clone()),
-        _ => None,
-    }
-}
-
-/// `!Sub "..."` → its template string (the single-string form only).
-fn sub_of(v: &Value) -> Option<String> {
-    match intrinsic(v)? {
-        (n, Value::String(s)) if n == "Sub" => Some(s.clone()),
-        _ => None,
-    }
-}
-
-/// An IAM policy resource, named as the checks name resources (see
-/// [`Grants`]); anything else comes back as written, so that it fails the
-/// comparison (a literal ARN, `*`, …).
-fn resource_key(v: &Value) -> String {
-    if let Some((id, attr)) = get_att(v) {
-        return match attr.as_str() {
-            "Arn" => id,
-            "StreamArn" => format!("{id}/stream"),
-            other => format!("!GetAtt {id}.{other}"),
-        };
-    }
-    if let Some(s) = sub_of(v) {
-        if let Some(rest) = s.strip_prefix("${") {
-            if let Some((inner, suffix)) = rest.split_once('}') {
-                if let Some(id) = inner.strip_suffix(".Arn") {
-                    if suffix.is_empty() || suffix == "/stream/*" || suffix == "/index/*" {
-                        return format!("{id}{suffix}");
-                    }
-                }
-            }
-        }
-        return format!("!Sub {s}");
-    }
-    match v {
-        Value::String(s) => s.clone(),
-        other => format!("{other:?}"),
-    }
-}
-
-fn strings(v: &Value) -> Vec<&Value> {
-    match v {
-        Value::Sequence(s) => s.iter().collect(),
-        Value::Null => vec![],
-        other => vec![other],
-    }
-}
-
-/// The (action, resource) pairs one role's inline policies allow, and what
-/// in its policy documents the checks do not accept.
-fn role_grants(t: &Value, role: &str) -> (Grants, Vec<String>) {
-    let mut grants = Grants::new();
-    let mut errors = Vec::new();
-    let props = &t["Resources"][role]["Properties"];
-    for policy in strings(&props["Policies"]) {
-        let doc = &policy["PolicyDocument"];
-        for st in strings(&doc["Statement"]) {
-            let sid = st["Sid"].as_str().unwrap_or("(no Sid)");
-            if st["Effect"].as_str() != Some("Allow") {
-                errors.push(format!("{role}: statement {sid} is not a plain Allow"));
-            }
-            for forbidden in ["NotAction", "NotResource", "Principal"] {
-                if !st[forbidden].is_null() {
-                    errors.push(format!("{role}: statement {sid} uses {forbidden}"));
-                }
-            }
-            let actions: Vec<String> = strings(&st["Action"])
-                .iter()
-                .map(|a| a.as_str().map(str::to_string).unwrap_or_else(|| format!("{a:?}")))
-                .collect();
-            let res: Vec<String> = strings(&st["Resource"]).iter().map(|r| resource_key(r)).collect();
-            if actions.is_empty() || res.is_empty() {
-                errors.push(format!("{role}: statement {sid} has no Action or no Resource"));
-            }
-            for a in &actions {
-                for r in &res {
-                    grants.insert((a.clone(), r.clone()));
-                }
-            }
-        }
-    }
-    (grants, errors)
-}
 
 fn basic_execution_arn(v: &Value) -> bool {
     const SUFFIX: &str = ":iam::aws:policy/service-role/AWSLambdaBasicExecutionRole";
@@ -1274,4 +1128,84 @@ fn template_parameter_defaults_are_the_code_defaults() {
     assert_eq!(default("MaxAttempts"), Some(i64::from(d.default_retry_policy.max_attempts)));
     assert_eq!(default("RetryBaseMs"), Some(d.default_retry_policy.base_delay_ms as i64));
     assert_eq!(default("RetryCapMs"), Some(d.default_retry_policy.max_delay_ms as i64));
+}
+
+/// A stack deploys in a new account: Lambda refuses a reservation that
+/// leaves the account under 100 unreserved executions, and new accounts
+/// have a quota of 10. No function reserves concurrency unless a parameter
+/// whose default is 0 asks for it.
+#[test]
+fn no_function_reserves_concurrency_by_default() {
+    let t = load();
+    for f in ids_of_type(&t, "AWS::Serverless::Function") {
+        let reserved = &t["Resources"][f]["Properties"]["ReservedConcurrentExecutions"];
+        if reserved.is_null() {
+            continue;
+        }
+        let Some((name, arg)) = hookline_tests::iam::intrinsic(reserved) else {
+            panic!("{f}: ReservedConcurrentExecutions is fixed at {reserved:?}; deploys fail in accounts with a quota of 10");
+        };
+        assert_eq!(name, "If", "{f}: ReservedConcurrentExecutions must be conditional on a parameter");
+        let condition = arg[0].as_str().expect("a condition name");
+        let cond = &t["Conditions"][condition];
+        let (eq, args) = hookline_tests::iam::intrinsic(cond).expect("an !Equals condition");
+        assert_eq!(eq, "Equals");
+        let param = ref_of(&args[0]).expect("!Equals [!Ref Parameter, n]");
+        let default = t["Parameters"][param.as_str()]["Default"].as_i64();
+        assert_eq!(default, Some(0), "{f}: {param} must default to 0 (no reservation)");
+        assert_ne!(args[1].as_i64(), Some(0), "{f}: the reservation must be off at the default");
+    }
+}
+
+/// Every table survives a stack deletion or a replacement, and the tables
+/// whose loss breaks receivers (the order table's sequence numbers, the
+/// subscriptions' secrets) can be restored to a point in time.
+#[test]
+fn tables_are_retained_and_the_unrebuildable_ones_recoverable() {
+    let t = load();
+    for table in ids_of_type(&t, "AWS::DynamoDB::Table") {
+        let r = resource(&t, table).unwrap();
+        assert_eq!(r["DeletionPolicy"].as_str(), Some("Retain"), "{table}: DeletionPolicy must be Retain");
+        assert_eq!(r["UpdateReplacePolicy"].as_str(), Some("Retain"), "{table}: UpdateReplacePolicy must be Retain");
+    }
+    for table in ["OrderTable", "SubscriptionsTable", "EventsTable", "DeadLettersTable", "AuditTable"] {
+        let pitr =
+            &t["Resources"][table]["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"];
+        assert_eq!(pitr.as_bool(), Some(true), "{table}: point-in-time recovery must be on");
+    }
+}
+
+/// A scheduled function's report cannot go quiet: every alarm on a metric
+/// that only a scheduled function reports treats missing data as breaching
+/// (a failed or timed-out run must not turn it green), and every scheduled
+/// function has an alarm on its Lambda `Errors`.
+#[test]
+fn scheduled_functions_alarm_on_errors_and_missing_reports() {
+    let t = load();
+    let scheduled: Vec<&str> = ids_of_type(&t, "AWS::Serverless::Function")
+        .into_iter()
+        .filter(|f| {
+            t["Resources"][*f]["Properties"]["Events"]
+                .as_mapping()
+                .is_some_and(|m| m.values().any(|e| e["Type"].as_str() == Some("Schedule")))
+        })
+        .collect();
+    assert!(!scheduled.is_empty(), "the reconciler runs on a schedule");
+    let alarms = ids_of_type(&t, "AWS::CloudWatch::Alarm");
+    for f in &scheduled {
+        let has_errors_alarm = alarms.iter().any(|a| {
+            let p = &t["Resources"][*a]["Properties"];
+            p["Namespace"].as_str() == Some("AWS/Lambda")
+                && p["MetricName"].as_str() == Some("Errors")
+                && strings(&p["Dimensions"]).iter().any(|d| ref_of(&d["Value"]).as_deref() == Some(*f))
+        });
+        assert!(has_errors_alarm, "{f}: no alarm on its Lambda Errors");
+    }
+    for a in alarms {
+        let p = &t["Resources"][a]["Properties"];
+        if p["Namespace"].as_str() == Some("Hookline") && p["MetricName"].as_str() == Some("OpenDeadLetters") {
+            assert_eq!(p["TreatMissingData"].as_str(), Some("breaching"), "{a}: a missing report must not read as OK");
+            assert!(p["Period"].as_i64().unwrap_or(0) >= 600, "{a}: a period must hold at least two 5-minute runs");
+        }
+    }
 }

@@ -55,6 +55,51 @@ pub struct SqsQueue {
 }
 
 impl SqsQueue {
+    /// Polls of at most ten, each waiting up to `wait` (long polling,
+    /// which asks every SQS server, where a short poll (`wait` 0) samples a
+    /// few and can answer empty while messages wait), until `max` messages
+    /// are taken or a poll comes back empty.
+    pub async fn receive_waiting(
+        &self,
+        max: usize,
+        visibility: Duration,
+        wait: Duration,
+    ) -> StoreResult<Vec<Received>> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let want = (max - out.len()).min(SQS_BATCH);
+            let page = self
+                .client
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(want as i32)
+                .visibility_timeout(seconds(visibility, MAX_VISIBILITY))
+                .wait_time_seconds(wait.as_secs().min(20) as i32)
+                .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+                .send()
+                .await
+                .map_err(|e| backend("ReceiveMessage", &self.queue_url, e))?;
+            let messages = page.messages();
+            if messages.is_empty() {
+                break;
+            }
+            for m in messages {
+                let Some(receipt) = m.receipt_handle() else { continue };
+                let receive_count = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
+                out.push(Received {
+                    body: m.body().unwrap_or_default().to_string(),
+                    receipt: receipt.to_string(),
+                    receive_count,
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// The queue at `queue_url`; `dlq_url` is its dead-letter queue, if the
     /// depth should report it. No network call happens here.
     pub fn new(client: Client, queue_url: impl Into<String>, dlq_url: Option<String>) -> Self {
@@ -181,39 +226,7 @@ impl JobQueue for SqsQueue {
     /// Short polls (`WaitTimeSeconds` 0) of at most ten until `max` messages
     /// are taken or a poll comes back empty.
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
-        let mut out = Vec::new();
-        while out.len() < max {
-            let want = (max - out.len()).min(SQS_BATCH);
-            let page = self
-                .client
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(want as i32)
-                .visibility_timeout(seconds(visibility, MAX_VISIBILITY))
-                .wait_time_seconds(0)
-                .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
-                .send()
-                .await
-                .map_err(|e| backend("ReceiveMessage", &self.queue_url, e))?;
-            let messages = page.messages();
-            if messages.is_empty() {
-                break;
-            }
-            for m in messages {
-                let Some(receipt) = m.receipt_handle() else { continue };
-                let receive_count = m
-                    .attributes()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(1);
-                out.push(Received {
-                    body: m.body().unwrap_or_default().to_string(),
-                    receipt: receipt.to_string(),
-                    receive_count,
-                });
-            }
-        }
-        Ok(out)
+        self.receive_waiting(max, visibility, Duration::ZERO).await
     }
 
     /// `DeleteMessageBatch` in chunks of ten; invalid receipts are ignored.

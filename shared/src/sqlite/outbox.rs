@@ -121,7 +121,8 @@ pub struct SqliteStreamFailures(pub Db);
 
 #[async_trait::async_trait]
 impl StreamFailures for SqliteStreamFailures {
-    async fn take(&self, max: usize) -> StoreResult<Vec<GivenUp>> {
+    /// Rows are read whole at once: nothing is cut short by `_deadline`.
+    async fn take(&self, max: usize, _deadline: tokio::time::Instant) -> StoreResult<Vec<GivenUp>> {
         self.0
             .call(move |c, _| {
                 let mut st = c

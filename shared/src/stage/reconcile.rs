@@ -22,14 +22,20 @@ use serde::Serialize;
 
 use crate::context::Hookline;
 use crate::error::StoreError;
+use crate::ports::GivenUp;
 use crate::saga::{Saga, SagaStatus};
 use crate::stage::{route, saga};
 
 /// How much one run may do, and when a saga counts as stalled.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReconcileLimits {
-    /// Given-up stream batches re-driven per run.
+    /// Given-up stream batches taken at a time; a run keeps taking them
+    /// until none is left or its `budget` is spent.
     pub max_batches: usize,
+    /// How long a run may spend on given-up batches: long enough to drain
+    /// an hour-long outage's batches in a few runs, short enough to leave
+    /// the rest of the function's time for stalled sagas and the report.
+    pub budget: Duration,
     /// Stalled sagas re-driven per run.
     pub max_sagas: usize,
     /// How long past its due time a saga may wait before it counts as
@@ -39,10 +45,16 @@ pub struct ReconcileLimits {
 }
 
 impl Default for ReconcileLimits {
-    /// 10 batches and 100 sagas a run; stalled after 1 hour (the deliveries
-    /// queue's 6 receives × 6 minutes of visibility is 36 minutes).
+    /// Batches 10 at a time for up to 60 s (of the function's 120 s), 100
+    /// sagas a run; stalled after 1 hour (the deliveries queue's 6 receives
+    /// × 6 minutes of visibility is 36 minutes).
     fn default() -> Self {
-        ReconcileLimits { max_batches: 10, max_sagas: 100, stall_margin: chrono::Duration::hours(1) }
+        ReconcileLimits {
+            max_batches: 10,
+            budget: Duration::from_secs(60),
+            max_sagas: 100,
+            stall_margin: chrono::Duration::hours(1),
+        }
     }
 }
 
@@ -59,23 +71,38 @@ pub struct ReconcileReport {
     pub attempts_replayed: usize,
     /// Batches that could not be resolved (left for an operator).
     pub unresolved: usize,
+    /// Batches whose read the run's budget cut short (left for the next run).
+    pub incomplete: usize,
     /// Stalled sagas found.
     pub stalled: usize,
     /// Of those, re-driven (the rest had moved on meanwhile).
     pub redriven: usize,
     /// Dead letters awaiting requeue or skip, after the run (the alarm's
-    /// metric: it returns to OK when ops have handled them all).
-    pub open_dead_letters: u64,
+    /// metric: it returns to OK when ops have handled them all); `None`
+    /// when they could not be counted, so the metric is missing, never 0.
+    pub open_dead_letters: Option<u64>,
+    /// The steps that failed (`given_up`, `stalled`, `open_dead_letters`),
+    /// each with its error: the others still ran and are reported.
+    pub failed: Vec<String>,
 }
 
-/// One run: given-up batches first, then stalled sagas. Errors of one item
-/// are logged and leave it for the next run; only a failure to read the
-/// work at all is returned.
-pub async fn reconcile(h: &Hookline, limits: &ReconcileLimits) -> Result<ReconcileReport, StoreError> {
+/// One run: given-up batches first, then stalled sagas, then the count of
+/// open dead letters. Errors of one item are logged and leave it for the
+/// next run; a step that fails as a whole is recorded in
+/// [`ReconcileReport::failed`] and the later steps still run, so what was
+/// measured is always reported.
+pub async fn reconcile(h: &Hookline, limits: &ReconcileLimits) -> ReconcileReport {
     let mut report = ReconcileReport::default();
-    given_up(h, limits, &mut report).await?;
-    stalled(h, limits, &mut report).await?;
-    report.open_dead_letters = h.stores.dead_letters.count(crate::dead_letter::DeadLetterState::Open).await?;
+    if let Err(e) = given_up(h, limits, &mut report).await {
+        report.failed.push(format!("given_up: {e}"));
+    }
+    if let Err(e) = stalled(h, limits, &mut report).await {
+        report.failed.push(format!("stalled: {e}"));
+    }
+    match h.stores.dead_letters.count(crate::dead_letter::DeadLetterState::Open).await {
+        Ok(n) => report.open_dead_letters = Some(n),
+        Err(e) => report.failed.push(format!("open_dead_letters: {e}")),
+    }
     let m = &h.metrics.reconciled;
     m.events_rerouted.fetch_add(report.events_rerouted as u64, Relaxed);
     m.sagas_redriven.fetch_add((report.sagas_restarted + report.attempts_replayed + report.redriven) as u64, Relaxed);
@@ -92,11 +119,35 @@ pub async fn reconcile(h: &Hookline, limits: &ReconcileLimits) -> Result<Reconci
             "reconciler re-drove stuck work"
         );
     }
-    Ok(report)
+    for f in &report.failed {
+        tracing::error!(step = %f, "reconciler: a step failed; the next run retries it");
+    }
+    report
 }
 
+/// Takes given-up batches until none is left or the budget is spent.
 async fn given_up(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileReport) -> Result<(), StoreError> {
-    let batches = h.stores.stream_failures.take(limits.max_batches).await?;
+    let deadline = tokio::time::Instant::now() + limits.budget;
+    while tokio::time::Instant::now() < deadline {
+        let batches = h.stores.stream_failures.take(limits.max_batches, deadline).await?;
+        if batches.is_empty() {
+            break;
+        }
+        if given_up_batches(h, batches, report).await? == 0 {
+            // Only batches left for an operator or a later run: a store
+            // without visibility timeouts would hand them back at once.
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Re-drives `batches`; how many were done with (acknowledged).
+async fn given_up_batches(
+    h: &Hookline,
+    batches: Vec<GivenUp>,
+    report: &mut ReconcileReport,
+) -> Result<usize, StoreError> {
     let mut done = Vec::new();
     for b in batches {
         report.batches += 1;
@@ -116,7 +167,13 @@ async fn given_up(h: &Hookline, limits: &ReconcileLimits, report: &mut Reconcile
                 report.events_rerouted += b.events.len();
                 report.sagas_restarted += b.sagas.len();
                 report.attempts_replayed += b.attempts.len();
-                done.push(b.receipt);
+                if b.incomplete {
+                    // Re-driven as far as it was read; the pointer comes
+                    // back after its visibility timeout for the rest.
+                    report.incomplete += 1;
+                } else {
+                    done.push(b.receipt);
+                }
             }
             Err(e) => tracing::error!(error = %e, "reconciler: re-driving a given-up batch failed; next run retries"),
         }
@@ -124,7 +181,7 @@ async fn given_up(h: &Hookline, limits: &ReconcileLimits, report: &mut Reconcile
     if !done.is_empty() {
         h.stores.stream_failures.done(&done).await?;
     }
-    Ok(())
+    Ok(done.len())
 }
 
 async fn stalled(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileReport) -> Result<(), StoreError> {
@@ -189,19 +246,27 @@ async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
 
 /// The run's report as one CloudWatch Embedded Metric Format line
 /// (namespace `Hookline`, dimension `Function`): the alarm on open dead
-/// letters reads `OpenDeadLetters` from it.
+/// letters reads `OpenDeadLetters` from it (left out when it could not be
+/// counted), the one on failed runs `ReconcileFailedSteps`.
 pub fn emf_line(report: &ReconcileReport, function: &str, timestamp_ms: i64) -> String {
     let names = [
         ("ReconcileEventsRerouted", report.events_rerouted as u64),
         ("ReconcileSagasRedriven", (report.sagas_restarted + report.attempts_replayed + report.redriven) as u64),
         ("ReconcileUnresolved", report.unresolved as u64),
         ("ReconcileStalled", report.stalled as u64),
-        ("OpenDeadLetters", report.open_dead_letters),
+        ("ReconcileIncomplete", report.incomplete as u64),
+        ("ReconcileFailedSteps", report.failed.len() as u64),
     ];
     let mut doc = serde_json::json!({"Function": function});
     for (n, v) in names {
         doc[n] = serde_json::json!(v);
     }
+    // Not counted: missing, so the alarm reads it as breaching, never as 0.
+    let open = report.open_dead_letters.map(|n| ("OpenDeadLetters", n));
+    if let Some((n, v)) = open {
+        doc[n] = serde_json::json!(v);
+    }
+    let names: Vec<(&str, u64)> = names.into_iter().chain(open).collect();
     let metrics: Vec<serde_json::Value> =
         names.iter().map(|(n, _)| serde_json::json!({"Name": n, "Unit": "Count"})).collect();
     doc["_aws"] = serde_json::json!({

@@ -84,13 +84,17 @@ async fn main() -> anyhow::Result<()> {
     backend.outbox.give_up(shared::sqlite::Stream::Events, seqs).await?;
     println!("setup: {sagas} stalled sagas, {given_up} given-up events in {:.1} s", setup.elapsed().as_secs_f64());
 
-    let limits = ReconcileLimits { max_batches: 10, max_sagas: batch, stall_margin: chrono::Duration::minutes(10) };
+    let limits =
+        ReconcileLimits { max_sagas: batch, stall_margin: chrono::Duration::minutes(10), ..ReconcileLimits::default() };
     let (mut runs, mut times) = (0, Vec::new());
     let (mut redriven, mut rerouted) = (0, 0);
     let started = Instant::now();
     loop {
         let t = Instant::now();
-        let r = reconcile(&h, &limits).await?;
+        let r = reconcile(&h, &limits).await;
+        if !r.failed.is_empty() {
+            anyhow::bail!("a reconciler run failed: {:?}", r.failed);
+        }
         times.push(t.elapsed());
         runs += 1;
         redriven += r.redriven;
