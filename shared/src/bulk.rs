@@ -98,6 +98,13 @@ pub struct Job {
     /// Items that could not be acted on (resolved by someone else meanwhile,
     /// gone).
     pub failed: u64,
+    /// Replay jobs naming a subscription: events passed over because that
+    /// subscription's routing would not take them (another tenant's, or a
+    /// type none of its patterns matches; [`crate::routing::check_scope`]).
+    /// Counted apart so the operator sees what was left out; absent from
+    /// jobs stored before it existed (0).
+    #[serde(default)]
+    pub skipped_not_routed: u64,
     /// When it was asked for.
     pub created_at: DateTime<Utc>,
     /// Its last change.
@@ -130,6 +137,7 @@ impl Job {
             matched: 0,
             done: 0,
             failed: 0,
+            skipped_not_routed: 0,
             created_at: now,
             updated_at: now,
             version: 1,
@@ -158,12 +166,18 @@ impl Job {
     /// The job with its planned page done: its counts added, the position
     /// past it, completed after the last page. Unchanged without a plan.
     pub fn committed(&self, done: u64, failed: u64, now: DateTime<Utc>) -> Job {
+        self.committed_counts(PageCounts { done, failed, skipped_not_routed: 0 }, now)
+    }
+
+    /// [`Job::committed`] with every count of the page ([`counts`]).
+    pub fn committed_counts(&self, c: PageCounts, now: DateTime<Utc>) -> Job {
         let Some(plan) = self.current_plan() else { return self.clone() };
         let last = plan.next.is_none();
         Job {
             matched: self.matched + plan.items.len() as u64,
-            done: self.done + done,
-            failed: self.failed + failed,
+            done: self.done + c.done,
+            failed: self.failed + c.failed,
+            skipped_not_routed: self.skipped_not_routed + c.skipped_not_routed,
             page: self.page + 1,
             position: plan.next.clone(),
             plan: None,
@@ -263,7 +277,9 @@ pub struct ReplayFilter {
     /// Events received before then (exclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<DateTime<Utc>>,
-    /// Only to this subscription.
+    /// Only to this subscription, and only the events its routing would
+    /// take (its tenant, its patterns); the others are counted in
+    /// [`Job::skipped_not_routed`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscription_id: Option<crate::ids::SubscriptionId>,
     /// Only events of these types (exact, or a pattern ending in `*`).
@@ -297,12 +313,30 @@ pub enum ItemOutcome {
     Done,
     /// Could not be acted on.
     Failed,
+    /// A replay's event the named subscription's routing would not take:
+    /// passed over on purpose, not a failure.
+    SkippedNotRouted,
 }
 
-/// The counts of a page's outcomes: `(done, failed)`.
-pub fn counts(outcomes: &[ItemOutcome]) -> (u64, u64) {
-    let done = outcomes.iter().filter(|o| **o == ItemOutcome::Done).count() as u64;
-    (done, outcomes.len() as u64 - done)
+/// What one page adds to a job's counts ([`Job::committed_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PageCounts {
+    /// Items acted on.
+    pub done: u64,
+    /// Items that could not be acted on.
+    pub failed: u64,
+    /// Replayed events the named subscription's routing would not take.
+    pub skipped_not_routed: u64,
+}
+
+/// The counts of a page's outcomes.
+pub fn counts(outcomes: &[ItemOutcome]) -> PageCounts {
+    let n = |want: ItemOutcome| outcomes.iter().filter(|o| **o == want).count() as u64;
+    PageCounts {
+        done: n(ItemOutcome::Done),
+        failed: n(ItemOutcome::Failed),
+        skipped_not_routed: n(ItemOutcome::SkippedNotRouted),
+    }
 }
 
 #[cfg(test)]
@@ -341,6 +375,29 @@ mod tests {
 
     #[test]
     fn counts_split_outcomes() {
-        assert_eq!(counts(&[ItemOutcome::Done, ItemOutcome::Failed, ItemOutcome::Done]), (2, 1));
+        let c = counts(&[
+            ItemOutcome::Done,
+            ItemOutcome::Failed,
+            ItemOutcome::SkippedNotRouted,
+            ItemOutcome::Done,
+            ItemOutcome::SkippedNotRouted,
+        ]);
+        assert_eq!(c, PageCounts { done: 2, failed: 1, skipped_not_routed: 2 });
+    }
+
+    #[test]
+    fn events_not_routed_are_counted_apart_and_matched() {
+        let j = job().planned(vec!["a".into(), "b".into(), "c".into()], None, Utc::now());
+        let c = j.committed_counts(PageCounts { done: 1, failed: 0, skipped_not_routed: 2 }, Utc::now());
+        assert_eq!((c.matched, c.done, c.failed, c.skipped_not_routed), (3, 1, 0, 2));
+        assert_eq!(c.matched, c.done + c.failed + c.skipped_not_routed);
+    }
+
+    #[test]
+    fn a_job_stored_before_the_count_reads_as_none_skipped() {
+        let mut v = serde_json::to_value(job()).unwrap();
+        v.as_object_mut().unwrap().remove("skipped_not_routed");
+        let j: Job = serde_json::from_value(v).unwrap();
+        assert_eq!(j.skipped_not_routed, 0);
     }
 }

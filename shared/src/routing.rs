@@ -9,6 +9,7 @@
 //! same whatever the number of subscriptions that do not match; [`wants`]
 //! stays the final check.
 
+use crate::envelope::show;
 use crate::event::EventRecord;
 use crate::subscription::Subscription;
 
@@ -139,10 +140,60 @@ pub fn wants(sub: &Subscription, event: &EventRecord) -> bool {
 }
 
 /// Is the event in the subscription's scope, whatever its state: a matching
-/// pattern, and the same tenant when the subscription is tenant-scoped.
+/// pattern, and the same tenant when the subscription is tenant-scoped
+/// ([`check_scope`], which says why not).
 pub fn in_scope(sub: &Subscription, event: &EventRecord) -> bool {
-    sub.tenant_id.as_ref().is_none_or(|t| event.tenant_id.as_ref() == Some(t))
-        && sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type))
+    check_scope(sub, event).is_ok()
+}
+
+/// Why an event is outside a subscription's scope ([`check_scope`]): what
+/// routing would not have delivered, and so what a replay naming that
+/// subscription refuses (a single event) or skips (a partition or a range).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutOfScope {
+    /// The subscription is scoped to one tenant and the event belongs to
+    /// another, or to none.
+    #[error(
+        "the subscription is scoped to tenant {} and the event {}",
+        show(subscription_tenant),
+        event_tenant.as_deref().map_or("has no tenant".to_string(), |t| format!("belongs to tenant {}", show(t)))
+    )]
+    OtherTenant {
+        /// The subscription's `tenant_id`.
+        subscription_tenant: String,
+        /// The event's tenant, if it has one.
+        event_tenant: Option<String>,
+    },
+    /// None of the subscription's `event_types` patterns matches the
+    /// event's type.
+    #[error("none of the subscription's event_types matches the event's type {}", show(event_type))]
+    TypeNotMatched {
+        /// The event's type.
+        event_type: String,
+    },
+}
+
+/// The routing decision for one subscription and one event, whatever the
+/// subscription's state (active and verified are [`wants`]'s concern): the
+/// event is in scope when the subscription has no tenant or the event's
+/// tenant is the subscription's, and one of its patterns matches the
+/// event's type ([`pattern_matches`]). The one place both routing
+/// ([`in_scope`], [`wants`]) and replays to a named subscription decide it,
+/// so a replay never delivers what routing would not have. A tenant
+/// mismatch is reported before a type mismatch.
+pub fn check_scope(sub: &Subscription, event: &EventRecord) -> Result<(), OutOfScope> {
+    if let Some(t) = &sub.tenant_id {
+        if event.tenant_id.as_ref() != Some(t) {
+            return Err(OutOfScope::OtherTenant {
+                subscription_tenant: t.clone(),
+                event_tenant: event.tenant_id.clone(),
+            });
+        }
+    }
+    if !sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type)) {
+        return Err(OutOfScope::TypeNotMatched { event_type: event.event_type.clone() });
+    }
+    Ok(())
 }
 
 /// The subscriptions an event is routed to, in the order given (borrowing
@@ -265,6 +316,70 @@ pub(crate) mod tests {
             let meets = index_keys(&sub).iter().any(|k| route.contains(k));
             prop_assert_eq!(meets, in_scope(&sub, &event), "{:?} {:?}", index_keys(&sub), route);
         }
+    }
+
+    /// A subscription of `tenant` (or none) to `patterns`.
+    fn scoped(tenant: Option<&str>, patterns: &[&str]) -> Subscription {
+        let mut sub = subscription();
+        sub.tenant_id = tenant.map(str::to_string);
+        sub.event_types = patterns.iter().map(|p| p.to_string()).collect();
+        sub
+    }
+
+    #[test]
+    fn a_tenant_scoped_subscription_takes_only_its_tenants_events() {
+        let a = scoped(Some("acme"), &["order.*"]);
+        assert_eq!(check_scope(&a, &event(Some("acme"), "order.created")), Ok(()));
+        assert_eq!(
+            check_scope(&a, &event(Some("globex"), "order.created")),
+            Err(OutOfScope::OtherTenant { subscription_tenant: "acme".into(), event_tenant: Some("globex".into()) })
+        );
+        assert_eq!(
+            check_scope(&a, &event(None, "order.created")),
+            Err(OutOfScope::OtherTenant { subscription_tenant: "acme".into(), event_tenant: None }),
+            "an event without a tenant is no tenant's"
+        );
+        // Both wrong: the tenant is named, it is the graver mismatch.
+        assert!(matches!(check_scope(&a, &event(Some("globex"), "invoice.paid")), Err(OutOfScope::OtherTenant { .. })));
+    }
+
+    #[test]
+    fn a_type_no_pattern_matches_is_out_of_scope() {
+        let a = scoped(Some("acme"), &["order.*", "invoice.paid"]);
+        assert_eq!(check_scope(&a, &event(Some("acme"), "invoice.paid")), Ok(()));
+        assert_eq!(
+            check_scope(&a, &event(Some("acme"), "invoice.voided")),
+            Err(OutOfScope::TypeNotMatched { event_type: "invoice.voided".into() })
+        );
+        // `*` leaves Hookline's operational events out, as routing does.
+        let all = scoped(None, &["*"]);
+        assert_eq!(check_scope(&all, &event(Some("globex"), "order.created")), Ok(()), "global: every tenant");
+        assert!(matches!(
+            check_scope(&all, &event(None, "hookline.subscription.disabled")),
+            Err(OutOfScope::TypeNotMatched { .. })
+        ));
+    }
+
+    #[test]
+    fn the_scope_ignores_state_and_wants_adds_it() {
+        let mut a = scoped(Some("acme"), &["*"]);
+        a.active = false;
+        let e = event(Some("acme"), "order.created");
+        assert_eq!(check_scope(&a, &e), Ok(()), "a replay may name an inactive subscription");
+        assert!(in_scope(&a, &e));
+        assert!(!wants(&a, &e));
+        assert!(!in_scope(&a, &event(Some("globex"), "order.created")));
+    }
+
+    #[test]
+    fn out_of_scope_says_why_with_the_names_escaped() {
+        let a = scoped(Some("acme"), &["order.*"]);
+        let other = check_scope(&a, &event(Some("glo\nbex"), "order.created")).unwrap_err().to_string();
+        assert_eq!(other, "the subscription is scoped to tenant `acme` and the event belongs to tenant `glo\\nbex`");
+        let none = check_scope(&a, &event(None, "order.created")).unwrap_err().to_string();
+        assert_eq!(none, "the subscription is scoped to tenant `acme` and the event has no tenant");
+        let ty = check_scope(&a, &event(Some("acme"), "invoice.paid")).unwrap_err().to_string();
+        assert_eq!(ty, "none of the subscription's event_types matches the event's type `invoice.paid`");
     }
 
     #[test]

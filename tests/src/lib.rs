@@ -58,3 +58,4 @@ pub mod pipeline;
 pub mod scenarios;
 pub mod stages;
 pub mod strict;
+pub mod tenancy_scenarios;

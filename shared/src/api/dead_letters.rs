@@ -91,6 +91,10 @@ struct JobView<'a> {
     matched: u64,
     done: u64,
     failed: u64,
+    /// Replay jobs only: events the named subscription's routing would not
+    /// take, passed over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped_not_routed: Option<u64>,
     reason: &'a str,
     actor: &'a str,
     filter: &'a serde_json::Value,
@@ -109,6 +113,7 @@ impl<'a> From<&'a Job> for JobView<'a> {
             matched: j.matched,
             done: j.done,
             failed: j.failed,
+            skipped_not_routed: (j.kind == JobKind::Replay).then_some(j.skipped_not_routed),
             reason: &j.reason,
             actor: &j.actor,
             filter: &j.filter,

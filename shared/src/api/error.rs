@@ -27,6 +27,11 @@ pub struct ApiError {
     pub field: Option<String>,
 }
 
+/// The code of a `422` for a replay naming a subscription whose routing
+/// would not take the event (another tenant's, or a type none of its
+/// patterns matches); nothing is written.
+pub const SUBSCRIPTION_NOT_MATCHING: &str = "subscription_not_matching";
+
 /// What every handler returns.
 pub type ApiResult = Result<Response, ApiError>;
 
@@ -106,6 +111,12 @@ impl From<RequeueError> for ApiError {
         match e {
             RequeueError::NotFound(what) => ApiError::new(404, "not_found", format!("{what} not found")),
             RequeueError::AlreadyResolved { .. } => ApiError::new(409, "conflict", e.to_string()),
+            // The request is well formed, but names a subscription that may
+            // not receive this event: a replay never crosses tenants or
+            // patterns.
+            RequeueError::NotRouted { .. } => {
+                ApiError::new(422, SUBSCRIPTION_NOT_MATCHING, e.to_string()).on("subscription_id")
+            }
             RequeueError::Store(e) => e.into(),
         }
     }

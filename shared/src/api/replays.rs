@@ -11,6 +11,7 @@ use crate::bulk::{Job, JobKind, ReplayFilter};
 use crate::ids::{EventId, SubscriptionId};
 use crate::ports::TimeRange;
 use crate::stage::bulk;
+use crate::stage::requeue::RequeueError;
 
 /// The body of `POST /v1/replays`.
 #[derive(Deserialize)]
@@ -98,11 +99,24 @@ impl Api {
         let reason = query::reason(body.reason.as_deref())?;
         let filter = filter_of(body, self.hookline.config.retention)?;
         let stores = &self.hookline.stores;
-        if let Some(id) = &filter.event_id {
-            stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
-        }
+        let event = match &filter.event_id {
+            Some(id) => Some(stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?),
+            None => None,
+        };
         if let Some(id) = &filter.subscription_id {
-            stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
+            let sub = stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
+            // One event named with a subscription its routing would not
+            // take is refused as `POST /v1/events/{id}/replay` refuses it
+            // (`422 subscription_not_matching`), and no job is started.
+            if let Some(event) = &event {
+                crate::routing::check_scope(&sub, event).map_err(|reason| {
+                    ApiError::from(RequeueError::NotRouted {
+                        subscription: sub.id.clone(),
+                        event: event.id.clone(),
+                        reason,
+                    })
+                })?;
+            }
         }
         let subscription = filter.subscription_id.clone();
         let filter = serde_json::to_value(&filter).expect("a filter serializes");

@@ -79,15 +79,14 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
             },
         };
         let outcomes = act(h, &job, &plan).await?;
-        let (done, failed) = counts(&outcomes);
-        let committed = job.committed(done, failed, Utc::now());
+        let committed = job.committed_counts(counts(&outcomes), Utc::now());
         if !h.stores.jobs.update(&committed, job.version).await? {
             // Another worker committed this page first, and goes on.
             return Ok(());
         }
         failpoint::hit(&format!("bulk.after_commit.page{page}"));
         if committed.state != JobState::Running {
-            tracing::info!(job_id = %committed.id, matched = committed.matched, done = committed.done, failed = committed.failed, "bulk job completed");
+            tracing::info!(job_id = %committed.id, matched = committed.matched, done = committed.done, failed = committed.failed, skipped_not_routed = committed.skipped_not_routed, "bulk job completed");
             return Ok(());
         }
         page = committed.page;
@@ -170,6 +169,9 @@ async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOut
             match r {
                 Ok(()) => Ok(ItemOutcome::Done),
                 Err(RequeueError::Store(e)) => Err(e),
+                // A replay never crosses the named subscription's routing:
+                // the event is passed over and counted apart.
+                Err(RequeueError::NotRouted { .. }) => Ok(ItemOutcome::SkippedNotRouted),
                 Err(e) => {
                     tracing::info!(job_id = %job.id, item = %LogSafe(id), error = %e, "bulk job item not acted on");
                     Ok(ItemOutcome::Failed)
@@ -213,8 +215,9 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that
-/// match it now (or the one named), keyed by the job's id, so a page done
-/// again creates nothing new. An event named by id whose type the
+/// match it now (or the one named, if its routing takes the event: else
+/// [`RequeueError::NotRouted`], counted as skipped), keyed by the job's id,
+/// so a page done again creates nothing new. An event named by id whose type the
 /// filter's `event_types` does not take is left alone; the events of a
 /// partition or a range were planned by type already
 /// ([`plan_replay_page`]), so they are not read again for it.

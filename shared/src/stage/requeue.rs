@@ -38,6 +38,19 @@ pub enum RequeueError {
         /// What happened to it.
         state: DeadLetterState,
     },
+    /// A replay named a subscription whose routing would not have taken the
+    /// event (another tenant's, or a type none of its patterns matches,
+    /// [`routing::check_scope`]): a replay never delivers what routing would
+    /// not have, so nothing is created for it.
+    #[error("routing would not deliver event {} to subscription {subscription}: {reason}", crate::envelope::show(event.as_str()))]
+    NotRouted {
+        /// The subscription named.
+        subscription: SubscriptionId,
+        /// The event.
+        event: EventId,
+        /// Why routing would not have delivered it there.
+        reason: routing::OutOfScope,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -79,7 +92,8 @@ pub async fn request_requeue(
 }
 
 /// Checks a replay request and queues it; returns `(saga id, subscription id)`
-/// of the sagas it will create.
+/// of the sagas it will create. A named subscription whose routing would not
+/// take the event is [`RequeueError::NotRouted`] and nothing is queued.
 pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(SagaId, SubscriptionId)>, RequeueError> {
     let event = h
         .stores
@@ -102,6 +116,13 @@ async fn replay_targets(
     Ok(match only {
         Some(id) => {
             let s = store.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
+            // Whatever its state (an inactive one dead-letters at delivery),
+            // but only what its routing would have delivered.
+            routing::check_scope(&s, event).map_err(|reason| RequeueError::NotRouted {
+                subscription: s.id.clone(),
+                event: event.id.clone(),
+                reason,
+            })?;
             vec![s]
         }
         None => {
@@ -123,7 +144,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
         RequeueMessage::Requeue { requeue: r } => {
             requeue(h, &r.dead_letter_id, &Audit { actor: r.actor, reason: r.reason }).await.map(|_| ())
         }
-        RequeueMessage::Replay { replay: r } => replay(
+        RequeueMessage::Replay { replay: r } => match replay(
             h,
             &r.event_id,
             r.subscription_id.as_ref(),
@@ -131,7 +152,15 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
             &Audit { actor: r.actor, reason: r.reason },
         )
         .await
-        .map(|_| ()),
+        {
+            // The API refuses these; one queued before (or whose
+            // subscription changed since) is consumed without effect.
+            Err(e @ RequeueError::NotRouted { .. }) => {
+                tracing::warn!(error = %e, "replay not made: the subscription's routing would not take the event");
+                Ok(())
+            }
+            r => r.map(|_| ()),
+        },
         RequeueMessage::Job { job } => {
             super::bulk::run_received(h, &job, receive_count).await.map_err(RequeueError::Store)
         }
@@ -276,7 +305,9 @@ pub async fn skip_as(
 
 /// Replays a stored event: a new saga per subscription (the one given, or
 /// every subscription that matches now). `replay_key` makes a retried replay
-/// request create nothing new.
+/// request create nothing new. A subscription given whose routing would not
+/// take the event (another tenant's, or no matching pattern) is
+/// [`RequeueError::NotRouted`], and nothing is created.
 pub async fn replay(
     h: &Hookline,
     event_id: &EventId,
