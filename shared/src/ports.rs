@@ -206,6 +206,11 @@ pub trait SagaStore: Send + Sync {
     async fn transition(&self, transitions: &[Transition]) -> StoreResult<Vec<TransitionOutcome>>;
     /// Every saga of one event.
     async fn list_for_event(&self, event_id: &EventId) -> StoreResult<Vec<Saga>>;
+    /// Up to `limit` sagas of one event after `after` (a previous page's
+    /// `next`), in an order that is stable across pages (creation order on
+    /// SQLite, saga id order on DynamoDB): an event fanned out to thousands
+    /// of subscriptions is read a bounded page at a time.
+    async fn page_for_event(&self, event_id: &EventId, limit: usize, after: Option<&str>) -> StoreResult<Page<Saga>>;
     /// Up to `limit` sagas that are not terminal and were due before
     /// `before` (created, retry due, or job sent, and no progress since),
     /// oldest first, found through an index of waiting sagas (never a scan).

@@ -345,6 +345,53 @@ pub async fn duplicate_events_are_one_event_and_one_delivery<P: Pipeline>(s: &P)
     assert_eq!(n, 1);
 }
 
+/// `GET /v1/events/{id}/deliveries` is paged like every other list: an
+/// event fanned out to many subscriptions is read `limit` sagas at a time,
+/// following `next_cursor`, each saga once; a bad `limit` or a cursor of
+/// another event's listing is a `400` naming it.
+pub async fn deliveries_are_paged_with_a_cursor<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    for i in 0..5 {
+        s.subscribe(json!({"callback_url": r.url(&format!("/page{i}"), Behaviour::Ok), "event_types": ["paged.*"]}))
+            .await;
+    }
+    let (st, _) = s.post("/v1/events", &json!({"id": "paged-1", "type": "paged.x", "data": 1})).await;
+    assert_eq!(st, 202);
+    let (st, _) = s.post("/v1/events", &json!({"id": "paged-2", "type": "paged.x", "data": 2})).await;
+    assert_eq!(st, 202);
+    s.settled_deliveries("paged-1", 5, 30).await;
+    let mut seen = Vec::new();
+    let mut path = "/v1/events/paged-1/deliveries?limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let (st, v) = s.get(&path).await;
+        assert_eq!(st, 200, "{v}");
+        let items = v["deliveries"].as_array().unwrap();
+        assert!(items.len() <= 2, "a page holds at most its limit: {v}");
+        seen.extend(items.iter().map(|d| d["saga_id"].as_str().unwrap().to_string()));
+        pages += 1;
+        match v["next_cursor"].as_str() {
+            Some(c) => path = format!("/v1/events/paged-1/deliveries?limit=2&cursor={c}"),
+            None => break,
+        }
+        assert!(pages < 10, "the walk ends");
+    }
+    let mut distinct = seen.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!((seen.len(), distinct.len()), (5, 5), "each saga once: {seen:?}");
+    assert!(pages >= 3, "5 sagas at 2 a page: {pages} pages");
+    let (st, v) = s.get("/v1/events/paged-1/deliveries?limit=2").await;
+    assert_eq!(st, 200);
+    let cursor = v["next_cursor"].as_str().unwrap().to_string();
+    let (st, v) = s.get(&format!("/v1/events/paged-2/deliveries?cursor={cursor}")).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "another event's cursor: {v}");
+    for bad in ["0", "101", "x"] {
+        let (st, v) = s.get(&format!("/v1/events/paged-1/deliveries?limit={bad}")).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some("limit")), "limit={bad}: {v}");
+    }
+}
+
 /// Producer-side idempotency (docs/formats.md#stored-ids-and-deduplication).
 /// Two contract envelopes of one tenant with the same `idempotencyKey` and
 /// different `eventId`s are one event: the second answers `duplicate` with
@@ -1891,6 +1938,9 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
         (replayed["reason"].as_str(), replayed["event_id"].as_str()),
         (Some("customer lost data"), Some("aud-e1"))
     );
+    // A count and the one saga, never a list that could outgrow an audit item.
+    assert_eq!(replayed["details"]["sagas"], 1, "{replayed}");
+    assert!(replayed["details"]["saga_id"].is_string(), "{replayed}");
     let created = of_b.iter().find(|r| r["action"] == "subscription.created").unwrap();
     assert_eq!(created["reason"], Value::Null);
 

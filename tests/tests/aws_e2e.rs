@@ -26,6 +26,7 @@ on_aws!(
     dead_letter_after_max_attempts_then_requeue_and_replay,
     skip_closes_a_dead_letter_with_audit_and_gone_deactivates,
     duplicate_events_are_one_event_and_one_delivery,
+    deliveries_are_paged_with_a_cursor,
     idempotency_keys_make_a_retry_a_duplicate,
     unverified_inactive_and_other_tenants_get_nothing,
     bad_input_gets_a_clear_error_and_writes_nothing,

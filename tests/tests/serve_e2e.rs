@@ -21,6 +21,11 @@ async fn a_hung_subscription_holds_a_healthy_one_at_most_one_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_are_paged_with_a_cursor() {
+    scenarios::deliveries_are_paged_with_a_cursor(&Server::start("deliveries-paged")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_failures_are_each_counted_once() {
     scenarios::concurrent_failures_are_each_counted_once(&Server::start("concurrent-failures")).await;
 }

@@ -108,8 +108,18 @@ pub async fn show(a: ShowArgs) -> anyhow::Result<()> {
     let client = a.common.client()?;
     let out = a.common.out();
     let event = client.get(&["v1", "events", &a.event_id], &[]).await?;
-    let deliveries = client.get(&["v1", "events", &a.event_id, "deliveries"], &[]).await?;
-    let deliveries = deliveries["deliveries"].clone();
+    // Every page of its deliveries (the API pages them, 100 sagas a page).
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = client.get(&["v1", "events", &a.event_id, "deliveries"], &[("cursor", cursor.take())]).await?;
+        all.extend(page["deliveries"].as_array().cloned().unwrap_or_default());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let deliveries = Value::Array(all);
     if out.json() {
         out.object(&json!({"event": event, "deliveries": deliveries}), &[])?;
         return Ok(());

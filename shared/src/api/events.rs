@@ -72,7 +72,14 @@ struct DeliveryView {
 struct Deliveries<'a> {
     event_id: &'a EventId,
     deliveries: Vec<DeliveryView>,
+    /// The next page's cursor; `null` on the last page.
+    next_cursor: Option<String>,
 }
+
+/// The most sagas (each with up to its policy's attempts, at most 50) one
+/// page of `GET /v1/events/{id}/deliveries` holds, also its default: well
+/// inside API Gateway's and Lambda's 6 MB response.
+pub const MAX_DELIVERIES_PAGE: usize = 100;
 
 /// A page of `GET /v1/events`.
 #[derive(Serialize)]
@@ -279,14 +286,36 @@ impl Api {
         ))
     }
 
-    pub(super) async fn get_deliveries(&self, id: &EventId) -> ApiResult {
+    /// `GET /v1/events/{id}/deliveries`: one page of the event's sagas
+    /// (`?limit=` 1 to [`MAX_DELIVERIES_PAGE`], `?cursor=`), each with its
+    /// attempts, read concurrently: a fan-out to thousands of subscriptions
+    /// is paged, never read whole into one response.
+    pub(super) async fn get_deliveries(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
         let stores = &self.hookline.stores;
+        let limit = match query_param(req.query, "limit") {
+            None => MAX_DELIVERIES_PAGE,
+            Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_DELIVERIES_PAGE).contains(n)).ok_or_else(|| {
+                ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_DELIVERIES_PAGE}"))
+            })?,
+        };
+        let filters = format!("deliveries:{id}");
+        let after = query_param(req.query, "cursor")
+            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .transpose()?;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
-        let sagas = stores.sagas.list_for_event(id).await?;
-        let mut deliveries = Vec::with_capacity(sagas.len());
-        for s in sagas {
-            let attempts = stores.attempts.list(&s.id).await?;
-            deliveries.push(DeliveryView {
+        let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;
+        let attempts: Vec<_> = crate::limits::all_bounded(
+            page.items.iter().map(|s| stores.attempts.list(&s.id)).collect(),
+            crate::limits::MAX_STORE_IN_FLIGHT,
+        )
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+        let deliveries = page
+            .items
+            .into_iter()
+            .zip(attempts)
+            .map(|(s, attempts)| DeliveryView {
                 status: s.state.status.as_str(),
                 next_attempt_at: s.state.next_attempt_at,
                 last_error: s.state.last_error,
@@ -295,9 +324,10 @@ impl Api {
                 saga_id: s.id,
                 webhook_id: s.webhook_id,
                 origin: s.origin,
-            });
-        }
-        Ok(Response::json(200, &Deliveries { event_id: id, deliveries }))
+            })
+            .collect();
+        let next_cursor = page.next.map(|n| cursor::issue(&n, &filters));
+        Ok(Response::json(200, &Deliveries { event_id: id, deliveries, next_cursor }))
     }
 
     pub(super) async fn replay(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
@@ -310,13 +340,16 @@ impl Api {
             reason: super::query::reason(body.reason.as_deref())?,
         };
         let sagas = requeue::request_replay(&self.hookline, &request).await?;
-        // Recorded once the replay is queued.
-        let mut rec = AuditRecord::new(Action::EventReplayed, &request.actor).reason(&request.reason).event(id).details(
-            serde_json::json!({
-                "replay_key": request.replay_key,
-                "sagas": sagas.iter().map(|(saga_id, sub)| serde_json::json!({"saga_id": saga_id, "subscription_id": sub})).collect::<Vec<_>>(),
-            }),
-        );
+        // Recorded once the replay is queued: a count, not the list of
+        // sagas, so a replay to thousands of subscriptions still fits one
+        // audit item (400 KB on DynamoDB); a replay to one subscription
+        // names its saga.
+        let mut details = serde_json::json!({"replay_key": request.replay_key, "sagas": sagas.len()});
+        if let ([(saga_id, _)], Some(_)) = (sagas.as_slice(), &request.subscription_id) {
+            details["saga_id"] = serde_json::json!(saga_id);
+        }
+        let mut rec =
+            AuditRecord::new(Action::EventReplayed, &request.actor).reason(&request.reason).event(id).details(details);
         if let Some(s) = &request.subscription_id {
             rec = rec.subscription(s);
         }

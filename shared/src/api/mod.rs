@@ -222,7 +222,7 @@ impl Api {
             ("POST", ["events", "batch"]) => self.post_batch(&req).await,
             ("GET", ["events"]) => self.list_events(&req).await,
             ("GET", ["events", id]) => self.get_event(&event(id)).await,
-            ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id)).await,
+            ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id), &req).await,
             ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,
             ("POST", ["subscriptions"]) => self.create_subscription(&req).await,
             ("POST", ["subscriptions", "reindex"]) => self.reindex_subscriptions(&req).await,

@@ -1135,6 +1135,32 @@ impl SagaStore for DynamoSagas {
         sagas.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
         Ok(sagas)
     }
+
+    /// One consistent `Query` of the event's partition, in saga id (sort
+    /// key) order, from after the saga id `after`.
+    async fn page_for_event(&self, event_id: &EventId, limit: usize, after: Option<&str>) -> StoreResult<Page<Saga>> {
+        let start =
+            after.map(|id| HashMap::from([("event_id".to_string(), s(event_id.as_str())), ("id".to_string(), s(id))]));
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("event_id = :e")
+            .expression_attribute_values(":e", s(event_id.as_str()))
+            .consistent_read(true)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| backend("Query", &self.table, e))?;
+        let items: Vec<Saga> =
+            out.items().iter().map(|i| item::saga_from_attrs(&Attrs::from_sdk(i))).collect::<StoreResult<_>>()?;
+        let next = match out.last_evaluated_key() {
+            Some(k) if items.len() >= limit => k.get("id").and_then(|v| v.as_s().ok()).cloned(),
+            _ => None,
+        };
+        Ok(Page { items, next })
+    }
 }
 
 // ---------------------------------------------------------------- attempts

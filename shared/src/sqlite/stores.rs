@@ -549,6 +549,35 @@ impl SagaStore for SqliteSagas {
             .await
     }
 
+    /// In creation order (rowid, which the `sagas_by_event` index keeps
+    /// after the event id), from after the rowid `after`.
+    async fn page_for_event(&self, event_id: &EventId, limit: usize, after: Option<&str>) -> StoreResult<Page<Saga>> {
+        let id = event_id.clone();
+        let after: i64 = match after {
+            None => 0,
+            Some(a) => {
+                a.parse().map_err(|_| StoreError::Corrupt(format!("saga page cursor {a:?} is not a row number")))?
+            }
+        };
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT rowid, data FROM sagas WHERE event_id = ?1 AND rowid > ?2 ORDER BY rowid LIMIT ?3",
+                    )
+                    .map_err(sql)?;
+                let rows: Vec<(i64, String)> = st
+                    .query_map(params![&id, after, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(sql)?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql)?;
+                let next = (rows.len() >= limit).then(|| rows.last().map(|(r, _)| r.to_string())).flatten();
+                let items = rows.iter().map(|(_, d)| decode(d)).collect::<StoreResult<_>>()?;
+                Ok(Page { items, next })
+            })
+            .await
+    }
+
     async fn stalled(&self, before: DateTime<Utc>, limit: usize) -> StoreResult<Vec<Saga>> {
         self.0
             .call(move |c, _| {
