@@ -275,10 +275,12 @@ pub async fn saga_timers(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
 /// Delivery queue → attempts: the batch's jobs are delivered concurrently
 /// and recorded together ([`deliver::deliver_received`]).
 pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
-    let done = queue::consume("deliveries", &delivered(&event), |jobs| deliver::deliver_messages(h, jobs)).await;
+    let received = delivered(&event);
+    let done = queue::consume("deliveries", &received, |jobs| deliver::deliver_messages(h, jobs)).await;
     // The health windows of subscriptions not flushed for a while (a frozen
     // container keeps the rest until its next invocation).
     crate::stage::breaker::flush_windows(h, false).await;
+    queue::count_abandoned(h, "deliveries", &received, &done);
     not_done(&event, &done)
 }
 

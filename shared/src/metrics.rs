@@ -33,6 +33,10 @@ pub struct Metrics {
     /// Jobs deferred by a fault on Hookline's side, a limit or an open
     /// breaker (no attempt counted).
     pub deliveries_deferred: AtomicU64,
+    /// Delivery jobs given up at their queue's last receive with nothing
+    /// recorded (no attempt, no dead letter): on their way to the
+    /// deliveries DLQ, found only by this count (its alarm) and a redrive.
+    pub jobs_abandoned: AtomicU64,
     /// Circuit breakers opened (a subscription's deliveries now wait).
     pub breakers_opened: AtomicU64,
     /// Circuit breakers closed again by a successful probe.
@@ -83,7 +87,7 @@ pub struct ReconcileCounters {
 
 #[derive(Default)]
 struct EmfState {
-    reported: [u64; 9],
+    reported: [u64; 10],
     latencies: Vec<u64>,
 }
 
@@ -120,6 +124,7 @@ impl Metrics {
             "EventsRejected",
             "BreakersOpened",
             "BreakersClosed",
+            "JobsAbandoned",
         ];
         let now = [
             &self.events_accepted,
@@ -131,6 +136,7 @@ impl Metrics {
             &self.events_rejected,
             &self.breakers_opened,
             &self.breakers_closed,
+            &self.jobs_abandoned,
         ]
         .map(|c| c.load(Relaxed));
         let mut emf = self.emf.lock().expect("metrics lock");
@@ -197,6 +203,11 @@ impl Metrics {
         ] {
             let _ = writeln!(out, "hookline_deliveries_total{{outcome=\"{outcome}\"}} {}", v.load(Relaxed));
         }
+        let _ = writeln!(
+            out,
+            "# HELP hookline_jobs_abandoned_total Delivery jobs given up at their last receive with nothing recorded (moved to the deliveries dead-letter queue).\n# TYPE hookline_jobs_abandoned_total counter\nhookline_jobs_abandoned_total {}",
+            self.jobs_abandoned.load(Relaxed)
+        );
         let _ = writeln!(out, "# HELP hookline_purged_total Rows deleted by the retention purge, by table.\n# TYPE hookline_purged_total counter");
         for (table, v) in [
             ("events", &self.purged.events),

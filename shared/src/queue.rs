@@ -127,6 +127,26 @@ where
     done
 }
 
+/// Counts and logs the messages of `batch` not `done` at their queue's last
+/// receive ([`crate::limits::QUEUE_MAX_RECEIVES`]): the queue now moves
+/// them to its dead-letter queue with nothing recorded for them (their
+/// attempt, or its refusal, could not be stored on any receive). A dead
+/// saga's job is sent to that queue explicitly and is not counted here, so
+/// the count (metric `JobsAbandoned`, alarmed) is exactly the jobs that
+/// need a redrive.
+pub fn count_abandoned(h: &crate::context::Hookline, queue: &str, batch: &[Delivered<'_>], done: &[bool]) {
+    for (d, ok) in batch.iter().zip(done) {
+        if !*ok && d.receive_count >= crate::limits::QUEUE_MAX_RECEIVES {
+            h.metrics.jobs_abandoned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(
+                queue,
+                receive_count = d.receive_count,
+                "a job failed its last receive with nothing recorded; it goes to the dead-letter queue: redrive it once the cause is fixed"
+            );
+        }
+    }
+}
+
 /// [`consume`] with a handler per message and its receive count, run
 /// concurrently (at most [`MAX_STORE_IN_FLIGHT`] at once): done when it
 /// returns `Ok`; an error is logged and the message is received again

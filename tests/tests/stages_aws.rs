@@ -115,3 +115,30 @@ async fn a_stream_batch_is_handled_up_to_the_unreadable_record() {
     assert!(res.batch_item_failures.is_empty());
     assert_eq!(rig.stores.sagas.list_for_event(&d.id).await.unwrap().len(), 1);
 }
+
+/// A delivery job not done at the deliveries queue's last receive goes to
+/// DeliveriesDLQ with nothing recorded (no attempt, no dead letter), so the
+/// open-dead-letters alarm cannot see it: the delivery function counts it
+/// (`JobsAbandoned`, alarmed by JobsAbandonedAlarm) and logs it. A job not
+/// done at an earlier receive, which SQS gives back, is not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_failed_at_its_last_receive_is_counted_abandoned() {
+    let rig = Rig::aws("abandoned").await;
+    let h = rig.container(Duration::from_secs(5));
+    let message = |id: &str, receives: u32| {
+        json!({"messageId": id, "receiptHandle": format!("r-{id}"), "body": "{not a job",
+               "attributes": {"ApproximateReceiveCount": receives.to_string()}, "messageAttributes": {},
+               "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"})
+    };
+    let last = shared::limits::QUEUE_MAX_RECEIVES;
+    let event: lambda::events::sqs::SqsEvent =
+        serde_json::from_value(json!({"Records": [message("early", last - 1), message("last", last)]})).unwrap();
+    let res = lambda::deliver_batch(&h, event).await;
+    let failed: Vec<_> = res.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, ["early", "last"], "both are given back to the queue");
+    assert_eq!(h.metrics.jobs_abandoned.load(std::sync::atomic::Ordering::Relaxed), 1, "only the last receive counts");
+    let emf: Value = serde_json::from_str(&h.metrics.take_emf("delivery", 1).expect("an EMF line")).unwrap();
+    assert_eq!(emf["JobsAbandoned"], 1, "{emf}");
+    let text = h.metrics.render(&[], None, &[]);
+    assert!(text.contains("hookline_jobs_abandoned_total 1"), "{text}");
+}

@@ -1209,3 +1209,20 @@ fn scheduled_functions_alarm_on_errors_and_missing_reports() {
         }
     }
 }
+
+/// Delivery jobs the deliveries queue moves to its DLQ with nothing
+/// recorded have no dead letter, so the open-dead-letters alarm cannot see
+/// them: the delivery function's `JobsAbandoned` count has its own alarm.
+#[test]
+fn abandoned_delivery_jobs_alarm() {
+    let t = load();
+    let found = ids_of_type(&t, "AWS::CloudWatch::Alarm").into_iter().any(|a| {
+        let p = &t["Resources"][a]["Properties"];
+        p["Namespace"].as_str() == Some("Hookline")
+            && p["MetricName"].as_str() == Some("JobsAbandoned")
+            && p["ComparisonOperator"].as_str() == Some("GreaterThanThreshold")
+            && p["Threshold"].as_i64() == Some(0)
+            && strings(&p["Dimensions"]).iter().any(|d| d["Value"].as_str() == Some("delivery"))
+    });
+    assert!(found, "needs an alarm on Hookline JobsAbandoned > 0 (Function delivery)");
+}
