@@ -25,6 +25,50 @@ pub struct DeliveryJob {
     /// so the saga stage can release the lane without reading the saga.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<crate::ordering::LaneRef>,
+    /// When the saga's first attempt was due (its creation): with the
+    /// subscription's retry policy it gives the time the last attempt is
+    /// due, past which an open breaker no longer holds the job
+    /// ([`crate::retry::hold_for_breaker`]). `None` in jobs queued before
+    /// it was carried: held until the probe, as then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_due: Option<DateTime<Utc>>,
+    /// The start this job booked under its subscription's `rate_limit`
+    /// ([`crate::ports::LimitStore::book_starts`]): it is not attempted
+    /// before, and from then on it needs no other booking, so jobs waiting
+    /// for the rate come back one at a time instead of all together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<DateTime<Utc>>,
+    /// How often it waited for a `max_in_flight` slot: each wait is longer
+    /// (and jittered), so a full subscription's jobs spread out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slot_waits: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl DeliveryJob {
+    /// The job of `attempt` of a saga, with nothing booked yet.
+    pub fn new(
+        saga_id: SagaId,
+        event_id: EventId,
+        subscription_id: SubscriptionId,
+        webhook_id: WebhookId,
+        attempt: u32,
+    ) -> DeliveryJob {
+        DeliveryJob {
+            saga_id,
+            event_id,
+            subscription_id,
+            webhook_id,
+            attempt,
+            lane: None,
+            first_due: None,
+            start_at: None,
+            slot_waits: 0,
+        }
+    }
 }
 
 /// Messages on the retry-timer queue: wake the saga when its backoff ends.

@@ -41,6 +41,46 @@ pub const STREAM_MAX_RETRIES: u32 = 5;
 /// subscription, its tenant entry and 98 pattern entries fill it.
 pub const MAX_SUBSCRIPTION_PATTERNS: usize = 98;
 
+/// Most starts per second a subscription's `rate_limit` gets on AWS: each
+/// booking is one write of the subscription's rate item, and one DynamoDB
+/// item takes at most 1,000 writes a second. The delivery stage books at
+/// most one start per millisecond ([`start_interval_on`]); `hookline
+/// serve` allows the API's 10,000.
+pub const AWS_MAX_RATE_LIMIT: f64 = 1000.0;
+
+/// The time between two starts the store is asked to keep for a
+/// `rate_limit` interval on a backend whose ceiling is `max_rate` starts per
+/// second: the subscription's own, or the ceiling's if shorter.
+pub fn start_interval_on(interval: std::time::Duration, max_rate: f64) -> std::time::Duration {
+    interval.max(std::time::Duration::from_secs_f64(1.0 / max_rate))
+}
+
+/// The first start (ms since the epoch) a booking made at `now` gets when
+/// the subscription's next free start is `next`: `next`, or `now` when that
+/// is past or within the clock tolerance
+/// ([`crate::subscription::rate_tolerance`]). Both backends' rate items.
+pub fn first_start(now: i64, next: Option<i64>, interval: std::time::Duration) -> i64 {
+    match next {
+        Some(n) if n > now + crate::subscription::rate_tolerance(interval) => n,
+        _ => now,
+    }
+}
+
+/// The first wait for a `max_in_flight` slot.
+pub const MIN_SLOT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long a job that found every `max_in_flight` slot held waits before
+/// it is tried again, after `waits` such waits: at least until the soonest
+/// lease could end (`hint`), growing twice as long each time up to `cap`
+/// (the lease: by then a slot has been given back or taken over), then
+/// jittered to between half and all of that (`jitter` in `[0, 1)`), so
+/// that the jobs of a full subscription come back spread out instead of
+/// together.
+pub fn slot_wait(hint: std::time::Duration, waits: u32, cap: std::time::Duration, jitter: f64) -> std::time::Duration {
+    let grown = MIN_SLOT_WAIT.saturating_mul(1u32 << waits.min(16)).max(hint).min(cap.max(MIN_SLOT_WAIT));
+    grown.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+}
+
 /// Runs the futures with at most `cap` of them in flight, and returns their
 /// outputs in input order (as `join_all` would, without its unbounded fan-out).
 /// Takes a `Vec` (not any iterator) so that the future it returns is `Send`
@@ -56,6 +96,30 @@ where
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_booking_starts_at_the_next_free_start_or_now() {
+        let i = std::time::Duration::from_millis(200);
+        assert_eq!(first_start(1000, None, i), 1000);
+        assert_eq!(first_start(1000, Some(500), i), 1000, "past: now");
+        assert_eq!(first_start(1000, Some(1015), i), 1000, "within the tolerance (20 ms): now");
+        assert_eq!(first_start(1000, Some(1600), i), 1600);
+        assert_eq!(start_interval_on(std::time::Duration::from_micros(100), AWS_MAX_RATE_LIMIT).as_millis(), 1);
+        assert_eq!(start_interval_on(i, AWS_MAX_RATE_LIMIT), i);
+    }
+
+    #[test]
+    fn slot_waits_grow_up_to_the_cap_and_are_jittered() {
+        use std::time::Duration;
+        let cap = Duration::from_secs(20);
+        let full: Vec<Duration> = (0..10).map(|w| slot_wait(Duration::ZERO, w, cap, 1.0)).collect();
+        assert_eq!(full[0], MIN_SLOT_WAIT);
+        assert!(full.windows(2).all(|w| w[1] >= w[0]), "{full:?}");
+        assert_eq!(full[9], cap);
+        assert_eq!(slot_wait(Duration::from_secs(1), 0, cap, 1.0), Duration::from_secs(1), "at least the hint");
+        assert_eq!(slot_wait(Duration::from_secs(1), 0, cap, 0.0), Duration::from_millis(500), "half, at the least");
+        assert_eq!(slot_wait(Duration::ZERO, u32::MAX, cap, 1.0), cap);
+    }
 
     #[tokio::test]
     async fn keeps_order_and_the_cap() {

@@ -457,6 +457,14 @@ pub trait LimitStore: Send + Sync {
     ) -> StoreResult<Admission>;
     /// Gives a slot back (nothing to do for a rate-only lease).
     async fn release(&self, lease: &Lease) -> StoreResult<()>;
+    /// Books `count` consecutive starts under `interval` (one write however
+    /// many): the first at the subscription's next free start (now, if that
+    /// is past, or up to a tenth of the interval, at most 100 ms, ahead),
+    /// the others one interval apart, and moves the next free start past
+    /// them. Returns how long from now until the first booked start (zero:
+    /// start now). Each job waiting for the rate so gets its own start
+    /// instead of all of them trying again together.
+    async fn book_starts(&self, sub: &SubscriptionId, interval: Duration, count: u32) -> StoreResult<Duration>;
 }
 
 /// Ordered delivery's bookkeeping ([`crate::ordering`]): each partition's

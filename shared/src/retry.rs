@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::subscription::FieldError;
@@ -238,6 +239,52 @@ impl RetryPolicy {
     }
 }
 
+/// The reason a dead letter starts with when its saga's job was held by
+/// an open circuit breaker past the time its last scheduled attempt was
+/// due ([`hold_for_breaker`]).
+pub const BREAKER_OPEN: &str = "breaker_open";
+
+impl RetryPolicy {
+    /// When the last attempt of a saga whose first attempt was due at
+    /// `first` would be due by the schedule: `first` plus every nominal
+    /// wait ([`Self::nominal_delay`]: no jitter, which only shortens waits,
+    /// and no `Retry-After`). A job held by an open breaker is not held past
+    /// it ([`hold_for_breaker`]). Saturates at the latest representable time.
+    pub fn last_attempt_due(&self, first: DateTime<Utc>) -> DateTime<Utc> {
+        let total: Duration = (1..self.attempts()).map(|n| self.nominal_delay(n)).sum();
+        chrono::Duration::from_std(total)
+            .ok()
+            .and_then(|d| first.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+}
+
+/// What becomes of a job whose subscription's breaker is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerHold {
+    /// Defer it this long (no attempt counted): until the probe may go, or
+    /// until its deadline if that comes first.
+    Wait(Duration),
+    /// Its deadline (the time its saga's last attempt was due) has passed
+    /// while the breaker held it: it ends as a dead letter with the reason
+    /// [`BREAKER_OPEN`], so ops see it when the schedule says they would.
+    PastDeadline,
+}
+
+/// Decides a job held by an open breaker whose probe may go in `probe_in`:
+/// deferred until the earlier of the probe and `deadline` (the saga's
+/// [`RetryPolicy::last_attempt_due`]; `None` for jobs that do not carry it:
+/// held until the probe, as before), or, once `deadline` is at or before
+/// `now`, [`BreakerHold::PastDeadline`]. A breaker never holds a delivery
+/// beyond its retry schedule.
+pub fn hold_for_breaker(probe_in: Duration, deadline: Option<DateTime<Utc>>, now: DateTime<Utc>) -> BreakerHold {
+    let Some(deadline) = deadline else { return BreakerHold::Wait(probe_in) };
+    match (deadline - now).to_std() {
+        Ok(left) if !left.is_zero() => BreakerHold::Wait(probe_in.min(left)),
+        _ => BreakerHold::PastDeadline,
+    }
+}
+
 /// Checks an explicit schedule as given: 1 to [`MAX_SCHEDULE_LEN`] waits,
 /// each 1 to [`MAX_DELAY_MS`] ms. Read as any integers, so that zero and
 /// negative waits get this range error, not a type error.
@@ -355,6 +402,31 @@ impl RetryPolicyInput {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn last_attempt_due_adds_every_nominal_wait() {
+        let t0 = DateTime::parse_from_rfc3339("2024-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
+        // 30 + 60 + 120 + 240 + 480 s: the default's five waits, no jitter.
+        assert_eq!(RetryPolicy::default().last_attempt_due(t0), t0 + chrono::Duration::seconds(930));
+        let p = RetryPolicy::from_schedule(vec![1000, 2000, 500]);
+        assert_eq!(p.last_attempt_due(t0), t0 + chrono::Duration::milliseconds(3500));
+        let once = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+        assert_eq!(once.last_attempt_due(t0), t0, "a single attempt is due at once");
+        assert_eq!(RetryPolicy::default().last_attempt_due(DateTime::<Utc>::MAX_UTC), DateTime::<Utc>::MAX_UTC);
+    }
+
+    #[test]
+    fn a_breaker_holds_a_job_until_the_probe_or_its_deadline() {
+        let now = DateTime::parse_from_rfc3339("2024-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
+        let probe = Duration::from_secs(30);
+        let ms = chrono::Duration::milliseconds;
+        assert_eq!(hold_for_breaker(probe, None, now), BreakerHold::Wait(probe), "no deadline: the probe");
+        assert_eq!(hold_for_breaker(probe, Some(now + ms(60_000)), now), BreakerHold::Wait(probe));
+        assert_eq!(hold_for_breaker(probe, Some(now + ms(2_000)), now), BreakerHold::Wait(Duration::from_secs(2)));
+        assert_eq!(hold_for_breaker(probe, Some(now), now), BreakerHold::PastDeadline);
+        assert_eq!(hold_for_breaker(probe, Some(now - ms(1)), now), BreakerHold::PastDeadline);
+        assert_eq!(hold_for_breaker(Duration::ZERO, Some(now - ms(1)), now), BreakerHold::PastDeadline);
+    }
 
     #[test]
     fn default_schedule() {

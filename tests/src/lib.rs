@@ -59,3 +59,4 @@ pub mod scenarios;
 pub mod stages;
 pub mod strict;
 pub mod tenancy_scenarios;
+pub mod wait_scenarios;

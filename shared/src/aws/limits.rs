@@ -1,8 +1,19 @@
 //! [`LimitStore`] on DynamoDB, in the HealthTable: an item per held slot
 //! (`slot#<n>#<subscription>`, taken with a `PutItem` conditional on the
 //! slot being free or its lease over) and one per rate-limited subscription
-//! (`rate#<subscription>`, its next start replaced with a conditional
-//! `PutItem`; the delivery function never updates an item in place). A subscription without limits never reaches here.
+//! (`rate#<subscription>`, its next free start replaced with a conditional
+//! `PutItem`; the delivery function never updates an item in place). A
+//! subscription without limits never reaches here.
+//!
+//! Starts are booked ([`LimitStore::book_starts`]): a batch's jobs of one
+//! subscription book their consecutive starts in one write, conditional on
+//! the next free start it read (a lost race returns the current one, and
+//! the write is tried again from it), so each waiting job gets its own start
+//! and none retries for it. Scale: the rate item is one item, and one
+//! DynamoDB item takes at most 1,000 writes a second, so a `rate_limit` is
+//! held at most [`crate::limits::AWS_MAX_RATE_LIMIT`] starts a second on AWS
+//! (a booking per job at worst); slots are an item each, so `max_in_flight`
+//! (at most 1,000) spreads over as many items.
 
 use std::time::Duration;
 
@@ -21,6 +32,11 @@ use crate::subscription::rate_tolerance;
 /// Slots tried per admission: a full subscription costs at most this many
 /// failed conditional writes, not `max_in_flight` of them.
 const SLOT_TRIES: u32 = 3;
+
+/// Conditional writes one booking of starts tries before it gives up (other
+/// workers kept booking first; a batch books all its jobs' starts at once,
+/// so contention is between concurrent batches, not jobs).
+const BOOK_TRIES: u32 = 5;
 
 /// The `until` of the item a failed condition returned (when the service
 /// returns it: `ReturnValuesOnConditionCheckFailure`).
@@ -145,6 +161,49 @@ impl LimitStore for DynamoLimits {
             }
         }
         Ok(Admission::Granted(granted))
+    }
+
+    async fn book_starts(&self, sub: &SubscriptionId, interval: Duration, count: u32) -> StoreResult<Duration> {
+        let interval = crate::limits::start_interval_on(interval, crate::limits::AWS_MAX_RATE_LIMIT);
+        let span = interval.as_millis() as i64 * i64::from(count.max(1));
+        // The next free start as last seen: unknown at first (then the item
+        // is assumed free or past), then what a failed condition returned.
+        let mut seen: Option<i64> = None;
+        for _ in 0..BOOK_TRIES {
+            let now = chrono::Utc::now().timestamp_millis();
+            let first = crate::limits::first_start(now, seen, interval);
+            let req = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .item("id", AttributeValue::S(format!("rate#{sub}")))
+                .item("until", AttributeValue::N((first + span).to_string()))
+                .expression_attribute_names("#u", "until")
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+            let req = match seen {
+                // Replaces exactly the next start it was computed from.
+                Some(n) => req
+                    .condition_expression("#u = :seen")
+                    .expression_attribute_values(":seen", AttributeValue::N(n.to_string())),
+                None => req.condition_expression("attribute_not_exists(id) OR #u <= :now").expression_attribute_values(
+                    ":now",
+                    AttributeValue::N((now + rate_tolerance(interval)).to_string()),
+                ),
+            };
+            match req.send().await {
+                Ok(_) => return Ok(Duration::from_millis((first - now).max(0) as u64)),
+                Err(e) if e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException") => {
+                    seen = match e.as_service_error() {
+                        Some(PutItemError::ConditionalCheckFailedException(c)) => until_of(c.item()),
+                        _ => None,
+                    };
+                }
+                Err(e) => return Err(self.error("PutItem", e)),
+            }
+        }
+        Err(StoreError::Backend(format!(
+            "the rate item of {sub} changed under {BOOK_TRIES} bookings in a row; the jobs are tried again"
+        )))
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<()> {

@@ -92,6 +92,29 @@ impl LimitStore for SqliteLimits {
             .await
     }
 
+    async fn book_starts(&self, sub: &SubscriptionId, interval: Duration, count: u32) -> StoreResult<Duration> {
+        let key = rate_key(sub);
+        self.0
+            .call(move |c, _| {
+                let now = now_ms();
+                let next = c
+                    .prepare_cached("SELECT until FROM subscription_limits WHERE key = ?1")
+                    .map_err(sql)?
+                    .query_row([&key], |r| r.get::<_, i64>(0))
+                    .optional()
+                    .map_err(sql)?;
+                let first = crate::limits::first_start(now, next, interval);
+                c.execute(
+                    "INSERT INTO subscription_limits (key, token, until) VALUES (?1, '', ?2)
+                     ON CONFLICT (key) DO UPDATE SET until = excluded.until",
+                    params![key, first + interval.as_millis() as i64 * i64::from(count.max(1))],
+                )
+                .map_err(sql)?;
+                Ok(Duration::from_millis((first - now).max(0) as u64))
+            })
+            .await
+    }
+
     async fn release(&self, lease: &Lease) -> StoreResult<()> {
         let Some(slot) = lease.slot else { return Ok(()) };
         let (key, token) = (slot_key(&lease.subscription_id, slot), lease.token.clone());

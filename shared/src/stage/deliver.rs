@@ -24,10 +24,11 @@ use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::health::{Gate, Outcome};
 use crate::http_client::{PostError, PostResult};
-use crate::ids::{self, EventId, SagaId};
+use crate::ids::{self, EventId, SagaId, SubscriptionId};
 use crate::job::DeliveryJob;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::ports::Admission;
+use crate::retry::{self, BreakerHold};
 use crate::saga::{AttemptResult, SagaStatus};
 use crate::signing;
 use crate::stage::breaker;
@@ -63,6 +64,10 @@ pub enum Prepared {
         /// as long; otherwise a fault on Hookline's side (logged as a
         /// warning) or a limit of this job only.
         whole_subscription: bool,
+        /// The job as it is to be sent again, when that differs from the
+        /// job received: with the start it booked under `rate_limit`, or
+        /// one more `max_in_flight` wait counted.
+        resend: Option<DeliveryJob>,
     },
     /// Not attempted: the job is stale (an ordered saga that already ended
     /// or moved past this attempt: a duplicate message, or one a crash left
@@ -75,9 +80,75 @@ pub enum Prepared {
 /// write and re-sends deferred jobs. Returns, per job, whether its message
 /// is done with (recorded, already recorded, or re-sent) and may be deleted;
 /// the others are received again after their visibility timeout.
+///
+/// Waits cost a job nothing but its own re-send: the breaker and the limits
+/// are asked before the event is read, and the batch's jobs of one
+/// rate-limited subscription book their starts together (one write), each
+/// its own, so jobs waiting for the rate come back one at a time.
 pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
-    let prepared = all_bounded(jobs.iter().map(|r| prepare(h, r)).collect(), MAX_DELIVERIES_IN_FLIGHT).await;
+    let gated = all_bounded(jobs.iter().map(|r| gate(h, r)).collect(), MAX_DELIVERIES_IN_FLIGHT).await;
+    // The starts of each rate-limited subscription's jobs, booked at once.
+    let mut booking: Vec<(SubscriptionId, Duration, Vec<usize>)> = Vec::new();
+    for (i, g) in gated.iter().enumerate() {
+        if let Ok(Gated::Go { sub, book: Some(interval), .. }) = g {
+            match booking.iter_mut().find(|(id, _, _)| *id == sub.id) {
+                Some((_, _, idx)) => idx.push(i),
+                None => booking.push((sub.id.clone(), *interval, vec![i])),
+            }
+        }
+    }
+    let mut starts: Vec<Option<Result<Duration, String>>> = vec![None; jobs.len()];
+    for (sub, interval, idx) in booking {
+        let booked = h.stores.limits.book_starts(&sub, interval, idx.len() as u32).await;
+        for (k, i) in idx.into_iter().enumerate() {
+            starts[i] = Some(booked.as_ref().map(|first| *first + interval * k as u32).map_err(|e| e.to_string()));
+        }
+    }
+    let work = gated.into_iter().zip(starts).zip(jobs).map(|((g, start), r)| async move {
+        match (g?, start) {
+            (Gated::Done(p), _) => Ok(p),
+            (Gated::Go { .. }, Some(Err(e))) => Err(StoreError::Backend(e)),
+            (Gated::Go { sub, book, .. }, Some(Ok(wait))) => match booked_start(&r.job, book, wait) {
+                Some(deferred) => Ok(deferred),
+                None => attempt(h, &r.job, sub).await,
+            },
+            (Gated::Go { sub, .. }, None) => attempt(h, &r.job, sub).await,
+        }
+    });
+    let prepared = all_bounded(work.collect(), MAX_DELIVERIES_IN_FLIGHT).await;
     settle(h, jobs, prepared).await
+}
+
+/// What the checks before an attempt came to.
+enum Gated {
+    /// Nothing to attempt: refused, stale, or deferred.
+    Done(Prepared),
+    /// Go ahead to the subscription's limits and the attempt.
+    Go {
+        /// The subscription, as checked (active and verified).
+        sub: Box<Subscription>,
+        /// The time between starts to book one under, when the job has a
+        /// `rate_limit` to wait for and no start booked yet.
+        book: Option<Duration>,
+    },
+}
+
+/// A job whose start was just booked `wait` from now: deferred until then
+/// (sent again carrying its start, so it books no other), or `None` to go
+/// now (the start is due, or due within the clock tolerance).
+fn booked_start(job: &DeliveryJob, interval: Option<Duration>, wait: Duration) -> Option<Prepared> {
+    let interval = interval?;
+    let tolerance = Duration::from_millis(crate::subscription::rate_tolerance(interval).max(0) as u64);
+    if wait <= tolerance {
+        return None;
+    }
+    let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+    Some(Prepared::Defer {
+        reason: "waits for the start it booked under the subscription's rate_limit".into(),
+        delay: wait,
+        whole_subscription: false,
+        resend: Some(DeliveryJob { start_at: Some(at), ..job.clone() }),
+    })
 }
 
 /// Stores what a batch of jobs came to: the attempts in one write, the
@@ -93,14 +164,15 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
                 recorded.push(i);
                 attempts.push(a);
             }
-            Ok(Prepared::Defer { reason, delay, whole_subscription }) => {
-                deferred.push((i, reason, delay, !whole_subscription && delay == LOCAL_FAULT_DELAY))
+            Ok(Prepared::Defer { reason, delay, whole_subscription, resend }) => {
+                let fault = !whole_subscription && delay == LOCAL_FAULT_DELAY;
+                deferred.push((i, reason, delay, fault, resend))
             }
             Ok(Prepared::Stale) => {
                 done[i] = true;
                 tracing::info!(saga_id = %jobs[i].job.saga_id, attempt = jobs[i].job.attempt, "stale job of an ordered saga dropped");
             }
-            Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY, true)),
+            Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY, true, None)),
         }
     }
     crate::failpoint::hit("deliver.before_record");
@@ -118,11 +190,13 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
         }
     }
     if !deferred.is_empty() {
-        let messages: Vec<(DeliveryJob, Duration)> =
-            deferred.iter().map(|(i, _, delay, _)| (jobs[*i].job.clone(), *delay)).collect();
+        let messages: Vec<(DeliveryJob, Duration)> = deferred
+            .iter_mut()
+            .map(|(i, _, delay, _, resend)| (resend.take().unwrap_or_else(|| jobs[*i].job.clone()), *delay))
+            .collect();
         match h.stores.deliveries.send(&messages).await {
             Ok(()) => {
-                for (i, why, delay, fault) in &deferred {
+                for (i, why, delay, fault, _) in &deferred {
                     done[*i] = true;
                     h.metrics.deliveries_deferred.fetch_add(1, Relaxed);
                     let j = &jobs[*i].job;
@@ -164,12 +238,32 @@ pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), Stor
 /// Makes one job's attempt (or refuses it, or defers it for a local fault)
 /// without storing anything; [`settle`] stores what it came to.
 pub async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreError> {
+    match gate(h, r).await? {
+        Gated::Done(p) => Ok(p),
+        Gated::Go { sub, book } => {
+            if let Some(interval) = book {
+                let wait = h.stores.limits.book_starts(&sub.id, interval, 1).await?;
+                if let Some(deferred) = booked_start(&r.job, book, wait) {
+                    return Ok(deferred);
+                }
+            }
+            attempt(h, &r.job, sub).await
+        }
+    }
+}
+
+/// The checks before an attempt, none of which reads the event: the
+/// receive limit, an ordered saga's place, the subscription, a start the
+/// job booked earlier, and the breaker (which defers the job until its
+/// probe, or until the saga's last attempt is due, when it ends the job as
+/// a `breaker_open` refusal: [`crate::retry::hold_for_breaker`]).
+async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
     if r.receive_count >= JOB_RECEIVE_LIMIT {
         let error = format!(
             "delivery job received {} times without an attempt being recorded (its worker crashed or timed out each time)",
             r.receive_count
         );
-        return Ok(Prepared::Record(refused(&r.job, &error)));
+        return Ok(Gated::Done(Prepared::Record(refused(&r.job, &error))));
     }
     // An ordered saga's job goes only while its saga is at this attempt
     // (one read, for ordered subscriptions only).
@@ -180,10 +274,79 @@ pub async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreErr
                 && crate::saga::in_progress_attempt(&s.state) == r.job.attempt
         });
         if !at_this_attempt {
-            return Ok(Prepared::Stale);
+            return Ok(Gated::Done(Prepared::Stale));
         }
     }
-    attempt(h, &r.job).await
+    let job = &r.job;
+    let store = h.stores.subscriptions.as_ref();
+    let sub = match h.subscription_cache.get(store, &job.subscription_id).await? {
+        Some(s) if s.is_routable() => Some(s),
+        // Unknown, inactive or unverified here: this container's cache may
+        // be behind the one that routed the event. Ask the store.
+        _ => h.subscription_cache.confirm(store, &job.subscription_id).await?,
+    };
+    let sub = match sub {
+        None => return Ok(Gated::Done(Prepared::Record(refused(job, "subscription no longer exists")))),
+        Some(s) if !s.active => return Ok(Gated::Done(Prepared::Record(refused(job, "subscription is inactive")))),
+        Some(s) if !s.verified => {
+            return Ok(Gated::Done(Prepared::Record(refused(job, "subscription is not verified"))))
+        }
+        Some(s) => s,
+    };
+    let now = Utc::now();
+    let interval = sub.start_interval();
+    // A start booked earlier: wait for it (no read, no write).
+    if let (Some(at), Some(i)) = (job.start_at, interval) {
+        let early = chrono::Duration::milliseconds(crate::subscription::rate_tolerance(i));
+        if let Ok(left) = (at - now - early).to_std() {
+            if !left.is_zero() {
+                return Ok(Gated::Done(Prepared::Defer {
+                    reason: "waits for the start it booked under the subscription's rate_limit".into(),
+                    delay: (at - now).to_std().unwrap_or(left),
+                    whole_subscription: false,
+                    resend: None,
+                }));
+            }
+        }
+    }
+    // The breaker: an open one defers the job (no attempt counted), until
+    // its probe or the saga's last scheduled attempt, whichever comes
+    // first; past that, the job ends. If the health store cannot be read,
+    // the attempt goes ahead: a breaker that cannot be read must not stop
+    // deliveries.
+    match breaker::admit(h, &sub.id).await {
+        Ok(Gate::Wait(probe_in)) => {
+            let deadline = job.first_due.map(|f| sub.retry_policy.last_attempt_due(f));
+            return Ok(Gated::Done(match retry::hold_for_breaker(probe_in, deadline, now) {
+                BreakerHold::Wait(delay) => Prepared::Defer {
+                    reason: "the subscription's circuit breaker is open".into(),
+                    delay,
+                    whole_subscription: true,
+                    // Whatever it booked is lost to the wait: it books again.
+                    resend: (job.start_at.is_some() || job.slot_waits > 0).then(|| DeliveryJob {
+                        start_at: None,
+                        slot_waits: 0,
+                        ..job.clone()
+                    }),
+                },
+                BreakerHold::PastDeadline => {
+                    let due = deadline.map(|d| d.to_rfc3339()).unwrap_or_default();
+                    let error = format!(
+                        "{}: not attempted; the subscription's circuit breaker was still open when the \
+                         saga's last scheduled attempt was due ({due})",
+                        retry::BREAKER_OPEN
+                    );
+                    h.metrics.deliveries_rejected.fetch_add(1, Relaxed);
+                    tracing::warn!(saga_id = %job.saga_id, subscription_id = %sub.id, attempt = job.attempt, due, "breaker open past the retry schedule: the job ends");
+                    Prepared::Record(refused(job, &error))
+                }
+            }));
+        }
+        Ok(Gate::Attempt | Gate::Probe) => {}
+        Err(e) => tracing::warn!(subscription_id = %sub.id, error = %e, "breaker unreadable; attempting anyway"),
+    }
+    let book = interval.filter(|_| job.start_at.is_none());
+    Ok(Gated::Go { sub: Box::new(sub), book })
 }
 
 /// The attempt record of a job refused without a request.
@@ -219,7 +382,7 @@ pub async fn event_of(h: &Hookline, event_id: &EventId, saga_id: &SagaId) -> Res
 
 /// Makes one attempt and describes it; does not store it. Every log line
 /// of the attempt carries the saga, event and subscription ids.
-async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, StoreError> {
+async fn attempt(h: &Hookline, job: &DeliveryJob, sub: Box<Subscription>) -> Result<Prepared, StoreError> {
     use tracing::Instrument;
     let span = tracing::info_span!(
         "attempt",
@@ -229,71 +392,59 @@ async fn attempt(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, StoreError
         attempt = job.attempt,
         trace_id = tracing::field::Empty,
     );
-    attempt_in_span(h, job).instrument(span).await
+    attempt_in_span(h, job, *sub).instrument(span).await
 }
 
-async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, StoreError> {
-    let store = h.stores.subscriptions.as_ref();
-    let sub = match h.subscription_cache.get(store, &job.subscription_id).await? {
-        Some(s) if s.is_routable() => Some(s),
-        // Unknown, inactive or unverified here: this container's cache may
-        // be behind the one that routed the event. Ask the store.
-        _ => h.subscription_cache.confirm(store, &job.subscription_id).await?,
-    };
-    let event = event_of(h, &job.event_id, &job.saga_id).await?;
-    if let Some(t) = event.as_ref().and_then(|e| e.trace_id.as_deref()) {
-        tracing::Span::current().record("trace_id", t);
-    }
-    let (sub, event) = match (sub, event) {
-        (None, _) => return Ok(Prepared::Record(refused(job, "subscription no longer exists"))),
-        (_, None) => return Ok(Prepared::Record(refused(job, "event is no longer stored"))),
-        (Some(s), _) if !s.active => return Ok(Prepared::Record(refused(job, "subscription is inactive"))),
-        (Some(s), _) if !s.verified => return Ok(Prepared::Record(refused(job, "subscription is not verified"))),
-        (Some(s), Some(e)) => (s, e),
-    };
-    // The breaker: an open one defers the job (no attempt counted). If the
-    // health store cannot be read, the attempt goes ahead: a breaker that
-    // cannot be read must not stop deliveries.
-    match breaker::admit(h, &sub.id).await {
-        Ok(Gate::Wait(delay)) => {
-            return Ok(Prepared::Defer {
-                reason: "the subscription's circuit breaker is open".into(),
-                delay,
-                whole_subscription: true,
-            })
-        }
-        Ok(Gate::Attempt | Gate::Probe) => {}
-        Err(e) => tracing::warn!(error = %e, "breaker unreadable; attempting anyway"),
-    }
-    // Explicit limits hold across every worker: a slot of max_in_flight
-    // and the next start under rate_limit, leased for as long as an attempt
-    // can take. Subscriptions without them skip this (no store write).
-    let lease = match limits_of(&sub) {
+async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> Result<Prepared, StoreError> {
+    // Explicit limits hold across every worker: a slot of max_in_flight,
+    // leased for as long as an attempt can take (the start under rate_limit
+    // is booked already). Subscriptions without one skip this (no store
+    // write).
+    let lease = match sub.max_in_flight {
         None => None,
-        Some((max, interval)) => {
+        Some(max) => {
             let lease_for = h.config.http.total_timeout + Duration::from_secs(5);
-            match h.stores.limits.admit(&sub.id, max, interval, lease_for).await? {
+            match h.stores.limits.admit(&sub.id, Some(max), None, lease_for).await? {
                 Admission::Granted(l) => Some(l),
-                Admission::Wait(delay) => {
+                Admission::Wait(hint) => {
+                    // Longer each time, and jittered: the jobs of a full
+                    // subscription come back spread out, not together.
+                    let delay = crate::limits::slot_wait(hint, job.slot_waits, lease_for, rand::random());
                     return Ok(Prepared::Defer {
-                        reason: "the subscription is at its max_in_flight or rate_limit".into(),
+                        reason: "the subscription is at its max_in_flight".into(),
                         delay,
                         whole_subscription: false,
-                    })
+                        resend: Some(DeliveryJob { slot_waits: job.slot_waits.saturating_add(1), ..job.clone() }),
+                    });
                 }
             }
         }
     };
+    let event = match event_of(h, &job.event_id, &job.saga_id).await {
+        Ok(e) => e,
+        Err(e) => {
+            release(h, lease.as_ref()).await;
+            return Err(e);
+        }
+    };
+    if let Some(t) = event.as_ref().and_then(|e| e.trace_id.as_deref()) {
+        tracing::Span::current().record("trace_id", t);
+    }
+    let Some(event) = event else {
+        release(h, lease.as_ref()).await;
+        return Ok(Prepared::Record(refused(job, "event is no longer stored")));
+    };
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let res = h.client.post(&sub.callback_url, &headers, body).await;
-    if let Some(l) = lease {
-        if let Err(e) = h.stores.limits.release(&l).await {
-            tracing::warn!(error = %e, "releasing a max_in_flight slot failed; its lease runs out by itself");
-        }
-    }
+    release(h, lease.as_ref()).await;
     if let Some(PostError::Local(why)) = &res.error {
-        return Ok(Prepared::Defer { reason: why.clone(), delay: LOCAL_FAULT_DELAY, whole_subscription: false });
+        return Ok(Prepared::Defer {
+            reason: why.clone(),
+            delay: LOCAL_FAULT_DELAY,
+            whole_subscription: false,
+            resend: None,
+        });
     }
     let latency_ms = res.latency.as_millis() as u64;
     h.metrics.observe_latency(latency_ms);
@@ -334,11 +485,13 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob) -> Result<Prepared, St
     }))
 }
 
-/// A subscription's explicit limits, if it sets any: `max_in_flight`, and
-/// the time between two starts under its `rate_limit`.
-fn limits_of(sub: &Subscription) -> Option<(Option<u32>, Option<Duration>)> {
-    let interval = sub.start_interval();
-    (sub.max_in_flight.is_some() || interval.is_some()).then_some((sub.max_in_flight, interval))
+/// Gives a `max_in_flight` slot back, if one was leased.
+async fn release(h: &Hookline, lease: Option<&crate::ports::Lease>) {
+    if let Some(l) = lease {
+        if let Err(e) = h.stores.limits.release(l).await {
+            tracing::warn!(error = %e, "releasing a max_in_flight slot failed; its lease runs out by itself");
+        }
+    }
 }
 
 /// The signed request for one attempt: headers and body.

@@ -245,7 +245,8 @@ impl Dispatcher {
             }
         }
         for (taken, delay, reason) in overflow {
-            let prepared = Ok(Prepared::Defer { reason: reason.to_string(), delay, whole_subscription: false });
+            let prepared =
+                Ok(Prepared::Defer { reason: reason.to_string(), delay, whole_subscription: false, resend: None });
             let _ = self.finished.send(Finished { taken, prepared });
         }
         for (sub, delay) in pause {
@@ -309,6 +310,7 @@ impl Dispatcher {
                                     reason: "subscription at its rate_limit".to_string(),
                                     delay: wait + interval * k as u32,
                                     whole_subscription: false,
+                                    resend: None,
                                 });
                                 let _ = d.finished.send(Finished { taken: t, prepared });
                             }

@@ -99,12 +99,14 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
         .iter()
         .map(|a| Step {
             job: DeliveryJob {
-                saga_id: a.saga_id.clone(),
-                event_id: a.event_id.clone(),
-                subscription_id: a.subscription_id.clone(),
-                webhook_id: crate::ids::webhook_id(&a.event_id, &a.subscription_id),
-                attempt: a.attempt,
                 lane: a.lane.clone(),
+                ..DeliveryJob::new(
+                    a.saga_id.clone(),
+                    a.event_id.clone(),
+                    a.subscription_id.clone(),
+                    crate::ids::webhook_id(&a.event_id, &a.subscription_id),
+                    a.attempt,
+                )
             },
             // The first attempt runs while the saga is still Pending (see
             // crate::saga); later ones from InProgress.
@@ -151,15 +153,14 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
     let Some(saga) = h.stores.sagas.get(&timer.event_id, &timer.saga_id).await? else {
         // Never a silent drop: the saga expired (or was lost) while it
         // waited, so the delivery ends as a dead letter that says so.
-        let job = DeliveryJob {
-            saga_id: timer.saga_id.clone(),
-            event_id: timer.event_id.clone(),
-            // Unknown: the saga held them.
-            subscription_id: SubscriptionId::new(""),
-            webhook_id: WebhookId::new(""),
-            attempt: timer.attempt,
-            lane: None,
-        };
+        // Subscription and webhook id unknown: the saga held them.
+        let job = DeliveryJob::new(
+            timer.saga_id.clone(),
+            timer.event_id.clone(),
+            SubscriptionId::new(""),
+            WebhookId::new(""),
+            timer.attempt,
+        );
         let reason =
             format!("retry timer for attempt {} found its saga no longer stored (retention ended?)", timer.attempt);
         dead_letter(h, &job, &reason).await?;
@@ -182,15 +183,17 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
     Ok(TimerOutcome::Done)
 }
 
-/// The delivery job of attempt `attempt` of saga `s`.
+/// The delivery job of attempt `attempt` of saga `s`. It carries the
+/// saga's creation as the time its first attempt was due, from which the
+/// delivery stage knows when the last one is due (an open breaker holds
+/// the job no longer: [`crate::retry::hold_for_breaker`]). Not for an
+/// ordered saga: its first attempt is due when its lane releases it, which
+/// the saga does not keep, so its jobs wait for the probe.
 pub fn job_of(s: &Saga, attempt: u32) -> DeliveryJob {
     DeliveryJob {
-        saga_id: s.id.clone(),
-        event_id: s.event_id.clone(),
-        subscription_id: s.subscription_id.clone(),
-        webhook_id: s.webhook_id.clone(),
-        attempt,
         lane: s.lane.clone(),
+        first_due: s.lane.is_none().then_some(s.created_at),
+        ..DeliveryJob::new(s.id.clone(), s.event_id.clone(), s.subscription_id.clone(), s.webhook_id.clone(), attempt)
     }
 }
 
