@@ -911,4 +911,51 @@ mod tests {
         assert!(Strict::check_sqs("SendMessage", &json!({"QueueUrl": "u", "MessageBody": "b", "DelaySeconds": 900}))
             .is_empty());
     }
+
+    #[test]
+    fn requests_are_held_to_the_template_role_of_their_function() {
+        let strict = Strict::new();
+        let ddb = |f: &str, op: &str, req: Value| strict.check_iam(f, Service::DynamoDb, op, &req);
+        // The router creates sagas and never changes them.
+        assert!(ddb("RouterFunction", "PutItem", json!({"TableName": "p-1-SagasTable"})).is_empty());
+        let v = ddb("RouterFunction", "UpdateItem", json!({"TableName": "p-1-SagasTable"}));
+        assert!(v.iter().any(|m| m.contains("RouterFunction") && m.contains("dynamodb:UpdateItem")), "{v:?}");
+        // Ingest writes events only through its conditional put: a
+        // transaction is authorized per action, so its Update on the
+        // order table and its Put on the events table are each checked.
+        let tx = json!({"TransactItems": [{"Put": {"TableName": "p-EventsTable"}}, {"Update": {"TableName": "p-OrderTable"}}]});
+        assert!(ddb("IngestFunction", "TransactWriteItems", tx).is_empty());
+        let tx = json!({"TransactItems": [{"Put": {"TableName": "p-EventsTable"}}, {"Delete": {"TableName": "p-EventsTable"}}]});
+        assert_eq!(ddb("IngestFunction", "TransactWriteItems", tx).len(), 1, "the delete is not granted");
+        // An index is its own resource.
+        assert!(
+            ddb("RequeueFunction", "Query", json!({"TableName": "p-EventsTable", "IndexName": "by_time"})).is_empty()
+        );
+        assert!(
+            !ddb("DeliveryFunction", "Query", json!({"TableName": "p-EventsTable", "IndexName": "by_time"})).is_empty()
+        );
+        // SQS: a batch is authorized as its single action, on its queue.
+        let send = |f: &str, q: &str| {
+            strict.check_iam(
+                f,
+                Service::Sqs,
+                "SendMessageBatch",
+                &json!({"QueueUrl": format!("http://h/123456789012/p-{q}")}),
+            )
+        };
+        assert!(send("SagaFunction", "DeliveriesQueue").is_empty());
+        assert!(!send("DeliveryFunction", "RequeueQueue").is_empty());
+        // Streams: an iterator is traced back to its stream.
+        let arn = "arn:aws:dynamodb:us-east-1:123456789012:table/p-EventsTable/stream/2026";
+        let it = json!({"StreamArn": arn});
+        assert!(strict.check_iam("RouterFunction", Service::Streams, "GetShardIterator", &it).is_empty());
+        strict.note_iterators("GetShardIterator", &it, &json!({"ShardIterator": "it-1"}));
+        let read = json!({"ShardIterator": "it-1"});
+        assert!(strict.check_iam("RouterFunction", Service::Streams, "GetRecords", &read).is_empty());
+        assert!(!strict.check_iam("DeliveryFunction", Service::Streams, "GetRecords", &read).is_empty());
+        assert!(!strict
+            .check_iam("RouterFunction", Service::Streams, "GetRecords", &json!({"ShardIterator": "?"}))
+            .is_empty());
+        assert_eq!(strict.iam_checked(), 12);
+    }
 }
