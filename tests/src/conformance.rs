@@ -55,6 +55,8 @@ macro_rules! for_each_conformance_case {
         $m!(dead_letters_resolve_once);
         $m!(dead_letters_list_newest_first);
         $m!(dead_letters_page_by_every_filter);
+        $m!(dead_letters_open_count_follows_every_change);
+        $m!(dead_letters_page_merges_many_across_shards);
         $m!(jobs_are_created_once_and_updated_on_their_version);
         $m!(queue_send_receive_delete);
         $m!(queue_delete_detached_deletes_without_waiting);
@@ -793,6 +795,79 @@ pub async fn dead_letters_list_newest_first(s: &Stores) {
     assert_eq!(s.dead_letters.count(DeadLetterState::Open).await.unwrap(), 3);
     assert_eq!(s.dead_letters.count(DeadLetterState::Skipped).await.unwrap(), 1);
     assert_eq!(s.dead_letters.count(DeadLetterState::Requeued).await.unwrap(), 0);
+}
+
+/// The open count (the `/metrics` gauge and the reconciler's alarm, read
+/// without reading the dead letters) follows every change: +1 per dead
+/// letter created open, none for a duplicate put (idempotent create), −1
+/// per requeue or skip, none for a second resolve or one of an unknown id.
+pub async fn dead_letters_open_count_follows_every_change(s: &Stores) {
+    let count = || async { s.dead_letters.count(DeadLetterState::Open).await.unwrap() };
+    assert_eq!(count().await, 0);
+    for i in 0..12 {
+        assert!(s.dead_letters.put(&dead_letter(&format!("sg_c{i}"), now())).await.unwrap());
+    }
+    assert_eq!(count().await, 12);
+    for i in 0..12 {
+        assert!(!s.dead_letters.put(&dead_letter(&format!("sg_c{i}"), now())).await.unwrap(), "a duplicate");
+    }
+    assert_eq!(count().await, 12, "a duplicate put counts nothing");
+    let skip = || resolution(ResolutionAction::Skip, "ops", None);
+    for i in 0..3 {
+        let requeue = resolution(ResolutionAction::Requeue, "ops", Some("sg_new"));
+        assert!(s.dead_letters.resolve(&dl(&format!("sg_c{i}")), DeadLetterState::Requeued, requeue).await.unwrap());
+    }
+    for i in 3..5 {
+        assert!(s.dead_letters.resolve(&dl(&format!("sg_c{i}")), DeadLetterState::Skipped, skip()).await.unwrap());
+    }
+    assert_eq!(count().await, 7);
+    assert!(!s.dead_letters.resolve(&dl("sg_c0"), DeadLetterState::Skipped, skip()).await.unwrap());
+    assert!(!s.dead_letters.resolve(&dl("sg_none"), DeadLetterState::Skipped, skip()).await.unwrap());
+    assert_eq!(count().await, 7, "resolving twice, or nothing, counts nothing");
+    assert_eq!(s.dead_letters.count(DeadLetterState::Requeued).await.unwrap(), 3);
+    assert_eq!(s.dead_letters.count(DeadLetterState::Skipped).await.unwrap(), 2);
+    // A dead letter stored already resolved is not open.
+    let done =
+        DeadLetter { state: DeadLetterState::Skipped, resolution: Some(skip()), ..dead_letter("sg_cdone", now()) };
+    assert!(s.dead_letters.put(&done).await.unwrap());
+    assert_eq!(count().await, 7);
+    let listed = s
+        .dead_letters
+        .page(&DeadLetterQuery { state: Some(DeadLetterState::Open), ..Default::default() }, 100, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len() as u64, count().await, "the count is what a listing of open ones finds");
+}
+
+/// Many dead letters, several in the same millisecond (on DynamoDB spread
+/// over the index shards and merged on read), walked a page at a time with
+/// each filter: every one listed once, newest first, ties in one order.
+pub async fn dead_letters_page_merges_many_across_shards(s: &Stores) {
+    let t0 = now();
+    let mut all = Vec::new();
+    for i in 0..40 {
+        // Four per millisecond.
+        let mut d = dead_letter(&format!("sg_m{i:02}"), t0 + chrono::Duration::milliseconds(i / 4));
+        d.subscription_id = sub(if i % 3 == 0 { "sub_m0" } else { "sub_m1" });
+        all.push(d);
+    }
+    for d in &all {
+        assert!(s.dead_letters.put(d).await.unwrap());
+    }
+    let q = DeadLetterQuery::default;
+    for c in [
+        q(),
+        DeadLetterQuery { subscription_id: Some(sub("sub_m0")), ..q() },
+        DeadLetterQuery { state: Some(DeadLetterState::Open), tenant_id: Some("tenant-a".into()), ..q() },
+    ] {
+        let mut want: Vec<&DeadLetter> = all.iter().filter(|d| c.matches(d)).collect();
+        want.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        let want: Vec<String> = want.into_iter().map(|d| d.id.to_string()).collect();
+        for limit in [2, 7, 100] {
+            let walked = walk_dead_letters(s, &c, limit).await;
+            assert_eq!(walked, want, "{c:?} limit {limit}");
+        }
+    }
 }
 
 /// Every page of `q` walked with `limit`, following `next` (at most 50 pages).

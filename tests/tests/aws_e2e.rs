@@ -290,11 +290,11 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{v}");
 }
 
-/// Dead letters stored before their listing keys existed (items of `id`,
-/// `state`, `created_at` and `data` only, as the version before wrote
-/// them) are found by `state` alone: not by subscription, event type,
-/// tenant or the unfiltered listing, so a bulk requeue by subscription
-/// would miss them. The upgrade repair (`POST /v1/dead-letters/reindex`,
+/// Dead letters stored before their (sharded) listing keys existed (items
+/// of `id`, `state`, `created_at` and `data` only, as the version before
+/// the listing keys wrote them) are not found by any filter: not by
+/// subscription, event type, tenant, state or the unfiltered listing, so a
+/// bulk requeue by subscription would miss them. The upgrade repair (`POST /v1/dead-letters/reindex`,
 /// limit 1 so the cursor is followed) writes their keys from their own
 /// records; then every filter finds them, unchanged, and a bulk requeue by
 /// subscription takes them; a second run reindexes 0.
@@ -321,12 +321,12 @@ async fn dead_letters_stored_before_the_listing_keys_are_found_after_reindex() {
         format!("subscription_id={sub}"),
         "event_type=old.dead".to_string(),
         "tenant_id=acme".to_string(),
+        "state=open".to_string(),
         String::new(),
     ];
     for f in &filters {
         assert_eq!(found(&p, f, &dead).await, dead[2..].to_vec(), "{f}: the rewritten ones are missed");
     }
-    assert_eq!(found(&p, "state=open", &dead).await, dead, "by state alone, all three");
 
     let (reindexed, examined, requests) = scenarios::reindex_all(&p, "dead-letters", 1).await;
     assert_eq!(reindexed, 2, "the two without listing keys");

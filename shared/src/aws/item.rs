@@ -292,8 +292,16 @@ pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<At
 /// `time_key` ([`event_time_key`]).
 pub const EVENTS_BY_TIME: &str = "by_time";
 /// Sparse GSI of EventsTable over one tenant's events by time: partition
-/// key `tenant_id`, sort key `time_key`.
-pub const EVENTS_BY_TENANT: &str = "by_tenant";
+/// key `tenant_shard` ([`event_tenant_key`]: one tenant's events spread
+/// over [`EVENT_SHARDS`] values, so a busy tenant takes 8,000 index
+/// writes a second, not 1,000), sort key `time_key`. A listing queries
+/// every shard and merges them.
+pub const EVENTS_BY_TENANT: &str = "tenant_shards";
+
+/// The [`EVENTS_BY_TENANT`] partition of tenant `tenant`'s shard `shard`.
+pub fn event_tenant_key(tenant: &str, shard: u32) -> String {
+    format!("{tenant}#{shard}")
+}
 /// Sparse GSI of EventsTable over one partition's numbered events:
 /// partition key `partition` ([`event_partition_key`]), sort key
 /// `partition_seq`.
@@ -348,8 +356,8 @@ pub fn event_partition_key(p: &crate::ordering::Partition) -> String {
 }
 
 /// The attributes the event indexes are keyed on: `time_bucket`,
-/// `time_key`, and `tenant_id`, `partition`/`partition_seq` (numbered
-/// events only). Nothing else is copied out of `data`: every byte on the
+/// `time_key`, and `tenant_shard` (tenant events), `partition`/`partition_seq`
+/// (numbered events only). Nothing else is copied out of `data`: every byte on the
 /// item is paid on each event's write (a 1 KiB event stored deflated stays
 /// under 1 KB), and a listing reads its page's events by id. `outcome`
 /// (number: 1 failed, 2 dead-lettered) is added later by
@@ -358,7 +366,7 @@ fn put_search_attrs(a: &mut Attrs, e: &EventRecord) {
     let day = e.received_at.format("%Y-%m-%d").to_string();
     a.put_s("time_bucket", event_time_bucket(&day, event_shard(e.id.as_str())))
         .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
-        .put_opt_s("tenant_id", e.tenant_id.clone());
+        .put_opt_s("tenant_shard", e.tenant_id.as_deref().map(|t| event_tenant_key(t, event_shard(e.id.as_str()))));
     if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
         a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
     }
@@ -569,10 +577,12 @@ pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreEr
 // ------------------------------------------------------------ dead letters
 
 /// The DeadLetters item: `id`, `state`, `created_at` (epoch ms, the sort key
-/// of GSI `by_state`), `data` (the record without its event snapshot), and
+/// of every listing index), `data` (the record without its event snapshot),
 /// the snapshot deflated in `event_z` (an event may be 256 KiB; the item
-/// limit is 400 KB). `expires_at` is set only when the dead letter is
-/// resolved (see `DynamoDeadLetters::resolve`): open ones are kept.
+/// limit is 400 KB), the filter attributes the listing indexes project
+/// (`subscription_id`, `event_type`, `tenant_id`) and the sharded index keys
+/// ([`dead_letter_listing_keys`]). `expires_at` is set only when the dead
+/// letter is resolved (see `DynamoDeadLetters::resolve`): open ones are kept.
 pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
     let record = DeadLetter { event: None, ..d.clone() };
@@ -590,28 +600,96 @@ pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
     Ok(a)
 }
 
+/// Write shards of every dead-letter listing key: a dead letter's index
+/// entries go to `<value>#<shard>` ([`dead_letter_shard`]), so one value
+/// (`open`, every dead letter, one subscription whose endpoint is down)
+/// takes [`DEAD_LETTER_SHARDS`] × 1,000 index writes a second instead of
+/// 1,000, and a listing queries the shards and merges them by
+/// `created_at` (`infra/README.md`, "Dead letter listing indexes").
+pub const DEAD_LETTER_SHARDS: u32 = 8;
+
+/// A dead letter's write shard: a stable hash of its id (the same for all
+/// its index keys and its open-count shard, [`dead_letter_count_key`]).
+pub fn dead_letter_shard(id: &str) -> u32 {
+    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % DEAD_LETTER_SHARDS
+}
+
+/// The partition value of shard `shard` of listing value `value`.
+pub fn dead_letter_shard_key(value: &str, shard: u32) -> String {
+    format!("{value}#{shard}")
+}
+
+/// One listing index of DeadLettersTable: its name, its sharded partition
+/// key attribute, and the plain attribute that value comes from (the one
+/// a `FilterExpression` reads on the other indexes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterIndex {
+    /// The GSI's name.
+    pub name: &'static str,
+    /// Its partition key attribute (`<value>#<shard>`).
+    pub key: &'static str,
+    /// The attribute holding the plain value.
+    pub plain: &'static str,
+}
+
+/// Index of the dead letters in one state.
+pub const DEAD_LETTERS_BY_STATE: DeadLetterIndex =
+    DeadLetterIndex { name: "state_shards", key: "state_shard", plain: "state" };
+/// Index of one subscription's dead letters.
+pub const DEAD_LETTERS_BY_SUBSCRIPTION: DeadLetterIndex =
+    DeadLetterIndex { name: "subscription_shards", key: "subscription_shard", plain: "subscription_id" };
+/// Index of one tenant's dead letters.
+pub const DEAD_LETTERS_BY_TENANT: DeadLetterIndex =
+    DeadLetterIndex { name: "tenant_shards", key: "tenant_shard", plain: "tenant_id" };
+/// Index of one event type's dead letters.
+pub const DEAD_LETTERS_BY_TYPE: DeadLetterIndex =
+    DeadLetterIndex { name: "type_shards", key: "type_shard", plain: "event_type" };
+/// Index of every dead letter ([`DEAD_LETTER_LISTING_ALL`]): the listing
+/// with no other filter.
+pub const DEAD_LETTERS_BY_CREATED: DeadLetterIndex =
+    DeadLetterIndex { name: "created_shards", key: DEAD_LETTER_LISTING, plain: DEAD_LETTER_LISTING };
+
 /// The keys of a dead letter's listing indexes (`infra/README.md`), as
-/// (attribute, value), the every-dead-letter key ([`DEAD_LETTER_LISTING`])
-/// first: every dead letter has it, so its absence marks an item stored
-/// before the keys existed. A GSI key cannot be an empty string, so an
-/// empty one is left out (and the dead letter out of that index).
-pub fn dead_letter_listing_keys(d: &DeadLetter) -> Vec<(&'static str, &str)> {
-    let mut keys = vec![(DEAD_LETTER_LISTING, DEAD_LETTER_LISTING_ALL)];
+/// (attribute, value): the every-dead-letter key ([`DEAD_LETTER_LISTING`])
+/// first (every dead letter written since the sharded indexes has it, so
+/// its absence marks an item to reindex), then the plain filter attributes
+/// and the sharded keys of state, subscription, event type and tenant. A
+/// GSI key cannot be an empty string, so an empty one is left out (and the
+/// dead letter out of that index).
+pub fn dead_letter_listing_keys(d: &DeadLetter) -> Vec<(&'static str, String)> {
+    let shard = dead_letter_shard(d.id.as_str());
+    let mut keys = vec![(DEAD_LETTER_LISTING, dead_letter_shard_key(DEAD_LETTER_LISTING_ALL, shard))];
+    keys.push((DEAD_LETTERS_BY_STATE.key, dead_letter_shard_key(d.state.as_str(), shard)));
     let optional = [
-        ("subscription_id", Some(d.subscription_id.as_str())),
-        ("event_type", Some(d.event_type.as_str())),
-        ("tenant_id", d.tenant_id.as_deref()),
+        (DEAD_LETTERS_BY_SUBSCRIPTION, Some(d.subscription_id.as_str())),
+        (DEAD_LETTERS_BY_TYPE, Some(d.event_type.as_str())),
+        (DEAD_LETTERS_BY_TENANT, d.tenant_id.as_deref()),
     ];
-    keys.extend(optional.into_iter().filter_map(|(name, v)| Some((name, v.filter(|v| !v.is_empty())?))));
+    for (ix, v) in optional {
+        let Some(v) = v.filter(|v| !v.is_empty()) else { continue };
+        keys.push((ix.plain, v.to_string()));
+        keys.push((ix.key, dead_letter_shard_key(v, shard)));
+    }
     keys
 }
 
-/// The attribute every dead letter holds with the same value
-/// ([`DEAD_LETTER_LISTING_ALL`]): the partition key of index `by_created`,
-/// which lists them all newest first when no other filter narrows them.
-pub const DEAD_LETTER_LISTING: &str = "listing";
-/// Its one value.
+/// The attribute every dead letter holds (`all#<shard>`): the partition
+/// key of index `created_shards`, which lists them all newest first when
+/// no other filter narrows them. (Items of the unsharded layout had
+/// `listing` = `all`; they are reindexed.)
+pub const DEAD_LETTER_LISTING: &str = "all_shard";
+/// Its value before the shard suffix.
 pub const DEAD_LETTER_LISTING_ALL: &str = "all";
+
+/// The id of shard `shard` of the open-dead-letter counter: a small item
+/// of DeadLettersTable (`id`, `n`), raised by one in the transaction that
+/// creates an open dead letter of that shard and lowered by one in the
+/// one that resolves it, so [`crate::ports::DeadLetterStore::count`] of
+/// open ones reads [`DEAD_LETTER_SHARDS`] items whatever their number.
+/// Dead-letter ids never start with `#`, so it never names one.
+pub fn dead_letter_count_key(shard: u32) -> String {
+    format!("#open-count#{shard}")
+}
 
 /// A Jobs item: `id`, `version`, the job as JSON in `data`, `expires_at`.
 pub fn job_to_attrs(j: &crate::bulk::Job, expires_at: i64) -> Result<Attrs, StoreError> {

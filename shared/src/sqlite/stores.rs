@@ -700,6 +700,9 @@ impl DeadLetterStore for SqliteDeadLetters {
                         ],
                     )
                     .map_err(sql)?;
+                if n == 1 && dl.state == DeadLetterState::Open {
+                    count_open(c, 1)?;
+                }
                 Ok(n == 1)
             })
             .await
@@ -769,7 +772,12 @@ impl DeadLetterStore for SqliteDeadLetters {
             .await
     }
 
+    /// Open: the counter row (one read whatever their number). Others: a
+    /// COUNT over the state index, O(their number).
     async fn count(&self, state: DeadLetterState) -> StoreResult<u64> {
+        if state == DeadLetterState::Open {
+            return self.0.call(|c, _| open_count(c)).await;
+        }
         let state = state.as_str();
         self.0
             .call(move |c, _| {
@@ -803,6 +811,9 @@ impl DeadLetterStore for SqliteDeadLetters {
                     params![state.as_str(), encode(&dl), id],
                 )
                 .map_err(sql)?;
+                if state != DeadLetterState::Open {
+                    count_open(c, -1)?;
+                }
                 Ok(true)
             })
             .await
@@ -851,6 +862,43 @@ impl DeadLetterStore for SqliteDeadLetters {
             })
             .await
     }
+}
+
+/// The `settings` row holding the number of open dead letters, kept by
+/// every put and resolve in its own savepoint (so it changes with the dead
+/// letter or not at all). A database from before it has no row: the first
+/// [`open_count`] counts them once and writes it.
+const OPEN_COUNT_KEY: &str = "dead_letters.open_count";
+
+/// Adds `delta` to the open-dead-letter count, if it is kept yet.
+fn count_open(c: &Connection, delta: i64) -> StoreResult<()> {
+    c.prepare_cached("UPDATE settings SET value = CAST(value AS INTEGER) + ?1 WHERE key = ?2")
+        .map_err(sql)?
+        .execute(params![delta, OPEN_COUNT_KEY])
+        .map_err(sql)?;
+    Ok(())
+}
+
+/// The open-dead-letter count: one row read (the first time on a database
+/// from before the count was kept, one COUNT of the open ones, written).
+fn open_count(c: &Connection) -> StoreResult<u64> {
+    let kept: Option<i64> = c
+        .prepare_cached("SELECT CAST(value AS INTEGER) FROM settings WHERE key = ?1")
+        .map_err(sql)?
+        .query_row([OPEN_COUNT_KEY], |r| r.get(0))
+        .optional()
+        .map_err(sql)?;
+    let n = match kept {
+        Some(n) => n,
+        None => {
+            let n: i64 =
+                c.query_row("SELECT COUNT(*) FROM dead_letters WHERE state = 'open'", [], |r| r.get(0)).map_err(sql)?;
+            c.execute("INSERT INTO settings (key, value) VALUES (?1, ?2)", params![OPEN_COUNT_KEY, n.to_string()])
+                .map_err(sql)?;
+            n
+        }
+    };
+    Ok(n.max(0) as u64)
 }
 
 /// Jobs table: one row per bulk job, its JSON and version.
@@ -924,13 +972,7 @@ impl SqliteSettings {
 
     /// Counts for metrics: open dead letters.
     pub async fn open_dead_letters(&self) -> StoreResult<u64> {
-        self.0
-            .call(|c, _| {
-                c.query_row("SELECT COUNT(*) FROM dead_letters WHERE state = 'open'", [], |r| r.get::<_, i64>(0))
-                    .map(|n| n as u64)
-                    .map_err(sql)
-            })
-            .await
+        self.0.call(|c, _| open_count(c)).await
     }
 }
 
