@@ -85,11 +85,15 @@ pub enum Action {
     /// `breaker.closed`.
     #[serde(rename = "breaker.closed")]
     BreakerClosed,
+    /// `lane.skipped`: ops skipped what held an ordered lane (a gap, or a
+    /// head that would never leave).
+    #[serde(rename = "lane.skipped")]
+    LaneSkipped,
 }
 
 impl Action {
     /// Every action, in the order the docs list them.
-    pub const ALL: [Action; 16] = [
+    pub const ALL: [Action; 17] = [
         Action::SubscriptionCreated,
         Action::SubscriptionUpdated,
         Action::SubscriptionDeleted,
@@ -106,6 +110,7 @@ impl Action {
         Action::ReplayStarted,
         Action::BreakerOpened,
         Action::BreakerClosed,
+        Action::LaneSkipped,
     ];
 
     /// The one spelling (`subscription.created`, …).
@@ -127,6 +132,7 @@ impl Action {
             Action::ReplayStarted => "replay.started",
             Action::BreakerOpened => "breaker.opened",
             Action::BreakerClosed => "breaker.closed",
+            Action::LaneSkipped => "lane.skipped",
         }
     }
 }

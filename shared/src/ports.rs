@@ -112,7 +112,11 @@ pub trait SubscriptionStore: Send + Sync {
     async fn create(&self, sub: &Subscription) -> StoreResult<()>;
     /// One subscription by id.
     async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>>;
-    /// Several by id, in the order asked (`None` where there is none).
+    /// Several by id, in the order asked (`None` where there is none). May
+    /// be eventually consistent (DynamoDB: a write may show up a moment
+    /// late), unlike [`SubscriptionStore::get`]: it fills caches that
+    /// trust a copy for seconds anyway, and nothing is refused on its word
+    /// alone ([`crate::context::SubscriptionCache::confirm`]).
     async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
         all_bounded(ids.iter().map(|id| self.get(id)).collect(), MAX_STORE_IN_FLIGHT).await.into_iter().collect()
     }
@@ -482,6 +486,19 @@ pub trait OrderStore: Send + Sync {
     async fn head(&self, lane: &crate::ordering::Lane) -> StoreResult<Option<crate::ordering::LaneEntry>>;
     /// Takes a saga out of its lane; doing it again changes nothing.
     async fn dequeue(&self, lane: &crate::ordering::Lane, seq: u64, saga_id: &SagaId) -> StoreResult<()>;
+    /// Records that a lane is blocked (a dead letter holds it, or a gap),
+    /// for `GET /v1/subscriptions/{id}`; a lane already recorded keeps its
+    /// first record.
+    async fn block(&self, lane: &crate::ordering::Lane, blocked: &crate::ordering::BlockedLane) -> StoreResult<()>;
+    /// Forgets that a lane was blocked; nothing if it was not.
+    async fn unblock(&self, lane: &crate::ordering::Lane) -> StoreResult<()>;
+    /// A subscription's blocked lanes, oldest first, at most `limit`
+    /// (through a key, never a scan of the lanes).
+    async fn blocked(
+        &self,
+        subscription_id: &crate::ids::SubscriptionId,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::ordering::BlockedLane>>;
 }
 
 /// The audit trail ([`crate::audit`]): append-only, listed newest first.

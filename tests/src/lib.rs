@@ -52,6 +52,7 @@ pub mod conformance;
 pub mod emulator;
 pub mod iam;
 pub mod input_scenarios;
+pub mod lane_scenarios;
 pub mod lambda_driver;
 pub mod metering;
 pub mod pipeline;

@@ -232,6 +232,7 @@ impl Api {
             ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id), &req).await,
             ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id), &req).await,
             ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
+            ("POST", ["subscriptions", id, "lanes", key, "skip"]) => self.skip_lane(&sub(id), key, &req).await,
             ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
             ("POST", ["dead-letters", "requeue"]) => self.bulk_dead_letters(&req, JobKind::Requeue).await,
             ("POST", ["dead-letters", "skip"]) => self.bulk_dead_letters(&req, JobKind::Skip).await,

@@ -1,5 +1,6 @@
 //! `/v1/subscriptions`: create, read, patch, delete, verify, rotate the
-//! signing secret, reindex after an upgrade. Bodies are typed; a PATCH
+//! signing secret, reindex after an upgrade; an ordered subscription's
+//! blocked lanes (shown by `GET`, skipped by ops). Bodies are typed; a PATCH
 //! tells absent, `null` and a value apart ([`Patch`]).
 
 use std::collections::BTreeMap;
@@ -25,6 +26,36 @@ use crate::stage::{failing, verify};
 use crate::subscription::{
     self, check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription,
 };
+
+/// `POST /v1/subscriptions/{id}/lanes/{partition_key}/skip`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LaneSkipBody {
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    tenant_id: Option<String>,
+}
+
+/// One blocked lane as `GET /v1/subscriptions/{id}` shows it.
+#[derive(Serialize)]
+struct BlockedLaneView {
+    partition_key: String,
+    tenant_id: Option<String>,
+    since: chrono::DateTime<Utc>,
+    reason: String,
+}
+
+impl BlockedLaneView {
+    fn of(b: &crate::ordering::BlockedLane) -> Self {
+        BlockedLaneView {
+            partition_key: b.partition.key.clone(),
+            tenant_id: b.partition.tenant().map(str::to_string),
+            since: b.since,
+            reason: b.reason.clone(),
+        }
+    }
+}
 
 /// How many times a PATCH is applied to a subscription that keeps changing
 /// under it before it answers `409`.
@@ -412,9 +443,69 @@ impl Api {
     }
 
     pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {
-        let shown = shown(&self.load_subscription(id).await?, None);
+        let sub = self.load_subscription(id).await?;
+        let mut shown = shown(&sub, None);
         let health = self.hookline.stores.health.get(id).await?;
+        if sub.ordering == crate::ordering::Ordering::Partition {
+            // The oldest few, through the blocked lanes' own key.
+            let blocked = self.hookline.stores.order.blocked(id, crate::ordering::BLOCKED_LANES_SHOWN).await?;
+            shown["blocked_lanes"] =
+                serde_json::to_value(blocked.iter().map(BlockedLaneView::of).collect::<Vec<_>>()).expect("lanes");
+        }
         Ok(Response::json(200, &self.with_health(shown, id, health)))
+    }
+
+    /// `POST /v1/subscriptions/{id}/lanes/{partition_key}/skip`
+    /// (`{"reason", "tenant_id"?}`): ops skip what holds one ordered lane
+    /// ([`crate::stage::ordering::skip_lane`]), audited as `lane.skipped`.
+    /// The partition is the subscription's tenant's, or `tenant_id`'s for a
+    /// subscription of every tenant.
+    pub(super) async fn skip_lane(&self, id: &SubscriptionId, key: &str, req: &Request<'_>) -> ApiResult {
+        let body: LaneSkipBody = parse(req.body, true)?;
+        let reason = super::query::reason(body.reason.as_deref())?;
+        let sub = self.load_subscription(id).await?;
+        if sub.ordering != crate::ordering::Ordering::Partition {
+            return Err(ApiError::new(
+                409,
+                "not_ordered",
+                format!("subscription {id} is not ordered: it has no lanes"),
+            ));
+        }
+        let tenant = match (&sub.tenant_id, tenant(body.tenant_id)?) {
+            (Some(own), Some(other)) if *own != other => {
+                return Err(ApiError::invalid("tenant_id", "the subscription has its own tenant"))
+            }
+            (own, given) => given.or(own.clone()),
+        };
+        let partition = crate::ordering::Partition::of(tenant.as_deref(), key);
+        let lane = crate::ordering::Lane { subscription_id: id.clone(), partition };
+        use crate::stage::ordering::{LaneSkipError, LaneSkipped};
+        let skipped = match crate::stage::ordering::skip_lane(&self.hookline, &lane).await {
+            Ok(s) => s,
+            Err(LaneSkipError::Store(e)) => return Err(e.into()),
+            Err(e @ LaneSkipError::NotBlocked) => return Err(ApiError::new(409, "lane_not_blocked", e.to_string())),
+            Err(e @ LaneSkipError::DeadLetter(_)) => {
+                return Err(ApiError::new(409, "lane_held_by_dead_letter", e.to_string()))
+            }
+        };
+        let details = match &skipped {
+            LaneSkipped::Gap { from, to } => serde_json::json!({"skipped": "gap", "from_seq": from, "to_seq": to}),
+            LaneSkipped::Head { saga_id } => serde_json::json!({"skipped": "head", "saga_id": saga_id}),
+        };
+        let details = serde_json::json!({"partition_key": key, "tenant_id": tenant})
+            .as_object()
+            .cloned()
+            .into_iter()
+            .flatten()
+            .chain(details.as_object().cloned().into_iter().flatten())
+            .collect::<serde_json::Map<_, _>>();
+        tracing::warn!(subscription_id = %id, partition_key = %key, details = %serde_json::Value::Object(details.clone()), "ordered lane skipped by ops");
+        let rec = AuditRecord::new(Action::LaneSkipped, self.actor(req))
+            .subscription(id)
+            .reason(&reason)
+            .details(serde_json::Value::Object(details.clone()));
+        audit::record(&self.hookline, rec).await;
+        Ok(Response::json(200, &serde_json::Value::Object(details)))
     }
 
     /// A shown subscription with its `health` (the default, healthy record
@@ -550,6 +641,11 @@ impl Api {
         self.hookline.subscription_cache.invalidate().await;
         audit::record(&self.hookline, AuditRecord::new(Action::SubscriptionDeleted, self.actor(req)).subscription(id))
             .await;
+        // Its blocked lanes let go, so its waiting sagas end instead of
+        // waiting for good; a failure here is left to the reconciler.
+        if let Err(e) = crate::stage::ordering::release_deleted(&self.hookline, id).await {
+            tracing::error!(subscription_id = %id, error = %e, "a deleted subscription's blocked lanes were not all let go; the reconciler finds their waiting sagas");
+        }
         Ok(Response { status: 204, content_type: "application/json", body: vec![] })
     }
 

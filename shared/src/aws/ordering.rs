@@ -11,6 +11,12 @@
 //!   (`pk` = `l#<subscription>#<scope>#<key>`, `sk` = the number padded to
 //!   20 digits, `#`, the saga id; `event_id` S): the lane's head is one
 //!   `Query` with `Limit` 1.
+//! - a blocked lane (`crate::ordering::BlockedLane`) is two items: its
+//!   marker in the lane (`pk` = the lane's, `sk` = `~block`, after every
+//!   entry; `since` N, ms) and its listing item (`pk` = `b#<subscription>`,
+//!   `sk` = since padded to 20 digits, `#`, scope, `#`, key; `scope`,
+//!   `partition_key`, `reason` S), so a subscription's oldest blocked lanes
+//!   are one `Query` with a `Limit`.
 //!
 //! The scope (`g` or `t<bytes>:<tenant>`) is self-delimiting, so no
 //! partition key, whatever it holds, reads as another partition.
@@ -26,8 +32,8 @@ use super::dynamodb::{backend, n, s};
 use super::item::Attrs;
 use crate::error::StoreError;
 use crate::event::EventRecord;
-use crate::ids::{EventId, SagaId};
-use crate::ordering::{self, Lane, LaneEntry, Partition, MAX_AHEAD};
+use crate::ids::{EventId, SagaId, SubscriptionId};
+use crate::ordering::{self, BlockedLane, Lane, LaneEntry, Partition, MAX_AHEAD};
 use crate::ports::{OrderStore, StoreResult};
 
 /// Conditional writes tried before giving up on one change (others kept
@@ -53,6 +59,17 @@ fn lane_sk(seq: u64, saga_id: &SagaId) -> String {
     format!("{seq:020}#{saga_id}")
 }
 
+/// The sort key of a blocked lane's marker: after every entry of the lane.
+const BLOCK_SK: &str = "~block";
+
+fn blocks_pk(subscription_id: &SubscriptionId) -> String {
+    format!("b#{subscription_id}")
+}
+
+fn blocks_sk(since_ms: i64, p: &Partition) -> String {
+    format!("{:020}#{}#{}", since_ms.max(0), p.scope, p.key)
+}
+
 /// The partition item's numbers: last given, routed-through, ahead, version.
 struct Numbers {
     seq: u64,
@@ -65,6 +82,40 @@ impl DynamoOrder {
     /// The store on `table` (the OrderTable).
     pub fn new(client: Client, table: &str) -> Self {
         DynamoOrder { client, table: table.to_string() }
+    }
+
+    /// The `since` (ms) of a lane's blocked marker, if it has one. A `Query`
+    /// (the API's role reads the OrderTable only by `Query`).
+    async fn block_marker(&self, lane: &Lane) -> StoreResult<Option<i64>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND #sk = :sk")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#sk", "sk")
+            .expression_attribute_values(":pk", s(lane_pk(lane)))
+            .expression_attribute_values(":sk", s(BLOCK_SK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("Query", &self.table, e))?;
+        match out.items().first() {
+            Some(item) => Ok(Some(Attrs::from_sdk(item).n("since")?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn delete(&self, pk: String, sk: String) -> StoreResult<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .send()
+            .await
+            .map_err(|e| backend("DeleteItem", &self.table, e))?;
+        Ok(())
     }
 
     async fn numbers(&self, p: &Partition) -> StoreResult<Numbers> {
@@ -241,6 +292,10 @@ impl OrderStore for DynamoOrder {
         let Some(item) = out.items().first() else { return Ok(None) };
         let a = Attrs::from_sdk(item);
         let sk = a.s("sk")?;
+        if sk == BLOCK_SK {
+            // Only the blocked marker: no entry.
+            return Ok(None);
+        }
         let (seq, saga) = sk
             .split_once('#')
             .and_then(|(seq, saga)| Some((seq.parse::<u64>().ok()?, saga)))
@@ -258,5 +313,80 @@ impl OrderStore for DynamoOrder {
             .await
             .map_err(|e| backend("DeleteItem", &self.table, e))?;
         Ok(())
+    }
+
+    async fn block(&self, lane: &Lane, blocked: &BlockedLane) -> StoreResult<()> {
+        if self.block_marker(lane).await?.is_some() {
+            return Ok(());
+        }
+        let since = blocked.since.timestamp_millis();
+        let listing = blocks_sk(since, &lane.partition);
+        // The listing item first: a crash before the marker leaves a listed
+        // lane that `blocked` drops when it finds no marker.
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(blocks_pk(&lane.subscription_id)))
+            .item("sk", s(listing.clone()))
+            .item("scope", s(&lane.partition.scope))
+            .item("partition_key", s(&lane.partition.key))
+            .item("reason", s(&blocked.reason))
+            .send()
+            .await
+            .map_err(|e| backend("PutItem", &self.table, e))?;
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(lane_pk(lane)))
+            .item("sk", s(BLOCK_SK))
+            .item("since", n(since))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        if !super::dynamodb::written("PutItem", &self.table, put)? {
+            // Another writer recorded it first: keep its listing only.
+            if self.block_marker(lane).await? != Some(since) {
+                self.delete(blocks_pk(&lane.subscription_id), listing).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn unblock(&self, lane: &Lane) -> StoreResult<()> {
+        let Some(since) = self.block_marker(lane).await? else { return Ok(()) };
+        self.delete(blocks_pk(&lane.subscription_id), blocks_sk(since, &lane.partition)).await?;
+        self.delete(lane_pk(lane), BLOCK_SK.to_string()).await
+    }
+
+    async fn blocked(&self, subscription_id: &SubscriptionId, limit: usize) -> StoreResult<Vec<BlockedLane>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_values(":pk", s(blocks_pk(subscription_id)))
+            .scan_index_forward(true)
+            .consistent_read(true)
+            .limit(limit.clamp(1, 1000) as i32)
+            .send()
+            .await
+            .map_err(|e| backend("Query", &self.table, e))?;
+        let mut found = Vec::new();
+        for item in out.items() {
+            let a = Attrs::from_sdk(item);
+            let sk = a.s("sk")?;
+            let since_ms: i64 = sk
+                .split_once('#')
+                .and_then(|(ms, _)| ms.parse().ok())
+                .ok_or_else(|| StoreError::Corrupt(format!("blocked lane key {sk}")))?;
+            found.push(BlockedLane {
+                partition: Partition { scope: a.s("scope")?.to_string(), key: a.s("partition_key")?.to_string() },
+                since: chrono::DateTime::from_timestamp_millis(since_ms).unwrap_or_default(),
+                reason: a.s("reason")?.to_string(),
+            });
+        }
+        Ok(found)
     }
 }

@@ -255,6 +255,20 @@ CREATE TABLE queue_pauses (
 ) WITHOUT ROWID;
 CREATE INDEX queue_pauses_due ON queue_pauses (queue, until);
 "#,
+    // 12: blocked lanes of ordered subscriptions (`crate::ordering::BlockedLane`),
+    // one row per lane, listed per subscription oldest first for
+    // `GET /v1/subscriptions/{id}` through the index (never a scan of `lanes`).
+    r#"
+CREATE TABLE lane_blocks (
+    subscription_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    partition_key TEXT NOT NULL,
+    since INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (subscription_id, scope, partition_key)
+) WITHOUT ROWID;
+CREATE INDEX lane_blocks_by_since ON lane_blocks (subscription_id, since);
+"#,
 ];
 
 /// The streams the outbox carries.

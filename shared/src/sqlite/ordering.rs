@@ -1,13 +1,14 @@
 //! [`OrderStore`] on SQLite: `partitions` (each partition's last number
 //! and routed-through mark) and `lanes` (one row per saga of an ordered
-//! subscription waiting in, or at the head of, its partition's lane).
+//! subscription waiting in, or at the head of, its partition's lane), and
+//! `lane_blocks` (the lanes shown as blocked, per subscription by age).
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{sql, Db};
-use crate::ids::{EventId, SagaId};
-use crate::ordering::{self, Lane, LaneEntry, Partition};
+use crate::ids::{EventId, SagaId, SubscriptionId};
+use crate::ordering::{self, BlockedLane, Lane, LaneEntry, Partition};
 use crate::ports::{OrderStore, StoreResult};
 
 /// The ordering tables.
@@ -122,6 +123,67 @@ impl OrderStore for SqliteOrder {
                 .execute(params![lane.subscription_id, lane.partition.scope, lane.partition.key, seq as i64, saga_id])
                 .map_err(sql)?;
                 Ok(())
+            })
+            .await
+    }
+
+    async fn block(&self, lane: &Lane, blocked: &BlockedLane) -> StoreResult<()> {
+        let (lane, b) = (lane.clone(), blocked.clone());
+        self.0
+            .call(move |c, _| {
+                c.prepare_cached(
+                    "INSERT OR IGNORE INTO lane_blocks (subscription_id, scope, partition_key, since, reason)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(sql)?
+                .execute(params![
+                    lane.subscription_id,
+                    lane.partition.scope,
+                    lane.partition.key,
+                    b.since.timestamp_millis(),
+                    b.reason
+                ])
+                .map_err(sql)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn unblock(&self, lane: &Lane) -> StoreResult<()> {
+        let lane = lane.clone();
+        self.0
+            .call(move |c, _| {
+                c.prepare_cached(
+                    "DELETE FROM lane_blocks WHERE subscription_id = ?1 AND scope = ?2 AND partition_key = ?3",
+                )
+                .map_err(sql)?
+                .execute(params![lane.subscription_id, lane.partition.scope, lane.partition.key])
+                .map_err(sql)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn blocked(&self, subscription_id: &SubscriptionId, limit: usize) -> StoreResult<Vec<BlockedLane>> {
+        let id = subscription_id.clone();
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT scope, partition_key, since, reason FROM lane_blocks WHERE subscription_id = ?1
+                         ORDER BY since LIMIT ?2",
+                    )
+                    .map_err(sql)?;
+                let rows = st
+                    .query_map(params![id, limit as i64], |r| {
+                        Ok(BlockedLane {
+                            partition: Partition { scope: r.get(0)?, key: r.get(1)? },
+                            since: chrono::DateTime::from_timestamp_millis(r.get(2)?).unwrap_or_default(),
+                            reason: r.get(3)?,
+                        })
+                    })
+                    .map_err(sql)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(sql)
             })
             .await
     }

@@ -7,6 +7,15 @@
 //! ([`wake`]): the saga stage's timer handler brings it to [`admit`], which
 //! looks at the lane again. Every wake-up may be lost in a crash; the
 //! reconciler re-admits Waiting sagas after [`crate::saga::WAITING_RECHECK`].
+//!
+//! Lanes heal (docs/delivery.md#lanes-that-cannot-wedge): a head that will
+//! never leave (its saga expired, or ended without leaving, or blocks for a
+//! deleted subscription) is taken out by the first saga that looks at the
+//! lane ([`admit`]); a saga waiting for an earlier event's routing looks
+//! again with a doubling wait ([`ordering::routing_recheck`]), and the
+//! reconciler passes or routes an old gap ([`heal_gap`]); ops can skip what
+//! holds a lane ([`skip_lane`]), and deleting a subscription lets its
+//! blocked lanes go ([`release_deleted`]).
 
 use std::time::Duration;
 
@@ -15,13 +24,47 @@ use chrono::Utc;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
-use crate::ids::{EventId, SagaId};
+use crate::ids::{EventId, SagaId, SubscriptionId};
 use crate::job::{DeliveryJob, RetryTimer};
-use crate::ordering::{self, Gate, Lane, LaneEntry, LaneRef, OnDeadLetter, Releaser};
+use crate::ordering::{
+    self, BlockedLane, GapAction, GapEvent, Gate, Head, Lane, LaneEntry, LaneRef, OnDeadLetter, Releaser,
+};
 use crate::saga::{OriginKind, Saga, SagaStatus};
 
-/// How soon a saga waiting for an earlier event's routing looks again.
-pub const ROUTING_RECHECK: Duration = Duration::from_secs(1);
+/// Heads taken out by one look at a lane (each a saga that will never
+/// leave): bounded, the rest wait for the next look.
+const MAX_HEALS: usize = 16;
+
+/// Does the subscription still exist? The cache first; a subscription it
+/// does not know is read from the store (nothing is decided on a cache's
+/// word alone).
+pub async fn subscription_exists(h: &Hookline, id: &SubscriptionId) -> Result<bool, StoreError> {
+    if h.subscription_cache.get(h.stores.subscriptions.as_ref(), id).await?.is_some() {
+        return Ok(true);
+    }
+    Ok(h.stores.subscriptions.get(id).await?.is_some())
+}
+
+/// What a lane's head means to a saga behind it ([`ordering::judge_head`]).
+pub async fn judge(h: &Hookline, head: &LaneEntry, subscription_exists: bool) -> Result<Head, StoreError> {
+    let saga = h.stores.sagas.get(&head.event_id, &head.saga_id).await?;
+    let on_dead_letter = saga.as_ref().and_then(|s| s.lane.as_ref()).map(|l| l.on_dead_letter).unwrap_or_default();
+    Ok(ordering::judge_head(saga.map(|s| s.state.status), on_dead_letter, subscription_exists))
+}
+
+/// Takes a head that will never leave out of its lane, and wakes the next
+/// saga if it is not `me` (nobody else would: its predecessor is gone).
+async fn take_out(h: &Hookline, lane: &Lane, head: &LaneEntry, me: Option<&SagaId>) -> Result<(), StoreError> {
+    tracing::info!(subscription_id = %lane.subscription_id, partition_key = %lane.partition.key, seq = head.seq, saga_id = %head.saga_id, "ordered lane: its head will never leave (expired, ended, or its subscription deleted); taken out");
+    h.stores.order.dequeue(lane, head.seq, &head.saga_id).await?;
+    h.stores.order.unblock(lane).await?;
+    if let Some(next) = h.stores.order.head(lane).await? {
+        if Some(&next.saga_id) != me {
+            wake_at(h, &next.event_id, &next.saga_id, Duration::ZERO).await?;
+        }
+    }
+    Ok(())
+}
 
 fn lane_of(saga_subscription: &crate::ids::SubscriptionId, l: &LaneRef) -> Lane {
     Lane { subscription_id: saga_subscription.clone(), partition: l.partition.clone() }
@@ -67,10 +110,18 @@ pub async fn admit(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Relea
     if let Some(o) = current.origin.as_ref().filter(|o| o.kind == OriginKind::Requeue) {
         if let Some(prev) = &o.previous_saga_id {
             h.stores.order.dequeue(&lane, l.seq, prev).await?;
+            h.stores.order.unblock(&lane).await?;
         }
     }
+    // A deleted subscription keeps no order: the saga goes, and its
+    // delivery is refused and dead-lettered ("subscription no longer
+    // exists"), which lets the next one go in turn.
+    if !subscription_exists(h, &current.subscription_id).await? {
+        return super::saga::begin(h, &current, by).await;
+    }
     let mut looked_again = false;
-    for _ in 0..4 {
+    let mut heals = 0;
+    for _ in 0..4 + MAX_HEALS {
         let routed = h.stores.order.routed_through(&lane.partition).await?;
         let head = h.stores.order.head(&lane).await?;
         match ordering::gate(l.seq, &current.id, routed, head.as_ref()) {
@@ -78,34 +129,83 @@ pub async fn admit(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Relea
             // itself.
             Gate::Go => {
                 let by = if looked_again { Releaser::Itself } else { by };
+                if current.state.status == SagaStatus::Waiting && waited(&current) >= ordering::GAP_SHOWN_AFTER {
+                    // It may have shown its lane as blocked (a gap).
+                    h.stores.order.unblock(&lane).await?;
+                }
                 return super::saga::begin(h, &current, by).await;
+            }
+            Gate::WaitForLane if heals < MAX_HEALS => {
+                let first = head.expect("waiting for the lane: it has a head");
+                if judge(h, &first, true).await? == Head::Missing {
+                    heals += 1;
+                    take_out(h, &lane, &first, Some(&current.id)).await?;
+                    continue;
+                }
+                if let Some(done) = wait(h, &mut current, Gate::WaitForLane, &mut looked_again, &lane, routed).await? {
+                    return Ok(done);
+                }
             }
             Gate::NotInLane => {
                 let entry = LaneEntry { seq: l.seq, saga_id: current.id.clone(), event_id: current.event_id.clone() };
                 h.stores.order.enqueue(&lane, &entry).await?;
             }
-            wait => {
-                if current.state.status == SagaStatus::Pending {
-                    match super::saga::hold(h, &current).await? {
-                        Some(held) => current = held,
-                        // Changed under us (started by another worker).
-                        None => return Ok(()),
-                    }
+            gate => {
+                if let Some(done) = wait(h, &mut current, gate, &mut looked_again, &lane, routed).await? {
+                    return Ok(done);
                 }
-                if wait == Gate::WaitForRouting {
-                    return wake_at(h, &current.event_id, &current.id, ROUTING_RECHECK).await;
-                }
-                // Its predecessor may have left between the gate and the
-                // hold, and woken nobody (this saga was not Waiting yet):
-                // look once more.
-                if looked_again {
-                    return Ok(());
-                }
-                looked_again = true;
             }
         }
     }
     Ok(())
+}
+
+/// How long a Waiting saga has waited (since it was marked Waiting).
+fn waited(s: &Saga) -> Duration {
+    (Utc::now() - s.updated_at).to_std().unwrap_or_default()
+}
+
+/// A saga that may not start yet waits: marked Waiting if it was Pending;
+/// waiting for routing, it looks again after [`ordering::routing_recheck`]
+/// (and shows its lane as blocked once the gap is older than
+/// [`ordering::GAP_SHOWN_AFTER`]). `Some(())` when [`admit`] is done,
+/// `None` to look at the lane once more.
+async fn wait(
+    h: &Hookline,
+    current: &mut Saga,
+    gate: Gate,
+    looked_again: &mut bool,
+    lane: &Lane,
+    routed: u64,
+) -> Result<Option<()>, StoreError> {
+    if current.state.status == SagaStatus::Pending {
+        match super::saga::hold(h, current).await? {
+            Some(held) => *current = held,
+            // Changed under us (started by another worker).
+            None => return Ok(Some(())),
+        }
+    }
+    if gate == Gate::WaitForRouting {
+        let waited = waited(current);
+        let next = ordering::routing_recheck(waited);
+        tracing::info!(saga_id = %current.id, subscription_id = %current.subscription_id, partition_key = %lane.partition.key, missing_seq = routed + 1, waited_ms = waited.as_millis() as u64, next_look_ms = next.as_millis() as u64, "ordered saga waits for an earlier event of its partition to be routed");
+        if waited >= ordering::GAP_SHOWN_AFTER {
+            let blocked = BlockedLane {
+                partition: lane.partition.clone(),
+                since: current.updated_at,
+                reason: format!("event {} of the partition is not routed", routed + 1),
+            };
+            h.stores.order.block(lane, &blocked).await?;
+        }
+        return wake_at(h, &current.event_id, &current.id, next).await.map(Some);
+    }
+    // Its predecessor may have left between the gate and the hold, and
+    // woken nobody (this saga was not Waiting yet): look once more.
+    if *looked_again {
+        return Ok(Some(()));
+    }
+    *looked_again = true;
+    Ok(None)
 }
 
 /// A saga ended (`job` is its last job): it leaves its lane if it
@@ -115,11 +215,22 @@ pub async fn admit(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Relea
 /// ([`skipped`]).
 pub async fn ended(h: &Hookline, job: &DeliveryJob, dead_lettered: bool) -> Result<(), StoreError> {
     let Some(l) = &job.lane else { return Ok(()) };
-    if dead_lettered && l.on_dead_letter == OnDeadLetter::Block {
-        tracing::warn!(saga_id = %job.saga_id, subscription_id = %job.subscription_id, partition_key = %l.partition.key, seq = l.seq, "ordered partition blocked behind a dead letter until it is requeued or skipped");
-        return Ok(());
-    }
     let lane = lane_of(&job.subscription_id, l);
+    // A deleted subscription's lane blocks nothing: its waiting sagas go on
+    // to end (refused) instead of waiting for good.
+    if dead_lettered && l.on_dead_letter == OnDeadLetter::Block && subscription_exists(h, &job.subscription_id).await? {
+        tracing::warn!(saga_id = %job.saga_id, subscription_id = %job.subscription_id, partition_key = %l.partition.key, seq = l.seq, "ordered partition blocked behind a dead letter until it is requeued or skipped");
+        let blocked = BlockedLane {
+            partition: l.partition.clone(),
+            since: Utc::now(),
+            reason: format!(
+                "dead letter {} (event {} of the partition)",
+                crate::ids::dead_letter_id(&job.saga_id),
+                l.seq
+            ),
+        };
+        return h.stores.order.block(&lane, &blocked).await;
+    }
     h.stores.order.dequeue(&lane, l.seq, &job.saga_id).await?;
     // A crash here: the attempt is handed to the saga stage again, which
     // finds the saga ended and leaves the lane again (both idempotent).
@@ -139,6 +250,7 @@ pub async fn skipped(h: &Hookline, dead_saga: &Saga) -> Result<(), StoreError> {
     let Some(l) = &dead_saga.lane else { return Ok(()) };
     let lane = lane_of(&dead_saga.subscription_id, l);
     h.stores.order.dequeue(&lane, l.seq, &dead_saga.id).await?;
+    h.stores.order.unblock(&lane).await?;
     if let Some(next) = h.stores.order.head(&lane).await? {
         wake_at(h, &next.event_id, &next.saga_id, Duration::ZERO).await?;
     }
@@ -165,4 +277,185 @@ async fn release(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Release
         Some(s) if s.state.status == SagaStatus::Waiting => admit(h, event_id, saga_id, by).await,
         _ => Ok(()),
     }
+}
+
+/// How the reconciler sees a Waiting saga past its due time.
+pub async fn look(h: &Hookline, s: &Saga) -> Result<ordering::WaiterState, StoreError> {
+    let Some(l) = &s.lane else { return Ok(ordering::WaiterState::Stalled) };
+    let lane = lane_of(&s.subscription_id, l);
+    let routed = h.stores.order.routed_through(&lane.partition).await?;
+    let head = h.stores.order.head(&lane).await?;
+    let gate = ordering::gate(l.seq, &s.id, routed, head.as_ref());
+    let judged = match (&gate, &head) {
+        (Gate::WaitForLane, Some(first)) => {
+            Some(judge(h, first, subscription_exists(h, &s.subscription_id).await?).await?)
+        }
+        _ => None,
+    };
+    Ok(ordering::waiter_state(&gate, judged))
+}
+
+/// Events of a partition read, at most, looking for a gap's event.
+const GAP_SEARCH_LIMIT: usize = 1000;
+
+/// The reconciler's hand with a gap that `s` has waited for for longer
+/// than `bound` ([`ordering::gap_action`]): the event at the gap is looked
+/// up through the events' partition index; not stored (expired), the mark
+/// passes its number; stored, it is routed again. Then `s` looks again.
+/// `true` if it did anything.
+pub async fn heal_gap(h: &Hookline, s: &Saga, bound: chrono::Duration) -> Result<bool, StoreError> {
+    let Some(l) = &s.lane else { return Ok(false) };
+    let routed = h.stores.order.routed_through(&l.partition).await?;
+    if routed + 1 >= l.seq {
+        return Ok(false);
+    }
+    let missing = routed + 1;
+    let Some(event) = gap_event(h, &l.partition, missing).await? else {
+        tracing::warn!(partition_key = %l.partition.key, seq = missing, "ordered lane: cannot tell whether the event at a gap is stored; skip the lane if it is lost (POST /v1/subscriptions/{{id}}/lanes/{{key}}/skip)");
+        return Ok(false);
+    };
+    let waited = Utc::now() - s.updated_at;
+    match (
+        ordering::gap_action(waited, bound, if event.is_some() { GapEvent::Stored } else { GapEvent::Missing }),
+        event,
+    ) {
+        (GapAction::Wait, _) => return Ok(false),
+        (GapAction::Pass, _) => {
+            tracing::warn!(partition_key = %l.partition.key, seq = missing, "ordered lane: the event at a gap is no longer stored (retention ended); its number is passed");
+            h.stores.order.mark_routed(&l.partition, missing).await?;
+        }
+        (GapAction::Route, Some(e)) => {
+            tracing::warn!(partition_key = %l.partition.key, seq = missing, event_id = %e.id, "ordered lane: the event at a gap was never routed; routing it again");
+            super::route::route(h, &[e]).await?;
+        }
+        (GapAction::Route, None) => return Ok(false),
+    }
+    admit(h, &s.event_id, &s.id, Releaser::Reconciler).await?;
+    Ok(true)
+}
+
+/// The event numbered `seq` in `partition`: `Some(None)` if it is provably
+/// not stored (the partition's stored numbers pass it without it), `None`
+/// if the search limit ran out first.
+async fn gap_event(
+    h: &Hookline,
+    partition: &ordering::Partition,
+    seq: u64,
+) -> Result<Option<Option<EventRecord>>, StoreError> {
+    let tenant = partition.tenant().map(str::to_string);
+    let query = crate::event_search::EventQuery {
+        tenant_id: tenant,
+        partition_key: Some(partition.key.clone()),
+        order: crate::event_search::Order::OldestFirst,
+        ..Default::default()
+    };
+    let (mut after, mut read) = (None, 0);
+    while read < GAP_SEARCH_LIMIT {
+        let page = h.stores.events.search(&query, 100, after.as_deref()).await?;
+        read += page.items.len().max(1);
+        for e in &page.items {
+            match e.partition_seq {
+                Some(n) if n == seq => return Ok(Some(h.stores.events.get(&e.id).await?)),
+                Some(n) if n > seq => return Ok(Some(None)),
+                _ => {}
+            }
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => return Ok(Some(None)),
+        }
+    }
+    Ok(None)
+}
+
+/// What an ops skip of a lane did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneSkipped {
+    /// The partition's numbers `from..=to` were passed as routed (their
+    /// events' routing was lost); the lane's head looks again.
+    Gap {
+        /// First number passed.
+        from: u64,
+        /// Last number passed.
+        to: u64,
+    },
+    /// The head's entry, whose saga will never leave, was taken out.
+    Head {
+        /// The saga taken out.
+        saga_id: SagaId,
+    },
+}
+
+/// Why a lane could not be skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum LaneSkipError {
+    /// Nothing holds the lane: it is empty, or its head is live.
+    #[error("the lane is not blocked: nothing to skip")]
+    NotBlocked,
+    /// A dead letter holds it (`on_dead_letter: "block"`): that is skipped
+    /// or requeued as a dead letter, with its own audit record.
+    #[error("dead letter {0} holds the lane: requeue or skip it")]
+    DeadLetter(crate::ids::DeadLetterId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Gaps passed by one skip, at most (a larger run of lost numbers takes
+/// several skips).
+const MAX_SKIPPED_NUMBERS: u64 = 1000;
+
+/// Ops skip what holds a lane (docs/operations.md#ordered-lanes): a gap
+/// (numbers never routed) is passed, or a head that will never leave is
+/// taken out; the lane's next saga looks again.
+pub async fn skip_lane(h: &Hookline, lane: &Lane) -> Result<LaneSkipped, LaneSkipError> {
+    let head = h.stores.order.head(lane).await?.ok_or(LaneSkipError::NotBlocked)?;
+    let routed = h.stores.order.routed_through(&lane.partition).await?;
+    if routed + 1 < head.seq {
+        let to = (head.seq - 1).min(routed + MAX_SKIPPED_NUMBERS);
+        for n in routed + 1..=to {
+            h.stores.order.mark_routed(&lane.partition, n).await?;
+        }
+        h.stores.order.unblock(lane).await?;
+        wake_at(h, &head.event_id, &head.saga_id, Duration::ZERO).await?;
+        return Ok(LaneSkipped::Gap { from: routed + 1, to });
+    }
+    match judge(h, &head, true).await? {
+        Head::Live => Err(LaneSkipError::NotBlocked),
+        Head::Blocking => Err(LaneSkipError::DeadLetter(crate::ids::dead_letter_id(&head.saga_id))),
+        Head::Missing => {
+            take_out(h, lane, &head, None).await?;
+            Ok(LaneSkipped::Head { saga_id: head.saga_id })
+        }
+    }
+}
+
+/// Blocked lanes let go per call of [`release_deleted`], at most.
+const MAX_RELEASED_LANES: usize = 1000;
+
+/// A subscription was deleted: each of its blocked lanes lets its head go
+/// (a blocking dead letter blocks nothing any more), so its waiting sagas
+/// end, refused ("subscription no longer exists"), instead of waiting for
+/// good. Lanes not blocked end by themselves (their live head ends, refused,
+/// and lets the next go); any left over are found by the reconciler.
+/// Returns the lanes let go.
+pub async fn release_deleted(h: &Hookline, subscription_id: &SubscriptionId) -> Result<usize, StoreError> {
+    let mut released = 0;
+    while released < MAX_RELEASED_LANES {
+        let blocked = h.stores.order.blocked(subscription_id, 100).await?;
+        if blocked.is_empty() {
+            break;
+        }
+        for b in blocked {
+            let lane = Lane { subscription_id: subscription_id.clone(), partition: b.partition };
+            match h.stores.order.head(&lane).await? {
+                Some(head) if judge(h, &head, false).await? == Head::Missing => take_out(h, &lane, &head, None).await?,
+                Some(head) => wake_at(h, &head.event_id, &head.saga_id, Duration::ZERO).await?,
+                None => {}
+            }
+            h.stores.order.unblock(&lane).await?;
+            released += 1;
+        }
+    }
+    Ok(released)
 }

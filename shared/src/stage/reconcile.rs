@@ -6,7 +6,10 @@
 //!   events never routed, sagas never started, attempts never read; and
 //! - sagas that stopped progressing: not terminal and past their due time
 //!   by a margin ([`crate::ports::SagaStore::stalled`], an index of waiting
-//!   sagas, so nothing is scanned),
+//!   sagas, so nothing is scanned); an ordered saga Waiting behind a live
+//!   saga or a blocking dead letter is not stalled (it is waiting: looked at
+//!   again later, not counted, outside the run's budget), one whose lane
+//!   needs a hand is ([`super::ordering::look`]),
 //!
 //! and re-drives them through the normal idempotent path: routing creates
 //! sagas conditionally, a recorded attempt is fed to the saga stage again,
@@ -75,6 +78,10 @@ pub struct ReconcileReport {
     pub incomplete: usize,
     /// Stalled sagas found.
     pub stalled: usize,
+    /// Waiting sagas past their due time that are not stalled (behind a
+    /// live saga or a blocking dead letter in their lane): neither counted
+    /// as stalled nor re-driven, only looked at again later.
+    pub waiting: usize,
     /// Of those, re-driven (the rest had moved on meanwhile).
     pub redriven: usize,
     /// Dead letters awaiting requeue or skip, after the run (the alarm's
@@ -184,12 +191,62 @@ async fn given_up_batches(
     Ok(done.len())
 }
 
+/// Pages of the stalled index one run reads, at most: waiting sagas
+/// (looked at again later, without counting) free their place in the page,
+/// so the run reads on for the stalled ones, within this bound.
+const MAX_STALLED_PAGES: usize = 10;
+
+/// How much later than a stall margin a saga waiting behind a blocking dead
+/// letter is looked at again: a block lasts until ops act, and its lifting
+/// wakes the next saga itself (a wake-up lost in a crash is found then).
+const BLOCKED_RECHECK_MARGINS: i32 = 6;
+
 async fn stalled(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileReport) -> Result<(), StoreError> {
     let now = Utc::now();
-    let found = h.stores.sagas.stalled(now - limits.stall_margin, limits.max_sagas).await?;
-    report.stalled = found.len();
+    for _ in 0..MAX_STALLED_PAGES {
+        let found = h.stores.sagas.stalled(now - limits.stall_margin, limits.max_sagas).await?;
+        let (page, mut waiting) = (found.len(), 0);
+        let mut stalled = Vec::new();
+        for s in found {
+            // A Waiting saga is stalled only if its lane needs a hand.
+            if s.state.status == SagaStatus::Waiting && s.lane.is_some() {
+                match super::ordering::look(h, &s).await {
+                    Ok(crate::ordering::WaiterState::Waiting) => {
+                        waiting += 1;
+                        let later = now + limits.stall_margin * BLOCKED_RECHECK_MARGINS;
+                        h.stores.sagas.defer(&s.event_id, &s.id, &s.state, later).await?;
+                        continue;
+                    }
+                    Ok(crate::ordering::WaiterState::Stalled) => {}
+                    Err(e) => {
+                        tracing::error!(error = %e, saga_id = %s.id, "reconciler: looking at a waiting saga's lane failed; next run retries");
+                        continue;
+                    }
+                }
+            }
+            if report.stalled < limits.max_sagas {
+                report.stalled += 1;
+                stalled.push(s);
+            }
+        }
+        report.waiting += waiting;
+        redrive_all(h, limits, report, stalled, now).await?;
+        if waiting == 0 || page < limits.max_sagas || report.stalled >= limits.max_sagas {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn redrive_all(
+    h: &Hookline,
+    limits: &ReconcileLimits,
+    report: &mut ReconcileReport,
+    found: Vec<Saga>,
+    now: chrono::DateTime<Utc>,
+) -> Result<(), StoreError> {
     for s in found {
-        match redrive(h, &s).await {
+        match redrive(h, &s, limits).await {
             Ok(true) => {
                 report.redriven += 1;
                 // Give the re-driven work a full margin before looking again.
@@ -206,7 +263,7 @@ async fn stalled(h: &Hookline, limits: &ReconcileLimits, report: &mut ReconcileR
 
 /// Re-drives one stalled saga from its current stored state; `false` if it
 /// is gone or terminal by now.
-async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
+async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result<bool, StoreError> {
     let Some(s) = h.stores.sagas.get(&found.event_id, &found.id).await? else { return Ok(false) };
     if s.state.status.is_terminal() || s.state != found.state {
         return Ok(false);
@@ -224,8 +281,11 @@ async fn redrive(h: &Hookline, found: &Saga) -> Result<bool, StoreError> {
         }
         // Its wake-up was lost (or its lane's predecessor ended in a crash):
         // look at its lane again.
+        // An old gap is passed or routed again first.
         SagaStatus::Waiting => {
-            super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Reconciler).await?
+            if !super::ordering::heal_gap(h, &s, limits.stall_margin).await? {
+                super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Reconciler).await?
+            }
         }
         SagaStatus::PendingRetry => {
             // The timer was lost: wake the saga now (it is past due).
