@@ -119,8 +119,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // published like any event (no partition key: one conditional put); a
     // 410's disable leaves an audit record.
     grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
-    // DeadLettersTable GetItem: a requeued saga's event snapshot.
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["DeadLettersTable"]);
+    // DeadLettersTable GetItem: a requeued saga's event snapshot; a dead
+    // letter is put with +1 on its shard of the open count (UpdateItem ADD
+    // in the same transaction).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
     grant(&mut g, CONSUME, &["RetriesQueue"]);
     // Ordered sagas: the partition's mark, the lane's head, a missing entry
@@ -168,11 +170,9 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
     // Re-driven saga steps publish operational events and audit disables.
     grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
-    grant(
-        &mut g,
-        &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
-        &["DeadLettersTable", "DeadLettersTable/index/*"],
-    );
+    // Dead letters of re-driven sagas, each with +1 on the open count
+    // (UpdateItem ADD); the count is a GetItem of the counter's shards.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
     grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ"]);
     grant(
         &mut g,
@@ -1224,6 +1224,66 @@ fn scheduled_functions_alarm_on_errors_and_missing_reports() {
 fn abandoned_delivery_jobs_alarm() {
     let t = load();
     let found = ids_of_type(&t, "AWS::CloudWatch::Alarm").into_iter().any(|a| {
+/// No hot keys, no large index entries. The tables whose items carry a
+/// large attribute (an event's `data`/`data_z`, a dead letter's `data` and
+/// event snapshot `event_z`) project none of it into an index (KEYS_ONLY,
+/// or INCLUDE of small attributes): every index entry stays about one
+/// write unit, and a write of the item is not billed again per index at
+/// its size. Every index partition key whose value many items share is
+/// sharded (`<value>#<shard>`, or the events' `<day>#<shard>`), so no one
+/// key value takes every write of a burst (DynamoDB allows about 1,000
+/// writes a second per partition key value).
+#[test]
+fn no_index_projects_large_attributes_and_hot_keys_are_sharded() {
+    let t = load();
+    const LARGE: &[&str] = &["data", "data_z", "event_z"];
+    // Partition keys of sharded values; by_partition's `partition` is
+    // bounded by its OrderTable counter item, written in the same
+    // transaction as each numbered event (a transaction per event on one
+    // item: fewer writes a second than one index partition takes).
+    const SHARDED: &[(&str, &str)] = &[
+        ("EventsTable", "time_bucket"),
+        ("EventsTable", "outcome_shard"),
+        ("EventsTable", "tenant_shard"),
+        ("EventsTable", "partition"),
+        ("DeadLettersTable", "state_shard"),
+        ("DeadLettersTable", "subscription_shard"),
+        ("DeadLettersTable", "tenant_shard"),
+        ("DeadLettersTable", "type_shard"),
+        ("DeadLettersTable", "all_shard"),
+    ];
+    let mut errors = Vec::new();
+    for table in ["EventsTable", "DeadLettersTable"] {
+        let indexes = t["Resources"][table]["Properties"]["GlobalSecondaryIndexes"].as_sequence().cloned();
+        for ix in indexes.unwrap_or_default() {
+            let name = ix["IndexName"].as_str().unwrap_or("?");
+            let p = &ix["Projection"];
+            match p["ProjectionType"].as_str() {
+                Some("KEYS_ONLY") => {}
+                Some("INCLUDE") => {
+                    for a in strings(&p["NonKeyAttributes"]).into_iter().filter_map(Value::as_str) {
+                        if LARGE.contains(&a) {
+                            errors.push(format!("{table} index {name} projects {a}"));
+                        }
+                    }
+                }
+                other => errors.push(format!("{table} index {name} projects {other:?}: every attribute")),
+            }
+            let hash = ix["KeySchema"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .find(|k| k["KeyType"].as_str() == Some("HASH"))
+                .and_then(|k| k["AttributeName"].as_str())
+                .unwrap_or("?");
+            if !SHARDED.contains(&(table, hash)) {
+                errors.push(format!("{table} index {name}: partition key {hash} is not a sharded key"));
+            }
+        }
+    }
+    assert_clean(errors);
+}
+
         let p = &t["Resources"][a]["Properties"];
         p["Namespace"].as_str() == Some("Hookline")
             && p["MetricName"].as_str() == Some("JobsAbandoned")
