@@ -25,6 +25,14 @@
 //!      takes a slot and the next start in the HealthTable (`LimitStore`),
 //!      so E minus A is what a limit costs per delivery.
 //!
+//!   F. a backlog waiting for its rate: `--backlog` jobs (300) queued at
+//!      once for one subscription with `rate_limit` `--backlog-rate` (1/s),
+//!      each delivered once (`hookline_tests::wait_scenarios::rate_limited_backlog`).
+//!      Reported as requests per delivered job (SQS requests, DynamoDB
+//!      writes, HealthTable writes), which must stay a small constant
+//!      however long the line: each job books its own start and comes back
+//!      once at it. It runs for `--backlog / --backlog-rate` seconds.
+//!
 //! `--rate` paces the ingest requests (per second, all producers), so that
 //! scenarios whose pipelines run at different speeds on the emulator can be
 //! compared at the same event rate.
@@ -72,6 +80,10 @@ struct Args {
     rate_limit: f64,
     /// Ingest requests per second across the producers (0: as fast as they go).
     rate: f64,
+    /// Scenario F: jobs queued for the rate-limited subscription.
+    backlog: usize,
+    /// Scenario F: its `rate_limit`, per second.
+    backlog_rate: f64,
 }
 
 fn args() -> Args {
@@ -91,11 +103,13 @@ fn args() -> Args {
         max_in_flight: 4,
         rate_limit: 1000.0,
         rate: 0.0,
+        backlog: 300,
+        backlog_rate: 1.0,
     };
     let usage = "use --events N (A, D, E) --batch-events N (B) --batch-size N (B) --fanout-events N (C) \
                  --subscriptions N (C) --unmatched N (D) --setup-concurrency N (D) --setup items|store (D) --max-in-flight N (E) \
-                 --rate-limit PER_S (E) --concurrency N --rate REQUESTS_PER_S --payload-bytes N --scenarios ABCDE \
-                 --timeout SECS";
+                 --rate-limit PER_S (E) --backlog N (F) --backlog-rate PER_S (F) --concurrency N \
+                 --rate REQUESTS_PER_S --payload-bytes N --scenarios ABCDEF --timeout SECS";
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value; {usage}"));
@@ -122,6 +136,8 @@ fn args() -> Args {
             "--max-in-flight" => a.max_in_flight = u32::try_from(n()).unwrap_or(u32::MAX),
             "--rate-limit" => a.rate_limit = v.parse().unwrap_or_else(|_| panic!("{k} takes a number; {usage}")),
             "--rate" => a.rate = v.parse().unwrap_or_else(|_| panic!("{k} takes a number; {usage}")),
+            "--backlog" => a.backlog = n().max(1),
+            "--backlog-rate" => a.backlog_rate = v.parse().unwrap_or_else(|_| panic!("{k} takes a number; {usage}")),
             _ => panic!("unknown argument {k}; {usage}"),
         }
     }
@@ -1227,6 +1243,36 @@ fn compare(a: (char, &Summary), b: (char, &Summary), tolerance: Option<f64>, pri
     }
 }
 
+/// Scenario F: a backlog of `--backlog` jobs waiting for a `rate_limit` of
+/// `--backlog-rate`, per delivered job.
+async fn backlog(a: &Args) {
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let meter = Meter::new();
+    let p = AwsPipeline::start_with_clients("costF", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk)).await;
+    eprintln!("scenario F: {} jobs queued at once, rate_limit {}/s", a.backlog, a.backlog_rate);
+    let t = Instant::now();
+    let c = hookline_tests::wait_scenarios::rate_limited_backlog(&p, &meter, a.backlog, a.backlog_rate).await;
+    println!();
+    println!(
+        "== Scenario F: {} jobs queued at once for one subscription with rate_limit {}/s, in {:.1}s ==",
+        a.backlog,
+        a.backlog_rate,
+        t.elapsed().as_secs_f64()
+    );
+    println!("   delivered jobs: {}", c.delivered);
+    println!(
+        "   per delivered job: {:.2} SQS requests (sends, non-empty receives, deletes), {:.2} DynamoDB writes, \
+         of which {:.2} to the HealthTable; {} failed conditions in all",
+        c.sqs_per_job(),
+        c.writes_per_job(),
+        c.health_writes_per_job(),
+        c.condition_failed
+    );
+    for ((table, op), n) in &c.writes_by_table {
+        println!("   {table} {op}: {n}");
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> anyhow::Result<()> {
     let a = args();
@@ -1344,6 +1390,9 @@ async fn main() -> anyhow::Result<()> {
             compare(('A', base), ('E', e), None, &prices);
         }
     }
+    if a.scenarios.contains('F') {
+        backlog(&a).await;
+    }
     let scans: u64 = summaries.values().map(|s| s.scans).sum();
     println!();
     println!("DynamoDB Scan requests, all scenarios run ({}): {scans}", summaries.keys().collect::<String>());
@@ -1356,7 +1405,8 @@ async fn main() -> anyhow::Result<()> {
     println!("- All handlers share one process here (one subscription cache); on Lambda each container has its own, so subscription reads grow with the number of warm containers (per container and 5 s TTL: one index Query per route key used and one GetItem per subscription read, never a Scan).");
     println!("- Scans: every DynamoDB Scan request of the backend's client (the one all handlers and the API share) over the whole scenario, set-up included; the issuing function is named from the call stack (a build without symbols cannot name it). The benchmark's own completion check reads the Sagas table through the emulator's raw API, outside the meter: not the backend's, not billed.");
     println!("- Scenario D writes its unmatched subscriptions before the counters are read: the items the store port's create writes (the subscription and its index entries) by BatchWriteItem, or with --setup store through the port (one TransactWriteItems each; slow on the emulator, which copies the table for every action).");
-    println!("- Scenario E: each delivery takes one of max_in_flight slots (a conditional PutItem, given back with a conditional DeleteItem) and the next start under rate_limit (a conditional PutItem), HealthTable items; a full subscription or a start too early defers the job (failed conditions are billed).");
+    println!("- Scenario E: each delivery takes one of max_in_flight slots (a conditional PutItem, given back with a conditional DeleteItem) and books its start under rate_limit (one conditional PutItem per batch of the subscription's jobs), HealthTable items; a full subscription defers the job for a growing, jittered wait and a start booked ahead defers it until then (failed conditions are billed).");
+    println!("- Scenario F: a batch's jobs of a rate-limited subscription book consecutive starts in one conditional PutItem of its rate item (HealthTable); each job then comes back once, at its own start (SQS delays round up to whole seconds; a start more than 15 minutes ahead is reached in 15-minute hops, a send, receive and delete each, no write).");
     println!("- Not priced: storage, point-in-time recovery, CloudWatch Logs ingestion of the JSON logs and EMF metrics, data transfer, free tiers.");
     Ok(())
 }
