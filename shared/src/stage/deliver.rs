@@ -126,7 +126,7 @@ enum Gated {
     /// Go ahead to the subscription's limits and the attempt.
     Go {
         /// The subscription, as checked (active and verified).
-        sub: Box<Subscription>,
+        sub: Subscription,
         /// The time between starts to book one under, when the job has a
         /// `rate_limit` to wait for and no start booked yet.
         book: Option<Duration>,
@@ -346,7 +346,7 @@ async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
         Err(e) => tracing::warn!(subscription_id = %sub.id, error = %e, "breaker unreadable; attempting anyway"),
     }
     let book = interval.filter(|_| job.start_at.is_none());
-    Ok(Gated::Go { sub: Box::new(sub), book })
+    Ok(Gated::Go { sub, book })
 }
 
 /// The attempt record of a job refused without a request.
@@ -382,7 +382,7 @@ pub async fn event_of(h: &Hookline, event_id: &EventId, saga_id: &SagaId) -> Res
 
 /// Makes one attempt and describes it; does not store it. Every log line
 /// of the attempt carries the saga, event and subscription ids.
-async fn attempt(h: &Hookline, job: &DeliveryJob, sub: Box<Subscription>) -> Result<Prepared, StoreError> {
+async fn attempt(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> Result<Prepared, StoreError> {
     use tracing::Instrument;
     let span = tracing::info_span!(
         "attempt",
@@ -392,7 +392,7 @@ async fn attempt(h: &Hookline, job: &DeliveryJob, sub: Box<Subscription>) -> Res
         attempt = job.attempt,
         trace_id = tracing::field::Empty,
     );
-    attempt_in_span(h, job, *sub).instrument(span).await
+    attempt_in_span(h, job, sub).instrument(span).await
 }
 
 async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> Result<Prepared, StoreError> {
