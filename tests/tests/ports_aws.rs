@@ -31,3 +31,33 @@ macro_rules! case {
 }
 
 hookline_tests::for_each_conformance_case!(case);
+
+/// Route-cache fills (`SubscriptionStore::get_many`, every container every
+/// cache TTL) read subscriptions eventually consistent: half a read unit
+/// each instead of one. Only `get`, the confirmation routing asks for
+/// before it leaves a candidate out, is strongly consistent.
+#[tokio::test]
+async fn subscription_fills_read_eventually_consistent() {
+    use shared::ports::SubscriptionStore;
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let prefix = hookline_tests::emulator::fresh_prefix("sub_fills");
+    let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
+    let meter = hookline_tests::metering::Meter::new();
+    let store = shared::aws::DynamoSubscriptions::new(meter.dynamodb_client(&sdk), names.subscriptions_table.clone());
+    let subs: Vec<_> = (0..4).map(|i| hookline_tests::conformance::subscription(&format!("sub_f{i}"), 1)).collect();
+    for s in &subs {
+        store.create(s).await.unwrap();
+    }
+    let ids: Vec<_> = subs.iter().map(|s| s.id.clone()).collect();
+    let units = |before: &hookline_tests::metering::MeterCounts| {
+        let used = meter.snapshot().since(before);
+        let u = &used.dynamodb[&("SubscriptionsTable".to_string(), "GetItem".to_string())];
+        (u.requests, u.rru)
+    };
+    let before = meter.snapshot();
+    assert_eq!(store.get_many(&ids).await.unwrap().into_iter().flatten().collect::<Vec<_>>(), subs);
+    assert_eq!(units(&before), (4, 2.0), "4 eventually consistent reads of under 4 KB: half a unit each");
+    let before = meter.snapshot();
+    assert_eq!(store.get(&ids[0]).await.unwrap().as_ref(), Some(&subs[0]));
+    assert_eq!(units(&before), (1, 1.0), "the confirmation is strongly consistent");
+}

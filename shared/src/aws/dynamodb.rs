@@ -757,6 +757,26 @@ impl SubscriptionStore for DynamoSubscriptions {
         self.item(id).await?.map(|a| item::subscription_from_attrs(&a)).transpose()
     }
 
+    /// Eventually consistent `GetItem`s, concurrently up to the store cap:
+    /// half the read units of [`SubscriptionStore::get`]. The callers are
+    /// the subscription cache's fills (every container, every TTL) and
+    /// listings, which already trust a copy up to the cache TTL old;
+    /// routing confirms a subscription it would refuse with `get`
+    /// (strongly consistent) first.
+    async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
+        let calls = ids.iter().map(|id| async move {
+            if is_entry_id(id) {
+                return Ok(None);
+            }
+            let key = HashMap::from([("id".to_string(), s(id.as_str()))]);
+            get_item(&self.client, &self.table, key, false)
+                .await?
+                .map(|a| item::subscription_from_attrs(&a))
+                .transpose()
+        });
+        all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)
+    }
+
     /// One `Query` of the GSI per key (concurrently, up to the store cap).
     async fn routes(&self, keys: &[RouteKey]) -> StoreResult<Vec<Vec<SubscriptionId>>> {
         let calls = keys
