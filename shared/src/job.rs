@@ -42,6 +42,20 @@ pub struct DeliveryJob {
     /// (and jittered), so a full subscription's jobs spread out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub slot_waits: u32,
+    /// When the saga stage (or the reconciler) queued this job for its
+    /// attempt; kept as the job is deferred and re-sent. A job older than
+    /// the reconciler's stall margin may have been re-driven meanwhile, so
+    /// the delivery reads its saga before posting ([`Self::redrive`]).
+    /// `None` in jobs queued before it was carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<DateTime<Utc>>,
+    /// Which re-drive of its saga's attempt this job is (0: the saga
+    /// stage's own job; the reconciler counts each job it sends again in
+    /// the saga, [`crate::saga::Saga::redrives`]). A job whose count is not
+    /// its saga's is stale and dropped unsent: one POST per attempt, however
+    /// long its wait (an open breaker, a rate limit, a backlog).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redrive: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -67,6 +81,8 @@ impl DeliveryJob {
             first_due: None,
             start_at: None,
             slot_waits: 0,
+            queued_at: Some(Utc::now()),
+            redrive: 0,
         }
     }
 }

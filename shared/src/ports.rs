@@ -230,6 +230,17 @@ pub trait SagaStore: Send + Sync {
         expected: &SagaState,
         until: DateTime<Utc>,
     ) -> StoreResult<bool>;
+    /// Counts one more re-drive of a saga still in `expected` whose count
+    /// is still `redrives` ([`crate::saga::Saga::redrives`]): the reconciler
+    /// then sends the job carrying the new count, and every older job of
+    /// that attempt is stale. `false` if the saga changed meanwhile.
+    async fn count_redrive(
+        &self,
+        event_id: &EventId,
+        id: &SagaId,
+        expected: &SagaState,
+        redrives: u32,
+    ) -> StoreResult<bool>;
 }
 
 /// Attempt records, unique per `(saga_id, attempt)`.

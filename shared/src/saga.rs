@@ -135,6 +135,16 @@ pub struct Saga {
     pub created_at: DateTime<Utc>,
     /// Last transition.
     pub updated_at: DateTime<Utc>,
+    /// How often the reconciler sent this saga's job again for its current
+    /// attempt (it stalled, or only looked stalled: held by a breaker or a
+    /// rate limit for longer than the stall margin). Only a job carrying
+    /// this count is delivered ([`crate::job::DeliveryJob::redrive`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redrives: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Saga {
@@ -156,6 +166,7 @@ impl Saga {
             lane: None,
             created_at: now,
             updated_at: now,
+            redrives: 0,
         }
     }
 }

@@ -148,6 +148,12 @@ impl AwsPipeline {
                 total_timeout: Duration::from_millis(1500),
                 ..ClientConfig::default()
             },
+            // As the test's reconciler runs ([`Pipeline::reconcile`]): the
+            // delivery checks a job older than this against its saga.
+            reconcile: shared::stage::reconcile::ReconcileLimits {
+                stall_margin: chrono::Duration::seconds(2),
+                ..Default::default()
+            },
             ..Config::default()
         };
         configure(&mut config);
@@ -351,12 +357,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         }
     }
 
-    /// One scheduled invocation of the reconciler, stall margin 2 s.
+    /// One scheduled invocation of the reconciler, stall margin 2 s (the
+    /// pipeline's configuration unless a test changed it).
     async fn reconcile(&self) {
-        let limits = shared::stage::reconcile::ReconcileLimits {
-            stall_margin: chrono::Duration::seconds(2),
-            ..Default::default()
-        };
+        let limits = self.hookline.config.reconcile;
         let report =
             crate::iam::as_function("ReconcilerFunction", lambda::reconcile_scheduled(&self.hookline, &limits))
                 .await

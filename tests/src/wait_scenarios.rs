@@ -64,6 +64,53 @@ pub async fn breaker_open_dead_letters_at_the_last_scheduled_attempt<P: Pipeline
     assert_eq!(d[0]["status"], "DeadLettered", "{}", d[0]);
 }
 
+/// A retry held by an open breaker for longer than the reconciler's stall
+/// margin (2 s in the tests) looks stalled: the reconciler sends its job
+/// again, counting the re-drive in the saga. When the endpoint recovers,
+/// only the job with the saga's count posts; the job it was held as is
+/// dropped unsent. Each event gets one request per attempt: its first
+/// (failed) and one retry. Before, both jobs of the retry posted.
+pub async fn a_retry_held_past_the_stall_margin_posts_once<P: Pipeline>(s: &P) {
+    let r = Receiver::start().await;
+    let (sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/held", Behaviour::Ok), "event_types": ["h.*"],
+                          "retry_policy": {"schedule_ms": [300, 600_000]}}))
+        .await;
+    r.set("/held", Behaviour::Always(503));
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let (st, v) = s.post("/v1/events", &json!({"type": "h.x", "data": {"i": i}})).await;
+        assert_eq!(st, 202, "{v}");
+        ids.push(v["event_id"].as_str().unwrap().to_string());
+    }
+    crate::eventually(30, "the breaker open", || async {
+        let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
+        (v["health"]["breaker"] == "open").then_some(())
+    })
+    .await;
+    // Their retries are due 300 ms later and held by the breaker; past the
+    // stall margin the reconciler re-drives them.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    s.reconcile().await;
+    s.reconcile().await;
+    r.set("/held", Behaviour::Ok);
+    for id in &ids {
+        let d = s.settled_deliveries(id, 1, 60).await;
+        assert_eq!(d[0]["status"], "Completed", "{}", d[0]);
+    }
+    // Time for a second job of any retry to post, were there one.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let got = r.deliveries("/held");
+    for id in &ids {
+        let webhook = s.get(&format!("/v1/events/{id}/deliveries")).await.1["deliveries"][0]["webhook_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let n = got.iter().filter(|d| d.header("webhook-id") == webhook).count();
+        assert_eq!(n, 2, "{id}: one request per attempt (the failed first and one retry), got {n}");
+    }
+}
+
 /// What a wait scenario cost, per delivered job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitCosts {

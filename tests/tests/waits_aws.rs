@@ -20,6 +20,17 @@ async fn breaker_open_dead_letters_at_the_last_scheduled_attempt() {
     wait_scenarios::breaker_open_dead_letters_at_the_last_scheduled_attempt(&p).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_held_past_the_stall_margin_posts_once() {
+    let p = AwsPipeline::start_configured("held-once", |c| {
+        c.breaker.failure_threshold = 3;
+        c.breaker.cool_down = Duration::from_secs(6);
+        c.breaker.max_cool_down = Duration::from_secs(6);
+    })
+    .await;
+    wait_scenarios::a_retry_held_past_the_stall_margin_posts_once(&p).await;
+}
+
 /// 40 jobs queued at once for a subscription with `rate_limit: 5`: each
 /// books its own start (a batch's jobs in one write) and comes back once at
 /// it, so per delivered job the whole pipeline makes at most 8 SQS requests

@@ -1119,6 +1119,32 @@ impl SagaStore for DynamoSagas {
         written("UpdateItem", &self.table, res)
     }
 
+    /// One conditional `UpdateItem` of the saga's `redrives`.
+    async fn count_redrive(
+        &self,
+        event_id: &EventId,
+        id: &SagaId,
+        expected: &SagaState,
+        redrives: u32,
+    ) -> StoreResult<bool> {
+        let current = if redrives == 0 { "attribute_not_exists(redrives)" } else { "redrives = :current" };
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(saga_key(event_id, id)))
+            .update_expression("SET redrives = :next")
+            .condition_expression(format!("#status = :status AND attempts = :attempts AND {current}"))
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":next", n(redrives + 1))
+            .expression_attribute_values(":status", s(expected.status.as_str()))
+            .expression_attribute_values(":attempts", n(expected.attempts));
+        if redrives > 0 {
+            req = req.expression_attribute_values(":current", n(redrives));
+        }
+        written("UpdateItem", &self.table, req.send().await)
+    }
+
     /// One consistent `Query` of the event's partition. Ordered by creation
     /// time then id, as close as DynamoDB gets to the SQLite adapter's
     /// insertion order.

@@ -97,6 +97,14 @@ impl Attrs {
         }
     }
 
+    /// An optional number attribute (absent or `NULL` read as `None`).
+    pub fn opt_n<T: FromStr>(&self, name: &str) -> Result<Option<T>, StoreError> {
+        match self.0.get(name) {
+            None | Some(Attr::Null) => Ok(None),
+            Some(_) => self.n(name).map(Some),
+        }
+    }
+
     /// A required string attribute holding RFC 3339 time.
     pub fn time(&self, name: &str) -> Result<DateTime<Utc>, StoreError> {
         parse_time(name, self.s(name)?)
@@ -501,6 +509,9 @@ pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, Sto
         .put_s("created_at", rfc3339(s.created_at))
         .put_s("updated_at", rfc3339(s.updated_at))
         .put_n("expires_at", ttl(s.created_at, retention));
+    if s.redrives > 0 {
+        a.put_n("redrives", s.redrives);
+    }
     if let Some(due) = crate::saga::due_at(&s.state, s.created_at) {
         a.put_s("due_shard", due_shard(&s.id)).put_n("due_at", due.timestamp_millis());
     }
@@ -541,6 +552,7 @@ pub fn saga_from_attrs(a: &Attrs) -> Result<Saga, StoreError> {
         lane: a.opt_s("lane")?.map(|l| decode_json::<crate::ordering::LaneRef>("lane", l)).transpose()?,
         created_at: a.time("created_at")?,
         updated_at: a.time("updated_at")?,
+        redrives: a.opt_n("redrives")?.unwrap_or(0),
     })
 }
 

@@ -615,6 +615,38 @@ impl SagaStore for SqliteSagas {
             })
             .await
     }
+
+    async fn count_redrive(
+        &self,
+        event_id: &EventId,
+        id: &SagaId,
+        expected: &SagaState,
+        redrives: u32,
+    ) -> StoreResult<bool> {
+        let (event_id, id, expected) = (event_id.clone(), id.clone(), expected.clone());
+        self.0
+            .call(move |c, _| {
+                let data: Option<String> = c
+                    .prepare_cached("SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2")
+                    .map_err(sql)?
+                    .query_row(params![id, event_id], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                let Some(data) = data else { return Ok(false) };
+                let mut saga: Saga = decode(&data)?;
+                if !same(&saga.state, &expected) || saga.redrives != redrives {
+                    return Ok(false);
+                }
+                saga.redrives = redrives + 1;
+                let n = c
+                    .prepare_cached("UPDATE sagas SET data = ?1 WHERE id = ?2 AND status = ?3 AND attempts = ?4")
+                    .map_err(sql)?
+                    .execute(params![encode(&saga), id, expected.status.as_str(), expected.attempts])
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
 }
 
 /// The `due_at` column of a saga in `state` changed at `at`: milliseconds,

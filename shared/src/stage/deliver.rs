@@ -252,6 +252,16 @@ pub async fn prepare(h: &Hookline, r: &ReceivedJob) -> Result<Prepared, StoreErr
     }
 }
 
+/// Whether the reconciler may have sent `job`'s attempt again since it was
+/// queued: it re-drives a saga that made no progress for its stall margin,
+/// which a job held by a breaker, a rate limit or a backlog also looks like.
+/// Then only the job with the saga's re-drive count may post
+/// ([`DeliveryJob::redrive`]). Jobs queued before `queued_at` was carried
+/// are not checked, as before.
+pub fn may_be_redriven(job: &DeliveryJob, stall_margin: chrono::Duration, now: chrono::DateTime<Utc>) -> bool {
+    job.redrive > 0 || job.queued_at.is_some_and(|q| now - q >= stall_margin)
+}
+
 /// The checks before an attempt, none of which reads the event: the
 /// receive limit, an ordered saga's place, the subscription, a start the
 /// job booked earlier, and the breaker (which defers the job until its
@@ -265,15 +275,18 @@ async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
         );
         return Ok(Gated::Done(Prepared::Record(refused(&r.job, &error))));
     }
-    // An ordered saga's job goes only while its saga is at this attempt
-    // (one read, for ordered subscriptions only).
-    if r.job.lane.is_some() {
+    // An ordered saga's job goes only while its saga is at this attempt; so
+    // does a job that may have been re-driven meanwhile, and only if it is
+    // the saga's latest (one read, for these jobs only: the healthy path of
+    // an unordered subscription reads no saga).
+    if r.job.lane.is_some() || may_be_redriven(&r.job, h.config.reconcile.stall_margin, Utc::now()) {
         let current = h.stores.sagas.get(&r.job.event_id, &r.job.saga_id).await?;
-        let at_this_attempt = current.is_some_and(|s| {
+        let current_job = current.is_some_and(|s| {
             matches!(s.state.status, SagaStatus::Pending | SagaStatus::InProgress)
                 && crate::saga::in_progress_attempt(&s.state) == r.job.attempt
+                && s.redrives == r.job.redrive
         });
-        if !at_this_attempt {
+        if !current_job {
             return Ok(Gated::Done(Prepared::Stale));
         }
     }
@@ -552,5 +565,33 @@ pub fn classify(res: &PostResult) -> AttemptResult {
             retry_after_ms: res.retry_after.map(|d| d.as_millis() as u64),
         },
         (None, None) => AttemptResult::Failed { error: "no response".into(), retry_after_ms: None },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> DeliveryJob {
+        DeliveryJob::new(
+            SagaId::new("sg_1"),
+            EventId::new("evt_1"),
+            SubscriptionId::new("sub_1"),
+            crate::ids::WebhookId::new("msg_1"),
+            2,
+        )
+    }
+
+    #[test]
+    fn a_job_is_checked_against_its_saga_once_it_could_have_been_redriven() {
+        let margin = chrono::Duration::hours(1);
+        let j = job();
+        let queued = j.queued_at.expect("a new job carries when it was queued");
+        assert!(!may_be_redriven(&j, margin, queued + chrono::Duration::minutes(59)), "younger than the margin");
+        assert!(may_be_redriven(&j, margin, queued + margin), "as old as the margin");
+        let redriven = DeliveryJob { redrive: 1, ..j.clone() };
+        assert!(may_be_redriven(&redriven, margin, queued), "a re-driven job always is");
+        let old_format = DeliveryJob { queued_at: None, ..j };
+        assert!(!may_be_redriven(&old_format, margin, queued + margin * 10), "jobs queued before: as before");
     }
 }

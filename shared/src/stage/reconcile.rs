@@ -276,7 +276,16 @@ async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result
             let recorded = h.stores.attempts.list(&s.id).await?.into_iter().find(|a| a.attempt == in_flight);
             match recorded {
                 Some(a) => saga::on_attempts(h, &[a]).await?,
-                None => h.stores.deliveries.send_now(&[saga::job_of(&s, in_flight)]).await?,
+                // Counted in the saga first: the job it may only look
+                // stalled behind (held by a breaker, a rate limit, a
+                // backlog) is then stale, and only this one posts.
+                None => {
+                    if !h.stores.sagas.count_redrive(&s.event_id, &s.id, &s.state, s.redrives).await? {
+                        return Ok(false);
+                    }
+                    let job = crate::job::DeliveryJob { redrive: s.redrives + 1, ..saga::job_of(&s, in_flight) };
+                    h.stores.deliveries.send_now(&[job]).await?
+                }
             }
         }
         // Its wake-up was lost (or its lane's predecessor ended in a crash):
