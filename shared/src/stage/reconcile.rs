@@ -323,6 +323,7 @@ pub fn emf_line(report: &ReconcileReport, function: &str, timestamp_ms: i64) -> 
         ("ReconcileSagasRedriven", (report.sagas_restarted + report.attempts_replayed + report.redriven) as u64),
         ("ReconcileUnresolved", report.unresolved as u64),
         ("ReconcileStalled", report.stalled as u64),
+        ("ReconcileWaiting", report.waiting as u64),
         ("ReconcileIncomplete", report.incomplete as u64),
         ("ReconcileFailedSteps", report.failed.len() as u64),
     ];
