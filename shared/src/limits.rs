@@ -43,10 +43,11 @@ pub const MAX_SUBSCRIPTION_PATTERNS: usize = 98;
 
 /// Most starts per second a subscription's `rate_limit` gets on AWS: each
 /// booking is one write of the subscription's rate item, and one DynamoDB
-/// item takes at most 1,000 writes a second. The delivery stage books at
-/// most one start per millisecond ([`start_interval_on`]); `hookline
-/// serve` allows the API's 10,000.
-pub const AWS_MAX_RATE_LIMIT: f64 = 1000.0;
+/// item takes at most 1,000 writes a second. The API refuses more
+/// ([`crate::subscription::MAX_RATE_LIMIT`]); the delivery stage also books
+/// at most one start per millisecond ([`start_interval_on`]), for
+/// subscriptions stored before that ceiling.
+pub const AWS_MAX_RATE_LIMIT: f64 = crate::subscription::MAX_RATE_LIMIT;
 
 /// The time between two starts the store is asked to keep for a
 /// `rate_limit` interval on a backend whose ceiling is `max_rate` starts per

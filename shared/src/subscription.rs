@@ -210,8 +210,12 @@ pub const MAX_IN_FLIGHT_CEILING: u32 = 1_000;
 /// The lowest `rate_limit`: one delivery an hour.
 pub const MIN_RATE_LIMIT: f64 = 1.0 / 3600.0;
 
-/// The highest `rate_limit`, deliveries per second.
-pub const MAX_RATE_LIMIT: f64 = 10_000.0;
+/// The highest `rate_limit`, deliveries per second, on both backends: on
+/// AWS a subscription's next start is one DynamoDB item, which takes at most
+/// 1,000 writes a second, and a subscription moves between backends
+/// unchanged, so the API refuses more everywhere rather than hold it lower
+/// on one backend without saying so.
+pub const MAX_RATE_LIMIT: f64 = 1_000.0;
 
 /// How early a start may come under a rate limit, in ms (a tenth of its
 /// interval, at most 100 ms): clocks and schedulers jitter, and a start a

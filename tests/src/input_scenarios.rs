@@ -593,6 +593,7 @@ pub async fn delivery_limits_that_make_no_sense_are_refused<P: Pipeline>(s: &P) 
         json!({"rate_limit": 0}),
         json!({"rate_limit": -1.5}),
         json!({"rate_limit": 0.0001}),
+        json!({"rate_limit": 1000.5}),
         json!({"rate_limit": 20000}),
     ];
     for limit in &bad {
@@ -616,11 +617,11 @@ pub async fn delivery_limits_that_make_no_sense_are_refused<P: Pipeline>(s: &P) 
     let (_, sub) = s.get(&format!("/v1/subscriptions/{id}")).await;
     assert_eq!((sub["max_in_flight"].as_u64(), sub["rate_limit"].as_f64()), (Some(5), Some(0.5)), "unchanged: {sub}");
     let (st, sub) = s
-        .call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"max_in_flight": null, "rate_limit": 3600}"#))
+        .call("PATCH", &format!("/v1/subscriptions/{id}"), Some(br#"{"max_in_flight": null, "rate_limit": 1000}"#))
         .await;
     assert_eq!(st, 200, "{sub}");
     assert!(sub["max_in_flight"].is_null(), "null is the default: {sub}");
-    assert_eq!(sub["rate_limit"].as_f64(), Some(3600.0));
+    assert_eq!(sub["rate_limit"].as_f64(), Some(1000.0), "the ceiling itself is allowed");
 }
 
 /// `retry_policy.schedule_ms` and `dead_letter_on` values that make no
