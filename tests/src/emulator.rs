@@ -410,6 +410,7 @@ impl Created {
             |id: &str| self.queue_urls.get(id).unwrap_or_else(|| panic!("template.yaml has no queue {id}")).clone();
         AwsNames {
             events_table: table("EventsTable"),
+            event_outcomes_table: table("EventOutcomesTable"),
             subscriptions_table: table("SubscriptionsTable"),
             sagas_table: table("SagasTable"),
             attempts_table: table("AttemptsTable"),

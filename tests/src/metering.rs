@@ -901,8 +901,52 @@ impl Meter {
                 }
             }
             "GetItem" => {
-                let size = res["Item"].as_object().map_or(0, |i| Image::of(i).size());
+                // Billed on the whole item, whatever a ProjectionExpression
+                // returns: the size the meter saw written, when it did.
+                let k = req["Key"].as_object().unwrap_or(&empty);
+                let tracked = st.items.get(&(table.clone(), self.key_of(&table, k))).map(Image::size);
+                let returned = res["Item"].as_object().map(|i| Image::of(i).size());
+                let size = match (returned, tracked) {
+                    (Some(r), Some(t)) => r.max(t),
+                    (Some(r), None) => r,
+                    (None, _) => 0,
+                };
                 Self::add_units(st, &table, op, size, 0.0, rru(size, consistent), false);
+            }
+            "BatchGetItem" => {
+                // Each key is a GetItem of its own: its whole item (the size
+                // the meter saw written, else what came back) rounded up to
+                // 4 KB, at least one unit even when absent, halved unless
+                // ConsistentRead; unprocessed keys are not read.
+                for (name, ka) in req["RequestItems"].as_object().unwrap_or(&empty) {
+                    let consistent = ka["ConsistentRead"].as_bool().unwrap_or(false);
+                    let returned: Vec<&Map<String, Value>> =
+                        res["Responses"][name].as_array().into_iter().flatten().filter_map(Value::as_object).collect();
+                    let unprocessed: Vec<String> = res["UnprocessedKeys"][name]["Keys"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_object)
+                        .map(|k| self.key_of(name, k))
+                        .collect();
+                    let (mut bytes, mut units) = (0usize, 0.0);
+                    for k in ka["Keys"].as_array().into_iter().flatten().filter_map(Value::as_object) {
+                        let key = self.key_of(name, k);
+                        if unprocessed.contains(&key) {
+                            continue;
+                        }
+                        let got = returned.iter().find(|i| self.key_of(name, i) == key).map(|i| Image::of(i).size());
+                        let tracked = st.items.get(&(name.clone(), key)).map(Image::size);
+                        let size = match (got, tracked) {
+                            (Some(r), Some(t)) => r.max(t),
+                            (Some(r), None) => r,
+                            (None, _) => 0,
+                        };
+                        bytes += size;
+                        units += rru(size, consistent);
+                    }
+                    Self::add_units(st, name, op, bytes, 0.0, units, false);
+                }
             }
             "Query" | "Scan" => {
                 let size: usize = res["Items"]

@@ -61,3 +61,80 @@ async fn subscription_fills_read_eventually_consistent() {
     assert_eq!(store.get(&ids[0]).await.unwrap().as_ref(), Some(&subs[0]));
     assert_eq!(units(&before), (1, 1.0), "the confirmation is strongly consistent");
 }
+
+/// A page of `GET /v1/events` reads what the listing shows, not the
+/// events' bodies: the indexes project each event's `summary`, so a page of
+/// 10 events with 100 KB bodies reads no event (it was a `GetItem` each:
+/// about 17 read units apiece) and its outcomes are one `BatchGetItem` of
+/// the small outcome items (half a unit per event). Marking an outcome
+/// writes one small item of EventOutcomesTable and never the event; an
+/// outcome listing reads EventOutcomesTable's index alone.
+#[tokio::test]
+async fn event_pages_read_summaries_not_bodies() {
+    use shared::event_search::{EventQuery, EventSummary, Outcome};
+    use shared::ports::EventStore;
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let prefix = hookline_tests::emulator::fresh_prefix("ev_pages");
+    let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
+    let meter = hookline_tests::metering::Meter::new();
+    let client = meter.dynamodb_client(&sdk);
+    let order = shared::aws::ordering::DynamoOrder::new(client.clone(), &names.order_table);
+    let store = shared::aws::DynamoEvents::new(
+        client,
+        names.events_table.clone(),
+        names.event_outcomes_table.clone(),
+        chrono::Duration::days(30),
+        order,
+    );
+    // Bodies that do not deflate: 100 KB of pseudo-random bytes each.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let events: Vec<_> = (0..10)
+        .map(|i| {
+            let mut e = hookline_tests::conformance::event(&format!("evt_big{i}"), "order.created");
+            e.partition_key = None;
+            e.received_at += chrono::Duration::milliseconds(i);
+            e.body = (0..100_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            e
+        })
+        .collect();
+    assert!(store.insert(&events).await.unwrap().into_iter().all(|ok| ok));
+    let used = |before: &hookline_tests::metering::MeterCounts| meter.snapshot().since(before).dynamodb;
+    let units = |u: &std::collections::BTreeMap<(String, String), hookline_tests::metering::Units>,
+                 t: &str,
+                 op: &str| { u.get(&(t.to_string(), op.to_string())).cloned().unwrap_or_default() };
+
+    let before = meter.snapshot();
+    assert!(store.mark_outcome(&events[3].id, Outcome::Failed).await.unwrap());
+    let u = used(&before);
+    assert_eq!(units(&u, "EventsTable", "UpdateItem").requests, 0, "the event is never written: {u:?}");
+    let mark = units(&u, "EventOutcomesTable", "UpdateItem");
+    assert_eq!((mark.requests, mark.wru), (1, 1.0), "one small conditional write: {u:?}");
+    assert_eq!(units(&u, "EventOutcomesTable[by_outcome]", "UpdateItem").wru, 1.0, "and its outcome index entry");
+    assert!(!store.mark_outcome(&events[3].id, Outcome::Failed).await.unwrap(), "already failed");
+
+    let before = meter.snapshot();
+    let page = store.search(&EventQuery::default(), 10, None).await.unwrap();
+    let u = used(&before);
+    let want: Vec<EventSummary> =
+        events.iter().rev().map(|e| EventSummary::of(e, (e.id == events[3].id).then_some(Outcome::Failed))).collect();
+    assert_eq!(page.items, want);
+    assert_eq!(units(&u, "EventsTable", "GetItem").requests, 0, "no event read: {u:?}");
+    let read: f64 = u.values().map(|x| x.rru).sum();
+    assert!(read <= 10.0, "a page of 10 reads about its summaries, {read} read units: {u:?}");
+    let outcomes = units(&u, "EventOutcomesTable", "BatchGetItem");
+    assert_eq!((outcomes.requests, outcomes.rru), (1, 5.0), "the page's outcomes in one BatchGetItem: {u:?}");
+
+    let before = meter.snapshot();
+    let failed = EventQuery { outcome: Some(Outcome::Failed), ..Default::default() };
+    let page = store.search(&failed, 10, None).await.unwrap();
+    let u = used(&before);
+    assert_eq!(page.items, vec![EventSummary::of(&events[3], Some(Outcome::Failed))]);
+    assert!(u.keys().all(|(t, _)| t.starts_with("EventOutcomesTable[")), "the outcome index alone: {u:?}");
+}

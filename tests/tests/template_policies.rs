@@ -105,15 +105,17 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
 
     // saga step: reads the Sagas and Attempts streams and retry timers;
     // writes saga status, job messages, dead letters; never delivers.
-    // EventsTable GetItem: the event type for the dead-letter snapshot.
+    // EventsTable GetItem: the event for the dead-letter snapshot and for
+    // its outcome item (EventOutcomesTable: one conditional UpdateItem per
+    // rise; the event is never written again).
     // SubscriptionsTable PutItem: a 410 Gone deactivates the subscription
     // (the adapter's versioned update is a conditional PutItem).
     let mut g = Grants::new();
     grant(&mut g, STREAM_READ, &["SagasTable/stream", "AttemptsTable/stream"]);
     grant(&mut g, &["dynamodb:ListStreams"], &["SagasTable/stream/*", "AttemptsTable/stream/*"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
-    // EventsTable UpdateItem: an event's delivery outcome (NEVER_EXCEPT).
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:UpdateItem"], &["EventOutcomesTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
     // Operational events (hookline.dead_letter.created, …disabled) are
     // published like any event (no partition key: one conditional put); a
@@ -166,8 +168,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
         &["SagasTable", "SagasTable/index/*"],
     );
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
-    // EventsTable UpdateItem: re-driven sagas raise their event's outcome (NEVER_EXCEPT).
-    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["EventsTable"]);
+    // Re-driven sagas raise their event's outcome (its item of
+    // EventOutcomesTable; the event is never written again).
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:UpdateItem"], &["EventOutcomesTable"]);
     // Re-driven saga steps publish operational events and audit disables.
     grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
     // Dead letters of re-driven sagas, each with +1 on the open count
@@ -179,8 +183,10 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
         &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
         &["OrderTable"],
     );
-    // An ordered lane's old gap: the event at its number (index by_partition).
+    // An ordered lane's old gap: the event at its number (index
+    // by_partition); the search shows each page's outcomes (BatchGetItem).
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
+    grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
     m.insert("ReconcilerFunction", g);
 
     // requeue: reads the requeue queue; writes a new saga linked to the old
@@ -208,6 +214,7 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // table's listing indexes; a replay to an ordered subscription puts the
     // new saga's lane entry; a console redrive leaves an audit record.
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
+    grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["OrderTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["AuditTable"]);
     m.insert("RequeueFunction", g);
@@ -225,8 +232,11 @@ fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // The one exception to "never scan subscriptions" (NEVER_EXCEPT).
     grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
-    // GET /v1/events: the event indexes (by_time, by_tenant, by_partition, by_outcome).
-    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
+    // GET /v1/events: the event indexes (by_time, tenant_shards,
+    // by_partition); each page's outcomes (BatchGetItem), and with
+    // outcome= the outcome indexes (by_outcome, by_partition).
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*", "EventOutcomesTable/index/*"]);
+    grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
     // Dead letters are listed through their indexes; the one Scan is the
@@ -303,28 +313,13 @@ const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
 
 /// Grants a rule of [`NEVER`] allows for one function, each with why:
 /// (function, action, resource, why). Nothing else is exempt.
-const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
-    (
-        "ApiFunction",
-        "dynamodb:Scan",
-        "SubscriptionsTable",
-        "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
+const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
+    "ApiFunction",
+    "dynamodb:Scan",
+    "SubscriptionsTable",
+    "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
          a call) for subscriptions stored before index by_key existed; never on a pipeline path",
-    ),
-    (
-        "SagaFunction",
-        "dynamodb:UpdateItem",
-        "EventsTable",
-        "an event's delivery outcome (attribute `outcome`: failed, dead-lettered), raised by a conditional update \
-         once per rise; the event as accepted never changes",
-    ),
-    (
-        "ReconcilerFunction",
-        "dynamodb:UpdateItem",
-        "EventsTable",
-        "re-driven sagas raise their event's delivery outcome as the saga step does; the event never changes",
-    ),
-];
+)];
 
 /// HTTP API routes: (method, path) → function.
 const ROUTES: &[(&str, &str, &str)] = &[
@@ -348,6 +343,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
 /// infra/README.md's function environment: variable → the resource it names.
 const ENVIRONMENT: &[(&str, &str)] = &[
     ("EVENTS_TABLE", "EventsTable"),
+    ("EVENT_OUTCOMES_TABLE", "EventOutcomesTable"),
     ("SUBSCRIPTIONS_TABLE", "SubscriptionsTable"),
     ("SAGAS_TABLE", "SagasTable"),
     ("ATTEMPTS_TABLE", "AttemptsTable"),
@@ -897,6 +893,35 @@ fn every_function_role_grants_exactly_its_stage() {
     assert_clean(check_policies(&load()));
 }
 
+/// Events are written once, by ingest: no role but IngestFunction's may
+/// update or delete an item of EventsTable, neither in the template nor in
+/// the stage table, and no [`NEVER_EXCEPT`] entry exempts one (an event's
+/// delivery outcome is an item of EventOutcomesTable). Other roles' PutItem
+/// of operational events stays: each is a new event.
+#[test]
+fn only_ingest_may_update_or_delete_events() {
+    let t = load();
+    let rewrites = |a: &str, r: &str| {
+        ["dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:*"].contains(&a) && ["EventsTable", "*"].contains(&r)
+    };
+    let expected = expected_grants();
+    let mut errors = Vec::new();
+    for (f, role, _) in FUNCTIONS.iter().filter(|(f, _, _)| *f != "IngestFunction") {
+        let (actual, _) = role_grants(&t, role);
+        for (a, r) in actual.iter().chain(&expected[f]) {
+            if rewrites(a, r) {
+                errors.push(format!("{f}: {a} on {r}: events are written once, by ingest"));
+            }
+        }
+    }
+    for (f, a, r, _) in NEVER_EXCEPT {
+        if *f != "IngestFunction" && rewrites(a, r) {
+            errors.push(format!("NEVER_EXCEPT exempts {f}'s {a} on {r}"));
+        }
+    }
+    assert_clean(errors);
+}
+
 #[test]
 fn functions_are_rust_arm64_built_by_cargo_lambda() {
     assert_clean(check_functions(&load()));
@@ -1217,13 +1242,6 @@ fn scheduled_functions_alarm_on_errors_and_missing_reports() {
     }
 }
 
-/// Delivery jobs the deliveries queue moves to its DLQ with nothing
-/// recorded have no dead letter, so the open-dead-letters alarm cannot see
-/// them: the delivery function's `JobsAbandoned` count has its own alarm.
-#[test]
-fn abandoned_delivery_jobs_alarm() {
-    let t = load();
-    let found = ids_of_type(&t, "AWS::CloudWatch::Alarm").into_iter().any(|a| {
 /// No hot keys, no large index entries. The tables whose items carry a
 /// large attribute (an event's `data`/`data_z`, a dead letter's `data` and
 /// event snapshot `event_z`) project none of it into an index (KEYS_ONLY,
@@ -1243,7 +1261,8 @@ fn no_index_projects_large_attributes_and_hot_keys_are_sharded() {
     // item: fewer writes a second than one index partition takes).
     const SHARDED: &[(&str, &str)] = &[
         ("EventsTable", "time_bucket"),
-        ("EventsTable", "outcome_shard"),
+        ("EventOutcomesTable", "outcome_shard"),
+        ("EventOutcomesTable", "partition"),
         ("EventsTable", "tenant_shard"),
         ("EventsTable", "partition"),
         ("DeadLettersTable", "state_shard"),
@@ -1253,7 +1272,7 @@ fn no_index_projects_large_attributes_and_hot_keys_are_sharded() {
         ("DeadLettersTable", "all_shard"),
     ];
     let mut errors = Vec::new();
-    for table in ["EventsTable", "DeadLettersTable"] {
+    for table in ["EventsTable", "EventOutcomesTable", "DeadLettersTable"] {
         let indexes = t["Resources"][table]["Properties"]["GlobalSecondaryIndexes"].as_sequence().cloned();
         for ix in indexes.unwrap_or_default() {
             let name = ix["IndexName"].as_str().unwrap_or("?");
@@ -1284,6 +1303,13 @@ fn no_index_projects_large_attributes_and_hot_keys_are_sharded() {
     assert_clean(errors);
 }
 
+/// Delivery jobs the deliveries queue moves to its DLQ with nothing
+/// recorded have no dead letter, so the open-dead-letters alarm cannot see
+/// them: the delivery function's `JobsAbandoned` count has its own alarm.
+#[test]
+fn abandoned_delivery_jobs_alarm() {
+    let t = load();
+    let found = ids_of_type(&t, "AWS::CloudWatch::Alarm").into_iter().any(|a| {
         let p = &t["Resources"][a]["Properties"];
         p["Namespace"].as_str() == Some("Hookline")
             && p["MetricName"].as_str() == Some("JobsAbandoned")

@@ -157,29 +157,42 @@ fn all<T>(results: Vec<StoreResult<T>>) -> StoreResult<Vec<T>> {
 
 // ------------------------------------------------------------------ events
 
-/// EventsTable: append-only, one conditional `PutItem` per event; an event
-/// with a partition key is numbered in a transaction with its partition's
-/// item of the OrderTable ([`super::ordering::DynamoOrder::insert_numbered`]).
+/// EventsTable: append-only, one conditional `PutItem` per event, never
+/// written again; an event with a partition key is numbered in a
+/// transaction with its partition's item of the OrderTable
+/// ([`super::ordering::DynamoOrder::insert_numbered`]). Delivery outcomes
+/// are small items of EventOutcomesTable (`outcomes`), one per event that
+/// failed.
 #[derive(Clone)]
 pub struct DynamoEvents {
     client: Client,
     table: String,
+    outcomes: String,
     retention: chrono::Duration,
     order: super::ordering::DynamoOrder,
 }
 
 impl DynamoEvents {
-    /// The adapter over `table`, numbering partitions in `order`; items
-    /// expire `retention` after receipt.
+    /// The adapter over events `table` and their outcomes in `outcomes`,
+    /// numbering partitions in `order`; items expire `retention` after
+    /// receipt.
     pub fn new(
         client: Client,
         table: impl Into<String>,
+        outcomes: impl Into<String>,
         retention: chrono::Duration,
         order: super::ordering::DynamoOrder,
     ) -> Self {
-        DynamoEvents { client, table: table.into(), retention, order }
+        DynamoEvents { client, table: table.into(), outcomes: outcomes.into(), retention, order }
     }
 }
+
+/// Keys per `BatchGetItem` (DynamoDB's limit).
+const BATCH_GET_KEYS: usize = 100;
+
+/// How often a `BatchGetItem`'s unprocessed keys are asked for again
+/// (with a doubling pause from 20 ms) before the read fails.
+const BATCH_GET_RETRIES: u32 = 8;
 
 #[async_trait]
 impl EventStore for DynamoEvents {
@@ -218,10 +231,19 @@ impl EventStore for DynamoEvents {
     /// [`item::EVENTS_BY_PARTITION`], a tenant [`item::EVENTS_BY_TENANT`],
     /// anything else the day buckets of [`item::EVENTS_BY_TIME`] (every
     /// shard of a day queried at once and merged), from the listing's end
-    /// of its time range (an open end: now, or the retention). The type and
-    /// outcome filters are a `FilterExpression` on projected attributes.
-    /// At most [`MAX_SEARCH_QUERIES`] queries per call: a page may come back
-    /// short, with a position to go on from.
+    /// of its time range (an open end: now, or the retention); an outcome
+    /// filter reads EventOutcomesTable's indexes instead (failed events are
+    /// few). The other filters are a `FilterExpression` on projected
+    /// attributes. At most [`MAX_SEARCH_QUERIES`] queries per call: a page
+    /// may come back short, with a position to go on from.
+    ///
+    /// A page reads no event: the indexes project each event's `summary`
+    /// (about 150 bytes), so a page of 1,000 is about 40 read units
+    /// whatever the bodies' size (it was one `GetItem` per event, half a
+    /// unit per 4 KB of it: up to 32,000 for 256 KB bodies). Only an event
+    /// stored before `summary` existed is read by id. The page's outcomes
+    /// are one `BatchGetItem` per 100 events (half a unit per key), unless
+    /// the page came from the outcome indexes, which carry them.
     async fn search(&self, query: &EventQuery, limit: usize, after: Option<&str>) -> StoreResult<Page<EventSummary>> {
         let bad = || StoreError::Corrupt(format!("not a position of this listing: {after:?}"));
         let hits = if let Some(p) = query.partition() {
@@ -230,41 +252,127 @@ impl EventStore for DynamoEvents {
         } else {
             self.search_by_time(query, limit, after).await?
         };
-        // The page's events by id (eventually consistent, half a read unit
-        // each): the indexes hold only what the filters read.
-        let calls = hits.items.iter().map(|(id, _)| self.get(id));
-        let found = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
+        // Events stored before `summary` existed: read by id (eventually
+        // consistent, half a read unit per 4 KB).
+        let old = hits.items.iter().filter(|h| h.summary.is_none()).map(|h| self.get(&h.id));
+        let mut old = all(all_bounded(old.collect(), MAX_STORE_IN_FLIGHT).await)?.into_iter();
+        let outcomes = match query.outcome {
+            // The outcome indexes' entries carry it.
+            Some(_) => HashMap::new(),
+            None => self.outcomes_of(hits.items.iter().map(|h| &h.id)).await?,
+        };
         let items = hits
             .items
-            .iter()
-            .zip(found)
-            // Gone since the query (its retention ended): not listed.
-            .filter_map(|((_, outcome), e)| e.map(|e| EventSummary::of(&e, *outcome)))
+            .into_iter()
+            .filter_map(|h| {
+                let outcome = h.outcome.or_else(|| outcomes.get(h.id.as_str()).copied());
+                match h.summary {
+                    Some(s) => Some(EventSummary { outcome, ..s }),
+                    // Gone since the query (its retention ended): not listed.
+                    None => old.next().flatten().map(|e| EventSummary::of(&e, outcome)),
+                }
+            })
             .collect();
         Ok(Page { items, next: hits.next })
     }
 
+    /// Reads the event (for its time key, type and summary: the outcome
+    /// item carries them for the outcome listings), then one conditional
+    /// `UpdateItem` of its item of EventOutcomesTable (about 300 bytes: one
+    /// write unit, plus one per outcome index it is in), `attribute_not_exists
+    /// (outcome) OR outcome < :l`. The event itself is never written.
     async fn mark_outcome(&self, id: &EventId, outcome: Outcome) -> StoreResult<bool> {
-        let res = self
+        let Some(event) = self.get(id).await? else { return Ok(false) };
+        let mut attrs: Vec<_> = item::event_outcome_attrs(&event, self.retention)?.into_sdk().into_iter().collect();
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut sets = vec!["#oc = :l".to_string()];
+        let mut req = self
             .client
             .update_item()
-            .table_name(&self.table)
-            .key("id", s(id.as_str()))
-            .update_expression("SET #oc = :l, #os = :s")
-            .condition_expression("attribute_exists(#id) AND (attribute_not_exists(#oc) OR #oc < :l)")
+            .table_name(&self.outcomes)
+            .key("event_id", s(id.as_str()))
+            .condition_expression("attribute_not_exists(#oc) OR #oc < :l")
             .expression_attribute_names("#oc", "outcome")
-            .expression_attribute_names("#os", "outcome_shard")
-            .expression_attribute_names("#id", "id")
-            .expression_attribute_values(":l", n(outcome.level()))
-            .expression_attribute_values(":s", s(item::outcome_shard(id.as_str())))
-            .send()
-            .await;
-        written("UpdateItem", &self.table, res)
+            .expression_attribute_values(":l", n(outcome.level()));
+        for (i, (name, value)) in attrs.into_iter().enumerate() {
+            sets.push(format!("#a{i} = :a{i}"));
+            req = req
+                .expression_attribute_names(format!("#a{i}"), name)
+                .expression_attribute_values(format!(":a{i}"), value);
+        }
+        let res = req.update_expression(format!("SET {}", sets.join(", "))).send().await;
+        written("UpdateItem", &self.outcomes, res)
     }
 }
 
-/// What an index query found of an event: its id and outcome.
-type Hit = (EventId, Option<Outcome>);
+/// What an index query found of an event.
+type Hit = item::EventHit;
+
+impl DynamoEvents {
+    /// The outcomes of events `ids` (those without one are absent): one
+    /// eventually consistent `BatchGetItem` of EventOutcomesTable per 100
+    /// ids (half a read unit per id), their unprocessed keys asked again.
+    async fn outcomes_of(&self, ids: impl Iterator<Item = &EventId>) -> StoreResult<HashMap<String, Outcome>> {
+        let mut unique: Vec<&str> = ids.map(EventId::as_str).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        let chunks: Vec<Vec<&str>> = unique.chunks(BATCH_GET_KEYS).map(<[&str]>::to_vec).collect();
+        let calls = chunks.into_iter().map(|chunk| self.outcomes_chunk(chunk));
+        let found = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// One `BatchGetItem` of up to 100 ids, until no key is left unprocessed.
+    async fn outcomes_chunk(&self, ids: Vec<&str>) -> StoreResult<Vec<(String, Outcome)>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut keys: Vec<HashMap<String, AttributeValue>> =
+            ids.iter().map(|id| HashMap::from([("event_id".to_string(), s(*id))])).collect();
+        let mut out = Vec::new();
+        let mut pause = std::time::Duration::from_millis(20);
+        let mut tries = 0;
+        loop {
+            if keys.is_empty() {
+                return Ok(out);
+            }
+            if tries > BATCH_GET_RETRIES {
+                return Err(StoreError::Backend(format!(
+                    "dynamodb BatchGetItem on {}: {} keys still unprocessed",
+                    self.outcomes,
+                    keys.len()
+                )));
+            }
+            if tries > 0 {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            let ka = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut keys)))
+                .projection_expression("#e, #oc")
+                .expression_attribute_names("#e", "event_id")
+                .expression_attribute_names("#oc", "outcome")
+                .consistent_read(false)
+                .build()
+                .map_err(|e| StoreError::Backend(format!("dynamodb BatchGetItem on {}: {e}", self.outcomes)))?;
+            let res = self
+                .client
+                .batch_get_item()
+                .request_items(&self.outcomes, ka)
+                .send()
+                .await
+                .map_err(|e| backend("BatchGetItem", &self.outcomes, e))?;
+            for it in res.responses().and_then(|r| r.get(&self.outcomes)).into_iter().flatten() {
+                let a = Attrs::from_sdk(it);
+                if let Some(o) = a.opt_n::<u64>("outcome")?.and_then(Outcome::from_level) {
+                    out.push((a.s("event_id")?.to_string(), o));
+                }
+            }
+            if let Some(left) = res.unprocessed_keys().and_then(|u| u.get(&self.outcomes)) {
+                keys = left.keys().to_vec();
+            }
+            tries += 1;
+        }
+    }
+}
 
 /// Which sharded events index a search without a partition key reads.
 #[derive(Debug, Clone, Copy)]
@@ -273,8 +381,9 @@ enum Sharded<'a> {
     Days,
     /// One tenant's ([`item::EVENTS_BY_TENANT`]).
     Tenant(&'a str),
-    /// The failed ones ([`item::EVENTS_BY_OUTCOME`]).
-    Outcome,
+    /// The failed ones ([`item::EVENTS_BY_OUTCOME`] of EventOutcomesTable),
+    /// or one tenant's failed ones (a filter on `tenant_id`).
+    Outcome(Option<&'a str>),
 }
 
 impl DynamoEvents {
@@ -290,12 +399,12 @@ impl DynamoEvents {
         let range = TimeKeys { lo: item::event_time_bound(lo), hi: item::event_time_bound(hi) };
         // `hi` is exclusive: every key of an event at `hi` sorts after the bound.
         let pos = after.map(str::to_string);
-        // A tenant's events: its shards of the tenant index, whole range at
-        // once. Events that failed are few: their own sparse index, whole
-        // range at once. The others: day by day.
+        // Events that failed are few: the outcome index, whole range at
+        // once (a tenant's: filtered). A tenant's events: its shards of the
+        // tenant index, whole range at once. The others: day by day.
         let mode = match (&query.tenant_id, query.outcome) {
-            (Some(t), _) => Sharded::Tenant(t),
-            (None, Some(_)) => Sharded::Outcome,
+            (t, Some(_)) => Sharded::Outcome(t.as_deref()),
+            (Some(t), None) => Sharded::Tenant(t),
             (None, None) => Sharded::Days,
         };
         self.search_time(query, range, limit, pos, mode).await
@@ -339,14 +448,21 @@ struct Read {
 
 impl DynamoEvents {
     /// The `FilterExpression` of the type and outcome filters (and the time
-    /// range, on the partition index), with its names and values.
+    /// range, on the partition index; the tenant, on the outcome index),
+    /// with its names and values.
     fn filters(
         query: &EventQuery,
         time: bool,
+        tenant: Option<&str>,
         names: &mut HashMap<String, String>,
         values: &mut HashMap<String, AttributeValue>,
     ) -> Option<String> {
         let mut parts = Vec::new();
+        if let Some(t) = tenant {
+            parts.push("#tn = :tn".to_string());
+            names.insert("#tn".into(), "tenant_id".into());
+            values.insert(":tn".into(), s(t));
+        }
         match &query.event_type {
             Some(TypeFilter::Exact(t)) => {
                 parts.push("#et = :et".to_string());
@@ -387,7 +503,8 @@ impl DynamoEvents {
     /// key it went on from), up to `limit` evaluated items, in the order.
     async fn query_time(
         &self,
-        index: &str,
+        (table, index): (&str, &str),
+        tenant: Option<&str>,
         (hash_name, hash): (&str, &str),
         query: &EventQuery,
         TimeKeys { lo, hi }: &TimeKeys,
@@ -400,11 +517,11 @@ impl DynamoEvents {
             HashMap::from([("#h".to_string(), hash_name.to_string()), ("#k".to_string(), "time_key".to_string())]);
         let mut values =
             HashMap::from([(":h".to_string(), s(hash)), (":lo".to_string(), s(lo)), (":hi".to_string(), s(hi))]);
-        let filter = Self::filters(query, false, &mut names, &mut values);
+        let filter = Self::filters(query, false, tenant, &mut names, &mut values);
         let page = self
             .client
             .query()
-            .table_name(&self.table)
+            .table_name(table)
             .index_name(index)
             .key_condition_expression("#h = :h AND #k BETWEEN :lo AND :hi")
             .set_filter_expression(filter)
@@ -414,7 +531,7 @@ impl DynamoEvents {
             .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
             .send()
             .await
-            .map_err(|e| backend("Query", &self.table, e))?;
+            .map_err(|e| backend("Query", table, e))?;
         let items = page
             .items()
             .iter()
@@ -456,9 +573,15 @@ impl DynamoEvents {
         let mut items: Vec<Hit> = Vec::new();
         let mut queries = 0;
         let (index, hash_name, shards) = match mode {
-            Sharded::Outcome => (item::EVENTS_BY_OUTCOME, "outcome_shard", item::OUTCOME_SHARDS),
-            Sharded::Tenant(_) => (item::EVENTS_BY_TENANT, "tenant_shard", item::EVENT_SHARDS),
-            Sharded::Days => (item::EVENTS_BY_TIME, "time_bucket", item::EVENT_SHARDS),
+            Sharded::Outcome(_) => {
+                ((self.outcomes.as_str(), item::EVENTS_BY_OUTCOME), "outcome_shard", item::OUTCOME_SHARDS)
+            }
+            Sharded::Tenant(_) => ((self.table.as_str(), item::EVENTS_BY_TENANT), "tenant_shard", item::EVENT_SHARDS),
+            Sharded::Days => ((self.table.as_str(), item::EVENTS_BY_TIME), "time_bucket", item::EVENT_SHARDS),
+        };
+        let tenant = match mode {
+            Sharded::Outcome(t) => t,
+            _ => None,
         };
         let whole_range = !matches!(mode, Sharded::Days);
         let day_of = |key: &str| -> StoreResult<DateTime<Utc>> {
@@ -487,18 +610,18 @@ impl DynamoEvents {
             };
             let need = limit - items.len();
             let day_text = day.format("%Y-%m-%d").to_string();
-            let calls =
-                (0..shards).map(|shard| {
-                    let bucket = match mode {
-                        Sharded::Outcome => shard.to_string(),
-                        Sharded::Tenant(t) => item::event_tenant_key(t, shard),
-                        Sharded::Days => item::event_time_bucket(&day_text, shard),
-                    };
-                    let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
-                    async move {
-                        self.query_time(index, (hash_name, &bucket), query, &keys, read_ahead(query, need + 1)).await
-                    }
-                });
+            let calls = (0..shards).map(|shard| {
+                let bucket = match mode {
+                    Sharded::Outcome(_) => shard.to_string(),
+                    Sharded::Tenant(t) => item::event_tenant_key(t, shard),
+                    Sharded::Days => item::event_time_bucket(&day_text, shard),
+                };
+                let keys = TimeKeys { lo: lo.clone(), hi: hi.clone() };
+                async move {
+                    let n = read_ahead(query, need + 1);
+                    self.query_time(index, tenant, (hash_name, &bucket), query, &keys, n).await
+                }
+            });
             let reads = all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)?;
             queries += reads.len();
             // Complete down to (up to) the furthest key every shard has
@@ -541,6 +664,11 @@ impl DynamoEvents {
     ) -> StoreResult<Page<Hit>> {
         let desc = query.order == Order::NewestFirst;
         let mut items = Vec::new();
+        // Failed events: EventOutcomesTable's partition index, which carries the outcome.
+        let (table, index) = match query.outcome {
+            Some(_) => (self.outcomes.as_str(), item::OUTCOMES_BY_PARTITION),
+            None => (self.table.as_str(), item::EVENTS_BY_PARTITION),
+        };
         for _ in 0..MAX_SEARCH_QUERIES {
             let mut names = HashMap::from([("#p".to_string(), "partition".to_string())]);
             let mut values = HashMap::from([(":p".to_string(), s(partition))]);
@@ -550,12 +678,12 @@ impl DynamoEvents {
                 names.insert("#seq".into(), "partition_seq".into());
                 values.insert(":after".into(), n(a));
             }
-            let filter = Self::filters(query, true, &mut names, &mut values);
+            let filter = Self::filters(query, true, None, &mut names, &mut values);
             let page = self
                 .client
                 .query()
-                .table_name(&self.table)
-                .index_name(item::EVENTS_BY_PARTITION)
+                .table_name(table)
+                .index_name(index)
                 .key_condition_expression(key)
                 .set_filter_expression(filter)
                 .set_expression_attribute_names(Some(names))
@@ -564,7 +692,7 @@ impl DynamoEvents {
                 .limit(i32::try_from(read_ahead(query, limit - items.len())).unwrap_or(i32::MAX))
                 .send()
                 .await
-                .map_err(|e| backend("Query", &self.table, e))?;
+                .map_err(|e| backend("Query", table, e))?;
             for it in page.items() {
                 let a = Attrs::from_sdk(it);
                 after = Some(a.n("partition_seq")?);

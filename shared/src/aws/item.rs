@@ -285,7 +285,7 @@ pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<At
     a.put_s("id", e.id.as_str())
         .put_s("event_type", &e.event_type)
         .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
-    put_search_attrs(&mut a, e);
+    put_search_attrs(&mut a, e)?;
     let json = encode_json(e)?;
     let deflated = (json.len() > COMPRESS_ABOVE).then(|| miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6));
     match deflated {
@@ -315,10 +315,17 @@ pub fn event_tenant_key(tenant: &str, shard: u32) -> String {
 /// `partition_seq`.
 pub const EVENTS_BY_PARTITION: &str = "by_partition";
 
-/// Sparse GSI of EventsTable over the events that failed: partition key
-/// `outcome_shard` ([`outcome_shard`], set with `outcome` when an event
-/// first fails), sort key `time_key`.
+/// GSI of EventOutcomesTable over the events that failed: partition key
+/// `outcome_shard` ([`outcome_shard`]), sort key `time_key`; projects
+/// `event_type`, `outcome`, `summary` and `tenant_id` (a tenant's failed
+/// events are a filter on it).
 pub const EVENTS_BY_OUTCOME: &str = "by_outcome";
+
+/// Sparse GSI of EventOutcomesTable over one partition's failed numbered
+/// events: partition key `partition`, sort key `partition_seq` (as
+/// [`EVENTS_BY_PARTITION`] of EventsTable); projects `event_type`,
+/// `outcome`, `summary` and `time_key`.
+pub const OUTCOMES_BY_PARTITION: &str = "by_partition";
 
 /// Write shards of [`EVENTS_BY_OUTCOME`]: failures come at most at the
 /// delivery rate, and a listing of them queries every shard.
@@ -365,27 +372,127 @@ pub fn event_partition_key(p: &crate::ordering::Partition) -> String {
 
 /// The attributes the event indexes are keyed on: `time_bucket`,
 /// `time_key`, and `tenant_shard` (tenant events), `partition`/`partition_seq`
-/// (numbered events only). Nothing else is copied out of `data`: every byte on the
-/// item is paid on each event's write (a 1 KiB event stored deflated stays
-/// under 1 KB), and a listing reads its page's events by id. `outcome`
-/// (number: 1 failed, 2 dead-lettered) is added later by
-/// [`crate::ports::EventStore::mark_outcome`].
-fn put_search_attrs(a: &mut Attrs, e: &EventRecord) {
+/// (numbered events only), and what a listing shows, `summary`
+/// ([`event_summary_attr`], about 100 to 200 bytes), which the indexes
+/// project so a listing reads no event. Nothing else is copied out of
+/// `data`: every byte on the item is paid on each event's write. The
+/// event is never written again: its delivery outcome is an item of
+/// EventOutcomesTable ([`event_outcome_attrs`]).
+fn put_search_attrs(a: &mut Attrs, e: &EventRecord) -> Result<(), StoreError> {
     let day = e.received_at.format("%Y-%m-%d").to_string();
     a.put_s("time_bucket", event_time_bucket(&day, event_shard(e.id.as_str())))
         .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
-        .put_opt_s("tenant_shard", e.tenant_id.as_deref().map(|t| event_tenant_key(t, event_shard(e.id.as_str()))));
+        .put_opt_s("tenant_shard", e.tenant_id.as_deref().map(|t| event_tenant_key(t, event_shard(e.id.as_str()))))
+        .put_s("summary", event_summary_attr(e)?);
     if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
         a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
     }
+    Ok(())
 }
 
-/// An event an index query found: its id and outcome (what the event
-/// indexes project besides their keys and `event_type`).
-pub fn event_hit_from_attrs(a: &Attrs) -> Result<(EventId, Option<crate::event_search::Outcome>), StoreError> {
-    let outcome =
-        if a.0.contains_key("outcome") { crate::event_search::Outcome::from_level(a.n("outcome")?) } else { None };
-    Ok((EventId::new(a.s("id")?), outcome))
+/// The fields of an [`crate::event_search::EventSummary`] that no other
+/// attribute holds, under one-letter names (attribute bytes are billed on
+/// every write and every index entry): attribute `summary`, JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+struct SummaryAttr {
+    #[serde(rename = "r")]
+    received_at: DateTime<Utc>,
+    #[serde(rename = "o")]
+    occurred_at: DateTime<Utc>,
+    #[serde(rename = "f")]
+    format: crate::envelope::Format,
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    tenant_id: Option<String>,
+    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
+    partition_key: Option<String>,
+    #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
+    sequence: Option<String>,
+    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
+    partition_seq: Option<u64>,
+}
+
+/// The `summary` attribute of an event (on its Events item and its
+/// outcome item): what a listing shows of it besides `id` and `event_type`.
+pub fn event_summary_attr(e: &EventRecord) -> Result<String, StoreError> {
+    encode_json(&SummaryAttr {
+        received_at: e.received_at,
+        occurred_at: e.occurred_at,
+        format: e.format,
+        tenant_id: e.tenant_id.clone(),
+        partition_key: e.partition_key.clone(),
+        sequence: e.sequence.clone(),
+        partition_seq: e.partition_seq,
+    })
+}
+
+/// What an events index query found of an event: its id, its `time_key`
+/// (when the index projects it), its summary (`None` for an event stored
+/// before `summary` existed: the listing reads that event), and its
+/// outcome when the entry came from EventOutcomesTable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventHit {
+    /// The event's id.
+    pub id: EventId,
+    /// Its `time_key`, if the entry has it.
+    pub time_key: Option<String>,
+    /// Its summary (outcome not set), if the entry has `summary`.
+    pub summary: Option<crate::event_search::EventSummary>,
+    /// Its outcome, on entries of EventOutcomesTable's indexes.
+    pub outcome: Option<crate::event_search::Outcome>,
+}
+
+/// An entry of an index of EventsTable (id in `id`) or of
+/// EventOutcomesTable (id in `event_id`, with `outcome`).
+pub fn event_hit_from_attrs(a: &Attrs) -> Result<EventHit, StoreError> {
+    let id = EventId::new(match a.0.contains_key("event_id") {
+        true => a.s("event_id")?,
+        false => a.s("id")?,
+    });
+    let outcome = match a.0.contains_key("event_id") {
+        true => a.opt_n::<u64>("outcome")?.and_then(crate::event_search::Outcome::from_level),
+        false => None,
+    };
+    let summary = match a.opt_s("summary")? {
+        None => None,
+        Some(json) => {
+            let s: SummaryAttr =
+                serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("attribute `summary`: {e}")))?;
+            Some(crate::event_search::EventSummary {
+                id: id.clone(),
+                event_type: a.s("event_type")?.to_string(),
+                tenant_id: s.tenant_id,
+                partition_key: s.partition_key,
+                sequence: s.sequence,
+                partition_seq: s.partition_seq,
+                received_at: s.received_at,
+                occurred_at: s.occurred_at,
+                format: s.format,
+                outcome: None,
+            })
+        }
+    };
+    Ok(EventHit { id, time_key: a.opt_s("time_key")?.map(str::to_string), summary, outcome })
+}
+
+/// The attributes of an event's item of EventOutcomesTable besides its key
+/// `event_id` and `outcome`: `outcome_shard` and `time_key` (index
+/// [`EVENTS_BY_OUTCOME`]), `partition`/`partition_seq` (numbered events:
+/// [`OUTCOMES_BY_PARTITION`]), `event_type`, `tenant_id` and `summary` (what
+/// the outcome listings filter on and show, so they read no event), and
+/// the event's `expires_at` (the item goes with its event). About 300 bytes:
+/// one write unit, and one per index it is in.
+pub fn event_outcome_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("outcome_shard", outcome_shard(e.id.as_str()))
+        .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
+        .put_s("event_type", &e.event_type)
+        .put_opt_s("tenant_id", e.tenant_id.as_deref())
+        .put_s("summary", event_summary_attr(e)?)
+        .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
+    if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
+        a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
+    }
+    Ok(a)
 }
 
 /// Decodes an Events item (`data`, or `data_z` deflated).

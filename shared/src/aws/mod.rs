@@ -29,6 +29,9 @@ use crate::queue::Queue;
 pub struct AwsNames {
     /// `EVENTS_TABLE`.
     pub events_table: String,
+    /// `EVENT_OUTCOMES_TABLE`: events' delivery outcomes, one small item
+    /// per event that failed (events themselves are written once).
+    pub event_outcomes_table: String,
     /// `SUBSCRIPTIONS_TABLE`.
     pub subscriptions_table: String,
     /// `SAGAS_TABLE`.
@@ -94,6 +97,7 @@ impl AwsNames {
         };
         let names = AwsNames {
             events_table: req("EVENTS_TABLE"),
+            event_outcomes_table: req("EVENT_OUTCOMES_TABLE"),
             subscriptions_table: req("SUBSCRIPTIONS_TABLE"),
             sagas_table: req("SAGAS_TABLE"),
             attempts_table: req("ATTEMPTS_TABLE"),
@@ -178,7 +182,13 @@ impl AwsBackend {
         let optional = |url: &Option<String>| url.as_deref().map(|u| SqsQueue::new(sqs.clone(), u, None));
         let order = ordering::DynamoOrder::new(dynamodb.clone(), &names.order_table);
         let stores = Stores {
-            events: Arc::new(DynamoEvents::new(dynamodb.clone(), &names.events_table, retention, order.clone())),
+            events: Arc::new(DynamoEvents::new(
+                dynamodb.clone(),
+                &names.events_table,
+                &names.event_outcomes_table,
+                retention,
+                order.clone(),
+            )),
             subscriptions: Arc::new(DynamoSubscriptions::new(dynamodb.clone(), &names.subscriptions_table)),
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
             attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
