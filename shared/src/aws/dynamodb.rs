@@ -1387,7 +1387,7 @@ impl DynamoDeadLetters {
     fn count_action(&self, id: &str, delta: i64) -> StoreResult<TransactWriteItem> {
         let update = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.table)
-            .key("id", s(item::dead_letter_count_key(item::dead_letter_shard(id))))
+            .key("id", s(item::dead_letter_count_key(item::open_count_shard(id))))
             .update_expression("ADD #n :d")
             .expression_attribute_names("#n", "n")
             .expression_attribute_values(":d", n(delta))
@@ -1670,14 +1670,14 @@ impl DeadLetterStore for DynamoDeadLetters {
         Ok(Page { items, next })
     }
 
-    /// Open: the sum of the counter's [`item::DEAD_LETTER_SHARDS`] shards
+    /// Open: the sum of the counter's [`item::OPEN_COUNT_SHARDS`] shards
     /// (eventually consistent `GetItem`s, concurrently: O(1) whatever the
     /// number). Other states: [`DynamoDeadLetters::count_by_index`].
     async fn count(&self, state: DeadLetterState) -> StoreResult<u64> {
         if state != DeadLetterState::Open {
             return self.count_by_index(state).await;
         }
-        let calls = (0..item::DEAD_LETTER_SHARDS).map(|shard| async move {
+        let calls = (0..item::OPEN_COUNT_SHARDS).map(|shard| async move {
             let key = HashMap::from([("id".to_string(), s(item::dead_letter_count_key(shard)))]);
             match get_item(&self.client, &self.table, key, false).await? {
                 Some(a) => a.n::<i64>("n"),
