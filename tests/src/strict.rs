@@ -840,16 +840,16 @@ mod tests {
         let q = |key: &str, filter: &str, names: Value| {
             ddb(
                 "Query",
-                json!({"TableName": "p-EventsTable", "IndexName": "by_tenant",
+                json!({"TableName": "p-EventsTable", "IndexName": "tenant_shards",
                 "KeyConditionExpression": key, "FilterExpression": filter, "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": {":t": {"S": "acme"}, ":v": {"S": "x"}}}),
             )
         };
-        let ok = q("#t = :t", "#et = :v AND begins_with(#et, :v)", json!({"#t": "tenant_id", "#et": "event_type"}));
+        let ok = q("#t = :t", "#et = :v AND begins_with(#et, :v)", json!({"#t": "tenant_shard", "#et": "event_type"}));
         assert!(ok.is_empty(), "{ok:?}");
-        let v = q("#t = :t", "#d = :v", json!({"#t": "tenant_id", "#d": "data"}));
+        let v = q("#t = :t", "#d = :v", json!({"#t": "tenant_shard", "#d": "data"}));
         assert!(v.iter().any(|m| m.starts_with("D8") && m.contains("data")), "{v:?}");
-        let v = q("#t = :t", "time_key = :v", json!({"#t": "tenant_id"}));
+        let v = q("#t = :t", "time_key = :v", json!({"#t": "tenant_shard"}));
         assert!(v.iter().any(|m| m.contains("names its key time_key")), "{v:?}");
         let v = q("#e = :t", "#et = :v", json!({"#e": "event_type", "#et": "event_type"}));
         assert!(v.iter().any(|m| m.contains("not a key")), "{v:?}");
