@@ -345,3 +345,38 @@ pub fn emf_line(report: &ReconcileReport, function: &str, timestamp_ms: i64) -> 
     });
     doc.to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(line: &serde_json::Value) -> Vec<String> {
+        line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_run_that_could_not_count_dead_letters_leaves_the_figure_out_and_says_it_failed() {
+        let failed = ReconcileReport {
+            batches: 3,
+            events_rerouted: 3,
+            failed: vec!["open_dead_letters: store unavailable".into()],
+            ..ReconcileReport::default()
+        };
+        let line: serde_json::Value = serde_json::from_str(&emf_line(&failed, "reconciler", 1)).unwrap();
+        assert!(line.get("OpenDeadLetters").is_none(), "missing, never 0: {line}");
+        assert!(!names(&line).contains(&"OpenDeadLetters".to_string()), "{line}");
+        assert_eq!(
+            (line["ReconcileFailedSteps"].as_u64(), line["ReconcileEventsRerouted"].as_u64()),
+            (Some(1), Some(3))
+        );
+        let ok = ReconcileReport { open_dead_letters: Some(0), ..ReconcileReport::default() };
+        let line: serde_json::Value = serde_json::from_str(&emf_line(&ok, "reconciler", 1)).unwrap();
+        assert_eq!((line["OpenDeadLetters"].as_u64(), line["ReconcileFailedSteps"].as_u64()), (Some(0), Some(0)));
+        assert!(names(&line).contains(&"OpenDeadLetters".to_string()), "{line}");
+    }
+}
