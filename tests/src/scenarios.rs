@@ -1859,6 +1859,12 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
         .await;
     }
     r.set("/aud-b", Behaviour::Ok);
+    // Past the breaker's cool-down (at most 2 s here), so the requeued
+    // delivery is its probe: a job that meets an open breaker waits at most
+    // until its saga's last scheduled attempt, which for a requeue of this
+    // fast schedule comes before the probe (it would be a `breaker_open`
+    // dead letter; see wait_scenarios).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     // The body's actor is accepted and ignored; a reason is required.
     let (st, v) = s.post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"actor": "mallory"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");

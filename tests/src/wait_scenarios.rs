@@ -88,12 +88,14 @@ pub async fn a_retry_held_past_the_stall_margin_posts_once<P: Pipeline>(s: &P) {
         (v["health"]["breaker"] == "open").then_some(())
     })
     .await;
-    // Their retries are due 300 ms later and held by the breaker; past the
-    // stall margin the reconciler re-drives them.
+    // Back already, but the breaker holds the retries (due 300 ms later)
+    // until its probe, 10 s on; past the stall margin the reconciler
+    // re-drives them. (Back before the probe: a probe that failed would put
+    // the next retry 10 minutes off.)
+    r.set("/held", Behaviour::Ok);
     tokio::time::sleep(Duration::from_millis(3000)).await;
     s.reconcile().await;
     s.reconcile().await;
-    r.set("/held", Behaviour::Ok);
     for id in &ids {
         let d = s.settled_deliveries(id, 1, 60).await;
         assert_eq!(d[0]["status"], "Completed", "{}", d[0]);

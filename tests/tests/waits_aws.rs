@@ -24,8 +24,8 @@ async fn breaker_open_dead_letters_at_the_last_scheduled_attempt() {
 async fn a_retry_held_past_the_stall_margin_posts_once() {
     let p = AwsPipeline::start_configured("held-once", |c| {
         c.breaker.failure_threshold = 3;
-        c.breaker.cool_down = Duration::from_secs(6);
-        c.breaker.max_cool_down = Duration::from_secs(6);
+        c.breaker.cool_down = Duration::from_secs(10);
+        c.breaker.max_cool_down = Duration::from_secs(10);
     })
     .await;
     wait_scenarios::a_retry_held_past_the_stall_margin_posts_once(&p).await;
