@@ -742,6 +742,27 @@ enum PutIf {
     Version(u64),
 }
 
+/// One `TransactWriteItems` of `actions` (`table` names it in errors):
+/// `true` when written, `false` when a condition cancelled it, any other
+/// failure an error.
+async fn transact_all_or_none(client: &Client, table: &str, actions: Vec<TransactWriteItem>) -> StoreResult<bool> {
+    match client.transact_write_items().set_transact_items(Some(actions)).send().await {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            let condition_failed = matches!(
+                e.as_service_error(),
+                Some(TransactWriteItemsError::TransactionCanceledException(t))
+                    if t.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
+            );
+            if condition_failed {
+                Ok(false)
+            } else {
+                Err(backend("TransactWriteItems", table, e))
+            }
+        }
+    }
+}
+
 /// What a transaction of [`DynamoSubscriptions::transact`] found.
 enum Transacted {
     Written,
@@ -839,21 +860,11 @@ impl DynamoSubscriptions {
                 crate::limits::MAX_SUBSCRIPTION_PATTERNS
             )));
         }
-        match self.client.transact_write_items().set_transact_items(Some(actions)).send().await {
-            Ok(_) => Ok(Transacted::Written),
-            Err(e) => {
-                let condition_failed = matches!(
-                    e.as_service_error(),
-                    Some(TransactWriteItemsError::TransactionCanceledException(t))
-                        if t.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
-                );
-                if condition_failed {
-                    Ok(Transacted::ConditionFailed)
-                } else {
-                    Err(backend("TransactWriteItems", &self.table, e))
-                }
-            }
-        }
+        Ok(if transact_all_or_none(&self.client, &self.table, actions).await? {
+            Transacted::Written
+        } else {
+            Transacted::ConditionFailed
+        })
     }
 
     /// The index entries a stored item has: none for an item written before
@@ -1398,21 +1409,7 @@ impl DynamoDeadLetters {
 
     /// Writes `actions` all or none; `false` when a condition failed.
     async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<bool> {
-        match self.client.transact_write_items().set_transact_items(Some(actions)).send().await {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let condition_failed = matches!(
-                    e.as_service_error(),
-                    Some(TransactWriteItemsError::TransactionCanceledException(t))
-                        if t.cancellation_reasons().iter().any(|r| r.code() == Some("ConditionalCheckFailed"))
-                );
-                if condition_failed {
-                    Ok(false)
-                } else {
-                    Err(backend("TransactWriteItems", &self.table, e))
-                }
-            }
-        }
+        transact_all_or_none(&self.client, &self.table, actions).await
     }
 
     /// A `Select: COUNT` query of every shard of `state` in the state index
