@@ -1,6 +1,6 @@
 //! `hookline serve`: the whole pipeline in one process on SQLite. This is
 //! wiring only: an HTTP listener ([`listener`]: header, body and idle
-//! timeouts, a connection cap) in front of [`shared::api::Api`], one loop per
+//! timeouts, a connection cap) in front of [`hookline_api::Api`], one loop per
 //! stage that reads the outbox or a queue and calls the same stage function
 //! a Lambda handler calls, and the background loops (the retention purge).
 
@@ -15,15 +15,15 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::body::Body;
 use axum::http::{header, Request, Response, StatusCode};
+use hookline_api::{self as api, Api, Verification};
+use hookline_sqlite::purge::{PurgePolicy, Purger};
+use hookline_sqlite::{pipeline, Backend, Outbox, SqliteQueue, Stream};
 use hyper::body::Incoming;
-use shared::api::{self, Api, Verification};
 use shared::context::{Config, Hookline};
 use shared::error::StoreError;
 use shared::ports::{JobQueue, Received};
 use shared::queue::{self, Delivered};
 use shared::retention::{parse_std_duration, Display as ShowDuration};
-use shared::sqlite::purge::{PurgePolicy, Purger};
-use shared::sqlite::{pipeline, Backend, Outbox, SqliteQueue, Stream};
 use shared::ssrf::AddressPolicy;
 use shared::stage::dispatch::{DispatchLimits, Dispatcher};
 use shared::stage::reconcile::{self, ReconcileLimits};
@@ -585,7 +585,7 @@ async fn reconcile_loop(h: Arc<Hookline>, limits: ReconcileLimits, every: Durati
     }
 }
 
-/// The retention purge ([`shared::sqlite::purge`]): every `every`, deletes
+/// The retention purge ([`hookline_sqlite::purge`]): every `every`, deletes
 /// what is past its retention in small batches through the writer, until
 /// caught up. A debug line per batch; an info line per run that deleted
 /// something.

@@ -81,31 +81,6 @@ macro_rules! id_type {
                 self.0 == *other
             }
         }
-
-        /// Bound as its text: the SQLite columns hold the same values as
-        /// before ids had types.
-        #[cfg(feature = "sqlite")]
-        impl rusqlite::ToSql for $name {
-            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-                Ok(rusqlite::types::ToSqlOutput::from(self.0.as_str()))
-            }
-        }
-
-        /// Bound as its text (the adapters' parameter lists).
-        #[cfg(feature = "sqlite")]
-        impl From<$name> for rusqlite::types::Value {
-            fn from(id: $name) -> Self {
-                rusqlite::types::Value::Text(id.0)
-            }
-        }
-
-        /// Read from a text column.
-        #[cfg(feature = "sqlite")]
-        impl rusqlite::types::FromSql for $name {
-            fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-                String::column_result(v).map($name)
-            }
-        }
     };
 }
 

@@ -1,17 +1,13 @@
-//! Hookline's shared core: every decision the pipeline makes, written once and
-//! used by both backends (the embedded SQLite one and the AWS one).
-//!
-//! Pure logic lives in the domain modules ([`envelope`], [`subscription`],
-//! [`routing`], [`saga`], [`retry`], [`signing`], [`ssrf`]); the stages
-//! ([`ingest`], [`router`], [`orchestrator`], [`delivery`]) combine them with
-//! the narrow store and queue traits of [`ports`]; adapters implement the
-//! ports ([`sqlite`]).
+//! Hookline's core: every decision the pipeline makes, written once and used
+//! by both backends. Pure logic lives in the domain modules ([`envelope`],
+//! [`subscription`], [`routing`], [`saga`], [`retry`], [`signing`],
+//! [`ssrf`]); the stages ([`stage`]) combine them with the narrow store and
+//! queue traits of [`ports`]. This crate has no storage or cloud dependency:
+//! the adapters live in `hookline-sqlite` and `hookline-aws`, the HTTP API in
+//! `hookline-api`, and a wrong-way import does not compile.
 
-pub mod api;
 pub mod attempt;
 pub mod audit;
-#[cfg(feature = "aws")]
-pub mod aws;
 pub mod bulk;
 pub mod config;
 pub mod context;
@@ -25,8 +21,6 @@ pub mod health;
 pub mod http_client;
 pub mod ids;
 pub mod job;
-#[cfg(feature = "aws")]
-pub mod lambda;
 pub mod limits;
 pub mod metrics;
 pub mod ordering;
@@ -37,11 +31,9 @@ pub mod retention;
 pub mod retry;
 pub mod routing;
 pub mod saga;
-#[cfg(feature = "aws-auth")]
-pub mod sdk;
 pub mod signing;
-#[cfg(feature = "sqlite")]
-pub mod sqlite;
 pub mod ssrf;
 pub mod stage;
 pub mod subscription;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;

@@ -424,7 +424,7 @@ mod tests {
         }
         assert!(validate_dead_letter_on(&(400..420).collect::<Vec<_>>()).is_ok(), "20 is the most");
         // Subscriptions stored before the field existed read as empty.
-        let mut v = serde_json::to_value(crate::routing::tests::subscription()).unwrap();
+        let mut v = serde_json::to_value(crate::testkit::subscription()).unwrap();
         v.as_object_mut().unwrap().remove("dead_letter_on");
         let old: Subscription = serde_json::from_value(v).unwrap();
         assert!(old.dead_letter_on.is_empty());

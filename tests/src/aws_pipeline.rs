@@ -1,5 +1,5 @@
 //! Hookline on the AWS backend, in-process: the Lambda handlers of
-//! `shared::lambda` over DynamoDB and SQS in the emulator, fed by
+//! `hookline_aws::lambda` over DynamoDB and SQS in the emulator, fed by
 //! [`crate::lambda_driver`] as Lambda's event source mappings would, with
 //! API calls made as API Gateway events. A crash is a panic at a failpoint:
 //! the invocation fails and the platform retries it.
@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookline_api::{Api, Verification};
+use hookline_aws::lambda;
+use hookline_aws::AwsBackend;
 use serde_json::{json, Value};
-use shared::api::{Api, Verification};
-use shared::aws::AwsBackend;
 use shared::context::{Config, Hookline};
 use shared::http_client::ClientConfig;
-use shared::lambda;
 use shared::ssrf::AddressPolicy;
 
 use crate::emulator;
@@ -53,13 +53,13 @@ impl Drop for AwsPipeline {
 }
 
 /// What the handlers of this test process log, in the functions' own
-/// format (`shared::lambda::init_logging_with`), installed once.
+/// format (`hookline_aws::lambda::init_logging_with`), installed once.
 fn log_capture() -> &'static Arc<std::sync::Mutex<Vec<u8>>> {
     static CAPTURE: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
     CAPTURE.get_or_init(|| {
         let buf = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = buf.clone();
-        shared::lambda::init_logging_with(move || Capture(sink.clone()));
+        hookline_aws::lambda::init_logging_with(move || Capture(sink.clone()));
         buf
     })
 }
@@ -310,7 +310,7 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             return (500, json!({"message": "Internal Server Error"}));
         };
         let text = match res.body {
-            Some(shared::lambda::events::encodings::Body::Text(t)) => t,
+            Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),
         };
         (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null))
@@ -340,7 +340,7 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             crate::iam::as_function(function, lambda::http(&self.api, serde_json::from_value(req).unwrap())).await;
         self.stats.record_invocation(function, 1, started.elapsed(), false);
         match res.body {
-            Some(shared::lambda::events::encodings::Body::Text(t)) => t,
+            Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),
         }
     }

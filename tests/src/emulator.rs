@@ -15,9 +15,9 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
+use hookline_aws::AwsNames;
 use serde_json::json;
 use serde_yaml::Value as Yaml;
-use shared::aws::AwsNames;
 
 /// The SDK configuration for the emulator, from the environment that
 /// `make test` sets (`AWS_ENDPOINT_URL`, `AWS_REGION`, test credentials).
@@ -28,7 +28,7 @@ pub async fn aws_config() -> SdkConfig {
     if endpoint.trim().is_empty() {
         panic!("AWS_ENDPOINT_URL is not set: run `make test`, which starts the emulator");
     }
-    let mut loader = shared::aws::sdk_config_loader().endpoint_url(endpoint);
+    let mut loader = hookline_aws::sdk_config_loader().endpoint_url(endpoint);
     if std::env::var("AWS_REGION").map_or(true, |r| r.is_empty()) {
         loader = loader.region(aws_config::Region::new("us-east-1"));
     }

@@ -1,7 +1,7 @@
 //! Plays Lambda's event source mappings against the AWS emulator: reads the
 //! DynamoDB streams and SQS queues the template wires to each function, and
 //! hands the records to the same handler functions the Lambda binaries run
-//! (`shared::lambda`), as the JSON AWS sends. It honours partial batch
+//! (`hookline_aws::lambda`), as the JSON AWS sends. It honours partial batch
 //! failures (stream: retry from the failed record, then the on-failure
 //! queue; SQS: failed messages are not deleted and reappear after their
 //! visibility timeout, then SQS redrives them to the DLQ), and a handler
@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hookline_aws::lambda;
 use serde_json::{json, Value};
 use shared::context::Hookline;
-use shared::lambda;
 
 /// The emulator's raw JSON API (the SDKs speak the same protocol).
 #[derive(Clone)]
@@ -210,7 +210,7 @@ impl Drop for Driver {
 
 impl Driver {
     /// Starts polling every source and invoking the handlers.
-    pub fn start(moto: Moto, h: Arc<Hookline>, src: Sources, rejects: Arc<shared::aws::sqs::SqsQueue>) -> Driver {
+    pub fn start(moto: Moto, h: Arc<Hookline>, src: Sources, rejects: Arc<hookline_aws::sqs::SqsQueue>) -> Driver {
         Self::start_with_stats(moto, h, src, rejects, Arc::new(DriverStats::default()))
     }
 
@@ -219,7 +219,7 @@ impl Driver {
         moto: Moto,
         h: Arc<Hookline>,
         src: Sources,
-        rejects: Arc<shared::aws::sqs::SqsQueue>,
+        rejects: Arc<hookline_aws::sqs::SqsQueue>,
         stats: Arc<DriverStats>,
     ) -> Driver {
         let stop = Arc::new(AtomicBool::new(false));

@@ -37,7 +37,7 @@
 //!
 //! Every DynamoDB `Scan` is also listed with the function that issued it
 //! ([`MeterCounts::scans`]), named from the call stack at the request (the
-//! handler entry point of `shared::lambda` it runs under); a build without
+//! handler entry point of `hookline_aws::lambda` it runs under); a build without
 //! symbols (the release profile strips them) cannot name it and says so.
 
 use std::collections::{BTreeMap, HashMap};
@@ -550,7 +550,7 @@ fn apply_update(img: &mut Image, expr: &str, names: &Map<String, Value>, values:
 
 // ------------------------------------------------------------ scan origin
 
-/// The handler entry points of `shared::lambda` by the function of the
+/// The handler entry points of `hookline_aws::lambda` by the function of the
 /// template that runs them (`http` serves two: see [`INGEST_ROUTES`]).
 const ENTRY_POINTS: &[(&str, &str)] = &[
     ("http", "ApiFunction"),
@@ -629,14 +629,17 @@ fn frames() -> Vec<Frame> {
 /// Without symbols (the release profile strips them), says so.
 pub fn scan_origin() -> String {
     let frames = frames();
-    // The outermost frame in shared::lambda is the handler's entry point.
-    let entry =
-        frames.iter().rev().find(|f| f.is_in("shared/src/lambda.rs", "shared::lambda::")).and_then(Frame::function);
+    // The outermost frame in hookline_aws::lambda is the handler's entry point.
+    let entry = frames
+        .iter()
+        .rev()
+        .find(|f| f.is_in("shared/src/lambda.rs", "hookline_aws::lambda::"))
+        .and_then(Frame::function);
     let function =
         entry.as_deref().and_then(|e| ENTRY_POINTS.iter().find(|(name, _)| *name == e)).map(|(e, function)| {
             let ingest = *e == "http"
                 && frames.iter().any(|f| {
-                    f.is_in("shared/src/api/events.rs", "shared::api::")
+                    f.is_in("shared/src/api/events.rs", "hookline_api::")
                         && f.function().is_some_and(|n| INGEST_ROUTES.contains(&n.as_str()))
                 });
             if ingest {

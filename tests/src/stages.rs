@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use shared::aws::AwsBackend;
+use hookline_aws::AwsBackend;
 use shared::context::{Config, Hookline, Stores};
 use shared::event::EventRecord;
 use shared::http_client::ClientConfig;
@@ -59,7 +59,7 @@ impl Rig {
     pub fn sqlite(tag: &str) -> Rig {
         let dir = TempDir::new(tag);
         let db = dir.0.join("hookline.db");
-        let backend = shared::sqlite::Backend::open(&db).expect("open the database");
+        let backend = hookline_sqlite::Backend::open(&db).expect("open the database");
         Rig { stores: backend.stores, kind: Kind::Sqlite { db, _dir: dir } }
     }
 
@@ -100,7 +100,7 @@ impl Rig {
             Kind::Sqlite { db, .. } => {
                 let c = rusqlite::Connection::open(db).unwrap();
                 c.busy_timeout(Duration::from_secs(5)).unwrap();
-                assert_eq!(c.execute("DELETE FROM events WHERE id = ?1", [id]).unwrap(), 1);
+                assert_eq!(c.execute("DELETE FROM events WHERE id = ?1", [id.as_str()]).unwrap(), 1);
             }
             Kind::Aws { backend, .. } => {
                 backend
@@ -118,7 +118,7 @@ impl Rig {
 
     /// Stores many subscriptions fast, as many API calls would have: on
     /// SQLite through the port, concurrently; on AWS as the items the
-    /// adapter writes for each ([`shared::aws::item::subscription_items`]),
+    /// adapter writes for each ([`hookline_aws::item::subscription_items`]),
     /// 25 to a `BatchWriteItem` (the emulator copies a whole table for
     /// every transaction, so thousands of them would take minutes there).
     pub async fn create_subscriptions(&self, subs: &[Subscription]) {
@@ -133,7 +133,7 @@ impl Rig {
                 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
                 let mut writes = Vec::new();
                 for s in subs {
-                    for item in shared::aws::item::subscription_items(s).unwrap() {
+                    for item in hookline_aws::item::subscription_items(s).unwrap() {
                         let put = PutRequest::builder().set_item(Some(item.into_sdk())).build().unwrap();
                         writes.push(WriteRequest::builder().put_request(put).build());
                     }

@@ -167,10 +167,10 @@ impl Strict {
 
     /// A backend on fresh tables and queues named `prefix` (created from the
     /// template), its clients under this checker.
-    pub async fn backend(&self, tag: &str) -> shared::aws::AwsBackend {
+    pub async fn backend(&self, tag: &str) -> hookline_aws::AwsBackend {
         let sdk = crate::emulator::aws_config().await;
         let names = crate::emulator::create_resources_with(&sdk, &crate::emulator::fresh_prefix(tag)).await;
-        shared::aws::AwsBackend::with_clients(
+        hookline_aws::AwsBackend::with_clients(
             self.dynamodb_client(&sdk),
             self.sqs_client(&sdk),
             self.streams_client(&sdk),

@@ -230,7 +230,7 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
         let item = &got["Item"];
         let sub: shared::subscription::Subscription =
             serde_json::from_str(item["data"]["S"].as_str().unwrap()).unwrap();
-        for e in shared::aws::item::index_entries(&sub) {
+        for e in hookline_aws::item::index_entries(&sub) {
             p.moto
                 .call(
                     "dynamodb",
@@ -443,7 +443,7 @@ async fn five_hundred_given_up_batches_drain_within_a_few_runs() {
     for _ in 0..3 {
         let report = hookline_tests::iam::as_function(
             "ReconcilerFunction",
-            shared::lambda::reconcile_scheduled(&p.hookline, &p.hookline.config.reconcile),
+            hookline_aws::lambda::reconcile_scheduled(&p.hookline, &p.hookline.config.reconcile),
         )
         .await
         .expect("the run succeeds");

@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
+use hookline_api::{Api, Verification};
 use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::server::binary;
 use hookline_tests::{scenarios, Behaviour, Receiver, Server};
 use serde_json::{json, Value};
-use shared::api::{Api, Verification};
 use shared::context::Hookline;
 
 /// One run of the binary.
@@ -143,9 +143,9 @@ async fn gateway(hookline: Arc<Hookline>, trust_actor_header: bool) -> String {
                 "body": (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
                 "isBase64Encoded": false,
             });
-            let res = shared::lambda::http(&api, serde_json::from_value(req).expect("an API Gateway v2 request")).await;
+            let res = hookline_aws::lambda::http(&api, serde_json::from_value(req).expect("an API Gateway v2 request")).await;
             let text = match res.body {
-                Some(shared::lambda::events::encodings::Body::Text(t)) => t,
+                Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
                 _ => String::new(),
             };
             let status = StatusCode::from_u16(res.status_code as u16).expect("a status");

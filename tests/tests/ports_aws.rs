@@ -3,8 +3,8 @@
 //! starts it and sets `AWS_ENDPOINT_URL`), every case on its own tables and
 //! queues created from `template.yaml` under a fresh prefix.
 
+use hookline_aws::AwsBackend;
 use hookline_tests::strict::Strict;
-use shared::aws::AwsBackend;
 
 /// A fresh backend on new tables and queues, its clients under the strict
 /// checker (a request AWS would reject fails the case).
@@ -43,7 +43,7 @@ async fn subscription_fills_read_eventually_consistent() {
     let prefix = hookline_tests::emulator::fresh_prefix("sub_fills");
     let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
     let meter = hookline_tests::metering::Meter::new();
-    let store = shared::aws::DynamoSubscriptions::new(meter.dynamodb_client(&sdk), names.subscriptions_table.clone());
+    let store = hookline_aws::DynamoSubscriptions::new(meter.dynamodb_client(&sdk), names.subscriptions_table.clone());
     let subs: Vec<_> = (0..4).map(|i| hookline_tests::conformance::subscription(&format!("sub_f{i}"), 1)).collect();
     for s in &subs {
         store.create(s).await.unwrap();
@@ -78,8 +78,8 @@ async fn event_pages_read_summaries_not_bodies() {
     let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
     let meter = hookline_tests::metering::Meter::new();
     let client = meter.dynamodb_client(&sdk);
-    let order = shared::aws::ordering::DynamoOrder::new(client.clone(), &names.order_table);
-    let store = shared::aws::DynamoEvents::new(
+    let order = hookline_aws::ordering::DynamoOrder::new(client.clone(), &names.order_table);
+    let store = hookline_aws::DynamoEvents::new(
         client,
         names.events_table.clone(),
         names.event_outcomes_table.clone(),

@@ -1,8 +1,8 @@
 //! The port conformance suite (`hookline_tests::conformance`) on the embedded
 //! SQLite backend: every case on a fresh database file.
 
+use hookline_sqlite::Backend;
 use hookline_tests::server::TempDir;
-use shared::sqlite::Backend;
 
 /// A fresh backend on its own database file; the directory lives as long as
 /// the returned guard.

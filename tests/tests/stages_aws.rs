@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
+use hookline_aws::item::{self, Attr};
+use hookline_aws::lambda;
 use hookline_tests::stages::{self, Rig};
 use serde_json::{json, Value};
-use shared::aws::item::{self, Attr};
-use shared::lambda;
 
 macro_rules! case {
     ($name:ident) => {

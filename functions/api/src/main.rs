@@ -1,9 +1,9 @@
 //! API: the subscription, event-inspection and dead-letter routes of
 //! `hookline serve`, same contract, behind API Gateway (IAM authorization).
-//! Wiring only: `shared::lambda::http` → `shared::api::Api`.
+//! Wiring only: `hookline_aws::lambda::http` → `hookline_api::Api`.
 
-use shared::api::{Api, Verification};
-use shared::lambda::{self, events::apigw::ApiGatewayV2httpRequest, Error};
+use hookline_api::{Api, Verification};
+use hookline_aws::lambda::{self, events::apigw::ApiGatewayV2httpRequest, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

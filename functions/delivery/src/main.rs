@@ -1,8 +1,8 @@
 //! Delivery: the deliveries queue → signed HTTPS POSTs, a batch at a time,
 //! attempts recorded, partial batch failures reported. Wiring only:
-//! `shared::lambda::deliver_batch` decides.
+//! `hookline_aws::lambda::deliver_batch` decides.
 
-use shared::lambda::{self, events::sqs::SqsEvent, Error};
+use hookline_aws::lambda::{self, events::sqs::SqsEvent, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -1,12 +1,12 @@
 //! Ingest: `POST /v1/events` and `/v1/events/batch` through API Gateway, and
 //! EventBridge events through the ingest queue → the Events table. Wiring
-//! only: `shared::lambda::{http, ingest_from_bus}` decide.
+//! only: `hookline_aws::lambda::{http, ingest_from_bus}` decide.
 
 use std::sync::Arc;
 
+use hookline_api::{Api, Verification};
+use hookline_aws::lambda::{self, Error, Incoming};
 use serde_json::{to_value, Value};
-use shared::api::{Api, Verification};
-use shared::lambda::{self, Error, Incoming};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -1,9 +1,9 @@
 //! Reconciler: on a schedule, re-drives stream batches the pipeline gave up
 //! on and sagas that stopped progressing, and reports open dead letters.
-//! Wiring only: `shared::lambda::reconcile_scheduled` decides.
+//! Wiring only: `hookline_aws::lambda::reconcile_scheduled` decides.
 
+use hookline_aws::lambda::{self, Error};
 use serde_json::Value;
-use shared::lambda::{self, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -1,8 +1,8 @@
 //! Requeue: the requeue queue (API requeues and replays, console redrives of
 //! the deliveries DLQ) → new sagas linked to the dead ones. Wiring only:
-//! `shared::lambda::requeue_batch` decides.
+//! `hookline_aws::lambda::requeue_batch` decides.
 
-use shared::lambda::{self, events::sqs::SqsEvent, Error};
+use hookline_aws::lambda::{self, events::sqs::SqsEvent, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

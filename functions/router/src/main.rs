@@ -1,7 +1,7 @@
 //! Router: the Events table's stream → one Pending saga per matching
-//! subscription. Wiring only: `shared::lambda::route_stream` decides.
+//! subscription. Wiring only: `hookline_aws::lambda::route_stream` decides.
 
-use shared::lambda::{self, events::dynamodb::Event, Error};
+use hookline_aws::lambda::{self, events::dynamodb::Event, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -1,9 +1,9 @@
 //! Saga step: the Sagas and Attempts streams and the retry-timer queue →
 //! status transitions, delivery jobs, retry timers and dead letters. Wiring
-//! only: `shared::lambda::{saga_stream, saga_timers}` decide.
+//! only: `hookline_aws::lambda::{saga_stream, saga_timers}` decide.
 
+use hookline_aws::lambda::{self, Error, Incoming};
 use serde_json::{to_value, Value};
-use shared::lambda::{self, Error, Incoming};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

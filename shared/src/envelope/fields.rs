@@ -483,7 +483,7 @@ pub(super) fn kind(v: &Value) -> &'static str {
 
 /// Quotes a producer value for an error message: backquoted, control
 /// characters escaped, cut at 64 characters so a huge value cannot bloat a 400.
-pub(crate) fn show(s: &str) -> String {
+pub fn show(s: &str) -> String {
     const MAX: usize = 64;
     let mut out = String::from("`");
     for (i, c) in s.chars().enumerate() {

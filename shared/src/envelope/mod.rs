@@ -56,7 +56,7 @@ use redact::redact_valid;
 
 pub use change_feed::CHANGE_TYPES;
 pub use detect::{detect_format, Format};
-pub(crate) use fields::show;
+pub use fields::show;
 pub use fields::{
     check_header_value, check_id, check_idempotency_key, check_partition_key, check_trace_id, is_unprintable,
     producer_id, LogSafe, TextError, MAX_IDEMPOTENCY_KEY_BYTES, MAX_ID_BYTES, MAX_PARTITION_KEY_BYTES,

@@ -261,7 +261,7 @@ async fn main() -> anyhow::Result<()> {
 /// bench events have no tenant); odd ones are global, to other types
 /// (`other<i>.*` and `bench.created.v<i>`).
 async fn seed_subscriptions(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
-    let backend = shared::sqlite::Backend::open(db)?;
+    let backend = hookline_sqlite::Backend::open(db)?;
     let store = backend.stores.subscriptions.clone();
     let secret = shared::signing::Secret::generate();
     let now = chrono::Utc::now();

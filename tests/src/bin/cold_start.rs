@@ -18,7 +18,7 @@
 //! so no `~/.aws` profile or credentials of the caller leak in): the
 //! `AWS_LAMBDA_*` variables `lambda_runtime::Config::from_env` requires,
 //! dummy static credentials and region, and dummy table names and queue
-//! URLs (nothing is called during init, see `shared::aws`).
+//! URLs (nothing is called during init, see `hookline_aws`).
 //! `RUST_LOG` is passed through if set. Child output goes to a temp file,
 //! shown when a run fails.
 //!

@@ -31,7 +31,7 @@ fn arg(name: &str, default: usize) -> usize {
 async fn main() -> anyhow::Result<()> {
     let (sagas, given_up, batch) = (arg("--sagas", 10_000), arg("--given-up", 200), arg("--batch", 100));
     let dir = TempDir::new("reconcile-bench");
-    let backend = shared::sqlite::Backend::open(&dir.0.join("hookline.db"))?;
+    let backend = hookline_sqlite::Backend::open(&dir.0.join("hookline.db"))?;
     let stores = backend.stores.clone();
     let sub = subscription("http://127.0.0.1:9/bench", true);
     stores.subscriptions.create(&sub).await?;
@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     stores.events.insert(&events).await?;
     let rows = backend.outbox.events(0, sagas + given_up).await?;
     let seqs: Vec<i64> = rows.iter().filter(|(_, e)| e.id.as_str().starts_with("unrouted-")).map(|(s, _)| *s).collect();
-    backend.outbox.give_up(shared::sqlite::Stream::Events, seqs).await?;
+    backend.outbox.give_up(hookline_sqlite::Stream::Events, seqs).await?;
     println!("setup: {sagas} stalled sagas, {given_up} given-up events in {:.1} s", setup.elapsed().as_secs_f64());
 
     let limits =

@@ -13,7 +13,7 @@
 //! purging (serve's default retention, 30 days), the comparison run.
 //! Options: `--producers N` (8), `--sample SECS` (30), `--bin PATH`,
 //! `--serve-args "..."` (extra flags of `hookline serve`). serve logs at
-//! `HOOKLINE_LOG` (default warn; `warn,shared::sqlite::purge=debug` shows
+//! `HOOKLINE_LOG` (default warn; `warn,hookline_sqlite::purge=debug` shows
 //! each purge batch and how long it held the writer).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

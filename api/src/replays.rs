@@ -1,0 +1,154 @@
+//! `POST /v1/replays`: replay one event, one partition (in acceptance
+//! order) or a time range of events, as a bulk job of kind replay
+//! ([`shared::bulk`]) followed through `GET /v1/jobs/{id}`.
+
+use chrono::Utc;
+use serde::Deserialize;
+
+use super::dead_letters::name_value;
+use super::{parse, query, Api, ApiError, ApiResult, Request};
+use shared::bulk::{Job, JobKind, ReplayFilter};
+use shared::ids::{EventId, SubscriptionId};
+use shared::ports::TimeRange;
+use shared::stage::bulk;
+use shared::stage::requeue::RequeueError;
+
+/// The body of `POST /v1/replays`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplaysBody {
+    #[serde(default)]
+    event_id: Option<String>,
+    #[serde(default)]
+    partition_key: Option<String>,
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    since: Option<String>,
+    #[serde(default)]
+    until: Option<String>,
+    #[serde(default)]
+    subscription_id: Option<String>,
+    #[serde(default)]
+    event_types: Option<Vec<String>>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Checks a body into the job's filter: exactly one of `event_id`,
+/// `partition_key`, or `since` with `until`; `tenant_id` only with a
+/// partition key; a range checked against the event retention (`422`).
+fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter, ApiError> {
+    let by_range = b.since.is_some() || b.until.is_some();
+    let ways = [b.event_id.is_some(), b.partition_key.is_some(), by_range].iter().filter(|w| **w).count();
+    if ways != 1 {
+        let field = if ways > 0 && b.event_id.is_none() { "partition_key" } else { "event_id" };
+        return Err(ApiError::invalid(
+            field,
+            "give exactly one of event_id, partition_key (with tenant_id if any), or since and until",
+        ));
+    }
+    if b.tenant_id.is_some() && b.partition_key.is_none() {
+        return Err(ApiError::invalid("tenant_id", "tenant_id goes with partition_key"));
+    }
+    let range = if by_range {
+        let since = b.since.as_deref().ok_or_else(|| ApiError::invalid("since", "since goes with until"))?;
+        let until = b.until.as_deref().ok_or_else(|| ApiError::invalid("until", "until goes with since"))?;
+        let r =
+            TimeRange { since: Some(query::instant("since", since)?), until: Some(query::instant("until", until)?) };
+        query::check_range(r, retention, Utc::now())?
+    } else {
+        TimeRange::default()
+    };
+    let event_types = match b.event_types {
+        None => None,
+        Some(types) => {
+            if types.is_empty() || types.len() > 100 {
+                return Err(ApiError::invalid("event_types", "event_types must list 1 to 100 types or patterns"));
+            }
+            let checked = types
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    shared::subscription::validate_pattern(&t)
+                        .map(|_| t)
+                        .map_err(|e| ApiError::invalid(format!("event_types[{i}]"), e))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(checked)
+        }
+    };
+    Ok(ReplayFilter {
+        event_id: b.event_id.map(|e| name_value("event_id", e)).transpose()?.map(EventId::new),
+        partition_key: b.partition_key.map(|p| name_value("partition_key", p)).transpose()?,
+        tenant_id: b.tenant_id.map(|t| name_value("tenant_id", t)).transpose()?,
+        since: range.since,
+        until: range.until,
+        subscription_id: b
+            .subscription_id
+            .map(|s| name_value("subscription_id", s))
+            .transpose()?
+            .map(SubscriptionId::new),
+        event_types,
+    })
+}
+
+impl Api {
+    pub(super) async fn start_replay(&self, req: &Request<'_>) -> ApiResult {
+        let body: ReplaysBody = parse(req.body, false)?;
+        let reason = query::reason(body.reason.as_deref())?;
+        let filter = filter_of(body, self.hookline.config.retention)?;
+        let stores = &self.hookline.stores;
+        let event = match &filter.event_id {
+            Some(id) => Some(stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?),
+            None => None,
+        };
+        if let Some(id) = &filter.subscription_id {
+            let sub = stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
+            // One event named with a subscription its routing would not
+            // take is refused as `POST /v1/events/{id}/replay` refuses it
+            // (`422 subscription_not_matching`), and no job is started.
+            if let Some(event) = &event {
+                shared::routing::check_scope(&sub, event).map_err(|reason| {
+                    ApiError::from(RequeueError::NotRouted {
+                        subscription: sub.id.clone(),
+                        event: event.id.clone(),
+                        reason,
+                    })
+                })?;
+            }
+        }
+        let subscription = filter.subscription_id.clone();
+        let filter = serde_json::to_value(&filter).expect("a filter serializes");
+        let job = bulk::start(&self.hookline, Job::new(JobKind::Replay, filter, &reason, &self.actor(req), Utc::now()))
+            .await?;
+        self.job_audit(shared::audit::Action::ReplayStarted, &job, subscription.as_ref()).await;
+        Ok(Self::job_started(&job))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(v: serde_json::Value) -> ReplaysBody {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn exactly_one_way_to_choose_events() {
+        let days = chrono::Duration::days(30);
+        let field = |v| filter_of(body(v), days).unwrap_err().field;
+        assert_eq!(field(serde_json::json!({})).as_deref(), Some("event_id"));
+        assert_eq!(field(serde_json::json!({"event_id": "e", "partition_key": "p"})).as_deref(), Some("event_id"));
+        assert_eq!(field(serde_json::json!({"since": "2026-11-26T00:00:00Z"})).as_deref(), Some("until"));
+        assert_eq!(field(serde_json::json!({"event_id": "e", "tenant_id": "t"})).as_deref(), Some("tenant_id"));
+        let now = Utc::now();
+        let inverted =
+            serde_json::json!({"since": now.to_rfc3339(), "until": (now - chrono::Duration::hours(1)).to_rfc3339()});
+        let e = filter_of(body(inverted), days).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (422, Some("until")));
+        let f = filter_of(body(serde_json::json!({"partition_key": "p", "tenant_id": "t"})), days).unwrap();
+        assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_deref()), (Some("p"), Some("t")));
+    }
+}
