@@ -18,6 +18,7 @@ mod ordering;
 mod outbox;
 pub mod purge;
 mod queue;
+pub mod runtime;
 mod stores;
 
 use std::path::Path;

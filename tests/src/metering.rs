@@ -607,7 +607,7 @@ fn frames() -> Vec<Frame> {
     let mut out: Vec<Frame> = Vec::new();
     for l in trace.lines().map(str::trim_start) {
         if let Some(at) = l.strip_prefix("at ") {
-            // `./shared/src/lambda.rs:69:10`
+            // `./aws/src/lambda.rs:69:10`
             let mut parts = at.rsplitn(3, ':');
             let (_col, line, file) = (parts.next(), parts.next(), parts.next());
             if let (Some(frame), Some(line), Some(file)) = (out.last_mut(), line.and_then(|l| l.parse().ok()), file) {
@@ -625,21 +625,18 @@ fn frames() -> Vec<Frame> {
 /// Which function issued the request being sent, from the current call
 /// stack (the SDK calls the interceptor inside the caller's future, so the
 /// handler's frames are below it): its logical id and the innermost store
-/// call, e.g. `ApiFunction (shared/src/aws/dynamodb.rs:162, scan_all)`.
+/// call, e.g. `ApiFunction (aws/src/dynamodb.rs:162, scan_all)`.
 /// Without symbols (the release profile strips them), says so.
 pub fn scan_origin() -> String {
     let frames = frames();
     // The outermost frame in hookline_aws::lambda is the handler's entry point.
-    let entry = frames
-        .iter()
-        .rev()
-        .find(|f| f.is_in("shared/src/lambda.rs", "hookline_aws::lambda::"))
-        .and_then(Frame::function);
+    let entry =
+        frames.iter().rev().find(|f| f.is_in("aws/src/lambda.rs", "hookline_aws::lambda::")).and_then(Frame::function);
     let function =
         entry.as_deref().and_then(|e| ENTRY_POINTS.iter().find(|(name, _)| *name == e)).map(|(e, function)| {
             let ingest = *e == "http"
                 && frames.iter().any(|f| {
-                    f.is_in("shared/src/api/events.rs", "hookline_api::")
+                    f.is_in("api/src/events.rs", "hookline_api::events::")
                         && f.function().is_some_and(|n| INGEST_ROUTES.contains(&n.as_str()))
                 });
             if ingest {
@@ -648,9 +645,12 @@ pub fn scan_origin() -> String {
                 *function
             }
         });
+    // The crates a store call goes through: the core, the AWS adapters, the API.
     let in_shared = |f: &&Frame| match &f.at {
-        Some((file, _)) => file.starts_with("shared/"),
-        None => f.symbol.trim_start_matches('<').starts_with("shared::"),
+        Some((file, _)) => ["shared/", "aws/", "api/"].iter().any(|c| file.starts_with(c)),
+        None => ["shared::", "hookline_aws::", "hookline_api::"]
+            .iter()
+            .any(|c| f.symbol.trim_start_matches('<').starts_with(c)),
     };
     let store_call = frames.iter().find(in_shared).map(|f| match (&f.at, f.function()) {
         (Some((file, line)), Some(name)) => format!("{file}:{line}, {name}"),
