@@ -32,6 +32,7 @@ ROUNDS=${ROUNDS:-5}
 ARGS=${ARGS:-}
 CARGO=${CARGO:-cargo}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive integer, not '$ROUNDS'" >&2; exit 2; }
+case " $ARGS " in *" --bin "*) echo "ARGS must not hold --bin: the script passes each build's hookline itself" >&2; exit 2 ;; esac
 
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -53,8 +54,9 @@ base_target=${BENCH_COMPARE_BASE_TARGET:-$target_dir/bench-compare-base}
 worktree=${BENCH_COMPARE_WORKTREE:-${TMPDIR:-/tmp}/hookline-bench-compare-base}
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hookline-bench-compare.XXXXXX")
 
+worktree_added=
 cleanup() {
-  git -C "$root" worktree remove --force "$worktree" >/dev/null 2>&1 || true
+  [[ -z $worktree_added ]] || git -C "$root" worktree remove --force "$worktree" >/dev/null 2>&1 || true
   rm -rf "$run_dir"
 }
 trap cleanup EXIT
@@ -64,9 +66,17 @@ echo "== current $cur_desc (working tree $root)"
 echo "== driver  $BENCH_DRIVER_PKG --bin bench (current tree), rounds $ROUNDS, args: ${ARGS:-(none)}"
 
 # The base: a temporary worktree at BASE, built into its own target dir.
-git worktree remove --force "$worktree" >/dev/null 2>&1 || rm -rf "$worktree"
+# (a worktree left at that path by an interrupted run is replaced; anything
+# else there is left alone)
 git worktree prune
+if git worktree list --porcelain | grep -qxF "worktree $worktree"; then
+  git worktree remove --force "$worktree"
+elif [[ -e $worktree ]]; then
+  echo "$worktree exists and is not a worktree of this repository; set BENCH_COMPARE_WORKTREE" >&2
+  exit 2
+fi
 git worktree add --quiet --detach "$worktree" "$base_sha"
+worktree_added=1
 echo "== building base hookline (release) in $worktree, target $base_target"
 (cd "$worktree" && CARGO_TARGET_DIR=$base_target "$CARGO" build --release -p hookline)
 cp "$base_target/release/hookline" "$run_dir/hookline-base"
