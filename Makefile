@@ -12,7 +12,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template lint-rust bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue lambda sam-build clean-venv
+.PHONY: test build venv lint-template lint-rust bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
 
 test: venv lint-template lint-rust build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -55,6 +55,14 @@ bench-neighbours:
 	$(CARGO) build --release -p hookline
 	$(CARGO) build --release -p hookline-tests --bin bench
 	tests/bench-neighbours.sh $(ROUNDS) $${CARGO_TARGET_DIR:-target}/release/bench $(ARGS)
+
+# The BASE commit's hookline against the current tree's on the same load and
+# the same driver (the current tree's `bench`), interleaved round by round in
+# alternating order; prints each figure's ratio current/base per round and
+# the medians (ROUNDS, ARGS passed to the driver; BENCH_DRIVER_PKG overrides
+# the driver's package). See docs/benchmarks.md, "Comparing two builds".
+bench-compare:
+	BASE='$(BASE)' ROUNDS='$(ROUNDS)' ARGS='$(ARGS)' BENCH_DRIVER_PKG='$(BENCH_DRIVER_PKG)' CARGO='$(CARGO)' infra/bench-compare.sh
 
 # Ingest latency of `hookline serve` with N slow/idle connections held open
 # (ARGS e.g. "--connections 2000 --posts 2000"; target p99 under 50 ms).
