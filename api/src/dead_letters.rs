@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::reindex::{self, Walk};
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
-use shared::audit::{self, Action, AuditRecord};
+use shared::audit::{Action, AuditRecord};
 use shared::bulk::{Job, JobKind, JobState};
 use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
 use shared::ids::{DeadLetterId, SagaId, SubscriptionId};
@@ -191,7 +191,7 @@ impl Api {
             let dl = self.hookline.stores.dead_letters.get(id).await.ok().flatten();
             let rec = with_dead_letter(record(Action::DeadLetterRequeued), dl.as_ref())
                 .details(serde_json::json!({"saga_id": saga_id}));
-            audit::record(&self.hookline, rec).await;
+            self.hookline.audit(rec).await;
             Ok(Response::json(202, &Requeued { dead_letter_id: id, saga_id }))
         } else {
             let dl = self
@@ -206,7 +206,7 @@ impl Api {
             }
             requeue::skip(&self.hookline, id, &audit).await?;
             let dl = self.hookline.stores.dead_letters.get(id).await.ok().flatten();
-            audit::record(&self.hookline, with_dead_letter(record(Action::DeadLetterSkipped), dl.as_ref())).await;
+            self.hookline.audit(with_dead_letter(record(Action::DeadLetterSkipped), dl.as_ref())).await;
             Ok(Response::json(200, &Skipped { dead_letter_id: id, state: DeadLetterState::Skipped }))
         }
     }
@@ -266,7 +266,7 @@ impl Api {
         if let Some(s) = subscription {
             rec = rec.subscription(s);
         }
-        audit::record(&self.hookline, rec).await;
+        self.hookline.audit(rec).await;
     }
 
     /// A bulk job started: `202 {"job_id"}`.

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
-use shared::audit::{self, Action, AuditRecord};
+use shared::audit::{Action, AuditRecord};
 use shared::envelope::{self, Format};
 use shared::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use shared::ids::{self, EventId, SagaId, SubscriptionId, WebhookId};
@@ -353,7 +353,7 @@ impl Api {
         if let Some(s) = &request.subscription_id {
             rec = rec.subscription(s);
         }
-        audit::record(&self.hookline, rec).await;
+        self.hookline.audit(rec).await;
         Ok(Response::json(
             202,
             &ReplayAnswer {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::reindex::{self, Walk};
 use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
-use shared::audit::{self, Action, AuditRecord};
+use shared::audit::{Action, AuditRecord};
 use shared::context::Config;
 use shared::envelope::{check_id, MAX_EVENT_TYPE_LEN};
 use shared::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
@@ -342,7 +342,7 @@ impl Api {
         tracing::info!(subscription_id = %sub.id, "subscription created");
         let actor = self.actor(req);
         let rec = AuditRecord::new(Action::SubscriptionCreated, &actor).subscription(&sub.id);
-        audit::record(&self.hookline, rec).await;
+        self.hookline.audit(rec).await;
         let sub = self.start_verification(sub, &actor).await;
         Ok(Response::json(201, &shown(&sub, Some(&secret))))
     }
@@ -504,7 +504,7 @@ impl Api {
             .subscription(id)
             .reason(&reason)
             .details(serde_json::Value::Object(details.clone()));
-        audit::record(&self.hookline, rec).await;
+        self.hookline.audit(rec).await;
         Ok(Response::json(200, &serde_json::Value::Object(details)))
     }
 
@@ -621,7 +621,7 @@ impl Api {
                 let rec = AuditRecord::new(action, &actor)
                     .subscription(id)
                     .details(serde_json::json!({"changed": changed_fields(&before, &sub)}));
-                audit::record(&self.hookline, rec).await;
+                self.hookline.audit(rec).await;
                 if enabling {
                     if let Err(e) = failing::enabled(&self.hookline, &sub).await {
                         tracing::warn!(subscription_id = %id, error = %e, "re-enabled subscription: its failing run or event not stored");
@@ -639,8 +639,7 @@ impl Api {
             return Err(ApiError::not_found("subscription", id));
         }
         self.hookline.subscription_cache.invalidate().await;
-        audit::record(&self.hookline, AuditRecord::new(Action::SubscriptionDeleted, self.actor(req)).subscription(id))
-            .await;
+        self.hookline.audit(AuditRecord::new(Action::SubscriptionDeleted, self.actor(req)).subscription(id)).await;
         // Its blocked lanes let go, so its waiting sagas end instead of
         // waiting for good; a failure here is left to the reconciler.
         if let Err(e) = shared::stage::ordering::release_deleted(&self.hookline, id).await {
@@ -676,7 +675,7 @@ impl Api {
                 let rec = AuditRecord::new(Action::SubscriptionSecretRotated, self.actor(req))
                     .subscription(id)
                     .details(serde_json::json!({"overlap_seconds": overlap.num_seconds()}));
-                audit::record(&self.hookline, rec).await;
+                self.hookline.audit(rec).await;
                 return Ok(Response::json(200, &shown(&sub, Some(&secret))));
             }
         }

@@ -19,7 +19,7 @@ use hookline_api::{self as api, Api};
 use shared::context::{Config, Hookline};
 use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::queue::{self, Delivered};
-use shared::stage::{deliver, ingest, reconcile, requeue, route, saga};
+use shared::stage::{deliver, ingest, reconcile, requeue_queue, route, saga};
 
 /// The Lambda event types, for the function binaries.
 pub use aws_lambda_events as events;
@@ -280,14 +280,15 @@ pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
     // The health windows of subscriptions not flushed for a while (a frozen
     // container keeps the rest until its next invocation).
     shared::stage::breaker::flush_windows(h, false).await;
-    queue::count_abandoned(h, "deliveries", &received, &done);
+    queue::count_abandoned(&h.metrics, "deliveries", &received, &done);
     not_done(&event, &done)
 }
 
 /// Requeue queue → new sagas (API requeues and replays, console redrives).
 pub async fn requeue_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
     let done =
-        queue::consume_each("requeue", &delivered(&event), |msg, receives| requeue::handle(h, msg, receives)).await;
+        queue::consume_each("requeue", &delivered(&event), |msg, receives| requeue_queue::handle(h, msg, receives))
+            .await;
     not_done(&event, &done)
 }
 

@@ -21,9 +21,8 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::context::Hookline;
 use crate::ids::{DeadLetterId, EventId, SubscriptionId};
-use crate::ports::TimeRange;
+use crate::time_range::TimeRange;
 
 /// The longest actor kept, in characters (an IAM ARN is at most 2,048
 /// bytes; an `X-Actor` header is cut here).
@@ -326,23 +325,6 @@ impl AuditFilter {
             }
         }
         (lo, hi)
-    }
-}
-
-/// Appends `rec` to the audit trail. Called after the action took effect;
-/// a failure is logged (with the record, so it is not lost from view) and
-/// not returned, so it never undoes or fails the action (module docs).
-pub async fn record(h: &Hookline, rec: AuditRecord) {
-    if let Err(e) = h.stores.audit.append(&rec).await {
-        tracing::error!(
-            error = %e,
-            action = rec.action.as_str(),
-            actor = %crate::envelope::LogSafe(&rec.actor),
-            subscription_id = rec.subscription_id.as_ref().map_or("", |s| s.as_str()),
-            event_id = %crate::envelope::LogSafe(rec.event_id.as_ref().map_or("", |e| e.as_str())),
-            dead_letter_id = rec.dead_letter_id.as_ref().map_or("", |d| d.as_str()),
-            "audit record not stored"
-        );
     }
 }
 

@@ -80,7 +80,7 @@ pub struct Config {
     /// How long resolved dead letters are kept (open ones always are).
     pub dead_letter_retention: chrono::Duration,
     /// The reconciler's bounds and stall margin.
-    pub reconcile: crate::stage::reconcile::ReconcileLimits,
+    pub reconcile: ReconcileLimits,
     /// When a subscription's circuit breaker opens and for how long.
     pub breaker: crate::health::BreakerPolicy,
     /// How long audit records are kept ([`crate::audit`]).
@@ -105,7 +105,7 @@ impl Default for Config {
             http: ClientConfig::default(),
             default_retry_policy: crate::retry::RetryPolicy::default(),
             dead_letter_retention: chrono::Duration::days(60),
-            reconcile: crate::stage::reconcile::ReconcileLimits::default(),
+            reconcile: ReconcileLimits::default(),
             breaker: crate::health::BreakerPolicy::default(),
             audit_retention: chrono::Duration::days(365),
             disable_after: chrono::Duration::days(5),
@@ -333,10 +333,28 @@ pub struct Hookline {
     pub subscription_cache: SubscriptionCache,
     /// Subscriptions' breakers as last read, and attempt counts not yet
     /// stored ([`crate::stage::breaker`]).
-    pub health_cache: crate::stage::breaker::HealthCache,
+    pub health_cache: crate::health::HealthCache,
 }
 
 impl Hookline {
+    /// Appends `rec` to the audit trail. Called after the action took effect;
+    /// a failure is logged (with the record, so it is not lost from view) and
+    /// not returned, so it never undoes or fails the action
+    /// ([`crate::audit`]).
+    pub async fn audit(&self, rec: crate::audit::AuditRecord) {
+        if let Err(e) = self.stores.audit.append(&rec).await {
+            tracing::error!(
+                error = %e,
+                action = rec.action.as_str(),
+                actor = %crate::envelope::LogSafe(&rec.actor),
+                subscription_id = rec.subscription_id.as_ref().map_or("", |s| s.as_str()),
+                event_id = %crate::envelope::LogSafe(rec.event_id.as_ref().map_or("", |e| e.as_str())),
+                dead_letter_id = rec.dead_letter_id.as_ref().map_or("", |d| d.as_str()),
+                "audit record not stored"
+            );
+        }
+    }
+
     /// Builds the context; no network call happens here (cold start).
     pub fn new(stores: Stores, config: Config) -> Self {
         let mut http = config.http.clone();
@@ -348,6 +366,38 @@ impl Hookline {
             stores,
             config,
             metrics: Metrics::default(),
+        }
+    }
+}
+
+/// How much one run may do, and when a saga counts as stalled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReconcileLimits {
+    /// Given-up stream batches taken at a time; a run keeps taking them
+    /// until none is left or its `budget` is spent.
+    pub max_batches: usize,
+    /// How long a run may spend on given-up batches: long enough to drain
+    /// an hour-long outage's batches in a few runs, short enough to leave
+    /// the rest of the function's time for stalled sagas and the report.
+    pub budget: Duration,
+    /// Stalled sagas re-driven per run.
+    pub max_sagas: usize,
+    /// How long past its due time a saga may wait before it counts as
+    /// stalled: longer than a job can legitimately wait in the deliveries
+    /// queue (its visibility timeout times its receives, and any backlog).
+    pub stall_margin: chrono::Duration,
+}
+
+impl Default for ReconcileLimits {
+    /// Batches 10 at a time for up to 60 s (of the function's 120 s), 100
+    /// sagas a run; stalled after 1 hour (the deliveries queue's 6 receives
+    /// × 6 minutes of visibility is 36 minutes).
+    fn default() -> Self {
+        ReconcileLimits {
+            max_batches: 10,
+            budget: Duration::from_secs(60),
+            max_sagas: 100,
+            stall_margin: chrono::Duration::hours(1),
         }
     }
 }

@@ -144,8 +144,8 @@ pub struct DeadLetterQuery {
 
 impl DeadLetterQuery {
     /// The creation-time range of the query.
-    pub fn created(&self) -> crate::ports::TimeRange {
-        crate::ports::TimeRange { since: self.since, until: self.until }
+    pub fn created(&self) -> crate::time_range::TimeRange {
+        crate::time_range::TimeRange { since: self.since, until: self.until }
     }
 
     /// Whether `dl` is one the query takes.

@@ -20,3 +20,21 @@ impl StoreError {
         StoreError::Backend(e.to_string())
     }
 }
+
+/// A request field that failed validation (a subscription's, a retry
+/// policy's, a payload option's): which field, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// The request field at fault.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// Names `field` and what is wrong with it.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError { field: field.into(), message: message.into() }
+    }
+}

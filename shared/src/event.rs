@@ -76,8 +76,8 @@ impl EventRecord {
     }
 
     /// The partition it belongs to, if it has a partition key.
-    pub fn partition(&self) -> Option<crate::ordering::Partition> {
-        self.partition_key.as_deref().map(|k| crate::ordering::Partition::of(self.tenant_id.as_deref(), k))
+    pub fn partition(&self) -> Option<crate::lane::Partition> {
+        self.partition_key.as_deref().map(|k| crate::lane::Partition::of(self.tenant_id.as_deref(), k))
     }
 
     /// The body as JSON (it was validated as JSON when accepted).

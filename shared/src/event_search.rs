@@ -11,7 +11,7 @@ use crate::envelope::Format;
 use crate::event::EventRecord;
 use crate::ids::EventId;
 use crate::ordering::Partition;
-use crate::ports::TimeRange;
+use crate::time_range::TimeRange;
 
 /// An event's delivery outcome so far. It only ever rises (none, then
 /// failed, then dead-lettered), so a store writes it at most twice per

@@ -12,10 +12,14 @@
 //! [`BreakerPolicy::max_cool_down`]. A healthy delivery to a closed breaker
 //! with no failures behind it changes nothing, so it writes nothing.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::ids::SubscriptionId;
 
 /// When a breaker opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,6 +391,123 @@ pub fn should_disable(h: &Health, disable_after: chrono::Duration, now: DateTime
 /// `None` when there is no run to forget.
 pub fn restart_failing_run(h: &Health) -> Option<Health> {
     h.failing_since.map(|_| Health { failing_since: None, version: h.version + 1, ..h.clone() })
+}
+
+/// How long a process trusts a health record it read.
+pub const READ_EVERY: Duration = Duration::from_secs(5);
+
+/// A subscription whose breaker is not closed, as metrics show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unhealthy {
+    /// The subscription.
+    pub subscription_id: SubscriptionId,
+    /// `open` or `half_open`.
+    pub breaker: BreakerState,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+}
+
+/// What one process knows about subscriptions' health.
+#[derive(Default)]
+pub struct HealthCache {
+    pub(crate) inner: Mutex<HashMap<SubscriptionId, Entry>>,
+}
+
+pub(crate) struct Entry {
+    /// The record as last read or written; default when none is stored.
+    pub(crate) health: Health,
+    pub(crate) read_at: Instant,
+    /// Attempts counted here and not yet merged into the store.
+    pub(crate) pending: Window,
+    pub(crate) flushed_at: Instant,
+    /// Outcomes waiting to be written, in the order they ended.
+    pub(crate) outcomes: Vec<(Outcome, DateTime<Utc>)>,
+    /// A task of this process is writing this subscription's outcomes.
+    pub(crate) writing: bool,
+}
+
+impl Entry {
+    fn new(read_at: Instant) -> Entry {
+        Entry {
+            health: Health::default(),
+            read_at,
+            pending: Window::default(),
+            flushed_at: Instant::now(),
+            outcomes: Vec::new(),
+            writing: false,
+        }
+    }
+}
+
+impl HealthCache {
+    pub(crate) fn cached(&self, id: &SubscriptionId) -> Option<Health> {
+        let g = self.inner.lock().expect("health cache");
+        g.get(id).filter(|e| e.read_at.elapsed() < READ_EVERY).map(|e| e.health.clone())
+    }
+
+    pub(crate) fn remember(&self, id: &SubscriptionId, health: Health) {
+        let mut g = self.inner.lock().expect("health cache");
+        let now = Instant::now();
+        let e = g.entry(id.clone()).or_insert_with(|| Entry::new(now));
+        e.health = health;
+        e.read_at = now;
+    }
+
+    /// Counts an attempt in the window and queues its outcome for the
+    /// record; true if the caller is to write it (no other task of this
+    /// process is writing this subscription's record: it takes the turn).
+    pub(crate) fn count(&self, id: &SubscriptionId, outcome: &Outcome, at: DateTime<Utc>, latency_ms: u64) -> bool {
+        let mut g = self.inner.lock().expect("health cache");
+        // Not read yet: the next admit reads the store.
+        let e = g.entry(id.clone()).or_insert_with(|| Entry::new(Instant::now() - READ_EVERY));
+        e.pending.add(at, *outcome == Outcome::Success, latency_ms);
+        e.outcomes.push((outcome.clone(), at));
+        !std::mem::replace(&mut e.writing, true)
+    }
+
+    /// The outcomes queued for the turn's holder to write, with the record
+    /// as cached; none ends the turn.
+    pub(crate) fn take_outcomes(&self, id: &SubscriptionId) -> (Vec<(Outcome, DateTime<Utc>)>, Option<Health>) {
+        let mut g = self.inner.lock().expect("health cache");
+        let Some(e) = g.get_mut(id) else { return (Vec::new(), None) };
+        let taken = std::mem::take(&mut e.outcomes);
+        if taken.is_empty() {
+            e.writing = false;
+        }
+        let cached = (e.read_at.elapsed() < READ_EVERY).then(|| e.health.clone());
+        (taken, cached)
+    }
+
+    pub(crate) fn end_turn(&self, id: &SubscriptionId) {
+        if let Some(e) = self.inner.lock().expect("health cache").get_mut(id) {
+            e.writing = false;
+        }
+    }
+
+    /// The subscriptions whose breaker this process last read as open or
+    /// half-open, the most consecutive failures first (for metrics).
+    pub fn unhealthy(&self) -> Vec<Unhealthy> {
+        let g = self.inner.lock().expect("health cache");
+        let mut out: Vec<Unhealthy> = g
+            .iter()
+            .filter(|(_, e)| e.health.breaker != BreakerState::Closed)
+            .map(|(id, e)| Unhealthy {
+                subscription_id: id.clone(),
+                breaker: e.health.breaker,
+                consecutive_failures: e.health.consecutive_failures,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.consecutive_failures.cmp(&a.consecutive_failures).then(a.subscription_id.cmp(&b.subscription_id))
+        });
+        out
+    }
+
+    /// Attempts this process counted for `id` and has not stored yet (the
+    /// API of `hookline serve` adds them to what the store holds).
+    pub fn pending(&self, id: &SubscriptionId) -> Window {
+        self.inner.lock().expect("health cache").get(id).map(|e| e.pending.clone()).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! the adapters live in `hookline-sqlite` and `hookline-aws`, the HTTP API in
 //! `hookline-api`, and a wrong-way import does not compile.
 
+#[cfg(test)]
+mod architecture_tests;
 pub mod attempt;
 pub mod audit;
 pub mod bulk;
@@ -21,6 +23,7 @@ pub mod health;
 pub mod http_client;
 pub mod ids;
 pub mod job;
+pub mod lane;
 pub mod limits;
 pub mod metrics;
 pub mod ordering;
@@ -35,5 +38,7 @@ pub mod signing;
 pub mod ssrf;
 pub mod stage;
 pub mod subscription;
+pub mod tenant;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+pub mod time_range;

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::health::BreakerState;
-use crate::ports::QueueDepth;
 
 /// Most per-subscription series `/metrics` shows (the unhealthy ones with
 /// the most failures in a row).
@@ -170,7 +169,7 @@ impl Metrics {
         &self,
         queues: &[(&str, QueueDepth)],
         open_dead_letters: Option<u64>,
-        unhealthy: &[crate::stage::breaker::Unhealthy],
+        unhealthy: &[crate::health::Unhealthy],
     ) -> String {
         let mut out = String::new();
         let mut counter = |name: &str, help: &str, v: &AtomicU64| {
@@ -274,6 +273,17 @@ impl Metrics {
     }
 }
 
+/// How many messages a queue holds, for metrics and alarms.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QueueDepth {
+    /// Ready to receive.
+    pub visible: u64,
+    /// Received and not yet deleted, or delayed.
+    pub not_visible: u64,
+    /// In the queue's dead-letter queue.
+    pub dead: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,7 +293,7 @@ mod tests {
         let m = Metrics::default();
         m.observe_latency(3);
         m.observe_latency(700);
-        let unhealthy = [crate::stage::breaker::Unhealthy {
+        let unhealthy = [crate::health::Unhealthy {
             subscription_id: crate::ids::SubscriptionId::new("sub_down"),
             breaker: BreakerState::Open,
             consecutive_failures: 7,

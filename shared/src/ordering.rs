@@ -29,64 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{EventId, SagaId, SubscriptionId};
 
-/// Whether a subscription's deliveries keep the order of their partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Ordering {
-    /// Deliveries run concurrently (the default).
-    #[default]
-    None,
-    /// Per partition key, in acceptance order: the next event of a
-    /// partition is not attempted before the one before it left its lane.
-    Partition,
-}
-
-/// What a dead letter does to its partition's lane (ordered subscriptions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum OnDeadLetter {
-    /// The partition goes on with its next event (the default).
-    #[default]
-    Continue,
-    /// The partition waits until the dead letter is requeued and delivered,
-    /// or skipped.
-    Block,
-}
-
-/// One partition: the events of one tenant scope with one partition key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Partition {
-    /// The tenant scope as routing writes it ([`crate::routing::Scope::as_text`]).
-    pub scope: String,
-    /// The producer's partition key.
-    pub key: String,
-}
-
-impl Partition {
-    /// The partition of an event with this tenant and partition key.
-    pub fn of(tenant_id: Option<&str>, key: &str) -> Partition {
-        Partition { scope: crate::routing::Scope::of(tenant_id).as_text(), key: key.to_string() }
-    }
-
-    /// The tenant of the partition's scope (`None` for events without one):
-    /// the inverse of [`Partition::of`].
-    pub fn tenant(&self) -> Option<&str> {
-        let rest = self.scope.strip_prefix('t')?;
-        let (len, tenant) = rest.split_once(':')?;
-        (len.parse::<usize>().ok()? == tenant.len()).then_some(tenant)
-    }
-}
-
-/// A saga's place in its ordered subscription's lane, stored on the saga.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaneRef {
-    /// The partition.
-    pub partition: Partition,
-    /// The event's number in it.
-    pub seq: u64,
-    /// The subscription's `on_dead_letter` when the saga was created.
-    pub on_dead_letter: OnDeadLetter,
-}
+pub use crate::lane::{LaneRef, OnDeadLetter, Ordering, Partition};
 
 /// One saga waiting in (or at the head of) a lane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,15 +63,6 @@ pub enum Gate {
     /// The saga is not in its lane (routing crashed before putting it
     /// there, or it was requeued): put it there, then ask again.
     NotInLane,
-}
-
-/// The lane a new saga of `sub` for `event` takes: one when the
-/// subscription is ordered and the event has a partition number.
-pub fn lane_for(sub: &crate::subscription::Subscription, event: &crate::event::EventRecord) -> Option<LaneRef> {
-    if sub.ordering != Ordering::Partition {
-        return None;
-    }
-    Some(LaneRef { partition: event.partition()?, seq: event.partition_seq?, on_dead_letter: sub.on_dead_letter })
 }
 
 /// Who releases a Waiting saga. Several may try at once; the one whose

@@ -122,8 +122,8 @@ pub const MAX_DATA_FIELD_LEN: usize = 200;
 /// Checks a subscription's `data_fields`: 1 to [`MAX_DATA_FIELDS`] paths of
 /// dot-separated, non-empty object keys (no array indexes), each at most
 /// [`MAX_DATA_FIELD_LEN`] bytes, no path listed twice.
-pub fn validate_data_fields(paths: &[String]) -> Result<(), crate::subscription::FieldError> {
-    use crate::subscription::FieldError;
+pub fn validate_data_fields(paths: &[String]) -> Result<(), crate::error::FieldError> {
+    use crate::error::FieldError;
     if paths.is_empty() || paths.len() > MAX_DATA_FIELDS {
         return Err(FieldError::new(
             "data_fields",

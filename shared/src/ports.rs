@@ -24,22 +24,8 @@ use crate::subscription::Subscription;
 /// Result alias for port calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// A range of time a listing is limited to; either end may be open.
-/// `since` is inclusive, `until` exclusive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TimeRange {
-    /// From this instant on.
-    pub since: Option<DateTime<Utc>>,
-    /// Before this instant.
-    pub until: Option<DateTime<Utc>>,
-}
-
-impl TimeRange {
-    /// Whether `t` is inside the range.
-    pub fn contains(&self, t: DateTime<Utc>) -> bool {
-        self.since.is_none_or(|s| t >= s) && self.until.is_none_or(|u| t < u)
-    }
-}
+pub use crate::metrics::QueueDepth;
+pub use crate::time_range::TimeRange;
 
 /// One page of a store listing: its items, and where the next page starts
 /// (a position only this store understands, which the API wraps in an
@@ -324,17 +310,6 @@ pub struct Outgoing {
     /// builds a backlog; the SQLite queue can pause one group's messages
     /// ([`JobQueue::pause_group`]). `None`: its own group.
     pub group: Option<String>,
-}
-
-/// How many messages a queue holds, for metrics and alarms.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct QueueDepth {
-    /// Ready to receive.
-    pub visible: u64,
-    /// Received and not yet deleted, or delayed.
-    pub not_visible: u64,
-    /// In the queue's dead-letter queue.
-    pub dead: u64,
 }
 
 /// A work queue with SQS semantics: delay, visibility timeout, receive count

@@ -134,10 +134,10 @@ where
 /// saga's job is sent to that queue explicitly and is not counted here, so
 /// the count (metric `JobsAbandoned`, alarmed) is exactly the jobs that
 /// need a redrive.
-pub fn count_abandoned(h: &crate::context::Hookline, queue: &str, batch: &[Delivered<'_>], done: &[bool]) {
+pub fn count_abandoned(metrics: &crate::metrics::Metrics, queue: &str, batch: &[Delivered<'_>], done: &[bool]) {
     for (d, ok) in batch.iter().zip(done) {
         if !*ok && d.receive_count >= crate::limits::QUEUE_MAX_RECEIVES {
-            h.metrics.jobs_abandoned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics.jobs_abandoned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::error!(
                 queue,
                 receive_count = d.receive_count,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::subscription::FieldError;
+use crate::error::FieldError;
 
 /// Most waits an explicit schedule (`schedule_ms`) may list.
 pub const MAX_SCHEDULE_LEN: usize = 50;

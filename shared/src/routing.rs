@@ -11,33 +11,10 @@
 
 use crate::envelope::show;
 use crate::event::EventRecord;
+use crate::lane::LaneRef;
 use crate::subscription::Subscription;
 
-/// Whose events a subscription's patterns apply to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scope {
-    /// Every event, with a tenant or without (a subscription without `tenant_id`).
-    Global,
-    /// The events of one tenant (a subscription with `tenant_id`).
-    Tenant(String),
-}
-
-impl Scope {
-    /// The scope of a subscription with this `tenant_id`.
-    pub fn of(tenant_id: Option<&str>) -> Scope {
-        tenant_id.map_or(Scope::Global, |t| Scope::Tenant(t.to_string()))
-    }
-
-    /// The scope as stored in an index: `g`, or `t<bytes>:<tenant>` (the
-    /// tenant's length makes it self-delimiting, so no tenant id, whatever it
-    /// holds, can be read as another scope and pattern).
-    pub fn as_text(&self) -> String {
-        match self {
-            Scope::Global => "g".to_string(),
-            Scope::Tenant(t) => format!("t{}:{t}", t.len()),
-        }
-    }
-}
+pub use crate::tenant::Scope;
 
 /// One key of the routing index: a scope and a pattern exactly as a
 /// subscription writes it (`task.succeeded`, `task.*` or `*`).
@@ -200,6 +177,15 @@ pub fn check_scope(sub: &Subscription, event: &EventRecord) -> Result<(), OutOfS
 /// the event: routing never copies a body).
 pub fn matching<'a>(subs: &'a [Subscription], event: &'a EventRecord) -> impl Iterator<Item = &'a Subscription> + 'a {
     subs.iter().filter(move |s| wants(s, event))
+}
+
+/// The lane a new saga of `sub` for `event` takes: one when the
+/// subscription is ordered and the event has a partition number.
+pub fn lane_for(sub: &Subscription, event: &EventRecord) -> Option<LaneRef> {
+    if sub.ordering != crate::lane::Ordering::Partition {
+        return None;
+    }
+    Some(LaneRef { partition: event.partition()?, seq: event.partition_seq?, on_dead_letter: sub.on_dead_letter })
 }
 
 #[cfg(test)]

@@ -130,7 +130,7 @@ pub struct Saga {
     /// Its place in its ordered subscription's lane; `None` when the
     /// subscription was unordered at creation or the event has no partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lane: Option<crate::ordering::LaneRef>,
+    pub lane: Option<crate::lane::LaneRef>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last transition.

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::envelope::{check_header_value, show, TextError};
 use crate::ids::SubscriptionId;
 use crate::retry::RetryPolicy;
+
+pub use crate::error::FieldError;
 use crate::signing::Secret;
 
 /// How long a rotated-out secret keeps signing, so subscribers can roll over.
@@ -89,10 +91,10 @@ pub struct Subscription {
     pub data_fields: Option<Vec<String>>,
     /// Whether deliveries keep their partition's order ([`crate::ordering`]).
     #[serde(default)]
-    pub ordering: crate::ordering::Ordering,
+    pub ordering: crate::lane::Ordering,
     /// What a dead letter does to its partition (ordered subscriptions).
     #[serde(default)]
-    pub on_dead_letter: crate::ordering::OnDeadLetter,
+    pub on_dead_letter: crate::lane::OnDeadLetter,
     /// Most requests open at once to this subscription; `None`: the
     /// deployment's default ([`DEFAULT_MAX_IN_FLIGHT`] unless configured).
     #[serde(default)]
@@ -178,23 +180,6 @@ impl Subscription {
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         })
-    }
-}
-
-/// A subscription field that failed validation.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct FieldError {
-    /// The request field at fault.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl FieldError {
-    /// Names `field` and what is wrong with it.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { field: field.into(), message: message.into() }
     }
 }
 

@@ -17,7 +17,7 @@ use shared::ports::{JobQueue, Received};
 use shared::queue::{self, Delivered};
 use shared::stage::dispatch::{DispatchLimits, Dispatcher};
 use shared::stage::reconcile::{self, ReconcileLimits};
-use shared::stage::{breaker, requeue, route, saga, verify};
+use shared::stage::{breaker, requeue_queue, route, saga, verify};
 use tokio::sync::watch;
 
 use crate::purge::{PurgePolicy, Purger};
@@ -428,7 +428,7 @@ const RECEIVE_MAX: usize = 64;
 /// Requeue and replay requests → new sagas.
 async fn on_requeues(h: &Hookline, msgs: Vec<Received>) -> Vec<String> {
     let batch: Vec<Delivered> = msgs.iter().map(Delivered::from).collect();
-    let done = queue::consume_each("requeue", &batch, |msg, receives| requeue::handle(h, msg, receives)).await;
+    let done = queue::consume_each("requeue", &batch, |msg, receives| requeue_queue::handle(h, msg, receives)).await;
     done_receipts(msgs, done)
 }
 

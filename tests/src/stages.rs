@@ -24,7 +24,7 @@ use shared::ssrf::AddressPolicy;
 use shared::stage::deliver::{self, ReceivedJob};
 use shared::stage::reconcile::{self, ReconcileLimits};
 use shared::stage::requeue::{self, Audit};
-use shared::stage::{route, saga};
+use shared::stage::{requeue_queue, route, saga};
 use shared::subscription::{PayloadFormat, SigningKey, Subscription};
 
 use crate::server::TempDir;
@@ -386,7 +386,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     let e = stored_event(rig, "never-died-1").await;
     let sagas = route_and_start(&h, &e).await;
     let jobs = rig.take_jobs(1).await;
-    requeue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone()), 1)
+    requeue_queue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone()), 1)
         .await
         .expect("the redrive is handled");
     let jobs = rig.take_jobs(1).await;
@@ -729,7 +729,7 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
                 rig.stores.requeues.raw().change_visibility(&m.receipt, Duration::ZERO).await.unwrap();
                 continue;
             }
-            requeue::handle(&h, msg.clone(), m.receive_count).await.unwrap();
+            requeue_queue::handle(&h, msg.clone(), m.receive_count).await.unwrap();
             rig.stores.requeues.raw().delete(std::slice::from_ref(&m.receipt)).await.unwrap();
             handled.insert((step.job_id.clone(), m.receive_count));
         }
@@ -764,7 +764,7 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
     let at_page_1 = planned.committed(0, 0, Utc::now());
     assert!(rig.stores.jobs.update(&at_page_1, planned.version).await.unwrap());
     let late = RequeueMessage::Job { job: shared::bulk::JobStep { job_id: moving.id.clone(), page: 0 } };
-    requeue::handle(&h, late, JOB_RECEIVE_LIMIT).await.unwrap();
+    requeue_queue::handle(&h, late, JOB_RECEIVE_LIMIT).await.unwrap();
     let still = rig.stores.jobs.get(&moving.id).await.unwrap().unwrap();
     assert_eq!((still.state, still.page), (JobState::Running, 1), "{still:?}");
     let asked = rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap();

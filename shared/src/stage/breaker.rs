@@ -17,12 +17,10 @@
 //! Each process caches what it read for [`READ_EVERY`], so a breaker
 //! opened by one Lambda container holds the others within that delay.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 
 use crate::audit;
 use crate::context::Hookline;
@@ -30,8 +28,6 @@ use crate::error::StoreError;
 use crate::health::{self, BreakerState, Gate, Health, Outcome, Window};
 use crate::ids::SubscriptionId;
 
-/// How long a process trusts a health record it read.
-pub const READ_EVERY: Duration = Duration::from_secs(5);
 /// How often a process merges its attempt counts into a subscription's record.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
 /// Conditional writes tried before giving up on one change (another
@@ -42,119 +38,7 @@ const WRITE_TRIES: usize = 3;
 /// outcome of that subscription.
 const MAX_WRITE_ROUNDS: usize = 8;
 
-/// A subscription whose breaker is not closed, as metrics show it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Unhealthy {
-    /// The subscription.
-    pub subscription_id: SubscriptionId,
-    /// `open` or `half_open`.
-    pub breaker: BreakerState,
-    /// Failures in a row.
-    pub consecutive_failures: u32,
-}
-
-/// What one process knows about subscriptions' health.
-#[derive(Default)]
-pub struct HealthCache {
-    inner: Mutex<HashMap<SubscriptionId, Entry>>,
-}
-
-struct Entry {
-    /// The record as last read or written; default when none is stored.
-    health: Health,
-    read_at: Instant,
-    /// Attempts counted here and not yet merged into the store.
-    pending: Window,
-    flushed_at: Instant,
-    /// Outcomes waiting to be written, in the order they ended.
-    outcomes: Vec<(Outcome, DateTime<Utc>)>,
-    /// A task of this process is writing this subscription's outcomes.
-    writing: bool,
-}
-
-impl Entry {
-    fn new(read_at: Instant) -> Entry {
-        Entry {
-            health: Health::default(),
-            read_at,
-            pending: Window::default(),
-            flushed_at: Instant::now(),
-            outcomes: Vec::new(),
-            writing: false,
-        }
-    }
-}
-
-impl HealthCache {
-    fn cached(&self, id: &SubscriptionId) -> Option<Health> {
-        let g = self.inner.lock().expect("health cache");
-        g.get(id).filter(|e| e.read_at.elapsed() < READ_EVERY).map(|e| e.health.clone())
-    }
-
-    fn remember(&self, id: &SubscriptionId, health: Health) {
-        let mut g = self.inner.lock().expect("health cache");
-        let now = Instant::now();
-        let e = g.entry(id.clone()).or_insert_with(|| Entry::new(now));
-        e.health = health;
-        e.read_at = now;
-    }
-
-    /// Counts an attempt in the window and queues its outcome for the
-    /// record; true if the caller is to write it (no other task of this
-    /// process is writing this subscription's record: it takes the turn).
-    fn count(&self, id: &SubscriptionId, outcome: &Outcome, at: DateTime<Utc>, latency_ms: u64) -> bool {
-        let mut g = self.inner.lock().expect("health cache");
-        // Not read yet: the next admit reads the store.
-        let e = g.entry(id.clone()).or_insert_with(|| Entry::new(Instant::now() - READ_EVERY));
-        e.pending.add(at, *outcome == Outcome::Success, latency_ms);
-        e.outcomes.push((outcome.clone(), at));
-        !std::mem::replace(&mut e.writing, true)
-    }
-
-    /// The outcomes queued for the turn's holder to write, with the record
-    /// as cached; none ends the turn.
-    fn take_outcomes(&self, id: &SubscriptionId) -> (Vec<(Outcome, DateTime<Utc>)>, Option<Health>) {
-        let mut g = self.inner.lock().expect("health cache");
-        let Some(e) = g.get_mut(id) else { return (Vec::new(), None) };
-        let taken = std::mem::take(&mut e.outcomes);
-        if taken.is_empty() {
-            e.writing = false;
-        }
-        let cached = (e.read_at.elapsed() < READ_EVERY).then(|| e.health.clone());
-        (taken, cached)
-    }
-
-    fn end_turn(&self, id: &SubscriptionId) {
-        if let Some(e) = self.inner.lock().expect("health cache").get_mut(id) {
-            e.writing = false;
-        }
-    }
-
-    /// The subscriptions whose breaker this process last read as open or
-    /// half-open, the most consecutive failures first (for metrics).
-    pub fn unhealthy(&self) -> Vec<Unhealthy> {
-        let g = self.inner.lock().expect("health cache");
-        let mut out: Vec<Unhealthy> = g
-            .iter()
-            .filter(|(_, e)| e.health.breaker != BreakerState::Closed)
-            .map(|(id, e)| Unhealthy {
-                subscription_id: id.clone(),
-                breaker: e.health.breaker,
-                consecutive_failures: e.health.consecutive_failures,
-            })
-            .collect();
-        out.sort_by(|a, b| {
-            b.consecutive_failures.cmp(&a.consecutive_failures).then(a.subscription_id.cmp(&b.subscription_id))
-        });
-        out
-    }
-
-    /// Attempts this process counted for `id` and has not stored yet (the
-    /// API of `hookline serve` adds them to what the store holds).
-    pub fn pending(&self, id: &SubscriptionId) -> Window {
-        self.inner.lock().expect("health cache").get(id).map(|e| e.pending.clone()).unwrap_or_default()
-    }
-}
+pub use crate::health::{HealthCache, Unhealthy, READ_EVERY};
 
 /// Whether a job of `sub` may be attempted now. [`Gate::Probe`] means this
 /// worker has claimed the probe.
@@ -257,7 +141,7 @@ async fn audit_flip(h: &Hookline, sub: &SubscriptionId, before: &Health, after: 
         .subscription(sub)
         .reason(reason)
         .details(serde_json::json!({"last_error": after.last_error, "cool_down_ms": after.cool_down_ms}));
-    audit::record(h, rec).await;
+    h.audit(rec).await;
 }
 
 /// Forgets a subscription's failing run (it was re-enabled: the failures

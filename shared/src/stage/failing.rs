@@ -127,7 +127,7 @@ pub async fn disable(h: &Hookline, id: &SubscriptionId, cause: &Cause) -> Result
                 .subscription(id)
                 .reason(describe(cause, h.config.disable_after))
                 .details(json!({"disabled_reason": cause.reason, "last_error": cause.last_error, "failing_since": cause.failing_since}));
-            audit::record(h, rec).await;
+            h.audit(rec).await;
             return publish_disabled(h, &sub, cause, now).await;
         }
     }

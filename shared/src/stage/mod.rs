@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod ordering;
 pub mod reconcile;
 pub mod requeue;
+pub mod requeue_queue;
 pub mod route;
 pub mod saga;
 pub mod verify;

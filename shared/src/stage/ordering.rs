@@ -298,40 +298,52 @@ pub async fn look(h: &Hookline, s: &Saga) -> Result<ordering::WaiterState, Store
 /// Events of a partition read, at most, looking for a gap's event.
 const GAP_SEARCH_LIMIT: usize = 1000;
 
+/// What [`heal_gap`] found, and what is left to the caller.
+#[derive(Debug)]
+pub enum GapHealing {
+    /// No gap to heal, or not yet: the saga looks at its lane as usual.
+    Nothing,
+    /// The gap's number was passed (its event expired) and the saga looked again.
+    Passed,
+    /// The event at the gap was never routed: the caller routes it
+    /// (`stage::route`, above this module), then admits the saga again.
+    RouteAgain(Box<EventRecord>),
+}
+
 /// The reconciler's hand with a gap that `s` has waited for for longer
 /// than `bound` ([`ordering::gap_action`]): the event at the gap is looked
 /// up through the events' partition index; not stored (expired), the mark
-/// passes its number; stored, it is routed again. Then `s` looks again.
-/// `true` if it did anything.
-pub async fn heal_gap(h: &Hookline, s: &Saga, bound: chrono::Duration) -> Result<bool, StoreError> {
-    let Some(l) = &s.lane else { return Ok(false) };
+/// passes its number and `s` looks again; stored, it is handed back to be
+/// routed again ([`GapHealing::RouteAgain`]).
+pub async fn heal_gap(h: &Hookline, s: &Saga, bound: chrono::Duration) -> Result<GapHealing, StoreError> {
+    let Some(l) = &s.lane else { return Ok(GapHealing::Nothing) };
     let routed = h.stores.order.routed_through(&l.partition).await?;
     if routed + 1 >= l.seq {
-        return Ok(false);
+        return Ok(GapHealing::Nothing);
     }
     let missing = routed + 1;
     let Some(event) = gap_event(h, &l.partition, missing).await? else {
         tracing::warn!(partition_key = %l.partition.key, seq = missing, "ordered lane: cannot tell whether the event at a gap is stored; skip the lane if it is lost (POST /v1/subscriptions/{{id}}/lanes/{{key}}/skip)");
-        return Ok(false);
+        return Ok(GapHealing::Nothing);
     };
     let waited = Utc::now() - s.updated_at;
     match (
         ordering::gap_action(waited, bound, if event.is_some() { GapEvent::Stored } else { GapEvent::Missing }),
         event,
     ) {
-        (GapAction::Wait, _) => return Ok(false),
+        (GapAction::Wait, _) => return Ok(GapHealing::Nothing),
         (GapAction::Pass, _) => {
             tracing::warn!(partition_key = %l.partition.key, seq = missing, "ordered lane: the event at a gap is no longer stored (retention ended); its number is passed");
             h.stores.order.mark_routed(&l.partition, missing).await?;
         }
         (GapAction::Route, Some(e)) => {
             tracing::warn!(partition_key = %l.partition.key, seq = missing, event_id = %e.id, "ordered lane: the event at a gap was never routed; routing it again");
-            super::route::route(h, &[e]).await?;
+            return Ok(GapHealing::RouteAgain(Box::new(e)));
         }
-        (GapAction::Route, None) => return Ok(false),
+        (GapAction::Route, None) => return Ok(GapHealing::Nothing),
     }
     admit(h, &s.event_id, &s.id, Releaser::Reconciler).await?;
-    Ok(true)
+    Ok(GapHealing::Passed)
 }
 
 /// The event numbered `seq` in `partition`: `Some(None)` if it is provably

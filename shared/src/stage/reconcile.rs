@@ -29,37 +29,8 @@ use crate::ports::GivenUp;
 use crate::saga::{Saga, SagaStatus};
 use crate::stage::{route, saga};
 
-/// How much one run may do, and when a saga counts as stalled.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReconcileLimits {
-    /// Given-up stream batches taken at a time; a run keeps taking them
-    /// until none is left or its `budget` is spent.
-    pub max_batches: usize,
-    /// How long a run may spend on given-up batches: long enough to drain
-    /// an hour-long outage's batches in a few runs, short enough to leave
-    /// the rest of the function's time for stalled sagas and the report.
-    pub budget: Duration,
-    /// Stalled sagas re-driven per run.
-    pub max_sagas: usize,
-    /// How long past its due time a saga may wait before it counts as
-    /// stalled: longer than a job can legitimately wait in the deliveries
-    /// queue (its visibility timeout times its receives, and any backlog).
-    pub stall_margin: chrono::Duration,
-}
-
-impl Default for ReconcileLimits {
-    /// Batches 10 at a time for up to 60 s (of the function's 120 s), 100
-    /// sagas a run; stalled after 1 hour (the deliveries queue's 6 receives
-    /// × 6 minutes of visibility is 36 minutes).
-    fn default() -> Self {
-        ReconcileLimits {
-            max_batches: 10,
-            budget: Duration::from_secs(60),
-            max_sagas: 100,
-            stall_margin: chrono::Duration::hours(1),
-        }
-    }
-}
+use super::ordering::GapHealing;
+pub use crate::context::ReconcileLimits;
 
 /// What one run found and did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -291,11 +262,16 @@ async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result
         // Its wake-up was lost (or its lane's predecessor ended in a crash):
         // look at its lane again.
         // An old gap is passed or routed again first.
-        SagaStatus::Waiting => {
-            if !super::ordering::heal_gap(h, &s, limits.stall_margin).await? {
+        SagaStatus::Waiting => match super::ordering::heal_gap(h, &s, limits.stall_margin).await? {
+            GapHealing::Passed => {}
+            GapHealing::Nothing => {
                 super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Reconciler).await?
             }
-        }
+            GapHealing::RouteAgain(e) => {
+                super::route::route(h, std::slice::from_ref(&*e)).await?;
+                super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Reconciler).await?
+            }
+        },
         SagaStatus::PendingRetry => {
             // The timer was lost: wake the saga now (it is past due).
             let job = saga::job_of(&s, s.state.attempts);

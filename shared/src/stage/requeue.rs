@@ -5,13 +5,11 @@
 //! redrive plus an API requeue, creates one saga.
 //!
 //! The API only checks a request and puts it on the requeue queue
-//! ([`request_requeue`], [`request_replay`]); the requeue stage
-//! ([`handle_message`]) creates the sagas, also for jobs an operator redrives
-//! from the deliveries dead-letter queue.
+//! ([`request_requeue`], [`request_replay`]); the queue's consumer
+//! ([`super::requeue_queue::handle`]) creates the sagas, also for jobs an
+//! operator redrives from the deliveries dead-letter queue.
 
 use chrono::Utc;
-
-use crate::audit::{Action, AuditRecord};
 
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
 pub use crate::job::ReplayRequest;
@@ -135,74 +133,6 @@ async fn replay_targets(
             routing::matching(&subs, event).cloned().collect()
         }
     })
-}
-
-/// The requeue stage: one message of the requeue queue, received
-/// `receive_count` times.
-pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Result<(), RequeueError> {
-    match msg {
-        RequeueMessage::Requeue { requeue: r } => {
-            requeue(h, &r.dead_letter_id, &Audit { actor: r.actor, reason: r.reason }).await.map(|_| ())
-        }
-        RequeueMessage::Replay { replay: r } => match replay(
-            h,
-            &r.event_id,
-            r.subscription_id.as_ref(),
-            &r.replay_key,
-            &Audit { actor: r.actor, reason: r.reason },
-        )
-        .await
-        {
-            // The API refuses these; one queued before (or whose
-            // subscription changed since) is consumed without effect.
-            Err(e @ RequeueError::NotRouted { .. }) => {
-                tracing::warn!(error = %e, "replay not made: the subscription's routing would not take the event");
-                Ok(())
-            }
-            r => r.map(|_| ()),
-        },
-        RequeueMessage::Job { job } => {
-            super::bulk::run_received(h, &job, receive_count).await.map_err(RequeueError::Store)
-        }
-        RequeueMessage::DeadJob(job) => {
-            let dead_letter_id = ids::dead_letter_id(&job.saga_id);
-            if h.stores.dead_letters.get(&dead_letter_id).await?.is_none() {
-                // Not a dead saga: SQS moved its job after workers failed it
-                // on every receive without a record (e.g. the store was down).
-                // The saga goes on where it was: its job goes back.
-                if let Some(s) = h.stores.sagas.get(&job.event_id, &job.saga_id).await? {
-                    if !s.state.status.is_terminal() {
-                        h.stores.deliveries.send_now(std::slice::from_ref(&job)).await?;
-                        tracing::warn!(saga_id = %job.saga_id, attempt = job.attempt, "redriven job of a saga that never died; delivering it again");
-                    }
-                }
-                return Ok(());
-            }
-            let audit =
-                Audit { actor: "dlq-redrive".into(), reason: "redriven from the deliveries dead-letter queue".into() };
-            match requeue(h, &dead_letter_id, &audit).await {
-                // A skipped dead letter stays skipped: the redrive is consumed.
-                Err(RequeueError::AlreadyResolved { .. }) => Ok(()),
-                Err(e) => Err(e),
-                Ok(saga) => {
-                    // The redrive that resolved the dead letter leaves its
-                    // audit record, under an id of the dead letter so a
-                    // redrive done again records it once.
-                    if let Some(o) = saga.origin.as_ref().filter(|o| o.actor == audit.actor) {
-                        let rec = AuditRecord::at(Action::DeadLetterRequeued, &o.actor, o.at)
-                            .with_id(format!("aud_redrive_{dead_letter_id}"))
-                            .reason(&o.reason)
-                            .dead_letter(&dead_letter_id)
-                            .subscription(&saga.subscription_id)
-                            .event(&saga.event_id)
-                            .details(serde_json::json!({"saga_id": saga.id}));
-                        crate::audit::record(h, rec).await;
-                    }
-                    Ok(())
-                }
-            }
-        }
-    }
 }
 
 /// Requeues a dead letter: a new Pending saga for the same event and
@@ -334,7 +264,7 @@ pub async fn replay(
             // An ordered subscription's replay goes through the lane, at
             // the event's place in its partition.
             Saga {
-                lane: crate::ordering::lane_for(target, &event),
+                lane: crate::routing::lane_for(target, &event),
                 ..Saga::new(ids::replay_saga_id(event_id, sub, replay_key), event_id, sub, Some(origin), now)
             }
         })

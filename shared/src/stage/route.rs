@@ -72,7 +72,7 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
                 .filter_map(|id| subs[id].as_deref())
                 .filter(|s| routing::wants(s, e))
                 .map(|s| Saga {
-                    lane: crate::ordering::lane_for(s, e),
+                    lane: crate::routing::lane_for(s, e),
                     ..Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now)
                 })
                 .collect::<Vec<_>>()
