@@ -12,15 +12,22 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template lint-rust bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
+.PHONY: test build venv lint-template lint-rust docs bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
 
-test: venv lint-template lint-rust build
+test: venv lint-template lint-rust docs build
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
 	echo "AWS emulator at $$endpoint"; \
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
 	$(CARGO) test --workspace --locked; status=$$?; \
 	infra/emulator.sh stop; exit $$status
+
+# The code's own docs, private items included (links between modules are
+# how a reader finds the next hop): a broken or ambiguous link, or bad
+# markup, is an error. Links from public to private items are allowed: every
+# crate here is documented for the people who work on it.
+docs:
+	RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" $(CARGO) doc --workspace --no-deps --locked --document-private-items
 
 # Formatting and lints of every crate and target (warnings are errors).
 lint-rust:

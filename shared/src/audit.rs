@@ -5,7 +5,8 @@
 //! `GET /v1/audit`.
 //!
 //! A record is written **after** the action it describes took effect, and a
-//! failure to write it is logged, never returned ([`record`]): the trail
+//! failure to write it is logged, never returned
+//! ([`crate::context::Hookline::audit`]): the trail
 //! must not say something happened that did not, and an audit store that is
 //! down must not stop operators from acting (or undo what they did). The
 //! price is that a crash between the action and its record loses the

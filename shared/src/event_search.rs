@@ -166,7 +166,7 @@ impl EventQuery {
     }
 
     /// A text naming every filter and the order: what a cursor of this
-    /// listing is bound to ([`crate::api::cursor`]).
+    /// listing is bound to (`hookline_api::cursor`).
     pub fn fingerprint(&self) -> String {
         let t = |v: Option<DateTime<Utc>>| v.map(|t| t.timestamp_micros().to_string()).unwrap_or_default();
         let order = match self.order {

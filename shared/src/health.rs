@@ -145,7 +145,7 @@ pub struct Bucket {
     pub ok: u64,
     /// Attempts that failed.
     pub failed: u64,
-    /// Attempts per latency bucket ([`LATENCY_BOUNDS_MS`]).
+    /// Attempts per latency bucket (the bounds of `LATENCY_BOUNDS_MS`).
     pub latency: Vec<u64>,
 }
 

@@ -45,7 +45,7 @@ pub struct Metrics {
     /// Sagas dead-lettered.
     pub dead_letters: AtomicU64,
     /// Rows deleted by the retention purge of `hookline serve`
-    /// ([`crate::sqlite::purge`]), by table: storage stays bounded only if
+    /// (`hookline_sqlite::purge`), by table: storage stays bounded only if
     /// these keep pace with ingest.
     pub purged: PurgedCounters,
     /// What the reconciler ([`crate::stage::reconcile`]) re-drove.

@@ -206,7 +206,7 @@ impl Purger {
     }
 
     /// Deletes outbox rows whose record is gone, among the oldest
-    /// [`ORPHAN_SWEEP`] rows of each stream (where rows left by purged
+    /// `ORPHAN_SWEEP` rows of each stream (where rows left by purged
     /// records sit). Bounded work whatever the backlog.
     pub async fn sweep_orphans(&self) -> Result<u64, StoreError> {
         self.db
@@ -246,7 +246,7 @@ impl Purger {
 
     /// One run at `now`: the orphan sweep, then batches until nothing more
     /// is due or `keep_going` says stop. Between batches it sleeps at least
-    /// `pause` and [`PAUSE_FACTOR`] times as long as the batch held the
+    /// `pause` and `PAUSE_FACTOR` times as long as the batch held the
     /// writer, so other writes commit in between and the purge takes at most
     /// a quarter of the writer's time; while behind, see
     /// [`PurgePolicy::max_lag`]. Each batch is counted in `metrics` and

@@ -4,7 +4,7 @@
 //! made under.
 //!
 //! The emulator enforces no IAM, so the strict checker
-//! ([`crate::strict`]) asks [`Roles::allows`] for every request made while
+//! ([`crate::strict`]) asks [`Roles::denies`] for every request made while
 //! a handler runs ([`as_function`]): a request its function's role does not
 //! grant is refused as AWS would refuse it (AccessDeniedException) and fails
 //! the test. Requests made outside any function (a test's own set-up and

@@ -112,7 +112,7 @@ pub struct RequestCounts {
 }
 
 /// Counts of what the driver (Lambda's event source mappings, and API
-/// Gateway in [`crate::aws_pipeline::AwsPipeline::call`]) did: invocations
+/// Gateway in `AwsPipeline::call`) did: invocations
 /// per function (by the template's logical id, e.g. `DeliveryFunction`) and
 /// the requests made on Lambda's behalf. Read by the cost benchmark.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -16,7 +16,7 @@ pub struct Args {
     /// Only this action (subscription.created, dead_letter.requeued, replay.started, …).
     #[arg(long)]
     action: Option<String>,
-    /// Only this actor (key:<name>, an IAM principal ARN, …).
+    /// Only this actor (`key:NAME`, an IAM principal ARN, …).
     #[arg(long)]
     actor: Option<String>,
     /// Only records about this subscription.

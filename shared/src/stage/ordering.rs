@@ -4,7 +4,7 @@
 //! without a partition never come here but for [`routed`].
 //!
 //! A saga waiting in its lane is woken by a retry timer of attempt 0
-//! ([`wake`]): the saga stage's timer handler brings it to [`admit`], which
+//! ([`woken`]): the saga stage's timer handler brings it to [`admit`], which
 //! looks at the lane again. Every wake-up may be lost in a crash; the
 //! reconciler re-admits Waiting sagas after [`crate::saga::WAITING_RECHECK`].
 //!
