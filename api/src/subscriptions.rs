@@ -22,7 +22,8 @@ use shared::retry::{RetryPolicy, RetryPolicyInput};
 use shared::routing;
 use shared::signing::Secret;
 use shared::ssrf;
-use shared::stage::{failing, verify};
+use shared::stage::subscriptions::{self as manage, ManageError};
+use shared::stage::verify;
 use shared::subscription::{
     self, check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription,
 };
@@ -56,10 +57,6 @@ impl BlockedLaneView {
         }
     }
 }
-
-/// How many times a PATCH is applied to a subscription that keeps changing
-/// under it before it answers `409`.
-const PATCH_TRIES: usize = 5;
 
 /// `POST /v1/subscriptions`.
 #[derive(Deserialize)]
@@ -190,17 +187,14 @@ fn shown(sub: &Subscription, secret: Option<&Secret>) -> serde_json::Value {
     v
 }
 
-/// The names (never the values: headers may hold credentials) of the
-/// fields a change made different, for the audit record.
-fn changed_fields(before: &Subscription, after: &Subscription) -> Vec<String> {
-    let (b, a) = (before.to_public_json(), after.to_public_json());
-    let (Some(b), Some(a)) = (b.as_object(), a.as_object()) else { return Vec::new() };
-    a.iter()
-        .filter(|(k, v)| {
-            !matches!(k.as_str(), "updated_at" | "verified" | "verification_error") && b.get(*k) != Some(*v)
-        })
-        .map(|(k, _)| k.clone())
-        .collect()
+/// The API's answer to a change the store did not take.
+fn managed(e: ManageError<ApiError>, id: &SubscriptionId) -> ApiError {
+    match e {
+        ManageError::NotFound => ApiError::not_found("subscription", id),
+        ManageError::KeptChanging => ApiError::conflict(&e.to_string()),
+        ManageError::Refused(e) => e,
+        ManageError::Store(e) => e.into(),
+    }
 }
 
 /// `data_fields` cuts down the `data` of a `contract-webhook` body; with
@@ -337,12 +331,8 @@ impl Api {
             version: 1,
         };
         payload_fits(&sub)?;
-        self.hookline.stores.subscriptions.create(&sub).await?;
-        self.hookline.subscription_cache.invalidate().await;
-        tracing::info!(subscription_id = %sub.id, "subscription created");
         let actor = self.actor(req);
-        let rec = AuditRecord::new(Action::SubscriptionCreated, &actor).subscription(&sub.id);
-        self.hookline.audit(rec).await;
+        manage::create(&self.hookline, &sub, &actor).await?;
         let sub = self.start_verification(sub, &actor).await;
         Ok(Response::json(201, &shown(&sub, Some(&secret))))
     }
@@ -568,26 +558,19 @@ impl Api {
             Patch::Value(f) => Patch::Value(payload::validate_data_fields(&f).map(|()| f)?),
             other => other,
         };
-        // Applied to the stored subscription; if another writer (a
-        // verification finishing, another PATCH) changed it meanwhile, the
-        // same changes are applied again to its new version.
-        for _ in 0..PATCH_TRIES {
-            let mut sub = self.load_subscription(id).await?;
-            let before = sub.clone();
-            let version = sub.version;
-            let mut reverify = false;
-            if let Some(u) = new_url.clone().filter(|u| *u != sub.callback_url) {
-                sub.callback_url = u;
-                sub.verified = false;
-                sub.verification_error = None;
-                reverify = true;
+        // Applied to the stored subscription, again to its new version if
+        // another writer changed it meanwhile (`manage::change`).
+        let actor = self.actor(req);
+        let changed = manage::change(&self.hookline, id, &actor, |sub| {
+            if let Some(u) = &new_url {
+                sub.callback_url = u.clone();
             }
             if let Some(t) = &event_types {
                 sub.event_types = t.clone();
             }
-            sub.tenant_id = tenant_id.clone().apply_option(sub.tenant_id);
-            sub.description = body.description.clone().apply_option(sub.description);
-            sub.headers = headers.clone().apply(sub.headers, BTreeMap::new);
+            sub.tenant_id = tenant_id.clone().apply_option(sub.tenant_id.take());
+            sub.description = body.description.clone().apply_option(sub.description.take());
+            sub.headers = headers.clone().apply(std::mem::take(&mut sub.headers), BTreeMap::new);
             if let Some(p) = &retry {
                 sub.retry_policy = p.clone();
             }
@@ -595,55 +578,28 @@ impl Api {
                 sub.dead_letter_on = d.clone();
             }
             sub.payload_format = body.payload_format.clone().apply(sub.payload_format, PayloadFormat::default);
-            sub.data_fields = data_fields.clone().apply_option(sub.data_fields);
+            sub.data_fields = data_fields.clone().apply_option(sub.data_fields.take());
             sub.ordering = body.ordering.clone().apply(sub.ordering, Default::default);
             sub.on_dead_letter = body.on_dead_letter.clone().apply(sub.on_dead_letter, Default::default);
-            payload_fits(&sub)?;
+            payload_fits(sub)?;
             sub.max_in_flight = max_in_flight.clone().apply_option(sub.max_in_flight);
             sub.rate_limit = rate_limit.clone().apply_option(sub.rate_limit);
             sub.active = body.active.clone().apply(sub.active, || true);
-            // Re-enabled: the reason it was disabled goes, and the endpoint
-            // must pass the handshake again before it gets deliveries.
-            let enabling = sub.active && !before.active;
-            if enabling {
-                sub.disabled_reason = None;
-                sub.disabled_at = None;
-                sub.verified = false;
-                sub.verification_error = None;
-                reverify = true;
-            }
-            sub.version += 1;
-            sub.updated_at = Utc::now();
-            if self.hookline.stores.subscriptions.update(&sub, version).await? {
-                self.hookline.subscription_cache.invalidate().await;
-                let actor = self.actor(req);
-                let action = if enabling { Action::SubscriptionEnabled } else { Action::SubscriptionUpdated };
-                let rec = AuditRecord::new(action, &actor)
-                    .subscription(id)
-                    .details(serde_json::json!({"changed": changed_fields(&before, &sub)}));
-                self.hookline.audit(rec).await;
-                if enabling {
-                    if let Err(e) = failing::enabled(&self.hookline, &sub).await {
-                        tracing::warn!(subscription_id = %id, error = %e, "re-enabled subscription: its failing run or event not stored");
-                    }
-                }
-                let sub = if reverify { self.start_verification(sub, &actor).await } else { sub };
-                return Ok(Response::json(200, &shown(&sub, None)));
-            }
-        }
-        Err(ApiError::conflict("the subscription kept changing meanwhile; retry"))
+            Ok(())
+        })
+        .await
+        .map_err(|e| managed(e, id))?;
+        let sub = if changed.reverify {
+            self.start_verification(changed.subscription, &actor).await
+        } else {
+            changed.subscription
+        };
+        Ok(Response::json(200, &shown(&sub, None)))
     }
 
     pub(super) async fn delete_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
-        if !self.hookline.stores.subscriptions.delete(id).await? {
+        if !manage::delete(&self.hookline, id, &self.actor(req)).await? {
             return Err(ApiError::not_found("subscription", id));
-        }
-        self.hookline.subscription_cache.invalidate().await;
-        self.hookline.audit(AuditRecord::new(Action::SubscriptionDeleted, self.actor(req)).subscription(id)).await;
-        // Its blocked lanes let go, so its waiting sagas end instead of
-        // waiting for good; a failure here is left to the reconciler.
-        if let Err(e) = shared::stage::ordering::release_deleted(&self.hookline, id).await {
-            tracing::error!(subscription_id = %id, error = %e, "a deleted subscription's blocked lanes were not all let go; the reconciler finds their waiting sagas");
         }
         Ok(Response { status: 204, content_type: "application/json", body: vec![] })
     }
@@ -662,24 +618,10 @@ impl Api {
             Some(n) if (0..=7 * 86_400).contains(&n) => chrono::Duration::seconds(n),
             Some(_) => return Err(ApiError::invalid("overlap_seconds", "must be an integer between 0 and 604800")),
         };
-        for _ in 0..5 {
-            let mut sub = self.load_subscription(id).await?;
-            let version = sub.version;
-            let secret = Secret::generate();
-            sub.rotate_secret(secret.clone(), Utc::now(), overlap);
-            sub.version += 1;
-            sub.updated_at = Utc::now();
-            if self.hookline.stores.subscriptions.update(&sub, version).await? {
-                self.hookline.subscription_cache.invalidate().await;
-                tracing::info!(subscription_id = %id, "signing secret rotated");
-                let rec = AuditRecord::new(Action::SubscriptionSecretRotated, self.actor(req))
-                    .subscription(id)
-                    .details(serde_json::json!({"overlap_seconds": overlap.num_seconds()}));
-                self.hookline.audit(rec).await;
-                return Ok(Response::json(200, &shown(&sub, Some(&secret))));
-            }
-        }
-        Err(ApiError::conflict("the subscription kept changing; retry"))
+        let (sub, secret) = manage::rotate_secret(&self.hookline, id, &self.actor(req), overlap)
+            .await
+            .map_err(|e| managed(e.map_refused(|never| match never {}), id))?;
+        Ok(Response::json(200, &shown(&sub, Some(&secret))))
     }
 
     /// `POST /v1/subscriptions/reindex` (`{"cursor"?, "limit"?}`, see

@@ -18,4 +18,5 @@ pub mod requeue;
 pub mod requeue_queue;
 pub mod route;
 pub mod saga;
+pub mod subscriptions;
 pub mod verify;
