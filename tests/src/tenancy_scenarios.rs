@@ -287,3 +287,17 @@ fn sorted<const N: usize>(ids: [&String; N]) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Every tenancy scenario, listed once: each backend's test binary runs
+/// them all (`hookline_tests::tenancy_scenario_tests!(aws)`, `(serve)`).
+#[macro_export]
+macro_rules! tenancy_scenario_tests {
+    ($backend:ident) => {
+        $crate::scenario_tests!($backend, tenancy_scenarios;
+            single_event_replay_to_another_tenants_subscription_is_refused,
+            time_range_replay_to_a_tenants_subscription_delivers_only_its_events,
+            partition_replay_to_a_tenants_subscription_delivers_only_its_events,
+            bulk_replay_job_to_a_tenants_subscription_delivers_only_its_events,
+        );
+    };
+}

@@ -1,44 +1,21 @@
-//! Crashes on the AWS backend: a handler that panics between two of its
-//! writes (a crashed Lambda invocation) loses nothing; the platform retries
-//! the batch and the conditional writes keep it idempotent. Failpoints are
-//! process-wide, so these run one at a time.
+//! Crashes only the AWS backend can have: an invocation that panics
+//! between two of its writes fails alone (the caller sees API Gateway's
+//! 500, or the platform retries the message), while the rest of the
+//! pipeline goes on. On `hookline serve` a crash is the whole process,
+//! checked by `kill9_during_ingest_loses_no_accepted_event`
+//! (tests/tests/serve/e2e.rs). Each test arms its own pipeline's failpoints
+//! (`Hookline::failpoints`), so they run side by side. The crashes both
+//! backends share are in `hookline_tests::scenario_suite_tests`.
 
 use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
-use hookline_tests::{scenarios, Behaviour, Receiver};
+use hookline_tests::{Behaviour, Receiver};
 use serde_json::json;
-use tokio::sync::Mutex;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
-
-async fn crash(tag: &str, failpoint: &str, receiver_calls: std::ops::RangeInclusive<usize>) {
-    let _g = ONE_AT_A_TIME.lock().await;
-    scenarios::crash_between_steps(&mut AwsPipeline::start(tag).await, failpoint, receiver_calls).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn router_crash_after_creating_sagas() {
-    crash("route", "route.after_sagas", 1..=1).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn saga_step_crash_before_sending_the_job() {
-    crash("saga", "saga.after_transition", 1..=1).await;
-}
-
-/// The worker dies after the POST: the job reappears after its visibility
-/// timeout and is delivered once more with the same webhook-id; the attempt
-/// is recorded once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delivery_crash_after_the_post_before_recording() {
-    crash("deliver", "deliver.before_record", 2..=2).await;
-}
 
 /// The ingest invocation dies after storing the event: the producer sees a
 /// 500 and retries; the retry is a duplicate and the event is delivered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ingest_crash_after_storing_the_event() {
-    let _g = ONE_AT_A_TIME.lock().await;
     let mut p = AwsPipeline::start("ingest").await;
     let r = Receiver::start().await;
     p.subscribe(json!({"callback_url": r.url("/i", Behaviour::Ok), "event_types": ["*"]})).await;
@@ -58,7 +35,6 @@ async fn ingest_crash_after_storing_the_event() {
 /// new saga exists: the message is retried and creates the one new saga.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requeue_crash_after_resolving_the_dead_letter() {
-    let _g = ONE_AT_A_TIME.lock().await;
     let mut p = AwsPipeline::start("requeue").await;
     let r = Receiver::start().await;
     p.subscribe(json!({"callback_url": r.url("/q", Behaviour::Ok), "event_types": ["*"],
@@ -85,27 +61,4 @@ async fn requeue_crash_after_resolving_the_dead_letter() {
     })
     .await;
     assert_eq!(r.deliveries("/q").len(), 2, "one failed attempt, one requeued delivery");
-}
-
-/// Ordered delivery through a crash between two writes of each handler
-/// (router, saga step, delivery, and the saga step leaving a lane).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ordered_delivery_survives_a_crash_of_each_handler() {
-    let _g = ONE_AT_A_TIME.lock().await;
-    let failpoints = ["route.after_sagas", "saga.after_transition", "deliver.before_record", "order.after_leave"];
-    scenarios::ordered_delivery_survives_crashes_in_the_middle(
-        &mut AwsPipeline::start("ordered_crash").await,
-        &failpoints,
-    )
-    .await;
-}
-
-/// Bulk requeue of 1,000 dead letters: the requeue invocation crashes half
-/// way through the fifth page (between two of its writes); the message is
-/// received again and the job resumes from its record, counting each once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bulk_requeue_of_1000_survives_a_crash_half_way() {
-    let _g = ONE_AT_A_TIME.lock().await;
-    let mut p = AwsPipeline::start("bulk_requeue").await;
-    scenarios::bulk_requeue_survives_a_crash_half_way(&mut p, 1000, "bulk.half_page.page5").await;
 }

@@ -1,35 +1,12 @@
-//! The wait scenarios (`hookline_tests::wait_scenarios`) on the AWS backend:
-//! the Lambda handlers over DynamoDB and SQS in the emulator. A breaker
-//! holds no job past its retry schedule; a rate-limited backlog costs a
-//! constant number of requests per delivered job (counted, not timed).
-
-use std::time::Duration;
+//! The wait costs only the AWS backend can count: a rate-limited backlog
+//! costs a constant number of SQS requests and DynamoDB writes per
+//! delivered job (counted by the meter on the SDK clients; `hookline serve`
+//! has no per-request bill). The wait scenarios both backends run are in
+//! `hookline_tests::wait_scenario_tests`.
 
 use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::metering::Meter;
 use hookline_tests::wait_scenarios;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn breaker_open_dead_letters_at_the_last_scheduled_attempt() {
-    let p = AwsPipeline::start_configured("breaker-deadline", |c| {
-        c.breaker.failure_threshold = 3;
-        c.breaker.cool_down = Duration::from_secs(60);
-        c.breaker.max_cool_down = Duration::from_secs(60);
-    })
-    .await;
-    wait_scenarios::breaker_open_dead_letters_at_the_last_scheduled_attempt(&p).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retry_held_past_the_stall_margin_posts_once() {
-    let p = AwsPipeline::start_configured("held-once", |c| {
-        c.breaker.failure_threshold = 3;
-        c.breaker.cool_down = Duration::from_secs(10);
-        c.breaker.max_cool_down = Duration::from_secs(10);
-    })
-    .await;
-    wait_scenarios::a_retry_held_past_the_stall_margin_posts_once(&p).await;
-}
 
 /// 40 jobs queued at once for a subscription with `rate_limit: 5`: each
 /// books its own start (a batch's jobs in one write) and comes back once at

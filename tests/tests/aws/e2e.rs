@@ -1,7 +1,10 @@
-//! The scenario suite (`hookline_tests::scenarios`) on the AWS backend: the
-//! Lambda handlers over DynamoDB and SQS in the emulator, driven as Lambda's
-//! event source mappings would. Plus what only this backend has: EventBridge
-//! ingest with its DLQ, the stream on-failure queue, and console redrive.
+//! What only the AWS backend has, so these run on it alone: EventBridge
+//! ingest with its DLQ, the stream on-failure queue and the reconciler's
+//! draining of it, console redrive of the deliveries DLQ, and the upgrade
+//! repairs of items stored before the routing index and the dead letters'
+//! listing keys (DynamoDB items; `hookline serve`'s schema migration does
+//! the same on SQLite, checked in `tests/tests/serve/cli_ops.rs`). The
+//! scenario suite both backends run is `hookline_tests::scenario_suite_tests`.
 
 use std::time::Duration;
 
@@ -9,60 +12,6 @@ use hookline_tests::aws_pipeline::AwsPipeline;
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::{eventually, scenarios, Behaviour, Receiver};
 use serde_json::{json, Value};
-
-macro_rules! on_aws {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            scenarios::$name(&AwsPipeline::start(stringify!($name)).await).await;
-        }
-    )*};
-}
-
-on_aws!(
-    verification_handshake_passes_and_fails,
-    delivers_every_producer_format_signed_and_unchanged,
-    retries_on_500_and_timeout_then_succeeds,
-    dead_letter_after_max_attempts_then_requeue_and_replay,
-    skip_closes_a_dead_letter_with_audit_and_gone_deactivates,
-    duplicate_events_are_one_event_and_one_delivery,
-    deliveries_are_paged_with_a_cursor,
-    idempotency_keys_make_a_retry_a_duplicate,
-    unverified_inactive_and_other_tenants_get_nothing,
-    bad_input_gets_a_clear_error_and_writes_nothing,
-    reindex_pages_with_a_cursor_and_refuses_bad_input,
-    rotated_secret_keeps_signing_with_the_old_one_during_the_overlap,
-    patch_keeps_absent_fields_and_resets_null_ones,
-    subscriptions_list_is_paginated_and_filtered,
-    contract_webhook_payload_keeps_internal_fields_in,
-    a_hung_subscription_holds_a_healthy_one_at_most_one_timeout,
-    concurrent_failures_are_each_counted_once,
-    retry_schedule_is_followed_then_dead_letters,
-    dead_letter_on_statuses_end_a_delivery_at_once,
-    ordered_partition_blocks_or_continues_behind_a_dead_letter,
-);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ordered_partitions_deliver_in_sequence_under_random_failures() {
-    let p = AwsPipeline::start("ordered").await;
-    scenarios::ordered_partitions_deliver_in_sequence_under_random_failures(&p, 1000).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe() {
-    let p = AwsPipeline::start_configured("breaker", |c| {
-        c.breaker.failure_threshold = 3;
-        c.breaker.cool_down = Duration::from_secs(1);
-        c.breaker.max_cool_down = Duration::from_secs(2);
-    })
-    .await;
-    scenarios::breaker_opens_defers_without_attempts_and_closes_after_a_probe(&p).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconciler_recovers_a_given_up_routing_and_a_lost_job() {
-    scenarios::reconciler_recovers_a_given_up_routing_and_a_lost_job(&mut AwsPipeline::start("reconcile").await).await;
-}
 
 /// Events put on the bus reach subscribers through the template's rule and
 /// the ingest queue; AWS's own events (`aws.*` sources) are not taken; a
@@ -361,37 +310,6 @@ async fn found(p: &AwsPipeline, query: &str, among: &[String]) -> Vec<String> {
     assert_eq!(st, 200, "{v}");
     dead_letter_ids(v["items"].as_array().unwrap()).into_iter().filter(|id| among.contains(id)).collect()
 }
-
-// ------------------------------------------------- Part A: finding events
-on_aws!(events_are_found_by_every_filter_and_cursor_walks_see_each_once, events_are_found_by_delivery_outcome);
-// ----- Audit trail, failing endpoints, operational events (issue 11, helper C)
-
-#[tokio::test]
-async fn audit_records_every_action_once_with_its_actor() {
-    let p = AwsPipeline::start_configured("audit", |c| {
-        c.breaker.failure_threshold = 3;
-        c.breaker.cool_down = Duration::from_secs(1);
-        c.breaker.max_cool_down = Duration::from_secs(2);
-    })
-    .await;
-    scenarios::audit_records_every_action_once_with_its_actor(&p).await;
-}
-
-#[tokio::test]
-async fn failing_endpoint_is_disabled_and_operational_events_are_published() {
-    let p = AwsPipeline::start_configured("failing", |c| c.disable_after = chrono::Duration::seconds(3)).await;
-    scenarios::failing_endpoint_is_disabled_and_operational_events_are_published(&p).await;
-}
-
-// ---------------------------------------------------------------------------
-// Issue 11, part B: dead letters at scale, bulk jobs, replays.
-
-on_aws!(
-    dead_letters_are_listed_by_every_filter_and_walked_once,
-    bulk_skip_by_filter_and_bad_input,
-    replay_job_by_event_id_and_bad_input,
-);
-on_aws!(replay_jobs_by_partition_key_and_by_time_range);
 
 /// An hour-long router outage leaves hundreds of given-up batches: a run
 /// drains them for its time budget (long polls, ten at a time), not ten

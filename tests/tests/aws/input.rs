@@ -1,42 +1,17 @@
-//! The input scenarios (`hookline_tests::input_scenarios`) on the AWS
-//! backend (the Lambda handlers over DynamoDB and SQS in the emulator, API
-//! calls as API Gateway events with the path in `rawPath`, percent-encoded
-//! as the client sent it), plus what only this backend has: EventBridge
-//! ingest, whose refusals (bad ids, bad partition keys) go to the ingest DLQ
-//! with a `hookline-error` reason.
+//! Input checks only the AWS backend has: EventBridge ingest, whose
+//! refusals (bad ids, bad partition keys) go to the ingest DLQ with a
+//! `hookline-error` reason. The input scenarios both backends run are in
+//! `hookline_tests::input_scenario_tests`.
 
 use std::time::Duration;
 
 use hookline_tests::aws_pipeline::AwsPipeline;
-use hookline_tests::input_scenarios::{self, assert_no_forged_line, FORGED};
+use hookline_tests::input_scenarios::{assert_no_forged_line, FORGED};
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::{eventually, Behaviour, Receiver};
 use serde_json::json;
 use shared::envelope::{MAX_ID_BYTES, MAX_PARTITION_KEY_BYTES};
 use shared::ids::{idempotent_event_id, stored_event_id};
-
-macro_rules! on_aws {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            input_scenarios::$name(&AwsPipeline::start(stringify!($name)).await).await;
-        }
-    )*};
-}
-
-on_aws!(
-    producer_ids_over_the_limit_are_refused_naming_the_field,
-    ids_with_path_characters_are_found_percent_encoded,
-    header_bound_values_must_be_valid_header_values,
-    partition_keys_that_cannot_be_stored_or_sent_are_refused,
-    custom_headers_that_cannot_be_sent_are_refused,
-    control_characters_cannot_forge_log_lines,
-    retry_schedules_longer_than_the_retention_are_refused,
-    deduplication_is_per_tenant,
-    delivery_limits_that_make_no_sense_are_refused,
-    retry_schedules_and_dead_letter_statuses_that_make_no_sense_are_refused,
-    idempotency_keys_that_break_the_rule_are_refused,
-);
 
 /// EventBridge ingest applies the same rules: an id over the limit (and one
 /// over DynamoDB's key limit) and a trace id that is not a header value go to
