@@ -4,7 +4,7 @@
 //! `GET /2018-06-01/runtime/invocation/next` (the moment Lambda's INIT phase
 //! ends). Targets: init ≤ 20 ms, bootstrap ≤ 8 MB.
 //!
-//! `cargo build --release -p ingest -p router -p saga -p delivery -p requeue -p api && cargo run --release -p hookline-tests --bin cold_start`
+//! `cargo build --release -p ingest -p router -p saga -p delivery -p requeue -p api && cargo run --release -p hookline-bench --bin cold_start`
 //!
 //! Options: `--dir DIR` where the binaries are (default: the directory of
 //! this executable, i.e. `target/release`; a cargo-lambda output such as

@@ -3,7 +3,7 @@
 //! end-to-end deliveries/s and end-to-end latency (producer send → receiver
 //! arrival) p50/p99. Every event is fsync'd before its 202, as always.
 //!
-//! `cargo build --release -p hookline && cargo run --release -p hookline-tests --bin bench -- --events 20000`
+//! `cargo build --release -p hookline && cargo run --release -p hookline-bench --bin bench -- --events 20000`
 //! (`make bench ARGS="--events 20000"`). `--rate R` paces producers at R
 //! events/s in all (open loop) instead of sending as fast as they can.
 //!

@@ -4,7 +4,7 @@
 //! each one the server closes is opened again at once), against the same
 //! measurement with none. Every event is also delivered to a local receiver.
 //!
-//! `cargo build --release -p hookline && cargo run --release -p hookline-tests --bin slowloris -- --connections 2000 --posts 2000`
+//! `cargo build --release -p hookline && cargo run --release -p hookline-bench --bin slowloris -- --connections 2000 --posts 2000`
 //! (`make bench-slowloris ARGS="--connections 2000 --posts 2000"`).
 //! Options: `--producers N` (4), `--rate R` (posts/s in all, 100: the
 //! measurement then spans at least one header timeout of churn; 0 = as fast

@@ -6,7 +6,7 @@
 //! delivered, from the request.
 //!
 //! `cargo build --release -p hookline && HOOKLINE_BIN=target/release/hookline
-//! cargo run --release -p hookline-tests --bin bulk_requeue -- --dead-letters 10000`
+//! cargo run --release -p hookline-bench --bin bulk_requeue -- --dead-letters 10000`
 //! (`make bench-bulk-requeue ARGS="…"`).
 
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! `--batch` sagas and 10 given-up batches each, until a run finds nothing.
 //!
 //! ```sh
-//! cargo run --release -p hookline-tests --bin reconcile -- --sagas 10000 --given-up 200 --batch 100
+//! cargo run --release -p hookline-bench --bin reconcile -- --sagas 10000 --given-up 200 --batch 100
 //! ```
 
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! (flat within 10% from the first sample after the retention to the end)
 //! and deliveries/s before and while purging.
 //!
-//! `cargo build --release -p hookline && cargo run --release -p hookline-tests --bin retention -- --events 1000000 --rate 3000 --retention 5m`
+//! `cargo build --release -p hookline && cargo run --release -p hookline-bench --bin retention -- --events 1000000 --rate 3000 --retention 5m`
 //! (`make bench-retention ARGS="…"`). `--retention none` runs without
 //! purging (serve's default retention, 30 days), the comparison run.
 //! Options: `--producers N` (8), `--sample SECS` (30), `--bin PATH`,
