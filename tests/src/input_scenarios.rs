@@ -1,5 +1,5 @@
 //! Scenarios of hostile or malformed input, run on both backends
-//! (`tests/input_serve.rs`, `tests/input_aws.rs`): the producer id limit,
+//! (`tests/tests/serve`, `tests/tests/aws`): the producer id limit,
 //! values that could never be sent in a header, partition keys that could
 //! never be stored or sent, ids that need
 //! percent-encoding in a path, log-line forging, retry schedules longer than

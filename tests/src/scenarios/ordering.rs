@@ -220,8 +220,9 @@ pub async fn ordered_partition_blocks_or_continues_behind_a_dead_letter<P: Pipel
 
 /// Ordered delivery through crashes, under a `max_in_flight` of 3: for
 /// each failpoint, the stage that reaches it next crashes there (`hookline serve` is killed, a Lambda
-/// invocation fails and is retried), in the middle of 250 events over 5
-/// partitions whose receiver fails 20% of requests. Every partition is
+/// invocation fails and is retried), in the middle of events over 5
+/// partitions (25 first, then 20 after each crash) whose receiver fails 20%
+/// of requests. Every partition is
 /// still delivered in order, nothing lost; a crash after a POST may repeat
 /// that delivery (same number, at least once), never an earlier one or a
 /// later one ahead of time.
@@ -260,7 +261,7 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
         s.crash_at(fp).await;
         post(s, &mut posted, 0).await;
         s.recover().await;
-        for p in 0..partitions * 10 {
+        for p in 0..partitions * 4 {
             post(s, &mut posted, p % partitions).await;
         }
     }
