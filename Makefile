@@ -4,7 +4,8 @@
 # lints template.yaml with cfn-lint and `sam validate --lint` (their own venv),
 # builds the hookline binary the end-to-end tests run, starts the emulator on
 # a free loopback port, runs every test of the workspace against both
-# backends, and stops the emulator.
+# backends (tests/run.sh: what `cargo test --workspace` runs, the AWS and the
+# serve suites side by side), and stops the emulator.
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -19,7 +20,7 @@ test: venv lint-template lint-rust build
 	echo "AWS emulator at $$endpoint"; \
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
-	$(CARGO) test --workspace --locked; status=$$?; \
+	CARGO=$(CARGO) tests/run.sh; status=$$?; \
 	infra/emulator.sh stop; exit $$status
 
 # Formatting and lints of every crate and target (warnings are errors).

@@ -63,10 +63,10 @@ macro_rules! scenario_suite_tests {
             retry_schedule_is_followed_then_dead_letters,
             dead_letter_on_statuses_end_a_delivery_at_once,
             ordered_partition_blocks_or_continues_behind_a_dead_letter,
-            // 200 events over 10 partitions (20 each) against 20% failures
+            // 100 events over 10 partitions (10 each) against 20% failures
             // prove the order; volume is the benchmarks' business.
             ordered_partitions_deliver_in_sequence_under_random_failures =
-                ordered_partitions_deliver_in_sequence_under_random_failures(200),
+                ordered_partitions_deliver_in_sequence_under_random_failures(100),
             breaker_opens_defers_without_attempts_and_closes_after_a_probe;
                 $crate::pipeline::Settings::default().breaker(3, 1000, 2000),
             reconciler_recovers_a_given_up_routing_and_a_lost_job; $crate::pipeline::Settings::default().fast_reconcile(),
@@ -89,10 +89,11 @@ macro_rules! scenario_suite_tests {
             ordered_delivery_survives_a_crash_of_each_handler = ordered_delivery_survives_crashes_in_the_middle(
                 &["route.after_sagas", "saga.after_transition", "deliver.before_record", "order.after_leave"]
             ),
-            // 100 dead letters in pages of 10 (BULK_PAGE_SIZE): the crash is
-            // half way through page 5 (counted from 0), the sixth of ten.
-            bulk_requeue_survives_a_crash_half_way = bulk_requeue_survives_a_crash_half_way(100, "bulk.half_page.page5");
-                $crate::pipeline::Settings::default().bulk_page_size(10),
+            // 40 dead letters in pages of 5 (BULK_PAGE_SIZE): the crash is
+            // half way through page 5 (counted from 0), the sixth of eight,
+            // as 1,000 in pages of 100 crashed in the sixth of ten.
+            bulk_requeue_survives_a_crash_half_way = bulk_requeue_survives_a_crash_half_way(40, "bulk.half_page.page5");
+                $crate::pipeline::Settings::default().bulk_page_size(5),
         );
     };
 }
