@@ -20,19 +20,36 @@ CARGO="${CARGO:-cargo}"
 PYTHON="${PYTHON:-python3}"
 
 artifacts="$(mktemp)"
-trap 'rm -f "$artifacts"' EXIT
-"$CARGO" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$artifacts" || exit 1
+private="$(mktemp -d)"
+trap 'rm -rf "$artifacts" "$private"' EXIT
 
-# Every test executable cargo built: "<target name> <package dir> <path>".
+# The executables of cargo's JSON messages in file `$1` that are tests
+# (`test`) or the `hookline` binary (`hookline`), by `$2`.
 executables() {
     "$PYTHON" -c '
 import json, os, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    if sys.argv[2] == "test" and m.get("profile", {}).get("test"):
         print(m["target"]["name"], os.path.dirname(m["manifest_path"]), m["executable"])
-' "$artifacts"
+    elif sys.argv[2] == "hookline" and m["target"]["name"] == "hookline" and "bin" in m["target"]["kind"]:
+        print(m["executable"])
+' "$@"
 }
+
+# The `hookline` binary the serve suite runs (with failpoints), copied
+# aside at once: a build directory shared with other checkouts may get
+# another `hookline` written over it while the tests run.
+if [[ -z "${HOOKLINE_BIN:-}" ]]; then
+    "$CARGO" build -p hookline --features failpoints --locked --message-format=json-render-diagnostics >"$artifacts" || exit 1
+    built="$(executables "$artifacts" hookline | tail -1)"
+    cp "$built" "$private/hookline" || exit 1
+    export HOOKLINE_BIN="$private/hookline"
+fi
+
+"$CARGO" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$artifacts" || exit 1
 
 # Runs the test binary `$3` from the package directory `$2` (as cargo
 # does), its lines prefixed with `[$1]`; the rest of the arguments go to it.
@@ -52,7 +69,7 @@ while read -r name dir bin; do
     else
         suite "$name" "$dir" "$bin" "$@" || status=1
     fi
-done < <(executables)
+done < <(executables "$artifacts" test)
 [[ ${#pids[@]} -eq 2 ]] || { echo "run.sh: expected the aws and serve suites, found ${#pids[@]}" >&2; status=1; }
 # The documentation tests, as `cargo test --workspace` runs them last.
 "$CARGO" test --workspace --locked --doc || status=1
