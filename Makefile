@@ -4,7 +4,8 @@
 # lints template.yaml with cfn-lint and `sam validate --lint` (their own venv),
 # builds the hookline binary the end-to-end tests run, starts the emulator on
 # a free loopback port, runs every test of the workspace against both
-# backends, and stops the emulator.
+# backends (tests/run.sh: what `cargo test --workspace` runs, the AWS and the
+# serve suites side by side), and stops the emulator.
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -19,7 +20,7 @@ test: venv lint-template lint-rust docs build
 	echo "AWS emulator at $$endpoint"; \
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
-	$(CARGO) test --workspace --locked; status=$$?; \
+	CARGO=$(CARGO) tests/run.sh; status=$$?; \
 	infra/emulator.sh stop; exit $$status
 
 # The code's own docs, private items included (links between modules are
@@ -50,7 +51,7 @@ lint-template:
 # Benchmarks (commands that print figures; not part of `make test`).
 bench:
 	$(CARGO) build --release -p hookline
-	$(CARGO) run --release -p hookline-tests --bin bench -- $(ARGS)
+	$(CARGO) run --release -p hookline-bench --bin bench -- $(ARGS)
 
 # The noisy-neighbour bound, round by round: alone, beside a hung and beside
 # a failing neighbour, each against its own round (ROUNDS, ARGS e.g.
@@ -60,7 +61,7 @@ bench:
 ROUNDS ?= 5
 bench-neighbours:
 	$(CARGO) build --release -p hookline
-	$(CARGO) build --release -p hookline-tests --bin bench
+	$(CARGO) build --release -p hookline-bench --bin bench
 	tests/bench-neighbours.sh $(ROUNDS) $${CARGO_TARGET_DIR:-target}/release/bench $(ARGS)
 
 # The BASE commit's hookline against the current tree's on the same load and
@@ -75,14 +76,14 @@ bench-compare:
 # (ARGS e.g. "--connections 2000 --posts 2000"; target p99 under 50 ms).
 bench-slowloris:
 	$(CARGO) build --release -p hookline
-	$(CARGO) run --release -p hookline-tests --bin slowloris -- $(ARGS)
+	$(CARGO) run --release -p hookline-bench --bin slowloris -- $(ARGS)
 
 # Bounded storage: database size every 30 s while events flow past a short
 # retention (ARGS e.g. "--events 1000000 --rate 3000 --retention 5m"; add
 # "--retention none" for the run without purging).
 bench-retention:
 	$(CARGO) build --release -p hookline
-	$(CARGO) run --release -p hookline-tests --bin retention -- $(ARGS)
+	$(CARGO) run --release -p hookline-bench --bin retention -- $(ARGS)
 
 # AWS cost per delivery on the emulator (counts requests, DynamoDB units and
 # invocations; prices from infra/prices.json). ARGS e.g. "--events 500
@@ -92,18 +93,18 @@ bench-cost: venv
 	echo "AWS emulator at $$endpoint"; \
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true \
-	$(CARGO) run --release -p hookline-tests --bin cost -- $(ARGS); status=$$?; \
+	$(CARGO) run --release -p hookline-bench --bin cost -- $(ARGS); status=$$?; \
 	infra/emulator.sh stop; exit $$status
 
 # Time to requeue N dead letters through the bulk job on `hookline serve`
 # (release build; ARGS e.g. "--dead-letters 10000").
 bench-bulk-requeue:
 	$(CARGO) build --release -p hookline
-	HOOKLINE_BIN=$${CARGO_TARGET_DIR:-target}/release/hookline $(CARGO) run --release -p hookline-tests --bin bulk_requeue -- $(ARGS)
+	HOOKLINE_BIN=$${CARGO_TARGET_DIR:-target}/release/hookline $(CARGO) run --release -p hookline-bench --bin bulk_requeue -- $(ARGS)
 
 bench-cold-start:
 	$(CARGO) build --release $(foreach f,$(FUNCTIONS),-p $(f))
-	$(CARGO) run --release -p hookline-tests --bin cold_start -- $(ARGS)
+	$(CARGO) run --release -p hookline-bench --bin cold_start -- $(ARGS)
 
 # The Lambda bootstraps for deployment, cross-compiled to arm64 (not in CI:
 # cargo-lambda and zig come from PyPI into their own venv, ~500 MB; the arm64

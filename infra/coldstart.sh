@@ -2,7 +2,7 @@
 # Cold-start and size check of the six Lambda bootstraps: builds them in
 # release, then starts each against a local Lambda Runtime API and times
 # spawn -> first GET /runtime/invocation/next (targets: <= 20 ms, <= 8 MB).
-# See tests/src/bin/cold_start.rs.
+# See bench/src/bin/cold_start.rs.
 #
 #   infra/coldstart.sh                      # target/release, 20 runs each
 #   infra/coldstart.sh --runs 50 --only ingest,api

@@ -226,7 +226,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
         ..settings
     };
-    let h = Arc::new(Hookline::new(backend.stores.clone(), config));
+    let mut h = Hookline::new(backend.stores.clone(), config);
+    // Test builds only (the `failpoints` feature): HOOKLINE_FAILPOINT, read once.
+    h.failpoints = shared::failpoint::Failpoints::from_env();
+    let h = Arc::new(h);
     let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
     let shown_key = match keys.as_slice() {
         [only] => only.secret.clone(),

@@ -24,7 +24,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// The most items one page of a job acts on.
+/// The most items one page of a job acts on, by default (the setting
+/// `BULK_PAGE_SIZE`, [`crate::context::Config::bulk_page_size`]).
 pub const JOB_PAGE: usize = 100;
 
 /// What a job does to each item.

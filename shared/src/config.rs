@@ -77,6 +77,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "a subscription whose deliveries have all failed for this long is disabled (a duration: 5d)",
         default: "5d",
     },
+    Setting { key: "BULK_PAGE_SIZE", help: "the most items one page of a bulk job acts on", default: "100" },
 ];
 
 /// Every bad setting found, each with its name.
@@ -188,6 +189,7 @@ impl Config {
         }
         let audit_retention = r.duration("AUDIT_RETENTION").unwrap_or(d.audit_retention);
         let disable_after = r.duration("DISABLE_AFTER").unwrap_or(d.disable_after);
+        let bulk_page_size = r.number("BULK_PAGE_SIZE", d.bulk_page_size as u64, 1, 1000) as usize;
         if !r.problems.is_empty() {
             return Err(ConfigError { problems: r.problems });
         }
@@ -208,6 +210,7 @@ impl Config {
             breaker,
             audit_retention,
             disable_after,
+            bulk_page_size,
             ..d
         })
     }
@@ -257,6 +260,8 @@ mod tests {
         );
         assert_eq!(c.reconcile.stall_margin, chrono::Duration::minutes(5));
         assert_eq!(config(&[("RETENTION_DAYS", "7")]).unwrap().retention, chrono::Duration::days(7));
+        assert_eq!(config(&[]).unwrap().bulk_page_size, crate::bulk::JOB_PAGE);
+        assert_eq!(config(&[("BULK_PAGE_SIZE", "10")]).unwrap().bulk_page_size, 10);
     }
 
     #[test]

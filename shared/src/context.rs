@@ -88,6 +88,9 @@ pub struct Config {
     /// A subscription whose deliveries have all failed for this long is
     /// disabled ([`crate::health::should_disable`]).
     pub disable_after: chrono::Duration,
+    /// The most items one page of a bulk job acts on (`BULK_PAGE_SIZE`,
+    /// default [`crate::bulk::JOB_PAGE`]).
+    pub bulk_page_size: usize,
 }
 
 impl Default for Config {
@@ -109,6 +112,7 @@ impl Default for Config {
             breaker: crate::health::BreakerPolicy::default(),
             audit_retention: chrono::Duration::days(365),
             disable_after: chrono::Duration::days(5),
+            bulk_page_size: crate::bulk::JOB_PAGE,
         }
     }
 }
@@ -334,6 +338,10 @@ pub struct Hookline {
     /// Subscriptions' breakers as last read, and attempt counts not yet
     /// stored ([`crate::stage::breaker`]).
     pub health_cache: crate::health::HealthCache,
+    /// The crash and failure injection points armed in this context (an
+    /// empty type without the `failpoints` feature): none unless a test
+    /// arms them, or `hookline serve` read them from `HOOKLINE_FAILPOINT`.
+    pub failpoints: crate::failpoint::Failpoints,
 }
 
 impl Hookline {
@@ -366,6 +374,7 @@ impl Hookline {
             stores,
             config,
             metrics: Metrics::default(),
+            failpoints: Default::default(),
         }
     }
 }

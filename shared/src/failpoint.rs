@@ -1,112 +1,163 @@
-//! Crash injection for tests: `HOOKLINE_FAILPOINT=<name>` makes the process
-//! abort (as `kill -9` would) the first time it reaches that point, so tests
-//! can crash a stage between any two of its writes. In-process tests of the
-//! Lambda handlers use [`arm_panic`] instead: the next handler to reach the
-//! point panics, as a crashed invocation would. Unarmed, a hit costs one
-//! cached comparison and one uncontended lock.
+//! Crash injection for tests. The armed points are a [`Failpoints`] object
+//! owned by the stage context ([`crate::context::Hookline::failpoints`]), so
+//! pipelines running side by side in one process (the in-process AWS tests)
+//! each have their own and never trip over each other's.
+//!
+//! `hookline serve` fills its context's object once at start-up from
+//! `HOOKLINE_FAILPOINT=<name>` ([`Failpoints::from_env`]): the process
+//! aborts (as `kill -9` would) the first time it reaches that point, so
+//! tests can crash a stage between any two of its writes. In-process tests
+//! of the Lambda handlers use [`Failpoints::arm_panic`] on their pipeline's
+//! context instead: the next handler to reach the point panics, as a
+//! crashed invocation would. Unarmed, a hit costs one uncontended lock.
 //!
 //! Failure injection: `HOOKLINE_FAILPOINT=<name>[@<key>]*<n>`
-//! (comma-separated with others), or [`arm_failures`] in-process, makes the
-//! next `n` calls of [`fails`] for that name (and key: an event id, so tests
-//! running side by side do not trip over each other) answer `true`, so the
-//! stage there fails (or loses a message) as a flaky store or queue would,
-//! without crashing.
+//! (comma-separated with others), or [`Failpoints::arm_failures`]
+//! in-process, makes the next `n` calls of [`Failpoints::fails`] for that
+//! name (and key: an event id) answer `true`, so the stage there fails (or
+//! loses a message) as a flaky store or queue would, without crashing.
 //!
 //! All of it exists only with the `failpoints` feature (the test suite and
-//! `make test`'s `hookline` build turn it on); otherwise every point is an
-//! empty inline function and nothing of this module is in the binary.
+//! `make test`'s `hookline` build turn it on); otherwise [`Failpoints`] is
+//! an empty type whose every point is an empty inline function.
 
-#[cfg(feature = "failpoints")]
-pub use armed::{arm_failures, arm_panic, fails, hit, panic_armed};
-
-/// Without the `failpoints` feature: does nothing.
+/// The failpoints armed in one stage context. Without the `failpoints`
+/// feature: an empty type that never fires.
 #[cfg(not(feature = "failpoints"))]
-#[inline(always)]
-pub fn hit(_name: &str) {}
+#[derive(Debug, Default)]
+pub struct Failpoints;
 
-/// Without the `failpoints` feature: never fails.
 #[cfg(not(feature = "failpoints"))]
-#[inline(always)]
-pub fn fails(_name: &str, _key: &str) -> bool {
-    false
+impl Failpoints {
+    /// Without the `failpoints` feature: nothing armed.
+    #[inline(always)]
+    pub fn from_env() -> Self {
+        Failpoints
+    }
+
+    /// Without the `failpoints` feature: does nothing.
+    #[inline(always)]
+    pub fn hit(&self, _name: &str) {}
+
+    /// Without the `failpoints` feature: never fails.
+    #[inline(always)]
+    pub fn fails(&self, _name: &str, _key: &str) -> bool {
+        false
+    }
 }
 
 #[cfg(feature = "failpoints")]
+pub use armed::Failpoints;
+
+#[cfg(feature = "failpoints")]
 mod armed {
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::{Mutex, MutexGuard};
 
-    static PANIC_AT: Mutex<Option<String>> = Mutex::new(None);
-
-    /// Makes the next [`hit`] of `name` (in this process) panic, once.
-    pub fn arm_panic(name: &str) {
-        *PANIC_AT.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_string());
+    /// The failpoints armed in one stage context: an abort point (from
+    /// `HOOKLINE_FAILPOINT`), a panic point armed in-process, and counted
+    /// failures.
+    #[derive(Debug, Default)]
+    pub struct Failpoints {
+        /// Abort the process on reaching this point (`hookline serve`).
+        abort_at: Option<String>,
+        /// Panic once on reaching this point (in-process tests).
+        panic_at: Mutex<Option<String>>,
+        /// Failures left per `name` or `name@key`.
+        failures: Mutex<Vec<(String, u32)>>,
     }
 
-    /// Is a panic still armed (not yet reached)?
-    pub fn panic_armed() -> bool {
-        PANIC_AT.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn armed() -> Option<&'static str> {
-        static NAME: OnceLock<Option<String>> = OnceLock::new();
-        NAME.get_or_init(|| std::env::var("HOOKLINE_FAILPOINT").ok().filter(|s| !s.is_empty() && !s.contains('*')))
-            .as_deref()
-    }
-
-    static FAILURES: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());
-
-    fn failures() -> std::sync::MutexGuard<'static, Vec<(String, u32)>> {
-        // Entries are `name` or `name@key`.
-        static FROM_ENV: OnceLock<()> = OnceLock::new();
-        let mut f = FAILURES.lock().unwrap_or_else(|e| e.into_inner());
-        FROM_ENV.get_or_init(|| {
+    impl Failpoints {
+        /// The points `HOOKLINE_FAILPOINT` arms: `<name>` aborts the
+        /// process there; `<name>[@<key>]*<n>` (comma-separated) fails `n`
+        /// times. Read once, when the process starts.
+        pub fn from_env() -> Self {
             let spec = std::env::var("HOOKLINE_FAILPOINT").unwrap_or_default();
+            let mut fp = Failpoints::default();
+            if !spec.is_empty() && !spec.contains('*') {
+                fp.abort_at = Some(spec);
+                return fp;
+            }
             for part in spec.split(',') {
                 if let Some((name, n)) = part.split_once('*') {
                     if let Ok(n) = n.trim().parse() {
-                        f.push((name.trim().to_string(), n));
+                        fp.arm_failures(name.trim(), n);
                     }
                 }
             }
-        });
-        f
-    }
-
-    /// Makes the next `times` calls of [`fails`] for `name` (`name@key`: only
-    /// with that key) in this process answer `true`.
-    pub fn arm_failures(name: &str, times: u32) {
-        failures().push((name.to_string(), times));
-    }
-
-    /// Should the operation at failpoint `name`, about `key` (an event id),
-    /// fail this time? Counts down an armed failure; `false` when none is armed
-    /// (the normal case).
-    pub fn fails(name: &str, key: &str) -> bool {
-        let mut f = failures();
-        if f.is_empty() {
-            return false;
+            fp
         }
-        let keyed = format!("{name}@{key}");
-        match f.iter_mut().find(|(n, left)| (n == name || *n == keyed) && *left > 0) {
-            Some((_, left)) => {
-                *left -= 1;
-                true
+
+        /// Makes the next [`Failpoints::hit`] of `name` panic, once.
+        pub fn arm_panic(&self, name: &str) {
+            *lock(&self.panic_at) = Some(name.to_string());
+        }
+
+        /// Is a panic still armed (not yet reached)?
+        pub fn panic_armed(&self) -> bool {
+            lock(&self.panic_at).is_some()
+        }
+
+        /// Makes the next `times` calls of [`Failpoints::fails`] for `name`
+        /// (`name@key`: only with that key) answer `true`.
+        pub fn arm_failures(&self, name: &str, times: u32) {
+            lock(&self.failures).push((name.to_string(), times));
+        }
+
+        /// Should the operation at failpoint `name`, about `key` (an event
+        /// id), fail this time? Counts down an armed failure; `false` when
+        /// none is armed (the normal case).
+        pub fn fails(&self, name: &str, key: &str) -> bool {
+            let mut f = lock(&self.failures);
+            if f.is_empty() {
+                return false;
             }
-            None => false,
+            let keyed = format!("{name}@{key}");
+            match f.iter_mut().find(|(n, left)| (n == name || *n == keyed) && *left > 0) {
+                Some((_, left)) => {
+                    *left -= 1;
+                    true
+                }
+                None => false,
+            }
+        }
+
+        /// Aborts the process if the failpoint `name` is armed from the
+        /// environment; panics if it is armed in-process.
+        pub fn hit(&self, name: &str) {
+            if self.abort_at.as_deref() == Some(name) {
+                eprintln!("hookline: failpoint {name} reached; aborting");
+                std::process::abort();
+            }
+            let mut armed = lock(&self.panic_at);
+            if armed.as_deref() == Some(name) {
+                *armed = None;
+                drop(armed);
+                panic!("hookline: failpoint {name} reached; crashing this invocation");
+            }
         }
     }
 
-    /// Aborts the process if the failpoint `name` is armed.
-    pub fn hit(name: &str) {
-        if armed() == Some(name) {
-            eprintln!("hookline: failpoint {name} reached; aborting");
-            std::process::abort();
-        }
-        let mut armed = PANIC_AT.lock().unwrap_or_else(|e| e.into_inner());
-        if armed.as_deref() == Some(name) {
-            *armed = None;
-            drop(armed);
-            panic!("hookline: failpoint {name} reached; crashing this invocation");
+    #[cfg(test)]
+    mod tests {
+        use super::Failpoints;
+
+        #[test]
+        fn two_contexts_keep_their_own_failpoints() {
+            let (a, b) = (Failpoints::default(), Failpoints::default());
+            a.arm_failures("x@e1", 1);
+            assert!(!b.fails("x", "e1"), "armed in the other context");
+            assert!(!a.fails("x", "e2"), "another key");
+            assert!(a.fails("x", "e1"));
+            assert!(!a.fails("x", "e1"), "counted down");
+            b.arm_panic("p");
+            assert!(b.panic_armed() && !a.panic_armed());
+            a.hit("p");
+            assert!(std::panic::catch_unwind(|| b.hit("p")).is_err());
+            assert!(!b.panic_armed());
         }
     }
 }

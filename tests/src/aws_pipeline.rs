@@ -111,6 +111,11 @@ impl AwsPipeline {
         p
     }
 
+    /// [`AwsPipeline::start`] with these [`crate::pipeline::Settings`].
+    pub async fn start_with_settings(tag: &str, settings: &crate::pipeline::Settings) -> AwsPipeline {
+        Self::start_configured(tag, |c| settings.apply(c)).await
+    }
+
     /// [`AwsPipeline::start`] with the backend on these SDK clients (e.g.
     /// clients with an interceptor that meters requests); the resources are
     /// created and the event source mappings read through other clients.
@@ -347,13 +352,13 @@ impl crate::pipeline::Pipeline for AwsPipeline {
 
     /// Arms a panic at the failpoint: the next invocation to reach it crashes.
     async fn crash_at(&mut self, failpoint: &str) {
-        shared::failpoint::arm_panic(failpoint);
+        self.hookline.failpoints.arm_panic(failpoint);
     }
 
     /// Arms the failures in this process (the handlers run here).
     async fn inject_failures(&mut self, failures: &[(&str, u32)]) {
         for (f, n) in failures {
-            shared::failpoint::arm_failures(f, *n);
+            self.hookline.failpoints.arm_failures(f, *n);
         }
     }
 
@@ -376,7 +381,7 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         // A bulk job on the emulator reaches a later page's failpoint only
         // after a minute or so.
         crate::eventually(120, "the armed failpoint was reached", || async {
-            (!shared::failpoint::panic_armed()).then_some(())
+            (!self.hookline.failpoints.panic_armed()).then_some(())
         })
         .await;
     }

@@ -1,5 +1,5 @@
 //! Scenarios of hostile or malformed input, run on both backends
-//! (`tests/input_serve.rs`, `tests/input_aws.rs`): the producer id limit,
+//! (`tests/tests/serve`, `tests/tests/aws`): the producer id limit,
 //! values that could never be sent in a header, partition keys that could
 //! never be stored or sent, ids that need
 //! percent-encoding in a path, log-line forging, retry schedules longer than
@@ -726,4 +726,25 @@ pub async fn retry_schedules_and_dead_letter_statuses_that_make_no_sense_are_ref
     assert_eq!(st, 200, "{v}");
     let reset = (&v["retry_policy"]["schedule_ms"], &v["retry_policy"]["max_attempts"], &v["dead_letter_on"]);
     assert_eq!(reset, (&Value::Null, &json!(6), &json!([])), "the configured default, and no statuses: {v}");
+}
+
+/// Every input scenario, listed once: each backend's test binary runs
+/// them all (`hookline_tests::input_scenario_tests!(aws)`, `(serve)`).
+#[macro_export]
+macro_rules! input_scenario_tests {
+    ($backend:ident) => {
+        $crate::scenario_tests!($backend, input_scenarios;
+            producer_ids_over_the_limit_are_refused_naming_the_field,
+            ids_with_path_characters_are_found_percent_encoded,
+            header_bound_values_must_be_valid_header_values,
+            partition_keys_that_cannot_be_stored_or_sent_are_refused,
+            custom_headers_that_cannot_be_sent_are_refused,
+            control_characters_cannot_forge_log_lines,
+            retry_schedules_longer_than_the_retention_are_refused,
+            deduplication_is_per_tenant,
+            delivery_limits_that_make_no_sense_are_refused,
+            retry_schedules_and_dead_letter_statuses_that_make_no_sense_are_refused,
+            idempotency_keys_that_break_the_rule_are_refused,
+        );
+    };
 }

@@ -344,3 +344,18 @@ pub async fn waiting_behind_a_blocking_dead_letter_is_not_stalled_and_ends_with_
     }
     assert!(delivered(&r, "/blk", &key).is_empty(), "nothing delivered for a deleted subscription");
 }
+
+/// Every lane scenario, listed once: each backend's test binary runs them
+/// all (`hookline_tests::lane_scenario_tests!(aws)`, `(serve)`), with a
+/// reconciler every second and a stall margin of 2 s.
+#[macro_export]
+macro_rules! lane_scenario_tests {
+    ($backend:ident) => {
+        $crate::scenario_tests!($backend, lane_scenarios;
+            missing_head_is_taken_out; $crate::pipeline::Settings::default().fast_reconcile(),
+            lost_routing_is_looked_at_with_backoff_then_skipped; $crate::pipeline::Settings::default().fast_reconcile(),
+            waiting_behind_a_blocking_dead_letter_is_not_stalled_and_ends_with_the_subscription;
+                $crate::pipeline::Settings::default().fast_reconcile(),
+        );
+    };
+}

@@ -48,6 +48,7 @@ where
     }
 }
 pub mod aws_pipeline;
+pub mod cli_ops;
 pub mod conformance;
 pub mod emulator;
 pub mod iam;
@@ -61,3 +62,63 @@ pub mod stages;
 pub mod strict;
 pub mod tenancy_scenarios;
 pub mod wait_scenarios;
+
+/// One `#[tokio::test]` per listed scenario of `$module` on `$backend`:
+/// `aws` ([`aws_pipeline::AwsPipeline`], the Lambda handlers on the
+/// emulator) or `serve` ([`Server`], a real `hookline serve`). Each
+/// scenario module keeps its list once, in a macro that calls this one
+/// (e.g. [`tenancy_scenario_tests`]), and each backend's test binary
+/// invokes that macro, so both run the same cases. A case is
+/// `name` (runs `$module::name(&mut pipeline)`), or
+/// `name = function(args…)` (runs `$module::function(&mut pipeline, args…)`),
+/// either followed by `; settings` (a [`pipeline::Settings`]) when it needs
+/// settings other than the test defaults.
+#[macro_export]
+macro_rules! scenario_tests {
+    ($backend:ident, $module:ident; $(
+        $(#[$meta:meta])*
+        $name:ident $(= $func:ident ( $($arg:expr),* $(,)? ))? $(; $settings:expr)?
+    ),* $(,)?) => {$(
+        $(#[$meta])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let settings: $crate::pipeline::Settings = $crate::__settings!($($settings)?);
+            #[allow(unused_mut)]
+            let mut p = $crate::__start!($backend, stringify!($name), &settings);
+            $crate::__run!($module, $name, p $(, $func ($($arg),*))?);
+        }
+    )*};
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __settings {
+    () => {
+        $crate::pipeline::Settings::default()
+    };
+    ($s:expr) => {
+        $s
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __start {
+    (aws, $tag:expr, $settings:expr) => {
+        $crate::aws_pipeline::AwsPipeline::start_with_settings($tag, $settings).await
+    };
+    (serve, $tag:expr, $settings:expr) => {
+        $crate::Server::start_with_settings($tag, $settings)
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __run {
+    ($module:ident, $name:ident, $p:ident) => {
+        $crate::$module::$name(&mut $p).await
+    };
+    ($module:ident, $name:ident, $p:ident, $func:ident ( $($arg:expr),* )) => {
+        $crate::$module::$func(&mut $p, $($arg),*).await
+    };
+}

@@ -44,7 +44,7 @@ pub trait Pipeline: Sync {
     /// platform retries the invocation by itself).
     fn recover(&mut self) -> impl Future<Output = ()> + Send;
 
-    /// Arms failure injection (`shared::failpoint::fails`): for each
+    /// Arms failure injection (`shared::failpoint::Failpoints::fails`): for each
     /// `(failpoint, times)`, the next `times` passes through it fail (a
     /// store error, a lost message). `hookline serve` is restarted for it.
     fn inject_failures(&mut self, failures: &[(&str, u32)]) -> impl Future<Output = ()> + Send;
@@ -94,6 +94,91 @@ pub trait Pipeline: Sync {
                 (d.len() == sagas && done == sagas).then_some(d)
             })
             .await
+        }
+    }
+}
+
+/// Settings a scenario needs other than the test defaults, said once for
+/// both backends: `hookline serve` gets them as flags (or the environment
+/// variables its settings fall back to), the AWS pipeline as its
+/// [`shared::context::Config`].
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// `(failures, cool-down ms, longest cool-down ms)` of the breaker.
+    pub breaker: Option<(u32, u64, u64)>,
+    /// `DISABLE_AFTER`, in seconds.
+    pub disable_after_secs: Option<u64>,
+    /// `BULK_PAGE_SIZE`: items per page of a bulk job.
+    pub bulk_page_size: Option<usize>,
+    /// A reconciler every second with a stall margin of 2 s. On `hookline
+    /// serve` it runs on its own interval; the AWS pipeline has the 2 s
+    /// margin always and runs the reconciler when the scenario calls
+    /// [`Pipeline::reconcile`].
+    pub fast_reconcile: bool,
+}
+
+impl Settings {
+    /// The breaker opens after `failures` and cools down `cool_ms`, doubling up to `max_ms`.
+    pub fn breaker(mut self, failures: u32, cool_ms: u64, max_ms: u64) -> Self {
+        self.breaker = Some((failures, cool_ms, max_ms));
+        self
+    }
+
+    /// A subscription failing for `secs` is disabled.
+    pub fn disable_after_secs(mut self, secs: u64) -> Self {
+        self.disable_after_secs = Some(secs);
+        self
+    }
+
+    /// Bulk jobs act on `n` items per page.
+    pub fn bulk_page_size(mut self, n: usize) -> Self {
+        self.bulk_page_size = Some(n);
+        self
+    }
+
+    /// See [`Settings::fast_reconcile`].
+    pub fn fast_reconcile(mut self) -> Self {
+        self.fast_reconcile = true;
+        self
+    }
+
+    /// `hookline serve`'s flags for these settings.
+    pub fn serve_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        if let Some((f, c, m)) = self.breaker {
+            for (flag, v) in
+                [("--breaker-failures", f as u64), ("--breaker-cool-down-ms", c), ("--breaker-max-cool-down-ms", m)]
+            {
+                a.extend([flag.to_string(), v.to_string()]);
+            }
+        }
+        if let Some(s) = self.disable_after_secs {
+            a.extend(["--disable-after".to_string(), format!("{s}s")]);
+        }
+        if self.fast_reconcile {
+            a.extend(["--reconcile-interval", "1s", "--stall-margin", "2s"].map(String::from));
+        }
+        a
+    }
+
+    /// The environment variables `hookline serve` reads for the settings
+    /// that have no flag.
+    pub fn serve_env(&self) -> Vec<(String, String)> {
+        self.bulk_page_size.map(|n| ("BULK_PAGE_SIZE".to_string(), n.to_string())).into_iter().collect()
+    }
+
+    /// Applies these settings to an AWS pipeline's configuration.
+    pub fn apply(&self, c: &mut shared::context::Config) {
+        if let Some((f, cool, max)) = self.breaker {
+            c.breaker.failure_threshold = f;
+            c.breaker.cool_down = std::time::Duration::from_millis(cool);
+            c.breaker.max_cool_down = std::time::Duration::from_millis(max);
+        }
+        if let Some(s) = self.disable_after_secs {
+            c.disable_after = chrono::Duration::seconds(s as i64);
+        }
+        if let Some(n) = self.bulk_page_size {
+            c.bulk_page_size = n;
         }
     }
 }

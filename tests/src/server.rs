@@ -57,6 +57,8 @@ pub struct Server {
     pub db: PathBuf,
     port: u16,
     extra_args: Vec<String>,
+    /// Environment variables set on every start (settings without a flag).
+    extra_env: Vec<(String, String)>,
     client: reqwest::Client,
     /// Keeps the directory alive.
     _dir: std::sync::Arc<TempDir>,
@@ -77,13 +79,22 @@ impl Server {
         let dir = std::sync::Arc::new(TempDir::new(tag));
         let db = dir.0.join("hookline.db");
         let extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Self::spawn(db, free_port(), extra_args, dir, None)
+        Self::spawn(db, free_port(), extra_args, Vec::new(), dir, None)
+    }
+
+    /// Starts with these settings (as flags and environment variables,
+    /// kept across restarts).
+    pub fn start_with_settings(tag: &str, settings: &crate::pipeline::Settings) -> Server {
+        let dir = std::sync::Arc::new(TempDir::new(tag));
+        let db = dir.0.join("hookline.db");
+        Self::spawn(db, free_port(), settings.serve_args(), settings.serve_env(), dir, None)
     }
 
     fn spawn(
         db: PathBuf,
         port: u16,
         extra_args: Vec<String>,
+        extra_env: Vec<(String, String)>,
         dir: std::sync::Arc<TempDir>,
         failpoint: Option<&str>,
     ) -> Server {
@@ -98,6 +109,7 @@ impl Server {
             .args(&extra_args)
             .env_remove("HOOKLINE_API_KEY")
             .env("HOOKLINE_FAILPOINT", failpoint.unwrap_or(""))
+            .envs(extra_env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::from(
                 std::fs::OpenOptions::new().create(true).append(true).open(log_path(&dir)).expect("serve log file"),
@@ -123,6 +135,7 @@ impl Server {
             db,
             port,
             extra_args,
+            extra_env,
             client: reqwest::Client::new(),
             _dir: dir,
         };
@@ -171,7 +184,14 @@ impl Server {
     /// Starts the process again on the same database and port.
     pub fn restart(&mut self, failpoint: Option<&str>) {
         self.kill9();
-        let next = Self::spawn(self.db.clone(), self.port, self.extra_args.clone(), self._dir.clone(), failpoint);
+        let next = Self::spawn(
+            self.db.clone(),
+            self.port,
+            self.extra_args.clone(),
+            self.extra_env.clone(),
+            self._dir.clone(),
+            failpoint,
+        );
         *self = next;
     }
 

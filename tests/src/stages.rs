@@ -1,5 +1,5 @@
-//! Stage scenarios, run on both backends (`tests/stages_sqlite.rs`,
-//! `tests/stages_aws.rs`): the stage functions called directly, the way the
+//! Stage scenarios, run on both backends (`tests/tests/serve/stages.rs`,
+//! `tests/tests/aws/stages.rs`): the stage functions called directly, the way the
 //! Lambda handlers and `hookline serve` call them, over a real SQLite file or
 //! the AWS emulator, with several contexts where several Lambda containers
 //! (each with its own subscription cache) would disagree. Nothing consumes
@@ -73,7 +73,12 @@ impl Rig {
     /// One process or Lambda container: its own context and subscription
     /// cache (trusted for `cache_ttl`), on the shared stores.
     pub fn container(&self, cache_ttl: Duration) -> Arc<Hookline> {
-        let config = Config {
+        self.container_with(cache_ttl, |_| {})
+    }
+
+    /// [`Rig::container`] with its settings changed by `configure`.
+    pub fn container_with(&self, cache_ttl: Duration, configure: impl FnOnce(&mut Config)) -> Arc<Hookline> {
+        let mut config = Config {
             address_policy: AddressPolicy::AllowLoopback,
             subscription_cache_ttl: cache_ttl,
             http: ClientConfig {
@@ -83,6 +88,7 @@ impl Rig {
             },
             ..Config::default()
         };
+        configure(&mut config);
         Arc::new(Hookline::new(self.stores.clone(), config))
     }
 
@@ -608,10 +614,13 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
     use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
     use shared::stage::bulk;
 
-    let (a, b) = (rig.container(Duration::from_secs(5)), rig.container(Duration::from_secs(5)));
+    // Pages of 10 (`BULK_PAGE_SIZE`): 25 dead letters are three pages.
+    let page_size = |c: &mut Config| c.bulk_page_size = 10;
+    let (a, b) =
+        (rig.container_with(Duration::from_secs(5), page_size), rig.container_with(Duration::from_secs(5), page_size));
     let sub = ids::new_subscription_id();
     let t0 = Utc::now() - chrono::Duration::minutes(5);
-    let n = 250;
+    let n = 25;
     let dls: Vec<DeadLetter> = (0..n)
         .map(|i| DeadLetter {
             subscription_id: sub.clone(),
@@ -626,16 +635,16 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
 
     // A worker planned page 0 and requeued half of it, then died.
     let open = DeadLetterQuery { state: Some(DeadLetterState::Open), ..filter.clone() };
-    let page = rig.stores.dead_letters.page(&open, shared::bulk::JOB_PAGE, None).await.unwrap();
+    let page = rig.stores.dead_letters.page(&open, a.config.bulk_page_size, None).await.unwrap();
     let ids: Vec<String> = page.items.iter().map(|d| d.id.to_string()).collect();
     let planned = job.planned(ids.clone(), page.next.clone(), Utc::now());
     assert!(rig.stores.jobs.update(&planned, job.version).await.unwrap());
     let audit = Audit { actor: "key:ops".into(), reason: "fixed".into() };
-    for id in &ids[..50] {
+    for id in &ids[..5] {
         requeue::requeue_as(&a, &DeadLetterId::new(id.as_str()), &audit, Some(&job.id)).await.unwrap();
     }
     // Meanwhile someone skipped one of the planned dead letters by hand.
-    requeue::skip(&a, &DeadLetterId::new(ids[70].as_str()), &Audit { actor: "key:other".into(), reason: "no".into() })
+    requeue::skip(&a, &DeadLetterId::new(ids[7].as_str()), &Audit { actor: "key:other".into(), reason: "no".into() })
         .await
         .unwrap();
 
@@ -670,7 +679,7 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
     for d in &dls {
         let now = rig.stores.dead_letters.get(&d.id).await.unwrap().unwrap();
         let new = rig.stores.sagas.get(&d.event_id, &ids::requeue_saga_id(&d.id)).await.unwrap();
-        if d.id.as_str() == ids[70] {
+        if d.id.as_str() == ids[7] {
             assert_eq!(now.state, DeadLetterState::Skipped);
             assert!(new.is_none());
         } else {

@@ -1,5 +1,5 @@
 //! "A replay never crosses tenants": scenarios with two tenants, run on both
-//! backends (`tests/tenancy_serve.rs`, `tests/tenancy_aws.rs`). A replay
+//! backends (`tests/tests/serve`, `tests/tests/aws`). A replay
 //! that names a subscription delivers to it only what its routing would
 //! have delivered (its tenant, its patterns: `shared::routing::check_scope`).
 //! One event named with a subscription that would not take it is a `422
@@ -243,7 +243,7 @@ pub async fn partition_replay_to_a_tenants_subscription_delivers_only_its_events
     exactly(&r, "/globex", 2).await;
 }
 
-/// A bulk replay job over more than one page (`JOB_PAGE` is 100) of two
+/// A bulk replay job over more than one page (the suite runs it with `BULK_PAGE_SIZE` 10) of two
 /// tenants' events, naming acme's subscription: every acme event is
 /// replayed to it, every globex one passed over and counted, page after
 /// page; and a replay job naming no subscription replays each event to
@@ -254,30 +254,30 @@ pub async fn bulk_replay_job_to_a_tenants_subscription_delivers_only_its_events(
     subscription(p, &r, "/globex", Some("globex"), &["blk.*"]).await;
     let before = chrono::Utc::now();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    post_many(p, 40, "blk.x", Some("acme")).await;
-    post_many(p, 70, "blk.x", Some("globex")).await;
-    post_many(p, 20, "blk.x", Some("acme")).await;
+    post_many(p, 10, "blk.x", Some("acme")).await;
+    post_many(p, 18, "blk.x", Some("globex")).await;
+    post_many(p, 5, "blk.x", Some("acme")).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let after = chrono::Utc::now();
-    exactly(&r, "/acme", 60).await;
-    exactly(&r, "/globex", 70).await;
+    exactly(&r, "/acme", 15).await;
+    exactly(&r, "/globex", 18).await;
 
     let range = json!({"since": before.to_rfc3339(), "until": after.to_rfc3339()});
     let mut named = range.clone();
     named["subscription_id"] = json!(acme);
     let job = replay_job(p, named).await;
-    assert_eq!(counts(&job), (Some(130), Some(60), Some(0), Some(70)), "{job}");
-    let got = exactly(&r, "/acme", 120).await;
+    assert_eq!(counts(&job), (Some(33), Some(15), Some(0), Some(18)), "{job}");
+    let got = exactly(&r, "/acme", 30).await;
     assert!(got.iter().all(|d| d.json()["tenant_id"] == "acme"), "acme received another tenant's event");
-    exactly(&r, "/globex", 70).await;
+    exactly(&r, "/globex", 18).await;
 
     // Naming no subscription: each event to the subscriptions its routing
     // takes now, so each tenant gets its own events once more.
     let job = replay_job(p, range).await;
-    assert_eq!(counts(&job), (Some(130), Some(130), Some(0), Some(0)), "{job}");
-    let got = exactly(&r, "/acme", 180).await;
+    assert_eq!(counts(&job), (Some(33), Some(33), Some(0), Some(0)), "{job}");
+    let got = exactly(&r, "/acme", 45).await;
     assert!(got.iter().all(|d| d.json()["tenant_id"] == "acme"));
-    let got = exactly(&r, "/globex", 140).await;
+    let got = exactly(&r, "/globex", 36).await;
     assert!(got.iter().all(|d| d.json()["tenant_id"] == "globex"));
 }
 
@@ -286,4 +286,20 @@ fn sorted<const N: usize>(ids: [&String; N]) -> Vec<String> {
     let mut v: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
     v.sort();
     v
+}
+
+/// Every tenancy scenario, listed once: each backend's test binary runs
+/// them all (`hookline_tests::tenancy_scenario_tests!(aws)`, `(serve)`).
+#[macro_export]
+macro_rules! tenancy_scenario_tests {
+    ($backend:ident) => {
+        $crate::scenario_tests!($backend, tenancy_scenarios;
+            single_event_replay_to_another_tenants_subscription_is_refused,
+            time_range_replay_to_a_tenants_subscription_delivers_only_its_events,
+            partition_replay_to_a_tenants_subscription_delivers_only_its_events,
+            // 33 events in pages of 10: four pages, as 130 made two of 100.
+            bulk_replay_job_to_a_tenants_subscription_delivers_only_its_events;
+                $crate::pipeline::Settings::default().bulk_page_size(10),
+        );
+    };
 }

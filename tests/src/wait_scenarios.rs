@@ -217,3 +217,19 @@ pub async fn rate_limited_backlog(p: &AwsPipeline, meter: &Meter, jobs: usize, r
     assert_eq!(delivered, jobs, "each job delivered once");
     costs(delivered, &meter.snapshot().since(&m0), &p.stats().snapshot(), &d0)
 }
+
+/// The wait scenarios that run on both backends, listed once
+/// (`hookline_tests::wait_scenario_tests!(aws)`, `(serve)`). The
+/// rate-limited backlog's cost ([`rate_limited_backlog`]) is counted in
+/// AWS requests, so it runs on the AWS backend only (tests/tests/aws).
+#[macro_export]
+macro_rules! wait_scenario_tests {
+    ($backend:ident) => {
+        $crate::scenario_tests!($backend, wait_scenarios;
+            breaker_open_dead_letters_at_the_last_scheduled_attempt;
+                $crate::pipeline::Settings::default().breaker(3, 60_000, 60_000),
+            a_retry_held_past_the_stall_margin_posts_once;
+                $crate::pipeline::Settings::default().breaker(3, 10_000, 10_000).fast_reconcile(),
+        );
+    };
+}

@@ -9,13 +9,12 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::requeue::{self, Audit, RequeueError};
-use crate::bulk::{counts, ItemOutcome, Job, JobKind, JobState, JobStep, PagePlan, ReplayFilter, Step, JOB_PAGE};
+use crate::bulk::{counts, ItemOutcome, Job, JobKind, JobState, JobStep, PagePlan, ReplayFilter, Step};
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetterQuery, DeadLetterState};
 use crate::envelope::LogSafe;
 use crate::error::StoreError;
 use crate::event_search::{EventQuery, Order};
-use crate::failpoint;
 use crate::ids::{DeadLetterId, EventId};
 use crate::job::RequeueMessage;
 use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
@@ -66,7 +65,7 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
                     if !h.stores.jobs.update(&planned, job.version).await? {
                         continue; // another worker planned it: read its plan
                     }
-                    failpoint::hit(&format!("bulk.after_plan.page{page}"));
+                    h.failpoints.hit(&format!("bulk.after_plan.page{page}"));
                     let plan = planned.plan.clone().expect("just planned");
                     (planned, plan)
                 }
@@ -84,7 +83,7 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
             // Another worker committed this page first, and goes on.
             return Ok(());
         }
-        failpoint::hit(&format!("bulk.after_commit.page{page}"));
+        h.failpoints.hit(&format!("bulk.after_commit.page{page}"));
         if committed.state != JobState::Running {
             tracing::info!(job_id = %committed.id, matched = committed.matched, done = committed.done, failed = committed.failed, skipped_not_routed = committed.skipped_not_routed, "bulk job completed");
             return Ok(());
@@ -136,7 +135,7 @@ async fn plan_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
             };
             // Only open dead letters are acted on.
             q.state = Some(DeadLetterState::Open);
-            let page = h.stores.dead_letters.page(&q, JOB_PAGE, job.position.as_deref()).await?;
+            let page = h.stores.dead_letters.page(&q, h.config.bulk_page_size, job.position.as_deref()).await?;
             Ok(Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next)))
         }
         JobKind::Replay => plan_replay_page(h, job).await,
@@ -148,7 +147,7 @@ async fn plan_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
 async fn act(h: &Hookline, job: &Job, plan: &PagePlan) -> Result<Vec<ItemOutcome>, StoreError> {
     let half = plan.items.len() / 2;
     let mut out = act_on(h, job, &plan.items[..half]).await?;
-    failpoint::hit(&format!("bulk.half_page.page{}", plan.page));
+    h.failpoints.hit(&format!("bulk.half_page.page{}", plan.page));
     out.extend(act_on(h, job, &plan.items[half..]).await?);
     Ok(out)
 }
@@ -209,7 +208,7 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
         outcome: None,
         order: Order::OldestFirst,
     };
-    let page = h.stores.events.search(&q, JOB_PAGE, job.position.as_deref()).await?;
+    let page = h.stores.events.search(&q, h.config.bulk_page_size, job.position.as_deref()).await?;
     let ids = page.items.into_iter().filter(|e| f.takes(&e.event_type)).map(|e| e.id.into_string()).collect();
     Ok(Ok((ids, page.next)))
 }

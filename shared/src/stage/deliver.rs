@@ -175,7 +175,7 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
             Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY, true, None)),
         }
     }
-    crate::failpoint::hit("deliver.before_record");
+    h.failpoints.hit("deliver.before_record");
     if !attempts.is_empty() {
         match h.stores.attempts.record(&attempts).await {
             Ok(inserted) => {

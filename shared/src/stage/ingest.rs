@@ -122,7 +122,7 @@ async fn ingest_one(
         .with_idempotency_key(idempotency_key);
     let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
-    crate::failpoint::hit("ingest.after_insert");
+    h.failpoints.hit("ingest.after_insert");
     Ok(count(h, &record, inserted[0]))
 }
 

@@ -234,7 +234,7 @@ pub async fn ended(h: &Hookline, job: &DeliveryJob, dead_lettered: bool) -> Resu
     h.stores.order.dequeue(&lane, l.seq, &job.saga_id).await?;
     // A crash here: the attempt is handed to the saga stage again, which
     // finds the saga ended and leaves the lane again (both idempotent).
-    crate::failpoint::hit("order.after_leave");
+    h.failpoints.hit("order.after_leave");
     // The saga stage starts the next one itself.
     match h.stores.order.head(&lane).await? {
         // Boxed: starting it runs the saga stage, which is how we got here.

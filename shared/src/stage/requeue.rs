@@ -173,7 +173,7 @@ pub async fn requeue_as(
     if dl.state != DeadLetterState::Requeued || by_other_job {
         return Err(RequeueError::AlreadyResolved { id: dl.id, state: dl.state });
     }
-    crate::failpoint::hit("requeue.after_resolve");
+    h.failpoints.hit("requeue.after_resolve");
     if let Some(s) = h.stores.sagas.get(&dl.event_id, &new_id).await? {
         return Ok(s);
     }

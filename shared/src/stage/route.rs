@@ -19,7 +19,7 @@ use crate::subscription::Subscription;
 /// Creates the sagas of these events; returns how many were new. Safe to
 /// repeat: saga ids derive from `(event, subscription)`.
 pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
-    if events.iter().any(|e| crate::failpoint::fails("route.store", e.id.as_str())) {
+    if events.iter().any(|e| h.failpoints.fails("route.store", e.id.as_str())) {
         return Err(StoreError::Backend("failpoint route.store: injected store failure".into()));
     }
     let store = h.stores.subscriptions.as_ref();
@@ -82,7 +82,7 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
     // outside its lane.
     super::ordering::enqueue(h, &sagas).await?;
     let created = if sagas.is_empty() { Vec::new() } else { h.stores.sagas.create(&sagas).await? };
-    crate::failpoint::hit("route.after_sagas");
+    h.failpoints.hit("route.after_sagas");
     // Then each partition's mark moves past these events, whether or not
     // any subscription wanted them.
     super::ordering::routed(h, events).await?;

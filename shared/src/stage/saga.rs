@@ -225,7 +225,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
         })
         .collect();
     let mut stored = h.stores.sagas.transition(&transitions).await?.into_iter();
-    crate::failpoint::hit("saga.after_transition");
+    h.failpoints.hit("saga.after_transition");
     let outcomes: Vec<TransitionOutcome> = planned
         .iter()
         .map(|(s, d)| {
@@ -272,7 +272,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
             match effect {
                 // Failure injection: a job lost on the way (the reconciler's test).
                 Effect::SendJob { attempt }
-                    if crate::failpoint::fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
+                    if h.failpoints.fails("saga.lose_job", &format!("{}#{attempt}", step.job.event_id)) => {}
                 Effect::SendJob { attempt } => jobs.push(DeliveryJob { attempt, ..step.job.clone() }),
                 Effect::ScheduleRetry { attempt, at } => {
                     // The first failure of a saga marks its event as failed

@@ -1,0 +1,263 @@
+//! Finding events: `GET /v1/events` (issue 11): every filter, empty
+//! results, a cursor walk while events arrive, bad input, and the outcome
+//! filter after a failing and a dead-lettered delivery.
+
+use super::*;
+
+// ------------------------------------------------- Part A: finding events
+// GET /v1/events (issue 11): every filter, empty results, a cursor walk
+// while events arrive, bad input, and the outcome filter after a failing
+// and a dead-lettered delivery.
+
+/// Every item of `GET /v1/events?<filters>`, following `next_cursor`
+/// `limit` at a time; before each page after the first, `between` runs
+/// (posting new events while the walk goes on).
+async fn walk_events<P: Pipeline, F, Fut>(s: &P, filters: &str, limit: usize, mut between: F) -> Vec<Value>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let path = match &cursor {
+            None => format!("/v1/events?{filters}&limit={limit}"),
+            Some(c) => format!("/v1/events?{filters}&limit={limit}&cursor={c}"),
+        };
+        let (st, v) = s.get(&path).await;
+        assert_eq!(st, 200, "{path}: {v}");
+        let items = v["items"].as_array().unwrap_or_else(|| panic!("{path}: {v}"));
+        assert!(items.len() <= limit, "{path}: {} items", items.len());
+        out.extend(items.iter().cloned());
+        match v["next_cursor"].as_str() {
+            Some(c) => {
+                cursor = Some(c.to_string());
+                between().await;
+            }
+            None => {
+                assert!(v["next_cursor"].is_null(), "{v}");
+                return out;
+            }
+        }
+    }
+    panic!("{filters}: no last page after 1000 pages");
+}
+
+/// The ids of a list of items.
+fn ids_of(items: &[Value]) -> Vec<String> {
+    items.iter().map(|i| i["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// `GET /v1/events?<filters>` in one page (at most 1000), as ids.
+async fn find_ids<P: Pipeline>(s: &P, filters: &str) -> Vec<String> {
+    ids_of(&walk_events(s, filters, 1000, || async {}).await)
+}
+
+fn enc(t: &str) -> String {
+    t.replace(':', "%3A").replace('+', "%2B")
+}
+
+pub async fn events_are_found_by_every_filter_and_cursor_walks_see_each_once<P: Pipeline>(s: &P) {
+    let tag = shared::ids::random_token("").chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>();
+    let tenant = format!("acme-{tag}");
+    let since = enc(&(chrono::Utc::now() - chrono::Duration::seconds(2)).to_rfc3339());
+    let post = |body: Value| async move {
+        let (st, v) = s.post("/v1/events", &body).await;
+        assert_eq!(st, 202, "{v}");
+        // Apart by at least a millisecond: the listing's order is by time.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        v["event_id"].as_str().unwrap().to_string()
+    };
+    let ty = |t: &str| format!("find{tag}.{t}");
+    let a = post(json!({"type": ty("created"), "tenant_id": tenant, "partition_key": "k1", "data": {}})).await;
+    let b = post(json!({"type": ty("paid"), "tenant_id": tenant, "partition_key": "k1", "data": {}})).await;
+    let c = post(json!({"type": ty("created"), "partition_key": "k1", "data": {}})).await;
+    let d = post(json!({"type": ty("created"), "tenant_id": format!("globex-{tag}"), "data": {}})).await;
+    let e = post(json!({"type": format!("find{tag}x.created"), "tenant_id": tenant, "data": {}})).await;
+
+    // Each filter, newest first.
+    let exact = format!("event_type={}&since={since}", ty("created"));
+    assert_eq!(find_ids(s, &exact).await, [d.as_str(), c.as_str(), a.as_str()]);
+    let pattern = format!("event_type=find{tag}.*&since={since}");
+    assert_eq!(
+        find_ids(s, &pattern).await,
+        [d.as_str(), c.as_str(), b.as_str(), a.as_str()],
+        "find{tag}x.created is not under find{tag}.*"
+    );
+    assert_eq!(find_ids(s, &format!("tenant_id={tenant}")).await, [e.as_str(), b.as_str(), a.as_str()]);
+    assert_eq!(find_ids(s, &format!("tenant_id={tenant}&event_type=find{tag}.*")).await, [b.as_str(), a.as_str()]);
+    assert_eq!(
+        find_ids(s, &format!("tenant_id={tenant}&partition_key=k1")).await,
+        [b.as_str(), a.as_str()],
+        "the tenant's partition"
+    );
+    assert_eq!(
+        find_ids(s, &format!("partition_key=k1&event_type={}&since={since}", ty("created"))).await,
+        [c.as_str()],
+        "without tenant_id: the partition of events without a tenant"
+    );
+    // An item: the event without its body.
+    let (st, v) = s.get(&format!("/v1/events?tenant_id={tenant}&event_type={}", ty("created"))).await;
+    assert_eq!(st, 200);
+    let item = &v["items"][0];
+    assert_eq!(item["id"], a.as_str());
+    assert_eq!(item["type"], ty("created").as_str());
+    assert_eq!(item["tenant_id"], tenant.as_str());
+    assert_eq!(item["partition_key"], "k1");
+    assert!(item["sequence"].is_null(), "a native envelope has no producer sequence: {item}");
+    assert_eq!(item["format"], "native");
+    assert!(item["outcome"].is_null() && item.get("body").is_none() && item.get("data").is_none(), "{item}");
+    assert!(item["received_at"].is_string() && item["occurred_at"].is_string(), "{item}");
+    assert!(v["next_cursor"].is_null());
+    // A time range (since inclusive, until exclusive) around b alone.
+    let at = |i: &Value| chrono::DateTime::parse_from_rfc3339(i["received_at"].as_str().unwrap()).unwrap();
+    let all = walk_events(s, &format!("tenant_id={tenant}"), 100, || async {}).await;
+    let b_at = at(&all[1]);
+    let range = format!(
+        "tenant_id={tenant}&since={}&until={}",
+        enc(&b_at.to_rfc3339()),
+        enc(&(b_at + chrono::Duration::milliseconds(1)).to_rfc3339())
+    );
+    assert_eq!(find_ids(s, &range).await, [b.as_str()]);
+
+    // Nothing matches: an empty page, not an error.
+    for filters in [
+        format!("tenant_id=nobody-{tag}"),
+        format!("event_type=nothing{tag}.*&since={since}"),
+        format!("tenant_id={tenant}&partition_key=k2"),
+        format!("tenant_id={tenant}&outcome=dead_lettered"),
+    ] {
+        let (st, v) = s.get(&format!("/v1/events?{filters}")).await;
+        assert_eq!((st, &v["items"], &v["next_cursor"]), (200, &json!([]), &Value::Null), "{filters}: {v}");
+    }
+
+    // Bad input, each naming its field.
+    let cursor = {
+        let (_, v) = s.get(&format!("/v1/events?tenant_id={tenant}&limit=1")).await;
+        v["next_cursor"].as_str().unwrap().to_string()
+    };
+    let old = enc(&(chrono::Utc::now() - chrono::Duration::days(400)).to_rfc3339());
+    for (query, status, field) in [
+        (format!("since={since}&until={}", enc("2000-01-01T00:00:00Z")), 422, "until"),
+        (format!("since={old}"), 422, "since"),
+        ("since=yesterday".to_string(), 400, "since"),
+        ("outcome=lost".to_string(), 400, "outcome"),
+        ("limit=0".to_string(), 400, "limit"),
+        ("limit=1001".to_string(), 400, "limit"),
+        ("cursor=not-a-cursor".to_string(), 400, "cursor"),
+        (format!("tenant_id=globex-{tag}&cursor={cursor}"), 400, "cursor"),
+        ("event_type=a%20b".to_string(), 400, "event_type"),
+        ("event_type=order*".to_string(), 400, "event_type"),
+    ] {
+        let (st, v) = s.get(&format!("/v1/events?{query}")).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{query}: {v}");
+    }
+
+    // A cursor walk while new events arrive returns every event that was
+    // there when it started exactly once (newer ones are ahead of it).
+    let walk_type = format!("walk{tag}");
+    let mut before = Vec::new();
+    for i in 0..12 {
+        let t = if i % 2 == 0 { format!("{walk_type}.even") } else { format!("{walk_type}.odd") };
+        let body = if i % 3 == 0 {
+            json!({"type": t, "data": {}})
+        } else {
+            json!({"type": t, "tenant_id": tenant, "data": {}})
+        };
+        before.push(post(body).await);
+    }
+    let posted_during = std::sync::Mutex::new(Vec::new());
+    for (filters, limit) in [
+        (format!("event_type={walk_type}.*&since={since}"), 5),
+        (format!("tenant_id={tenant}&event_type={walk_type}.*"), 2),
+        (format!("since={since}"), 3),
+    ] {
+        let got = ids_of(
+            &walk_events(s, &filters, limit, || async {
+                let t = format!("{walk_type}.during");
+                let body = json!({"type": t, "tenant_id": tenant, "data": {}});
+                let (st, v) = s.post("/v1/events", &body).await;
+                assert_eq!(st, 202);
+                posted_during.lock().unwrap().push(v["event_id"].as_str().unwrap().to_string());
+            })
+            .await,
+        );
+        let mut unique = got.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), got.len(), "{filters}: an event listed twice: {got:?}");
+        let want: Vec<&String> = if filters.starts_with("tenant_id") {
+            before.iter().enumerate().filter(|(i, _)| i % 3 != 0).map(|(_, id)| id).collect()
+        } else {
+            before.iter().collect()
+        };
+        for id in want {
+            assert_eq!(got.iter().filter(|g| *g == id).count(), 1, "{filters}: {id} not listed once in {got:?}");
+        }
+        if filters.starts_with("since") {
+            for id in [&a, &b, &c, &d, &e] {
+                assert!(got.contains(id), "{filters}: {id} missing");
+            }
+        }
+    }
+}
+
+pub async fn events_are_found_by_delivery_outcome<P: Pipeline>(s: &P) {
+    let tag = shared::ids::random_token("").chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>();
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/flaky", Behaviour::Ok), "event_types": [format!("flaky{tag}.*")],
+        "retry_policy": fast_retry(3)}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": [format!("down{tag}.*")],
+        "retry_policy": fast_retry(2)}))
+        .await;
+    s.subscribe(json!({"callback_url": r.url("/fine", Behaviour::Ok), "event_types": [format!("fine{tag}.*")]})).await;
+    r.set("/flaky", Behaviour::FailFirst(1, 500));
+    r.set("/down", Behaviour::Always(500));
+    let tenant = format!("t-{tag}");
+    let mut ids = Vec::new();
+    for t in ["flaky", "down", "fine"] {
+        let (st, v) =
+            s.post("/v1/events", &json!({"type": format!("{t}{tag}.x"), "tenant_id": tenant, "data": {}})).await;
+        assert_eq!(st, 202, "{v}");
+        ids.push(v["event_id"].as_str().unwrap().to_string());
+    }
+    let (flaky, down, fine) = (&ids[0], &ids[1], &ids[2]);
+    assert_eq!(s.settled_deliveries(flaky, 1, 30).await[0]["status"], "Completed");
+    assert_eq!(s.settled_deliveries(down, 1, 30).await[0]["status"], "DeadLettered");
+    assert_eq!(s.settled_deliveries(fine, 1, 30).await[0]["status"], "Completed");
+    let found = |q: String| async move {
+        // The dead letter is put after the saga's transition: wait for it.
+        eventually(20, &q.clone(), || {
+            let q = q.clone();
+            async move {
+                let (st, v) = s.get(&format!("/v1/events?{q}")).await;
+                assert_eq!(st, 200, "{v}");
+                Some(v["items"].as_array().unwrap().clone())
+            }
+        })
+        .await
+    };
+    let want = |items: &[Value], expect: &[(&String, &str)]| {
+        let got: Vec<(String, String)> = items
+            .iter()
+            .map(|i| (i["id"].as_str().unwrap().to_string(), i["outcome"].as_str().unwrap_or("null").to_string()))
+            .collect();
+        let expect: Vec<(String, String)> = expect.iter().map(|(i, o)| (i.to_string(), o.to_string())).collect();
+        got == expect
+    };
+    let all = found(format!("tenant_id={tenant}")).await;
+    assert!(
+        want(&all, &[(fine, "null"), (down, "dead_lettered"), (flaky, "failed")]),
+        "every event with its outcome: {all:?}"
+    );
+    let failed = found(format!("tenant_id={tenant}&outcome=failed")).await;
+    assert!(want(&failed, &[(down, "dead_lettered"), (flaky, "failed")]), "failed finds dead-lettered too: {failed:?}");
+    let dead = found(format!("tenant_id={tenant}&outcome=dead_lettered")).await;
+    assert!(want(&dead, &[(down, "dead_lettered")]), "{dead:?}");
+    let since = enc(&(chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339());
+    let dead = found(format!("outcome=dead_lettered&event_type=down{tag}.*&since={since}")).await;
+    assert!(want(&dead, &[(down, "dead_lettered")]), "without a tenant: {dead:?}");
+    let failed = found(format!("outcome=failed&since={since}&event_type=flaky{tag}.x")).await;
+    assert!(want(&failed, &[(flaky, "failed")]), "{failed:?}");
+}

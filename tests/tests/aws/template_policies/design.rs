@@ -1,0 +1,346 @@
+//! The design `template.yaml` is checked against: each function's grants
+//! (the stage table of `docs/architecture.md#stage-table`), the "must
+//! never" rules, the HTTP routes and the functions' environment.
+
+use super::*;
+
+// ------------------------------------------------------------------ the design
+
+/// Function logical id → (role logical id, cargo binary).
+pub(super) const FUNCTIONS: &[(&str, &str, &str)] = &[
+    ("IngestFunction", "IngestRole", "ingest"),
+    ("RouterFunction", "RouterRole", "router"),
+    ("SagaFunction", "SagaRole", "saga"),
+    ("DeliveryFunction", "DeliveryRole", "delivery"),
+    ("RequeueFunction", "RequeueRole", "requeue"),
+    ("ApiFunction", "ApiRole", "api"),
+    ("ReconcilerFunction", "ReconcilerRole", "reconciler"),
+];
+
+pub(super) const TABLES: &[&str] =
+    &["EventsTable", "SubscriptionsTable", "SagasTable", "AttemptsTable", "DeadLettersTable"];
+
+pub(super) const QUEUES: &[&str] = &[
+    "DeliveriesQueue",
+    "DeliveriesDLQ",
+    "RetriesQueue",
+    "RetriesDLQ",
+    "IngestQueue",
+    "IngestDLQ",
+    "RequeueQueue",
+    "RequeueDLQ",
+    "StreamFailuresQueue",
+];
+
+/// Work queue → its dead-letter queue.
+pub(super) const REDRIVE: &[(&str, &str)] = &[
+    ("DeliveriesQueue", "DeliveriesDLQ"),
+    ("RetriesQueue", "RetriesDLQ"),
+    ("IngestQueue", "IngestDLQ"),
+    ("RequeueQueue", "RequeueDLQ"),
+];
+
+/// What an SQS event source mapping needs on its queue.
+pub(super) const CONSUME: &[&str] =
+    &["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"];
+/// What a DynamoDB stream event source mapping needs on the stream ARN
+/// (`<Table>/stream`); `dynamodb:ListStreams` goes on `<Table>/stream/*`.
+pub(super) const STREAM_READ: &[&str] =
+    &["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"];
+
+pub(super) fn grant(set: &mut Grants, actions: &[&str], resources: &[&str]) {
+    for a in actions {
+        for r in resources {
+            set.insert((a.to_string(), r.to_string()));
+        }
+    }
+}
+
+/// The stage table (docs/architecture.md#stage-table) as IAM: exactly what
+/// each function's policy grants.
+pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
+    let mut m = BTreeMap::new();
+
+    // ingest: reads the request; writes Events (conditional put); never
+    // updates or deletes events. Consumes the EventBridge queue and sends
+    // envelopes that fail validation to its DLQ.
+    let mut g = Grants::new();
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable"]);
+    grant(&mut g, CONSUME, &["IngestQueue"]);
+    grant(&mut g, &["sqs:SendMessage"], &["IngestDLQ"]);
+    // A partitioned event's number, in the transaction of its put.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["OrderTable"]);
+    m.insert("IngestFunction", g);
+
+    // router: reads the Events stream and Subscriptions; writes Sagas
+    // (conditional put, Pending); never changes saga status, creates jobs or
+    // reads the payload. StreamFailuresQueue: its on-failure destination.
+    let mut g = Grants::new();
+    grant(&mut g, STREAM_READ, &["EventsTable/stream"]);
+    grant(&mut g, &["dynamodb:ListStreams"], &["EventsTable/stream/*"]);
+    // Subscriptions: an event's route keys in index by_key, then each by
+    // id (never a scan).
+    grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["SagasTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["StreamFailuresQueue"]);
+    // Lane entries of ordered subscriptions; each partition's routed-through mark.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], &["OrderTable"]);
+    m.insert("RouterFunction", g);
+
+    // saga step: reads the Sagas and Attempts streams and retry timers;
+    // writes saga status, job messages, dead letters; never delivers.
+    // EventsTable GetItem: the event for the dead-letter snapshot and for
+    // its outcome item (EventOutcomesTable: one conditional UpdateItem per
+    // rise; the event is never written again).
+    // SubscriptionsTable PutItem: a 410 Gone deactivates the subscription
+    // (the adapter's versioned update is a conditional PutItem).
+    let mut g = Grants::new();
+    grant(&mut g, STREAM_READ, &["SagasTable/stream", "AttemptsTable/stream"]);
+    grant(&mut g, &["dynamodb:ListStreams"], &["SagasTable/stream/*", "AttemptsTable/stream/*"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["SagasTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:UpdateItem"], &["EventOutcomesTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    // Operational events (hookline.dead_letter.created, …disabled) are
+    // published like any event (no partition key: one conditional put); a
+    // 410's disable leaves an audit record.
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
+    // DeadLettersTable GetItem: a requeued saga's event snapshot; a dead
+    // letter is put with +1 on its shard of the open count (UpdateItem ADD
+    // in the same transaction).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ", "StreamFailuresQueue"]);
+    grant(&mut g, CONSUME, &["RetriesQueue"]);
+    // Ordered sagas: the partition's mark, the lane's head, a missing entry
+    // put back, leaving the lane.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["OrderTable"]);
+    m.insert("SagaFunction", g);
+
+    // delivery: reads the deliveries queue, Events, Subscriptions, Sagas;
+    // writes Attempts (conditional put); never changes a saga or decides a
+    // dead letter.
+    let mut g = Grants::new();
+    grant(&mut g, CONSUME, &["DeliveriesQueue"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable", "SagasTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["AttemptsTable"]);
+    // A requeued saga whose event expired delivers its dead letter's
+    // snapshot; a job hit by a fault on Hookline's side is sent again.
+    grant(&mut g, &["dynamodb:GetItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
+    // Each subscription's breaker and health window; the slots and next
+    // start of subscriptions with explicit limits.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["HealthTable"]);
+    // A subscription failing for DISABLE_AFTER is disabled (conditional
+    // put), with its audit record and hookline.subscription.disabled;
+    // breaker flips are audited.
+    grant(&mut g, &["dynamodb:PutItem"], &["SubscriptionsTable", "EventsTable", "AuditTable"]);
+    m.insert("DeliveryFunction", g);
+
+    // reconciler: re-drives what the router and saga step gave up on
+    // (StreamFailuresQueue pointers, read back from the streams) and sagas
+    // that stopped progressing (SagasTable index by_due), through their
+    // normal conditional paths; reports open dead letters. Never delivers.
+    let mut g = Grants::new();
+    grant(&mut g, CONSUME, &["StreamFailuresQueue"]);
+    grant(&mut g, STREAM_READ, &["EventsTable/stream", "SagasTable/stream", "AttemptsTable/stream"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+        &["SagasTable", "SagasTable/index/*"],
+    );
+    grant(&mut g, &["dynamodb:Query"], &["AttemptsTable"]);
+    // Re-driven sagas raise their event's outcome (its item of
+    // EventOutcomesTable; the event is never written again).
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:UpdateItem"], &["EventOutcomesTable"]);
+    // Re-driven saga steps publish operational events and audit disables.
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable", "AuditTable"]);
+    // Dead letters of re-driven sagas, each with +1 on the open count
+    // (UpdateItem ADD); the count is a GetItem of the counter's shards.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue", "RetriesQueue", "DeliveriesDLQ"]);
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+        &["OrderTable"],
+    );
+    // An ordered lane's old gap: the event at its number (index
+    // by_partition); the search shows each page's outcomes (BatchGetItem).
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
+    grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
+    m.insert("ReconcilerFunction", g);
+
+    // requeue: reads the requeue queue; writes a new saga linked to the old
+    // one (conditional put); never touches the old saga. DeadLettersTable
+    // UpdateItem marks the dead letter requeued; EventsTable and
+    // SubscriptionsTable are read for replays.
+    let mut g = Grants::new();
+    grant(&mut g, CONSUME, &["RequeueQueue"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["DeadLettersTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["SagasTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
+    // A redriven job whose saga never died goes back to the deliveries queue.
+    grant(&mut g, &["sqs:SendMessage"], &["DeliveriesQueue"]);
+    // Bulk jobs: the open dead letters of a filter through the listing
+    // indexes, the job record (conditional on its version), the next page as
+    // a message to itself; a bulk skip releases a blocked lane as the API's.
+    grant(&mut g, &["dynamodb:Query"], &["DeadLettersTable/index/*"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["JobsTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
+    grant(&mut g, &["dynamodb:Query", "dynamodb:DeleteItem"], &["OrderTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
+    // Bulk replays by time range, tenant or partition read the events
+    // table's listing indexes; a replay to an ordered subscription puts the
+    // new saga's lane entry; a console redrive leaves an audit record.
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*"]);
+    grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["OrderTable"]);
+    grant(&mut g, &["dynamodb:PutItem"], &["AuditTable"]);
+    m.insert("RequeueFunction", g);
+
+    // api: subscriptions CRUD, event and delivery status, dead letters
+    // (list, skip), requeue/replay requests onto the requeue queue, queue
+    // depths for /metrics, the audit trail. It never writes sagas or
+    // attempts, and writes events only to publish Hookline's own
+    // operational events.
+    let mut g = Grants::new();
+    // A subscription and its index entries are one TransactWriteItems,
+    // authorized as its PutItem and DeleteItem actions; lists query the index.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["SubscriptionsTable/index/*"]);
+    // The one exception to "never scan subscriptions" (NEVER_EXCEPT).
+    grant(&mut g, &["dynamodb:Scan"], &["SubscriptionsTable"]);
+    grant(&mut g, &["dynamodb:GetItem"], &["EventsTable"]);
+    // GET /v1/events: the event indexes (by_time, tenant_shards,
+    // by_partition); each page's outcomes (BatchGetItem), and with
+    // outcome= the outcome indexes (by_outcome, by_partition).
+    grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*", "EventOutcomesTable/index/*"]);
+    grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
+    // Dead letters are listed through their indexes; the one Scan is the
+    // operator's reindex after an upgrade (POST /v1/dead-letters/reindex).
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Scan"], &["DeadLettersTable"]);
+    grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
+    // Bulk jobs: created (conditional put), shown by GET /v1/jobs/{id}.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["JobsTable"]);
+    grant(&mut g, &["sqs:GetQueueAttributes"], QUEUES);
+    // A subscription's `health`; re-enabling forgets its failing run.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["HealthTable"]);
+    // The audit trail: appended by every change, listed through its indexes;
+    // re-enabling publishes hookline.subscription.enabled (conditional put).
+    grant(&mut g, &["dynamodb:PutItem"], &["AuditTable", "EventsTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["AuditTable/index/*"]);
+    // Skipping a dead letter that blocks its lane releases the next saga;
+    // an ops skip of a lane's gap moves the partition's mark.
+    grant(
+        &mut g,
+        &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+        &["OrderTable"],
+    );
+    grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
+    m.insert("ApiFunction", g);
+
+    m
+}
+
+/// The stage table's "must never" column (and the invariants behind it,
+/// docs/architecture.md#invariants), as rules on (function, action,
+/// resource). Redundant with the exact table above on purpose: these say why,
+/// and catch a wrong table edit.
+/// `None` function: no function at all.
+pub(super) const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
+    (None, "dynamodb:UpdateItem", "EventsTable", "events are append-only"),
+    (None, "dynamodb:DeleteItem", "EventsTable", "events are append-only (TTL removes them)"),
+    (None, "dynamodb:UpdateItem", "AttemptsTable", "attempts are append-only"),
+    (None, "dynamodb:DeleteItem", "AttemptsTable", "attempts are append-only"),
+    (None, "dynamodb:DeleteItem", "SagasTable", "terminal sagas never change"),
+    (
+        None,
+        "dynamodb:Scan",
+        "SubscriptionsTable",
+        "subscriptions are found through index by_key, never by reading them all",
+    ),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "SagasTable", "router never changes saga status"),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "EventsTable", "router never changes an event"),
+    (Some("RouterFunction"), "dynamodb:UpdateItem", "SubscriptionsTable", "router never changes a subscription"),
+    (Some("RouterFunction"), "sqs:SendMessage", "DeliveriesQueue", "router never creates jobs"),
+    (Some("RouterFunction"), "dynamodb:GetItem", "EventsTable", "router never reads the payload"),
+    (Some("DeliveryFunction"), "dynamodb:UpdateItem", "*", "delivery never changes a saga (nor anything else)"),
+    (Some("DeliveryFunction"), "dynamodb:PutItem", "SagasTable", "delivery never changes a saga"),
+    (Some("DeliveryFunction"), "dynamodb:PutItem", "DeadLettersTable", "delivery never decides a dead letter"),
+    (
+        Some("DeliveryFunction"),
+        "sqs:SendMessage",
+        "RetriesQueue",
+        "delivery never schedules retries (the saga step decides)",
+    ),
+    (Some("DeliveryFunction"), "sqs:SendMessage", "DeliveriesDLQ", "delivery never decides a dead letter"),
+    (Some("ReconcilerFunction"), "dynamodb:PutItem", "AttemptsTable", "the reconciler never delivers"),
+    (Some("IngestFunction"), "dynamodb:UpdateItem", "SagasTable", "ingest never updates a saga"),
+    (Some("IngestFunction"), "dynamodb:UpdateItem", "SubscriptionsTable", "ingest never updates a subscription"),
+    (Some("IngestFunction"), "dynamodb:DeleteItem", "*", "ingest never deletes"),
+    (Some("RequeueFunction"), "dynamodb:UpdateItem", "SagasTable", "requeue never touches the old saga"),
+    (Some("ApiFunction"), "dynamodb:UpdateItem", "SagasTable", "only the saga step changes saga status"),
+    (
+        Some("ApiFunction"),
+        "dynamodb:PutItem",
+        "SagasTable",
+        "the API queues requeues; the requeue function creates sagas",
+    ),
+];
+
+/// Grants a rule of [`NEVER`] allows for one function, each with why:
+/// (function, action, resource, why). Nothing else is exempt.
+pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
+    "ApiFunction",
+    "dynamodb:Scan",
+    "SubscriptionsTable",
+    "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
+         a call) for subscriptions stored before index by_key existed; never on a pipeline path",
+)];
+
+/// HTTP API routes: (method, path) → function.
+pub(super) const ROUTES: &[(&str, &str, &str)] = &[
+    ("POST", "/v1/events", "IngestFunction"),
+    ("POST", "/v1/events/batch", "IngestFunction"),
+    ("ANY", "/v1/subscriptions", "ApiFunction"),
+    ("ANY", "/v1/subscriptions/{proxy+}", "ApiFunction"),
+    ("GET", "/v1/events", "ApiFunction"),
+    ("GET", "/v1/events/{id}", "ApiFunction"),
+    ("GET", "/v1/events/{id}/deliveries", "ApiFunction"),
+    ("POST", "/v1/events/{id}/replay", "ApiFunction"),
+    ("ANY", "/v1/dead-letters", "ApiFunction"),
+    ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
+    ("POST", "/v1/replays", "ApiFunction"),
+    ("GET", "/v1/jobs/{id}", "ApiFunction"),
+    ("GET", "/v1/audit", "ApiFunction"),
+    ("GET", "/healthz", "ApiFunction"),
+    ("GET", "/metrics", "ApiFunction"),
+];
+
+/// infra/README.md's function environment: variable → the resource it names.
+pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
+    ("EVENTS_TABLE", "EventsTable"),
+    ("EVENT_OUTCOMES_TABLE", "EventOutcomesTable"),
+    ("SUBSCRIPTIONS_TABLE", "SubscriptionsTable"),
+    ("SAGAS_TABLE", "SagasTable"),
+    ("ATTEMPTS_TABLE", "AttemptsTable"),
+    ("DEAD_LETTERS_TABLE", "DeadLettersTable"),
+    ("JOBS_TABLE", "JobsTable"),
+    ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
+    ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
+    ("RETRIES_QUEUE_URL", "RetriesQueue"),
+    ("REQUEUE_QUEUE_URL", "RequeueQueue"),
+    ("INGEST_DLQ_URL", "IngestDLQ"),
+    ("RETENTION_DAYS", "RetentionDays"),
+    ("MAX_ATTEMPTS", "MaxAttempts"),
+    ("RETRY_BASE_MS", "RetryBaseMs"),
+    ("RETRY_CAP_MS", "RetryCapMs"),
+];
