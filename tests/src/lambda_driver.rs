@@ -284,7 +284,21 @@ impl Driver {
 /// Where a mapping counts: the stats and the function's logical id.
 type Counted = (Arc<DriverStats>, &'static str);
 
+/// How soon a mapping polls again after an empty poll; each empty poll in
+/// a row doubles the wait, up to [`POLL_IDLE_MAX`], and a poll that finds
+/// work starts over. Idle pipelines (most of a test is waiting) so cost
+/// the emulator a few requests a second per mapping instead of fifty, and
+/// work arriving after a pause is seen within [`POLL_IDLE_MAX`] (Lambda's
+/// own stream mappings poll each shard about four times a second).
 const POLL: Duration = Duration::from_millis(20);
+
+/// The longest wait between two empty polls of a mapping ([`POLL`]).
+const POLL_IDLE_MAX: Duration = Duration::from_millis(160);
+
+/// The wait after an empty poll, `previous` being the last one.
+fn backoff(previous: Duration) -> Duration {
+    (previous * 2).min(POLL_IDLE_MAX)
+}
 
 /// Runs the handler in its own task, as an invocation of `function` (its
 /// AWS requests checked against that function's role: [`crate::iam`]), so
@@ -350,6 +364,7 @@ async fn stream_mapping(
     let mut retries: HashMap<String, u32> = HashMap::new();
     // The last sequence number handed on per shard (see the empty-poll case).
     let mut last_seq: HashMap<String, String> = HashMap::new();
+    let mut wait = POLL;
     while !stop.load(Ordering::SeqCst) {
         let mut idle = true;
         for shard in &shards {
@@ -445,7 +460,10 @@ async fn stream_mapping(
             }
         }
         if idle {
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(wait).await;
+            wait = backoff(wait);
+        } else {
+            wait = POLL;
         }
     }
 }
@@ -475,6 +493,7 @@ async fn queue_mapping(
     stop: Arc<AtomicBool>,
     counted: Counted,
 ) {
+    let mut wait = POLL;
     while !stop.load(Ordering::SeqCst) {
         let req = json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": TEST_VISIBILITY_SECS,
                          "AttributeNames": ["All"], "MessageAttributeNames": ["All"]});
@@ -483,9 +502,11 @@ async fn queue_mapping(
         let op = if msgs.is_empty() { "ReceiveMessage (empty)" } else { "ReceiveMessage" };
         counted.0.record_sqs(counted.1, op, json_len(&req, &got), msgs.len());
         if msgs.is_empty() {
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(wait).await;
+            wait = backoff(wait);
             continue;
         }
+        wait = POLL;
         let records: Vec<Value> = msgs
             .iter()
             .map(|m| {
