@@ -13,15 +13,26 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test build venv lint-template lint-rust docs bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
+.PHONY: test prepare rust build venv lint-template lint-rust docs bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
 
-test: venv lint-template lint-rust docs build
+test: prepare
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
 	echo "AWS emulator at $$endpoint"; \
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
 	CARGO=$(CARGO) tests/run.sh; status=$$?; \
 	infra/emulator.sh stop; exit $$status
+
+# Everything the test run needs, side by side: the Python venvs and the
+# template lint wait mostly on the network and the disk while cargo keeps
+# the cores busy (cargo runs its own steps one at a time on its lock).
+# Output is grouped per step.
+prepare:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target venv lint-template rust
+
+# The Rust checks, then the binary the serve suite runs.
+rust: lint-rust docs
+	$(CARGO) build -p hookline --features failpoints --locked
 
 # The code's own docs, private items included (links between modules are
 # how a reader finds the next hop): a broken or ambiguous link, or bad

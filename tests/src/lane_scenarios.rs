@@ -272,8 +272,20 @@ pub async fn lost_routing_is_looked_at_with_backoff_then_skipped<P: Pipeline + R
     let (_, audit) = p.get(&format!("/v1/audit?action=lane.skipped&subscription_id={sub}")).await;
     let rec = &audit["items"][0];
     assert_eq!((&rec["reason"], &rec["actor"]), (&json!("event lost upstream"), &json!(p.actor())), "{audit}");
-    let (st, _) = p.call("POST", &skip, Some(br#"{"reason": "again"}"#)).await;
-    assert_eq!(st, 409, "nothing holds the lane any more");
+    // The saga after the gap was delivered: once it has left its lane, a
+    // skip finds nothing to skip. The receiver sees the delivery before the
+    // saga stage records it and the saga leaves, so a skip in between may
+    // take out that saga's entry, and only that one (it is leaving anyway).
+    let (st, v) = p.call("POST", &skip, Some(br#"{"reason": "again"}"#)).await;
+    let (st, v) = if st == 200 {
+        assert_eq!(v["skipped"], "head", "only the leaving saga's entry may be taken out: {v}");
+        let (_, saga) = p.get(&format!("/v1/events/{waiting}/deliveries")).await;
+        assert!(saga.to_string().contains(v["saga_id"].as_str().unwrap_or("-")), "{v} is not {saga}");
+        p.call("POST", &skip, Some(br#"{"reason": "again"}"#)).await
+    } else {
+        (st, v)
+    };
+    assert_eq!(st, 409, "nothing holds the lane any more: {v}");
 
     // The lost event expired: the reconciler passes its number by itself.
     post(&gone, Some(&lost[1]), 1).await;
