@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::reindex::{self, Walk};
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
 use shared::audit::{self, Action, AuditRecord};
-use shared::bulk::{Job, JobKind, JobState};
+use shared::bulk::{Job, JobFilter, JobKind, JobSpec, JobState};
 use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
 use shared::ids::{DeadLetterId, SagaId, SubscriptionId};
 use shared::ports::TimeRange;
@@ -97,7 +97,7 @@ struct JobView<'a> {
     skipped_not_routed: Option<u64>,
     reason: &'a str,
     actor: &'a str,
-    filter: &'a serde_json::Value,
+    filter: JobFilter<'a>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,15 +108,15 @@ impl<'a> From<&'a Job> for JobView<'a> {
     fn from(j: &'a Job) -> Self {
         JobView {
             id: &j.id,
-            kind: j.kind,
+            kind: j.kind(),
             state: j.state,
             matched: j.matched,
             done: j.done,
             failed: j.failed,
-            skipped_not_routed: (j.kind == JobKind::Replay).then_some(j.skipped_not_routed),
+            skipped_not_routed: (j.kind() == JobKind::Replay).then_some(j.skipped_not_routed),
             reason: &j.reason,
             actor: &j.actor,
-            filter: &j.filter,
+            filter: j.spec.filter(),
             created_at: j.created_at,
             updated_at: j.updated_at,
             error: j.error.as_deref(),
@@ -242,11 +242,12 @@ impl Api {
             since: range.since,
             until: range.until,
         };
-        let filter = serde_json::to_value(&q).expect("a query serializes");
-        let job = bulk::start(&self.hookline, Job::new(kind, filter, &reason, &self.actor(req), Utc::now())).await?;
+        let subscription = q.subscription_id.clone();
+        let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
+        let job = bulk::start(&self.hookline, Job::new(spec, &reason, &self.actor(req), Utc::now())).await?;
         let action =
             if kind == JobKind::Skip { Action::DeadLettersSkipStarted } else { Action::DeadLettersRequeueStarted };
-        self.job_audit(action, &job, q.subscription_id.as_ref()).await;
+        self.job_audit(action, &job, subscription.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 
@@ -262,7 +263,7 @@ impl Api {
         let mut rec = AuditRecord::new(action, &job.actor)
             .reason(&job.reason)
             .job(&job.id)
-            .details(serde_json::json!({"filter": job.filter}));
+            .details(serde_json::json!({"filter": job.spec.filter()}));
         if let Some(s) = subscription {
             rec = rec.subscription(s);
         }

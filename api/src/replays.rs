@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::dead_letters::name_value;
 use super::{parse, query, Api, ApiError, ApiResult, Request};
-use shared::bulk::{Job, JobKind, ReplayFilter};
+use shared::bulk::{Job, JobSpec, ReplayFilter};
 use shared::ids::{EventId, SubscriptionId};
 use shared::ports::TimeRange;
 use shared::stage::bulk;
@@ -119,8 +119,7 @@ impl Api {
             }
         }
         let subscription = filter.subscription_id.clone();
-        let filter = serde_json::to_value(&filter).expect("a filter serializes");
-        let job = bulk::start(&self.hookline, Job::new(JobKind::Replay, filter, &reason, &self.actor(req), Utc::now()))
+        let job = bulk::start(&self.hookline, Job::new(JobSpec::Replay(filter), &reason, &self.actor(req), Utc::now()))
             .await?;
         self.job_audit(shared::audit::Action::ReplayStarted, &job, subscription.as_ref()).await;
         Ok(Self::job_started(&job))

@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::json;
 use shared::attempt::Attempt;
-use shared::bulk::{Job, JobKind};
+use shared::bulk::{Job, JobSpec};
 use shared::context::Stores;
 use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resolution, ResolutionAction};
 use shared::envelope::Format;
@@ -981,7 +981,12 @@ pub async fn dead_letters_page_by_every_filter(s: &Stores) {
 
 /// A job is stored once; an update applies only on the version read.
 pub async fn jobs_are_created_once_and_updated_on_their_version(s: &Stores) {
-    let job = Job::new(JobKind::Requeue, json!({"subscription_id": "sub_a"}), "fixed", "key:ops", now());
+    let job = Job::new(
+        JobSpec::Requeue(DeadLetterQuery { subscription_id: Some(SubscriptionId::new("sub_a")), ..Default::default() }),
+        "fixed",
+        "key:ops",
+        now(),
+    );
     assert!(s.jobs.create(&job).await.unwrap());
     assert!(!s.jobs.create(&job).await.unwrap(), "created once");
     assert_eq!(s.jobs.get(&job.id).await.unwrap().as_ref(), Some(&job));

@@ -604,7 +604,7 @@ macro_rules! for_each_stage_scenario {
 /// is requeued once (one new saga), and `matched`, `done`, `failed` are
 /// exact.
 pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &Rig) {
-    use shared::bulk::{Job, JobKind, JobState, JobStep};
+    use shared::bulk::{Job, JobSpec, JobState, JobStep};
     use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
     use shared::stage::bulk;
 
@@ -621,7 +621,7 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
         .collect();
     shared::limits::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
     let filter = DeadLetterQuery { subscription_id: Some(sub.clone()), ..DeadLetterQuery::default() };
-    let job = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+    let job = Job::new(JobSpec::Requeue(filter.clone()), "fixed", "key:ops", Utc::now());
     rig.stores.jobs.create(&job).await.unwrap();
 
     // A worker planned page 0 and requeued half of it, then died.
@@ -688,7 +688,7 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
 /// showing `running` for ever. A message received fewer times is run as
 /// usual. Receives go through the real requeue queue (its receive counts).
 pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
-    use shared::bulk::{Job, JobKind, JobState};
+    use shared::bulk::{Job, JobSpec, JobState};
     use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
     use shared::job::RequeueMessage;
     use shared::limits::JOB_RECEIVE_LIMIT;
@@ -711,7 +711,7 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
             .collect();
         shared::limits::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
         let filter = DeadLetterQuery { subscription_id: Some(sub.clone()), ..DeadLetterQuery::default() };
-        let job = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+        let job = Job::new(JobSpec::Requeue(filter.clone()), "fixed", "key:ops", Utc::now());
         jobs.push((bulk::start(&h, job).await.unwrap(), dls));
     }
     let (stuck, fine) = (jobs[0].0.id.clone(), jobs[1].0.id.clone());
@@ -757,7 +757,7 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
     // (its worker died after the commit) stops nothing: it asks for the
     // job's current page, as any late message does.
     let filter = DeadLetterQuery { subscription_id: Some(ids::new_subscription_id()), ..DeadLetterQuery::default() };
-    let moving = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+    let moving = Job::new(JobSpec::Requeue(filter.clone()), "fixed", "key:ops", Utc::now());
     rig.stores.jobs.create(&moving).await.unwrap();
     let planned = moving.planned(Vec::new(), Some("more".into()), Utc::now());
     assert!(rig.stores.jobs.update(&planned, moving.version).await.unwrap());
