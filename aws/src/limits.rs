@@ -56,8 +56,15 @@ impl DynamoLimits {
         DynamoLimits { client, table: table.to_string() }
     }
 
-    fn error(&self, op: &str, e: impl std::error::Error + 'static) -> StoreError {
-        StoreError::Backend(format!("dynamodb {op} on {}: {}", self.table, DisplayErrorContext(&e)))
+    fn error<E>(
+        &self,
+        op: &str,
+        e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+    ) -> StoreError
+    where
+        E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
+    {
+        crate::sdk::store_error(format!("dynamodb {op} on {}: {}", self.table, DisplayErrorContext(&e)), e)
     }
 
     /// Takes slot `k` if free; `Err(Some(until))` when held until then.
@@ -201,7 +208,7 @@ impl LimitStore for DynamoLimits {
                 Err(e) => return Err(self.error("PutItem", e)),
             }
         }
-        Err(StoreError::Backend(format!(
+        Err(StoreError::other(format!(
             "the rate item of {sub} changed under {BOOK_TRIES} bookings in a row; the jobs are tried again"
         )))
     }

@@ -171,7 +171,7 @@ impl DynamoOrder {
                 .condition_expression("attribute_not_exists(#id)")
                 .expression_attribute_names("#id", "id")
                 .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))?;
+                .map_err(|e| StoreError::other(e.to_string()))?;
             let update = Update::builder()
                 .table_name(&self.table)
                 .set_key(Some(partition_key(&p)))
@@ -184,7 +184,7 @@ impl DynamoOrder {
                 update.condition_expression("#seq = :current").expression_attribute_values(":current", n(current))
             }
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::other(e.to_string()))?;
             let res = self
                 .client
                 .transact_write_items()
@@ -214,7 +214,7 @@ impl DynamoOrder {
                 }
             }
         }
-        Err(StoreError::Backend(format!("partition {} kept changing under {TRIES} numbering transactions", p.key)))
+        Err(StoreError::other(format!("partition {} kept changing under {TRIES} numbering transactions", p.key)))
     }
 }
 
@@ -228,7 +228,7 @@ impl OrderStore for DynamoOrder {
                 return Ok(routed);
             }
             if ahead.len() > MAX_AHEAD {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::other(format!(
                     "partition {}: {} events routed ahead of number {}; retry once the earlier ones are routed",
                     partition.key,
                     ahead.len(),
@@ -255,7 +255,7 @@ impl OrderStore for DynamoOrder {
                 return Ok(routed);
             }
         }
-        Err(StoreError::Backend(format!("partition {} kept changing under {TRIES} writes", partition.key)))
+        Err(StoreError::other(format!("partition {} kept changing under {TRIES} writes", partition.key)))
     }
 
     async fn routed_through(&self, partition: &Partition) -> StoreResult<u64> {

@@ -139,8 +139,8 @@ where
         let Pending { result, answer, .. } = *self;
         answer(match (commit, result) {
             (Ok(()), Some(r)) => r,
-            (Ok(()), None) => Err(StoreError::Backend("the call was not run".into())),
-            (Err(e), _) => Err(StoreError::Backend(e)),
+            (Ok(()), None) => Err(StoreError::other("the call was not run".into())),
+            (Err(e), _) => Err(StoreError::other(e)),
         })
     }
 }
@@ -471,14 +471,14 @@ fn writer(
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let done: usize = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(StoreError::backend)?;
     if done > MIGRATIONS.len() {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::other(format!(
             "database schema version {done} is newer than this hookline ({}); upgrade hookline",
             MIGRATIONS.len()
         )));
     }
     for (i, m) in MIGRATIONS.iter().enumerate().skip(done) {
         conn.execute_batch(&format!("BEGIN; {m}; PRAGMA user_version = {}; COMMIT;", i + 1))
-            .map_err(|e| StoreError::Backend(format!("migration {} failed: {e}", i + 1)))?;
+            .map_err(|e| StoreError::other(format!("migration {} failed: {e}", i + 1)))?;
     }
     Ok(())
 }
@@ -517,8 +517,16 @@ pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("records serialize")
 }
 
+/// The [`StoreError`] of a failed SQLite call, keeping its error: throttled
+/// when the database was busy or locked (another connection held it
+/// longer than the busy timeout), so callers back off and retry.
 pub(crate) fn sql(e: rusqlite::Error) -> StoreError {
-    StoreError::backend(e)
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StoreError::throttled(e.to_string(), e)
+        }
+        _ => StoreError::backend(e),
+    }
 }
 
 /// Everything `hookline serve` needs from one database file.
@@ -616,6 +624,17 @@ impl Drop for TempDb {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_busy_or_locked_database_is_throttled() {
+        for code in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_LOCKED] {
+            let e = sql(rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None));
+            assert!(e.is_throttled() && e.is_retryable(), "{e}");
+            assert!(std::error::Error::source(&e).is_some());
+        }
+        let other = sql(rusqlite::Error::QueryReturnedNoRows);
+        assert!(!other.is_throttled());
+    }
+
     async fn count(db: &Db) -> i64 {
         db.call(|c, _| c.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get(0)).map_err(sql)).await.unwrap()
     }
@@ -624,7 +643,7 @@ mod tests {
         db.call(move |c, _| {
             c.execute("INSERT INTO settings (key, value) VALUES (?1, 'v')", [key]).map_err(sql)?;
             if fail {
-                return Err(StoreError::Backend(format!("{key} fails after writing")));
+                return Err(StoreError::other(format!("{key} fails after writing")));
             }
             Ok(())
         })

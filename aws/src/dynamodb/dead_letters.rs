@@ -44,7 +44,7 @@ impl DynamoDeadLetters {
             .expression_attribute_names("#n", "n")
             .expression_attribute_values(":d", n(delta))
             .build()
-            .map_err(|e| StoreError::Backend(format!("dynamodb Update on {}: {e}", self.table)))?;
+            .map_err(|e| StoreError::other(format!("dynamodb Update on {}: {e}", self.table)))?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
@@ -139,7 +139,7 @@ impl DeadLetterStore for DynamoDeadLetters {
             .set_item(Some(item::dead_letter_to_attrs(dl)?.into_sdk()))
             .condition_expression("attribute_not_exists(id)")
             .build()
-            .map_err(|e| StoreError::Backend(format!("dynamodb Put on {}: {e}", self.table)))?;
+            .map_err(|e| StoreError::other(format!("dynamodb Put on {}: {e}", self.table)))?;
         let mut actions = vec![TransactWriteItem::builder().put(put).build()];
         if dl.state == DeadLetterState::Open {
             actions.push(self.count_action(dl.id.as_str(), 1)?);
@@ -368,7 +368,7 @@ impl DeadLetterStore for DynamoDeadLetters {
                 .expression_attribute_values(":expires", n((chrono::Utc::now() + self.retention).timestamp()))
                 .expression_attribute_values(":open", s(DeadLetterState::Open.as_str()))
                 .build()
-                .map_err(|e| StoreError::Backend(format!("dynamodb Update on {}: {e}", self.table)))?;
+                .map_err(|e| StoreError::other(format!("dynamodb Update on {}: {e}", self.table)))?;
             let mut actions = vec![TransactWriteItem::builder().update(update).build()];
             if counted {
                 actions.push(self.count_action(id.as_str(), -1)?);
@@ -424,7 +424,7 @@ impl DynamoDeadLetters {
                 .expression_attribute_values(format!(":v{i}"), s(value));
         }
         let update =
-            update.build().map_err(|e| StoreError::Backend(format!("dynamodb Update on {}: {e}", self.table)))?;
+            update.build().map_err(|e| StoreError::other(format!("dynamodb Update on {}: {e}", self.table)))?;
         let mut actions = vec![TransactWriteItem::builder().update(update).build()];
         if d.state == DeadLetterState::Open {
             actions.push(self.count_action(d.id.as_str(), 1)?);

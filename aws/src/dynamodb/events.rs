@@ -195,7 +195,7 @@ impl DynamoEvents {
                 return Ok(out);
             }
             if tries > BATCH_GET_RETRIES {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::other(format!(
                     "dynamodb BatchGetItem on {}: {} keys still unprocessed",
                     self.outcomes,
                     keys.len()
@@ -212,7 +212,7 @@ impl DynamoEvents {
                 .expression_attribute_names("#oc", "outcome")
                 .consistent_read(false)
                 .build()
-                .map_err(|e| StoreError::Backend(format!("dynamodb BatchGetItem on {}: {e}", self.outcomes)))?;
+                .map_err(|e| StoreError::other(format!("dynamodb BatchGetItem on {}: {e}", self.outcomes)))?;
             let res = self
                 .client
                 .batch_get_item()

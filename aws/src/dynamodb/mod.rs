@@ -21,6 +21,7 @@ pub use subscriptions::DynamoSubscriptions;
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
@@ -31,20 +32,18 @@ use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::StoreResult;
 
 /// A `StoreError` for a failed DynamoDB call, with the service's message.
-pub(super) fn backend<E, R>(op: &str, table: &str, e: SdkError<E, R>) -> StoreError
+pub(super) fn backend<E>(op: &str, table: &str, e: SdkError<E, HttpResponse>) -> StoreError
 where
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
 {
-    StoreError::Backend(format!("dynamodb {op} on {table}: {}", DisplayErrorContext(&e)))
+    crate::sdk::store_error(format!("dynamodb {op} on {table}: {}", DisplayErrorContext(&e)), e)
 }
 
 /// The outcome of a conditional write: `true` if written, `false` if its
 /// condition failed (not an error: the idempotent writes expect it).
-pub(super) fn written<O, E, R>(op: &str, table: &str, res: Result<O, SdkError<E, R>>) -> StoreResult<bool>
+pub(super) fn written<O, E>(op: &str, table: &str, res: Result<O, SdkError<E, HttpResponse>>) -> StoreResult<bool>
 where
-    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
 {
     match res {
         Ok(_) => Ok(true),

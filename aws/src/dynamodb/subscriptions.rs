@@ -144,7 +144,7 @@ impl DynamoSubscriptions {
                 .expression_attribute_names("#v", "version")
                 .expression_attribute_values(":expected", n(v)),
         };
-        let put = put.build().map_err(|e| StoreError::Backend(format!("dynamodb Put on {}: {e}", self.table)))?;
+        let put = put.build().map_err(|e| StoreError::other(format!("dynamodb Put on {}: {e}", self.table)))?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
 
@@ -157,14 +157,14 @@ impl DynamoSubscriptions {
                 .expression_attribute_names("#v", "version")
                 .expression_attribute_values(":expected", n(v));
         }
-        let del = del.build().map_err(|e| StoreError::Backend(format!("dynamodb Delete on {}: {e}", self.table)))?;
+        let del = del.build().map_err(|e| StoreError::other(format!("dynamodb Delete on {}: {e}", self.table)))?;
         Ok(TransactWriteItem::builder().delete(del).build())
     }
 
     /// Writes `actions` all or none.
     async fn transact(&self, actions: Vec<TransactWriteItem>) -> StoreResult<Transacted> {
         if actions.len() > 100 {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::other(format!(
                 "a subscription write of {} actions exceeds DynamoDB's 100 per transaction (at most {} patterns)",
                 actions.len(),
                 shared::limits::MAX_SUBSCRIPTION_PATTERNS
@@ -189,7 +189,7 @@ impl SubscriptionStore for DynamoSubscriptions {
     /// One transaction: the subscription (if absent) and its index entries.
     async fn create(&self, sub: &Subscription) -> StoreResult<()> {
         if is_entry_id(&sub.id) {
-            return Err(StoreError::Backend(format!("subscription id {} holds '#'", sub.id)));
+            return Err(StoreError::other(format!("subscription id {} holds '#'", sub.id)));
         }
         let mut actions = vec![self.put_action(item::subscription_to_attrs(sub)?, PutIf::Absent)?];
         for e in item::index_entries(sub) {
@@ -198,7 +198,7 @@ impl SubscriptionStore for DynamoSubscriptions {
         match self.transact(actions).await? {
             Transacted::Written => Ok(()),
             // The SQLite adapter fails the same way (primary key constraint).
-            Transacted::ConditionFailed => Err(StoreError::Backend(format!("subscription {} already exists", sub.id))),
+            Transacted::ConditionFailed => Err(StoreError::other(format!("subscription {} already exists", sub.id))),
         }
     }
 
@@ -334,7 +334,7 @@ impl SubscriptionStore for DynamoSubscriptions {
                 return Ok(true);
             }
         }
-        Err(StoreError::Backend(format!("subscription {id} kept changing while being deleted")))
+        Err(StoreError::other(format!("subscription {id} kept changing while being deleted")))
     }
 
     /// The table's one `Scan`, on this operator path only (never on a
@@ -393,7 +393,7 @@ pub(super) async fn reindex_scan(
         .map_err(|e| backend("Scan", table, e))?;
     let next = match page.last_evaluated_key().and_then(|k| k.get("id")) {
         Some(AttributeValue::S(id)) => Some(id.clone()),
-        Some(other) => return Err(StoreError::Backend(format!("dynamodb Scan on {table}: a key id of {other:?}"))),
+        Some(other) => return Err(StoreError::other(format!("dynamodb Scan on {table}: a key id of {other:?}"))),
         None => None,
     };
     let examined = u64::try_from(page.scanned_count()).unwrap_or(0);

@@ -163,7 +163,7 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
     let work = gated.into_iter().zip(starts).zip(jobs).map(|((g, start), r)| async move {
         match (g?, start) {
             (Gated::Done(p), _) => Ok(p),
-            (Gated::Go { .. }, Some(Err(e))) => Err(StoreError::Backend(e)),
+            (Gated::Go { .. }, Some(Err(e))) => Err(StoreError::other(e)),
             (Gated::Go { sub, book, .. }, Some(Ok(wait))) => match booked_start(&r.job, book, wait) {
                 Some(deferred) => Ok(deferred),
                 None => attempt(h, &r.job, sub).await,
@@ -285,7 +285,7 @@ pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), Stor
     let done = deliver_received(h, &received).await;
     match done.iter().filter(|d| !**d).count() {
         0 => Ok(()),
-        n => Err(StoreError::Backend(format!("{n} of {} delivery jobs were not done", jobs.len()))),
+        n => Err(StoreError::other(format!("{n} of {} delivery jobs were not done", jobs.len()))),
     }
 }
 

@@ -131,7 +131,7 @@ pub async fn disable(h: &Hookline, id: &SubscriptionId, cause: &Cause) -> Result
             return publish_disabled(h, &sub, cause, now).await;
         }
     }
-    Err(StoreError::Backend(format!("subscription {id} kept changing while being disabled")))
+    Err(StoreError::other(format!("subscription {id} kept changing while being disabled")))
 }
 
 /// The audit reason of a disable.

@@ -20,7 +20,7 @@ use crate::subscription::Subscription;
 /// repeat: saga ids derive from `(event, subscription)`.
 pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
     if events.iter().any(|e| crate::failpoint::fails("route.store", e.id.as_str())) {
-        return Err(StoreError::Backend("failpoint route.store: injected store failure".into()));
+        return Err(StoreError::other("failpoint route.store: injected store failure".into()));
     }
     let store = h.stores.subscriptions.as_ref();
     let cache = &h.subscription_cache;
