@@ -304,9 +304,9 @@ impl Api {
             .transpose()?;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;
-        let attempts: Vec<_> = shared::limits::all_bounded(
+        let attempts: Vec<_> = shared::bounds::all_bounded(
             page.items.iter().map(|s| stores.attempts.list(&s.id)).collect(),
-            shared::limits::MAX_STORE_IN_FLIGHT,
+            shared::bounds::MAX_STORE_IN_FLIGHT,
         )
         .await
         .into_iter()

@@ -11,7 +11,7 @@
 //! the write is tried again from it), so each waiting job gets its own start
 //! and none retries for it. Scale: the rate item is one item, and one
 //! DynamoDB item takes at most 1,000 writes a second, so a `rate_limit` is
-//! held at most [`shared::limits::AWS_MAX_RATE_LIMIT`] starts a second on AWS
+//! held at most [`shared::bounds::AWS_MAX_RATE_LIMIT`] starts a second on AWS
 //! (a booking per job at worst); slots are an item each, so `max_in_flight`
 //! (at most 1,000) spreads over as many items.
 
@@ -171,14 +171,14 @@ impl LimitStore for DynamoLimits {
     }
 
     async fn book_starts(&self, sub: &SubscriptionId, interval: Duration, count: u32) -> StoreResult<Duration> {
-        let interval = shared::limits::start_interval_on(interval, shared::limits::AWS_MAX_RATE_LIMIT);
+        let interval = shared::bounds::start_interval_on(interval, shared::bounds::AWS_MAX_RATE_LIMIT);
         let span = interval.as_millis() as i64 * i64::from(count.max(1));
         // The next free start as last seen: unknown at first (then the item
         // is assumed free or past), then what a failed condition returned.
         let mut seen: Option<i64> = None;
         for _ in 0..BOOK_TRIES {
             let now = chrono::Utc::now().timestamp_millis();
-            let first = shared::limits::first_start(now, seen, interval);
+            let first = shared::bounds::first_start(now, seen, interval);
             let req = self
                 .client
                 .put_item()

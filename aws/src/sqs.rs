@@ -14,8 +14,8 @@ use aws_sdk_sqs::types::{
 };
 use aws_sdk_sqs::Client;
 
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::{JobQueue, Outgoing, QueueDepth, Received, StoreResult};
 
 /// Most entries SQS takes in one batch request, and most messages one

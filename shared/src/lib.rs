@@ -8,10 +8,12 @@
 
 pub mod attempt;
 pub mod audit;
+pub mod bounds;
 pub mod bulk;
 pub mod config;
 pub mod context;
 pub mod dead_letter;
+pub mod duration;
 pub mod envelope;
 pub mod error;
 pub mod event;
@@ -20,14 +22,12 @@ pub mod failpoint;
 pub mod health;
 pub mod http_client;
 pub mod ids;
-pub mod job;
-pub mod limits;
+pub mod message;
 pub mod metrics;
 pub mod ordering;
 pub mod payload;
 pub mod ports;
 pub mod queue;
-pub mod retention;
 pub mod retry;
 pub mod routing;
 pub mod saga;

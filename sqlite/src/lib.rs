@@ -552,7 +552,7 @@ pub struct Backend {
 /// Receives before a message goes to its queue's dead-letter table (a job is
 /// only received again when its worker died without recording an attempt):
 /// the same figure as the template's redrive policies.
-pub const DELIVERY_MAX_RECEIVES: u32 = shared::limits::QUEUE_MAX_RECEIVES;
+pub const DELIVERY_MAX_RECEIVES: u32 = shared::bounds::QUEUE_MAX_RECEIVES;
 
 impl Backend {
     /// Opens the database at `path` and builds every adapter on it.

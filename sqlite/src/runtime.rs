@@ -298,7 +298,7 @@ async fn outbox_loop<T, R, RF, H, HF>(
             Err(e) => {
                 failures += 1;
                 tracing::error!(error = %e, stage = name, failures, "stage failed; will retry");
-                if failures <= shared::limits::STREAM_MAX_RETRIES {
+                if failures <= shared::bounds::STREAM_MAX_RETRIES {
                     tokio::time::sleep(BACKOFF).await;
                 } else if seqs.len() > 1 {
                     (limit, failures) = (seqs.len() / 2, 0);

@@ -711,7 +711,7 @@ pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
 /// another tenant with as many other patterns (the largest write: on
 /// DynamoDB a transaction of exactly 100 actions) and deleted.
 pub async fn subscriptions_with_the_most_patterns(s: &Stores) {
-    let max = shared::limits::MAX_SUBSCRIPTION_PATTERNS;
+    let max = shared::bounds::MAX_SUBSCRIPTION_PATTERNS;
     let patterns = |p: &str| (0..max).map(|i| format!("{p}{i}.*")).collect::<Vec<_>>();
     let a = Subscription { event_types: patterns("a"), ..subscription("sub_big", 1) };
     s.subscriptions.create(&a).await.unwrap();

@@ -550,10 +550,10 @@ fn check_event_sources(t: &Value) -> Vec<String> {
                         errors.push(format!("{what}: BisectBatchOnFunctionError must be true"));
                     }
                     // The same figure as `hookline serve`'s outbox loops (defined once).
-                    let retries = i64::from(shared::limits::STREAM_MAX_RETRIES);
+                    let retries = i64::from(shared::bounds::STREAM_MAX_RETRIES);
                     if p["MaximumRetryAttempts"].as_i64() != Some(retries) {
                         errors.push(format!(
-                            "{what}: MaximumRetryAttempts must be shared::limits::STREAM_MAX_RETRIES ({retries}), found {:?}",
+                            "{what}: MaximumRetryAttempts must be shared::bounds::STREAM_MAX_RETRIES ({retries}), found {:?}",
                             p["MaximumRetryAttempts"]
                         ));
                     }
@@ -714,10 +714,10 @@ fn check_queues_and_alarms(t: &Value) -> Vec<String> {
             )),
         }
         // The same receive limit as `hookline serve`'s queues (defined once).
-        let max = i64::from(shared::limits::QUEUE_MAX_RECEIVES);
+        let max = i64::from(shared::bounds::QUEUE_MAX_RECEIVES);
         if redrive["maxReceiveCount"].as_i64() != Some(max) {
             errors.push(format!(
-                "{source}: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES ({max}), found {:?}",
+                "{source}: RedrivePolicy.maxReceiveCount must be shared::bounds::QUEUE_MAX_RECEIVES ({max}), found {:?}",
                 redrive["maxReceiveCount"]
             ));
         }
@@ -1082,7 +1082,7 @@ fn a_stream_source_without_bisect_or_destination_is_caught() {
             t["Resources"]["SagaFunction"]["Properties"]["Events"]["SagasStream"]["Properties"]
                 ["MaximumRetryAttempts"] = Value::from(-1)
         },
-        "SagaFunction.SagasStream: MaximumRetryAttempts must be shared::limits::STREAM_MAX_RETRIES",
+        "SagaFunction.SagasStream: MaximumRetryAttempts must be shared::bounds::STREAM_MAX_RETRIES",
     );
     // TTL deletes (REMOVE records) must not invoke the router.
     broken_by(
@@ -1096,7 +1096,7 @@ fn a_stream_source_without_bisect_or_destination_is_caught() {
         |t| {
             t["Resources"]["DeliveriesQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] = Value::from(10);
         },
-        "DeliveriesQueue: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES",
+        "DeliveriesQueue: RedrivePolicy.maxReceiveCount must be shared::bounds::QUEUE_MAX_RECEIVES",
     );
     broken_by(
         |t| {

@@ -9,10 +9,10 @@ use aws_sdk_dynamodb::Client;
 use super::subscriptions::{reindex_scan, transact_all_or_none};
 use super::{all, backend, get_by_id, get_item, n, s};
 use crate::item::{self, Attrs};
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Position, Resolution};
 use shared::error::StoreError;
 use shared::ids::DeadLetterId;
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::{DeadLetterStore, Page, ReindexPage, StoreResult};
 
 /// DeadLettersTable: one per dead saga, listed through sharded indexes

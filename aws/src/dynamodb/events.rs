@@ -10,11 +10,11 @@ use aws_sdk_dynamodb::Client;
 use super::{all, backend, get_item, n, put_all_if_absent, s, written};
 use crate::item::{self, Attrs};
 use chrono::{DateTime, Utc};
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
 use shared::event::EventRecord;
 use shared::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
 use shared::ids::EventId;
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::{EventStore, Page, StoreResult};
 
 /// EventsTable: append-only, one conditional `PutItem` per event, never

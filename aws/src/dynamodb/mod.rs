@@ -27,8 +27,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
 use super::item::Attrs;
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::StoreResult;
 
 /// A `StoreError` for a failed DynamoDB call, with the service's message.

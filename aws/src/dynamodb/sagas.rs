@@ -11,8 +11,8 @@ use super::{all, backend, get_item, n, put_all_if_absent, query_all, s, written}
 use crate::item::{self, Attrs};
 use chrono::{DateTime, Utc};
 use shared::attempt::Attempt;
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ids::{EventId, SagaId};
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::{AttemptStore, Page, SagaStore, StoreResult, Transition, TransitionOutcome};
 use shared::saga::{Saga, SagaState, SagaStatus};
 

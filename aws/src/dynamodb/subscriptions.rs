@@ -10,9 +10,9 @@ use aws_sdk_dynamodb::Client;
 
 use super::{all, backend, get_by_id, get_item, n, s, written};
 use crate::item::{self, Attrs};
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
 use shared::ids::SubscriptionId;
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::{
     ReindexPage, StoreResult, SubscriptionFilter, SubscriptionPage, SubscriptionStore, MAX_REINDEX_PAGE,
 };
@@ -23,7 +23,7 @@ use shared::subscription::Subscription;
 /// ([`item::index_entries`]) in the same table, filed by GSI
 /// [`item::SUBSCRIPTION_INDEX`]: a subscription and the entries that change
 /// with it are written in one `TransactWriteItems` (at most 100 actions:
-/// [`shared::limits::MAX_SUBSCRIPTION_PATTERNS`]). No call scans the table
+/// [`shared::bounds::MAX_SUBSCRIPTION_PATTERNS`]). No call scans the table
 /// but the operator's repair after an upgrade ([`SubscriptionStore::reindex_page`]).
 #[derive(Clone)]
 pub struct DynamoSubscriptions {
@@ -167,7 +167,7 @@ impl DynamoSubscriptions {
             return Err(StoreError::other(format!(
                 "a subscription write of {} actions exceeds DynamoDB's 100 per transaction (at most {} patterns)",
                 actions.len(),
-                shared::limits::MAX_SUBSCRIPTION_PATTERNS
+                shared::bounds::MAX_SUBSCRIPTION_PATTERNS
             )));
         }
         Ok(if transact_all_or_none(&self.client, &self.table, actions).await? {

@@ -505,7 +505,7 @@ mod tests {
                 (format!("{id}#route#1").as_str(), "route#t4:acme#task.*", id),
             ]
         );
-        assert!(items.len() <= shared::limits::MAX_SUBSCRIPTION_PATTERNS + 2);
+        assert!(items.len() <= shared::bounds::MAX_SUBSCRIPTION_PATTERNS + 2);
     }
 
     #[test]

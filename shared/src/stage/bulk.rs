@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::requeue::{self, Audit, RequeueError};
+use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
 use crate::bulk::{counts, ItemOutcome, Job, JobSpec, JobState, JobStep, PagePlan, ReplayFilter, Step, JOB_PAGE};
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetterQuery, DeadLetterState};
@@ -17,8 +18,7 @@ use crate::error::StoreError;
 use crate::event_search::{EventQuery, Order};
 use crate::failpoint;
 use crate::ids::{DeadLetterId, EventId};
-use crate::job::RequeueMessage;
-use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
+use crate::message::RequeueMessage;
 
 /// How long one message keeps doing pages before it hands the job on to a
 /// new message: well inside the requeue queue's visibility timeout (and a

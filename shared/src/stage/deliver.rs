@@ -19,14 +19,14 @@ use std::time::Duration;
 use chrono::Utc;
 
 use crate::attempt::Attempt;
+use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::health::{Gate, Outcome};
 use crate::http_client::{PostError, PostResult};
 use crate::ids::{self, EventId, SagaId, SubscriptionId};
-use crate::job::DeliveryJob;
-use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
+use crate::message::DeliveryJob;
 use crate::ports::Admission;
 use crate::retry::{self, BreakerHold};
 use crate::saga::{AttemptResult, SagaStatus};
@@ -474,7 +474,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
                 Admission::Wait(hint) => {
                     // Longer each time, and jittered: the jobs of a full
                     // subscription come back spread out, not together.
-                    let delay = crate::limits::slot_wait(hint, job.slot_waits, lease_for, rand::random());
+                    let delay = crate::bounds::slot_wait(hint, job.slot_waits, lease_for, rand::random());
                     return Ok(Prepared::Defer {
                         reason: DeferReason::MaxInFlight,
                         delay,

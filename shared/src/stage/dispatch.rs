@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ids::SubscriptionId;
-use crate::job::DeliveryJob;
+use crate::message::DeliveryJob;
 use crate::ports::Received;
 use crate::stage::deliver::{self, DeferReason, Prepared, ReceivedJob};
 

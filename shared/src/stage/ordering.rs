@@ -25,7 +25,7 @@ use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{EventId, SagaId, SubscriptionId};
-use crate::job::{DeliveryJob, RetryTimer};
+use crate::message::{DeliveryJob, RetryTimer};
 use crate::ordering::{
     self, BlockedLane, GapAction, GapEvent, Gate, Head, Lane, LaneEntry, LaneRef, OnDeadLetter, Releaser,
 };

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
+use crate::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{self, SubscriptionId};
-use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::routing::{self, RouteKey};
 use crate::saga::Saga;
 use crate::subscription::Subscription;
