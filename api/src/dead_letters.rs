@@ -10,7 +10,7 @@ use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request
 use shared::audit::{self, Action, AuditRecord};
 use shared::bulk::{Job, JobFilter, JobKind, JobSpec, JobState};
 use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
-use shared::ids::{DeadLetterId, SagaId, SubscriptionId};
+use shared::ids::{DeadLetterId, SagaId, SubscriptionId, TenantId};
 use shared::ports::TimeRange;
 use shared::stage::bulk;
 use shared::stage::requeue::{self, Audit};
@@ -156,7 +156,7 @@ impl Api {
         let q = DeadLetterQuery {
             subscription_id: param("subscription_id")?.map(SubscriptionId::new),
             event_type: param("event_type")?,
-            tenant_id: param("tenant_id")?,
+            tenant_id: param("tenant_id")?.map(TenantId::new),
             state,
             since,
             until,
@@ -237,7 +237,7 @@ impl Api {
         let q = DeadLetterQuery {
             subscription_id: named("subscription_id", f.subscription_id)?.map(SubscriptionId::new),
             event_type: named("event_type", f.event_type)?,
-            tenant_id: named("tenant_id", f.tenant_id)?,
+            tenant_id: named("tenant_id", f.tenant_id)?.map(TenantId::new),
             state: None,
             since: range.since,
             until: range.until,

@@ -8,7 +8,7 @@ use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request
 use shared::audit::{self, Action, AuditRecord};
 use shared::envelope::{self, Format};
 use shared::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
-use shared::ids::{self, EventId, SagaId, SubscriptionId, WebhookId};
+use shared::ids::{self, EventId, SagaId, SubscriptionId, TenantId, WebhookId};
 use shared::saga::Origin;
 use shared::stage::ingest;
 use shared::stage::requeue::{self, ReplayRequest};
@@ -43,7 +43,7 @@ struct EventView {
     producer_id: Option<String>,
     #[serde(rename = "type")]
     event_type: String,
-    tenant_id: Option<String>,
+    tenant_id: Option<TenantId>,
     partition_key: Option<String>,
     sequence: Option<String>,
     trace_id: Option<String>,
@@ -94,7 +94,7 @@ struct EventItem {
     id: EventId,
     #[serde(rename = "type")]
     event_type: String,
-    tenant_id: Option<String>,
+    tenant_id: Option<TenantId>,
     partition_key: Option<String>,
     sequence: Option<String>,
     received_at: DateTime<Utc>,

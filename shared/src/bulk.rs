@@ -329,7 +329,7 @@ pub struct ReplayFilter {
     pub partition_key: Option<String>,
     /// The partition's tenant (a partition key is per tenant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Events received from then (inclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<DateTime<Utc>>,
@@ -424,7 +424,7 @@ mod tests {
         old["filter"] = serde_json::json!({"partition_key": "p", "tenant_id": "t"});
         let read: Job = serde_json::from_value(old).unwrap();
         let JobSpec::Replay(f) = &read.spec else { panic!("{read:?}") };
-        assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_deref()), (Some("p"), Some("t")));
+        assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_ref().map(|t| t.as_str())), (Some("p"), Some("t")));
         assert_eq!(
             serde_json::to_value(read.spec.filter()).unwrap(),
             serde_json::json!({"partition_key": "p", "tenant_id": "t"})

@@ -86,7 +86,7 @@ pub enum SubscriptionFilter {
     #[default]
     All,
     /// Those whose `tenant_id` is this tenant.
-    Tenant(String),
+    Tenant(crate::ids::TenantId),
     /// Those with an index entry under any of these keys (an event's
     /// [`crate::routing::route_keys`]: the subscriptions in its scope).
     Routes(Vec<RouteKey>),

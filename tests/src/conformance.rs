@@ -22,7 +22,7 @@ use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resoluti
 use shared::envelope::Format;
 use shared::event::EventRecord;
 use shared::event_search::{EventQuery, EventSummary};
-use shared::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
+use shared::ids::{DeadLetterId, EventId, SagaId, SubscriptionId, TenantId};
 use shared::ports::{JobQueue, Outgoing, Received, SubscriptionFilter, Transition, TransitionOutcome};
 use shared::retry::RetryPolicy;
 use shared::routing::{RouteKey, Scope};
@@ -88,7 +88,7 @@ pub fn event(id: &str, event_type: &str) -> EventRecord {
     EventRecord {
         id: ev(id),
         event_type: event_type.to_string(),
-        tenant_id: Some("tenant-1".into()),
+        tenant_id: Some(TenantId::new("tenant-1")),
         partition_key: Some("Opportunity:tenant-1:rec-1".into()),
         sequence: Some("42".into()),
         trace_id: Some("trace-1".into()),
@@ -135,7 +135,7 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         id: sub(id),
         callback_url: format!("https://example.com/hooks/{id}"),
         event_types: vec!["task.*".into(), "quota.committed".into()],
-        tenant_id: Some("tenant-1".into()),
+        tenant_id: Some(TenantId::new("tenant-1")),
         description: Some("conformance".into()),
         headers: BTreeMap::from([("x-team".to_string(), "payments".to_string())]),
         retry_policy: RetryPolicy { max_attempts: 4, base_delay_ms: 100, max_delay_ms: 1000, schedule_ms: None },
@@ -177,7 +177,7 @@ pub fn dead_letter(id: &str, created_at: DateTime<Utc>) -> DeadLetter {
         event_id: ev("evt_a"),
         subscription_id: sub("sub_a"),
         event_type: "task.failed".into(),
-        tenant_id: Some("tenant-a".into()),
+        tenant_id: Some(TenantId::new("tenant-a")),
         reason: "gave up after 3 attempts; last error: HTTP 500".into(),
         attempts: 3,
         saga_snapshot: json!({ "id": id, "status": "DeadLettered" }),
@@ -240,7 +240,7 @@ pub async fn events_insert_is_conditional(s: &Stores) {
     // Another tenant's partition of the same key counts on its own; an
     // event without a partition key gets no number.
     let mut other = event("evt_6", "task.succeeded");
-    other.tenant_id = Some("tenant-2".into());
+    other.tenant_id = Some(TenantId::new("tenant-2"));
     let mut plain = event("evt_7", "task.succeeded");
     plain.partition_key = None;
     s.events.insert(&[other, plain]).await.unwrap();
@@ -609,7 +609,7 @@ pub async fn subscriptions_are_found_by_route_key(s: &Stores) {
     let a = subscription("sub_a", 1); // tenant-1: task.*, quota.committed
     let b = Subscription { tenant_id: None, event_types: vec!["*".into()], ..subscription("sub_b", 1) };
     let c = Subscription {
-        tenant_id: Some("tenant-2".into()),
+        tenant_id: Some(TenantId::new("tenant-2")),
         event_types: vec!["task.created".into()],
         ..subscription("sub_c", 1)
     };
@@ -680,7 +680,7 @@ pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
             _ => vec!["quota.committed".into()],
         };
         subs.push(Subscription {
-            tenant_id: tenant,
+            tenant_id: tenant.map(TenantId::new),
             event_types: patterns,
             ..subscription(&format!("sub_p{i:02}"), 1)
         });
@@ -693,9 +693,10 @@ pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
     for limit in [1, 5, 7, 25, 100] {
         assert_eq!(ids(&walk(s, &SubscriptionFilter::All, limit).await), ids(&subs), "limit {limit}");
     }
-    let t1: Vec<Subscription> = subs.iter().filter(|x| x.tenant_id.as_deref() == Some("tenant-1")).cloned().collect();
-    assert_eq!(walk(s, &SubscriptionFilter::Tenant("tenant-1".into()), 3).await, t1);
-    assert!(walk(s, &SubscriptionFilter::Tenant("tenant-9".into()), 3).await.is_empty());
+    let t1: Vec<Subscription> =
+        subs.iter().filter(|x| x.tenant_id.as_ref().map(|t| t.as_str()) == Some("tenant-1")).cloned().collect();
+    assert_eq!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-1")), 3).await, t1);
+    assert!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-9")), 3).await.is_empty());
     let e = event("evt_page", "task.created"); // tenant-1
     let in_scope: Vec<Subscription> = subs.iter().filter(|x| shared::routing::in_scope(x, &e)).cloned().collect();
     assert!(in_scope.len() > 5 && in_scope.len() < 20, "{}", in_scope.len());
@@ -716,12 +717,17 @@ pub async fn subscriptions_with_the_most_patterns(s: &Stores) {
     let a = Subscription { event_types: patterns("a"), ..subscription("sub_big", 1) };
     s.subscriptions.create(&a).await.unwrap();
     assert_eq!(indexed(s, Some("tenant-1"), &format!("a{}.*", max - 1)).await, vec![sub("sub_big")]);
-    let b = Subscription { tenant_id: Some("tenant-2".into()), event_types: patterns("b"), version: 2, ..a.clone() };
+    let b = Subscription {
+        tenant_id: Some(TenantId::new("tenant-2")),
+        event_types: patterns("b"),
+        version: 2,
+        ..a.clone()
+    };
     assert!(s.subscriptions.update(&b, 1).await.unwrap());
     assert!(indexed(s, Some("tenant-1"), "a0.*").await.is_empty());
     assert_eq!(indexed(s, Some("tenant-2"), &format!("b{}.*", max - 1)).await, vec![sub("sub_big")]);
-    assert_eq!(walk(s, &SubscriptionFilter::Tenant("tenant-2".into()), 10).await, vec![b.clone()]);
-    assert!(walk(s, &SubscriptionFilter::Tenant("tenant-1".into()), 10).await.is_empty());
+    assert_eq!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-2")), 10).await, vec![b.clone()]);
+    assert!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-1")), 10).await.is_empty());
     assert!(s.subscriptions.delete(&sub("sub_big")).await.unwrap());
     assert!(indexed(s, Some("tenant-2"), "b0.*").await.is_empty());
     assert!(all_subscriptions(s).await.is_empty());
@@ -858,7 +864,7 @@ pub async fn dead_letters_page_merges_many_across_shards(s: &Stores) {
     for c in [
         q(),
         DeadLetterQuery { subscription_id: Some(sub("sub_m0")), ..q() },
-        DeadLetterQuery { state: Some(DeadLetterState::Open), tenant_id: Some("tenant-a".into()), ..q() },
+        DeadLetterQuery { state: Some(DeadLetterState::Open), tenant_id: Some(TenantId::new("tenant-a")), ..q() },
     ] {
         let mut want: Vec<&DeadLetter> = all.iter().filter(|d| c.matches(d)).collect();
         want.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
@@ -896,7 +902,7 @@ pub async fn dead_letters_page_by_every_filter(s: &Stores) {
     let mk = |id: &str, secs: i64, subscription: &str, event_type: &str, tenant: Option<&str>| DeadLetter {
         subscription_id: sub(subscription),
         event_type: event_type.into(),
-        tenant_id: tenant.map(str::to_string),
+        tenant_id: tenant.map(shared::ids::TenantId::new),
         ..dead_letter(id, at(secs))
     };
     let all = [
@@ -921,15 +927,20 @@ pub async fn dead_letters_page_by_every_filter(s: &Stores) {
         q(),
         DeadLetterQuery { subscription_id: Some(sub("sub_x")), ..q() },
         DeadLetterQuery { event_type: Some("order.paid".into()), ..q() },
-        DeadLetterQuery { tenant_id: Some("acme".into()), ..q() },
+        DeadLetterQuery { tenant_id: Some(TenantId::new("acme")), ..q() },
         DeadLetterQuery { state: open, ..q() },
         DeadLetterQuery { since: Some(at(2)), until: Some(at(4)), ..q() },
         DeadLetterQuery { since: Some(at(4)), ..q() },
         DeadLetterQuery { until: Some(at(4)), ..q() },
-        DeadLetterQuery { subscription_id: Some(sub("sub_x")), state: open, tenant_id: Some("acme".into()), ..q() },
+        DeadLetterQuery {
+            subscription_id: Some(sub("sub_x")),
+            state: open,
+            tenant_id: Some(TenantId::new("acme")),
+            ..q()
+        },
         DeadLetterQuery { event_type: Some("order.created".into()), since: Some(at(2)), ..q() },
         DeadLetterQuery { subscription_id: Some(sub("sub_none")), ..q() },
-        DeadLetterQuery { tenant_id: Some("acme".into()), until: Some(at(1)), ..q() },
+        DeadLetterQuery { tenant_id: Some(TenantId::new("acme")), until: Some(at(1)), ..q() },
     ];
     for c in &cases {
         // The state of sg_p4 changed: what matches is what is stored.
@@ -1343,7 +1354,7 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
     let at = |secs: i64| base + chrono::Duration::seconds(secs);
     let mk = |id: &str, ty: &str, tenant: Option<&str>, key: Option<&str>, t: DateTime<Utc>| {
         let mut e = event(id, ty);
-        e.tenant_id = tenant.map(str::to_string);
+        e.tenant_id = tenant.map(shared::ids::TenantId::new);
         e.partition_key = key.map(str::to_string);
         e.received_at = t;
         e.occurred_at = t - chrono::Duration::seconds(1);
@@ -1405,10 +1416,10 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
             EventQuery { event_type: ty("*"), received: range(Some(4), Some(6)), ..q.clone() },
             &["evt_s6", "evt_s5", "evt_s4"],
         ),
-        (EventQuery { tenant_id: Some("acme".into()), ..q.clone() }, &["evt_s8", "evt_s7", "evt_s2", "evt_s1"]),
+        (EventQuery { tenant_id: Some(TenantId::new("acme")), ..q.clone() }, &["evt_s8", "evt_s7", "evt_s2", "evt_s1"]),
         (
             EventQuery {
-                tenant_id: Some("acme".into()),
+                tenant_id: Some(TenantId::new("acme")),
                 event_type: ty("order.*"),
                 received: range(Some(2), None),
                 ..q.clone()
@@ -1416,13 +1427,13 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
             &["evt_s8", "evt_s2"],
         ),
         (
-            EventQuery { tenant_id: Some("acme".into()), partition_key: Some("o:1".into()), ..q.clone() },
+            EventQuery { tenant_id: Some(TenantId::new("acme")), partition_key: Some("o:1".into()), ..q.clone() },
             &["evt_s8", "evt_s2", "evt_s1"],
         ),
         (EventQuery { partition_key: Some("o:1".into()), ..q.clone() }, &["evt_s4"]),
         (
             EventQuery {
-                tenant_id: Some("acme".into()),
+                tenant_id: Some(TenantId::new("acme")),
                 partition_key: Some("o:1".into()),
                 received: range(Some(2), Some(7)),
                 ..q.clone()
@@ -1431,7 +1442,7 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
         ),
         (
             EventQuery {
-                tenant_id: Some("acme".into()),
+                tenant_id: Some(TenantId::new("acme")),
                 partition_key: Some("o:1".into()),
                 event_type: ty("order.created"),
                 ..q.clone()
@@ -1440,14 +1451,17 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
         ),
         (EventQuery { outcome: Some(Outcome::Failed), ..q.clone() }, &["evt_s5", "evt_s3", "evt_s2"]),
         (EventQuery { outcome: Some(Outcome::DeadLettered), ..q.clone() }, &["evt_s5", "evt_s3"]),
-        (EventQuery { outcome: Some(Outcome::Failed), tenant_id: Some("acme".into()), ..q.clone() }, &["evt_s2"]),
+        (
+            EventQuery { outcome: Some(Outcome::Failed), tenant_id: Some(TenantId::new("acme")), ..q.clone() },
+            &["evt_s2"],
+        ),
         (
             EventQuery { outcome: Some(Outcome::DeadLettered), event_type: ty("order.created"), ..q.clone() },
             &["evt_s5", "evt_s3"],
         ),
-        (EventQuery { tenant_id: Some("nobody".into()), ..q.clone() }, &[]),
+        (EventQuery { tenant_id: Some(TenantId::new("nobody")), ..q.clone() }, &[]),
         (EventQuery { event_type: ty("nothing.here"), ..q.clone() }, &[]),
-        (EventQuery { tenant_id: Some("acme".into()), partition_key: Some("o:2".into()), ..q.clone() }, &[]),
+        (EventQuery { tenant_id: Some(TenantId::new("acme")), partition_key: Some("o:2".into()), ..q.clone() }, &[]),
         (EventQuery { received: range(Some(100), Some(200)), ..q.clone() }, &[]),
     ];
     for (query, newest_first) in queries {

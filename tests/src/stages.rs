@@ -401,7 +401,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
 /// [`subscription`] would be.
 fn scoped(tenant: Option<&str>, patterns: &[&str], active: bool) -> Subscription {
     Subscription {
-        tenant_id: tenant.map(str::to_string),
+        tenant_id: tenant.map(shared::ids::TenantId::new),
         event_types: patterns.iter().map(|p| p.to_string()).collect(),
         active,
         ..subscription("http://127.0.0.1:9/unused", true)
@@ -411,7 +411,7 @@ fn scoped(tenant: Option<&str>, patterns: &[&str], active: bool) -> Subscription
 /// An event of `tenant` (or none) and `event_type` under a fresh id.
 fn event_of(tenant: Option<&str>, event_type: &str) -> EventRecord {
     let id = format!("evt-{}", uuid_like());
-    EventRecord { tenant_id: tenant.map(str::to_string), ..crate::conformance::event(&id, event_type) }
+    EventRecord { tenant_id: tenant.map(shared::ids::TenantId::new), ..crate::conformance::event(&id, event_type) }
 }
 
 fn uuid_like() -> String {

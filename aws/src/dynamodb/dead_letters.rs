@@ -101,7 +101,7 @@ fn dead_letter_index(q: &DeadLetterQuery) -> (item::DeadLetterIndex, String, Vec
     let mut chosen: Option<(item::DeadLetterIndex, String)> = None;
     let candidates = [
         (item::DEAD_LETTERS_BY_SUBSCRIPTION, q.subscription_id.as_ref().map(|s| s.to_string())),
-        (item::DEAD_LETTERS_BY_TENANT, q.tenant_id.clone()),
+        (item::DEAD_LETTERS_BY_TENANT, q.tenant_id.as_ref().map(|t| t.as_str().to_string())),
         (item::DEAD_LETTERS_BY_TYPE, q.event_type.clone()),
         (item::DEAD_LETTERS_BY_STATE, q.state.map(|s| s.as_str().to_string())),
     ];

@@ -263,8 +263,8 @@ impl DynamoEvents {
         // once (a tenant's: filtered). A tenant's events: its shards of the
         // tenant index, whole range at once. The others: day by day.
         let mode = match (&query.tenant_id, query.outcome) {
-            (t, Some(_)) => Sharded::Outcome(t.as_deref()),
-            (Some(t), None) => Sharded::Tenant(t),
+            (t, Some(_)) => Sharded::Outcome(t.as_ref().map(|t| t.as_str())),
+            (Some(t), None) => Sharded::Tenant(t.as_str()),
             (None, None) => Sharded::Days,
         };
         self.search_time(query, range, limit, pos, mode).await

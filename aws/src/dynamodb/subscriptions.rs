@@ -258,7 +258,7 @@ impl SubscriptionStore for DynamoSubscriptions {
                 return Ok(SubscriptionPage { items: subs, next_after: next_after.flatten() });
             }
             SubscriptionFilter::Tenant(t) => {
-                Self::ids_of(&self.query_index(&item::tenant_index_key(t), after, Some(want)).await?)?
+                Self::ids_of(&self.query_index(&item::tenant_index_key(t.as_str()), after, Some(want)).await?)?
             }
             SubscriptionFilter::Routes(keys) => {
                 let calls = keys

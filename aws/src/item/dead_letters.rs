@@ -93,7 +93,7 @@ pub fn dead_letter_listing_keys(d: &DeadLetter) -> Vec<(&'static str, String)> {
     let optional = [
         (DEAD_LETTERS_BY_SUBSCRIPTION, Some(d.subscription_id.as_str())),
         (DEAD_LETTERS_BY_TYPE, Some(d.event_type.as_str())),
-        (DEAD_LETTERS_BY_TENANT, d.tenant_id.as_deref()),
+        (DEAD_LETTERS_BY_TENANT, d.tenant_id.as_ref().map(|t| t.as_str())),
     ];
     for (ix, v) in optional {
         let Some(v) = v.filter(|v| !v.is_empty()) else { continue };

@@ -124,7 +124,10 @@ fn put_search_attrs(a: &mut Attrs, e: &EventRecord) -> Result<(), StoreError> {
     let day = e.received_at.format("%Y-%m-%d").to_string();
     a.put_s("time_bucket", event_time_bucket(&day, event_shard(e.id.as_str())))
         .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
-        .put_opt_s("tenant_shard", e.tenant_id.as_deref().map(|t| event_tenant_key(t, event_shard(e.id.as_str()))))
+        .put_opt_s(
+            "tenant_shard",
+            e.tenant_id.as_ref().map(|t| t.as_str()).map(|t| event_tenant_key(t, event_shard(e.id.as_str()))),
+        )
         .put_s("summary", event_summary_attr(e)?);
     if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
         a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
@@ -144,7 +147,7 @@ struct SummaryAttr {
     #[serde(rename = "f")]
     format: shared::envelope::Format,
     #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
-    tenant_id: Option<String>,
+    tenant_id: Option<shared::ids::TenantId>,
     #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
     partition_key: Option<String>,
     #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
@@ -228,7 +231,7 @@ pub fn event_outcome_attrs(e: &EventRecord, retention: chrono::Duration) -> Resu
     a.put_s("outcome_shard", outcome_shard(e.id.as_str()))
         .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
         .put_s("event_type", &e.event_type)
-        .put_opt_s("tenant_id", e.tenant_id.as_deref())
+        .put_opt_s("tenant_id", e.tenant_id.as_ref().map(|t| t.as_str()))
         .put_s("summary", event_summary_attr(e)?)
         .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
     if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {

@@ -325,8 +325,11 @@ pub fn tenant_index_key(t: &str) -> String {
 /// An update writes only the entries whose `gk` changed, so it takes at
 /// most one action per entry slot.
 pub fn index_entries(s: &Subscription) -> Vec<IndexEntry> {
-    let mut out: Vec<IndexEntry> =
-        s.tenant_id.iter().map(|t| IndexEntry { id: format!("{}#tenant", s.id), gk: tenant_index_key(t) }).collect();
+    let mut out: Vec<IndexEntry> = s
+        .tenant_id
+        .iter()
+        .map(|t| IndexEntry { id: format!("{}#tenant", s.id), gk: tenant_index_key(t.as_str()) })
+        .collect();
     out.extend(
         shared::routing::index_keys(s)
             .iter()
@@ -489,7 +492,7 @@ mod tests {
     #[test]
     fn a_subscription_is_its_item_and_one_entry_per_tenant_and_pattern() {
         let mut s = shared::testkit::subscription();
-        s.tenant_id = Some("acme".into());
+        s.tenant_id = Some(shared::ids::TenantId::new("acme"));
         s.event_types = vec!["task.*".into(), "*".into(), "task.*".into()];
         let items = subscription_items(&s).unwrap();
         assert_eq!(subscription_from_attrs(&items[0]).unwrap(), s);

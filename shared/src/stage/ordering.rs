@@ -342,7 +342,7 @@ async fn gap_event(
     partition: &ordering::Partition,
     seq: u64,
 ) -> Result<Option<Option<EventRecord>>, StoreError> {
-    let tenant = partition.tenant().map(str::to_string);
+    let tenant = partition.tenant().map(crate::ids::TenantId::new);
     let query = crate::event_search::EventQuery {
         tenant_id: tenant,
         partition_key: Some(partition.key.clone()),

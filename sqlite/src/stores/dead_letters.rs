@@ -31,7 +31,7 @@ impl DeadLetterStore for SqliteDeadLetters {
                             encode(&dl),
                             dl.subscription_id.as_str(),
                             dl.event_type,
-                            dl.tenant_id
+                            dl.tenant_id.as_ref().map(|t| t.as_str())
                         ],
                     )
                     .map_err(sql)?;
@@ -74,7 +74,7 @@ impl DeadLetterStore for SqliteDeadLetters {
                 };
                 eq("subscription_id = ?", q.subscription_id.as_ref().map(|s| s.as_str().to_string()));
                 eq("event_type = ?", q.event_type.clone());
-                eq("tenant_id = ?", q.tenant_id.clone());
+                eq("tenant_id = ?", q.tenant_id.as_ref().map(|t| t.as_str().to_string()));
                 eq("state = ?", q.state.map(|s| s.as_str().to_string()));
                 if let Some(t) = q.since {
                     conds.push("created_at >= ?");
@@ -183,7 +183,7 @@ impl DeadLetterStore for SqliteDeadLetters {
                 for (id, data, stored) in rows.iter().take(limit) {
                     page.examined += 1;
                     let dl: DeadLetter = decode(data)?;
-                    let wanted = [Some(dl.subscription_id.to_string()), Some(dl.event_type.clone()), dl.tenant_id.clone()];
+                    let wanted = [Some(dl.subscription_id.to_string()), Some(dl.event_type.clone()), dl.tenant_id.as_ref().map(|t| t.as_str().to_string())];
                     if *stored != wanted {
                         c.execute(
                             "UPDATE dead_letters SET subscription_id = ?1, event_type = ?2, tenant_id = ?3 WHERE id = ?4",

@@ -149,7 +149,7 @@ pub fn search_plan(query: &EventQuery, limit: usize, after: Option<&str>) -> Sto
         arg(&mut wh, "part_key = ?", Value::from(p.key.clone()));
         wh.push("part_seq IS NOT NULL".into());
     } else if let Some(t) = &query.tenant_id {
-        arg(&mut wh, "tenant_id = ?", Value::from(t.clone()));
+        arg(&mut wh, "tenant_id = ?", Value::from(t.as_str().to_string()));
     }
     match &query.event_type {
         Some(TypeFilter::Exact(t)) => arg(&mut wh, "event_type = ?", Value::from(t.clone())),
@@ -223,7 +223,7 @@ mod tests {
                         TypeFilter::Exact("order.created".into())
                     }
                 }),
-                tenant_id: on(1).then(|| "acme".to_string()),
+                tenant_id: on(1).then(|| shared::ids::TenantId::new("acme")),
                 partition_key: on(2).then(|| "k1".to_string()),
                 received: if on(3) {
                     TimeRange { since: Some(now - chrono::Duration::days(1)), until: Some(now) }

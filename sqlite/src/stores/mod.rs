@@ -63,7 +63,7 @@ fn event_rows(e: &EventRecord) -> (Vec<Value>, Vec<Value>) {
         Value::from(e.received_at.timestamp_millis()),
         Value::from(e.expires_at.timestamp_millis()),
         Value::from(encode(e)),
-        Value::from(e.tenant_id.clone()),
+        Value::from(e.tenant_id.as_ref().map(|t| t.as_str().to_string())),
         Value::from(e.partition_seq.and(e.partition()).map(|p| p.scope)),
         Value::from(e.partition_seq.and(e.partition_key.clone())),
         Value::from(e.partition_seq.map(|n| n as i64)),

@@ -73,7 +73,12 @@ impl SubscriptionStore for SqliteSubscriptions {
             .call(move |c, _| {
                 c.execute(
                     "INSERT INTO subscriptions (id, version, data, tenant_id) VALUES (?1, ?2, ?3, ?4)",
-                    params![sub.id.as_str(), sub.version as i64, encode(&sub), sub.tenant_id],
+                    params![
+                        sub.id.as_str(),
+                        sub.version as i64,
+                        encode(&sub),
+                        sub.tenant_id.as_ref().map(|t| t.as_str())
+                    ],
                 )
                 .map_err(sql)?;
                 index_subscription(c, &sub)
@@ -124,7 +129,8 @@ impl SubscriptionStore for SqliteSubscriptions {
                                 "SELECT data FROM subscriptions WHERE tenant_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
                             )
                             .map_err(sql)?;
-                        let rows = st.query_map(params![t, after, want], |r| r.get::<_, String>(0)).map_err(sql)?;
+                        let rows =
+                            st.query_map(params![t.as_str(), after, want], |r| r.get::<_, String>(0)).map_err(sql)?;
                         rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?
                     }
                     SubscriptionFilter::Routes(keys) => {
@@ -152,7 +158,7 @@ impl SubscriptionStore for SqliteSubscriptions {
                 let n = c
                     .execute(
                         "UPDATE subscriptions SET version = ?1, data = ?2, tenant_id = ?3 WHERE id = ?4 AND version = ?5",
-                        params![sub.version as i64, encode(&sub), sub.tenant_id, sub.id.as_str(), expected_version as i64],
+                        params![sub.version as i64, encode(&sub), sub.tenant_id.as_ref().map(|t| t.as_str()), sub.id.as_str(), expected_version as i64],
                     )
                     .map_err(sql)?;
                 if n == 1 {

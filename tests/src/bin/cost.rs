@@ -528,7 +528,7 @@ const OTHER_TYPES: &[&str] = &[
 fn unmatched_subscription(i: usize, callback: &str, h: &shared::context::Hookline) -> Subscription {
     let now = chrono::Utc::now();
     let (tenant_id, event_types) = if i.is_multiple_of(2) {
-        (Some(format!("tenant-other-{}", i / 2 % 1000)), vec!["order.created".to_string()])
+        (Some(shared::ids::TenantId::new(format!("tenant-other-{}", i / 2 % 1000))), vec!["order.created".to_string()])
     } else {
         (None, vec![OTHER_TYPES[i / 2 % OTHER_TYPES.len()].to_string()])
     };
