@@ -55,7 +55,7 @@ impl SagaStore for SqliteSagas {
             .call(move |c, _| {
                 stored(
                     c,
-                    "SELECT data FROM sagas WHERE id.as_str() = ?1 AND event_id.as_str() = ?2",
+                    "SELECT data FROM sagas WHERE id = ?1 AND event_id = ?2",
                     params![id.as_str(), event_id.as_str()],
                 )
             })
