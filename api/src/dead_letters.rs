@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::reindex::{self, Walk};
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
 use shared::audit::{Action, AuditRecord};
-use shared::bulk::{Job, JobKind, JobState};
+use shared::bulk::{Job, JobFilter, JobKind, JobSpec, JobState};
 use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
-use shared::ids::{DeadLetterId, SagaId, SubscriptionId};
+use shared::ids::{DeadLetterId, SagaId, SubscriptionId, TenantId};
 use shared::ports::TimeRange;
 use shared::stage::bulk;
 use shared::stage::requeue::{self, Audit};
@@ -97,7 +97,7 @@ struct JobView<'a> {
     skipped_not_routed: Option<u64>,
     reason: &'a str,
     actor: &'a str,
-    filter: &'a serde_json::Value,
+    filter: JobFilter<'a>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,15 +108,15 @@ impl<'a> From<&'a Job> for JobView<'a> {
     fn from(j: &'a Job) -> Self {
         JobView {
             id: &j.id,
-            kind: j.kind,
+            kind: j.kind(),
             state: j.state,
             matched: j.matched,
             done: j.done,
             failed: j.failed,
-            skipped_not_routed: (j.kind == JobKind::Replay).then_some(j.skipped_not_routed),
+            skipped_not_routed: (j.kind() == JobKind::Replay).then_some(j.skipped_not_routed),
             reason: &j.reason,
             actor: &j.actor,
-            filter: &j.filter,
+            filter: j.spec.filter(),
             created_at: j.created_at,
             updated_at: j.updated_at,
             error: j.error.as_deref(),
@@ -156,7 +156,7 @@ impl Api {
         let q = DeadLetterQuery {
             subscription_id: param("subscription_id")?.map(SubscriptionId::new),
             event_type: param("event_type")?,
-            tenant_id: param("tenant_id")?,
+            tenant_id: param("tenant_id")?.map(TenantId::new),
             state,
             since,
             until,
@@ -237,16 +237,17 @@ impl Api {
         let q = DeadLetterQuery {
             subscription_id: named("subscription_id", f.subscription_id)?.map(SubscriptionId::new),
             event_type: named("event_type", f.event_type)?,
-            tenant_id: named("tenant_id", f.tenant_id)?,
+            tenant_id: named("tenant_id", f.tenant_id)?.map(TenantId::new),
             state: None,
             since: range.since,
             until: range.until,
         };
-        let filter = serde_json::to_value(&q).expect("a query serializes");
-        let job = bulk::start(&self.hookline, Job::new(kind, filter, &reason, &self.actor(req), Utc::now())).await?;
+        let subscription = q.subscription_id.clone();
+        let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
+        let job = bulk::start(&self.hookline, Job::new(spec, &reason, &self.actor(req), Utc::now())).await?;
         let action =
             if kind == JobKind::Skip { Action::DeadLettersSkipStarted } else { Action::DeadLettersRequeueStarted };
-        self.job_audit(action, &job, q.subscription_id.as_ref()).await;
+        self.job_audit(action, &job, subscription.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 
@@ -262,7 +263,7 @@ impl Api {
         let mut rec = AuditRecord::new(action, &job.actor)
             .reason(&job.reason)
             .job(&job.id)
-            .details(serde_json::json!({"filter": job.filter}));
+            .details(serde_json::json!({"filter": job.spec.filter()}));
         if let Some(s) = subscription {
             rec = rec.subscription(s);
         }

@@ -8,7 +8,7 @@ use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request
 use shared::audit::{Action, AuditRecord};
 use shared::envelope::{self, Format};
 use shared::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
-use shared::ids::{self, EventId, SagaId, SubscriptionId, WebhookId};
+use shared::ids::{self, EventId, SagaId, SubscriptionId, TenantId, WebhookId};
 use shared::saga::Origin;
 use shared::stage::ingest;
 use shared::stage::requeue::{self, ReplayRequest};
@@ -43,7 +43,7 @@ struct EventView {
     producer_id: Option<String>,
     #[serde(rename = "type")]
     event_type: String,
-    tenant_id: Option<String>,
+    tenant_id: Option<TenantId>,
     partition_key: Option<String>,
     sequence: Option<String>,
     trace_id: Option<String>,
@@ -94,7 +94,7 @@ struct EventItem {
     id: EventId,
     #[serde(rename = "type")]
     event_type: String,
-    tenant_id: Option<String>,
+    tenant_id: Option<TenantId>,
     partition_key: Option<String>,
     sequence: Option<String>,
     received_at: DateTime<Utc>,
@@ -304,9 +304,9 @@ impl Api {
             .transpose()?;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;
-        let attempts: Vec<_> = shared::limits::all_bounded(
+        let attempts: Vec<_> = shared::bounds::all_bounded(
             page.items.iter().map(|s| stores.attempts.list(&s.id)).collect(),
-            shared::limits::MAX_STORE_IN_FLIGHT,
+            shared::bounds::MAX_STORE_IN_FLIGHT,
         )
         .await
         .into_iter()

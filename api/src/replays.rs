@@ -7,8 +7,8 @@ use serde::Deserialize;
 
 use super::dead_letters::name_value;
 use super::{parse, query, Api, ApiError, ApiResult, Request};
-use shared::bulk::{Job, JobKind, ReplayFilter};
-use shared::ids::{EventId, SubscriptionId};
+use shared::bulk::{Job, JobSpec, ReplayFilter};
+use shared::ids::{EventId, SubscriptionId, TenantId};
 use shared::ports::TimeRange;
 use shared::stage::bulk;
 use shared::stage::requeue::RequeueError;
@@ -81,7 +81,7 @@ fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter
     Ok(ReplayFilter {
         event_id: b.event_id.map(|e| name_value("event_id", e)).transpose()?.map(EventId::new),
         partition_key: b.partition_key.map(|p| name_value("partition_key", p)).transpose()?,
-        tenant_id: b.tenant_id.map(|t| name_value("tenant_id", t)).transpose()?,
+        tenant_id: b.tenant_id.map(|t| name_value("tenant_id", t)).transpose()?.map(TenantId::new),
         since: range.since,
         until: range.until,
         subscription_id: b
@@ -119,8 +119,7 @@ impl Api {
             }
         }
         let subscription = filter.subscription_id.clone();
-        let filter = serde_json::to_value(&filter).expect("a filter serializes");
-        let job = bulk::start(&self.hookline, Job::new(JobKind::Replay, filter, &reason, &self.actor(req), Utc::now()))
+        let job = bulk::start(&self.hookline, Job::new(JobSpec::Replay(filter), &reason, &self.actor(req), Utc::now()))
             .await?;
         self.job_audit(shared::audit::Action::ReplayStarted, &job, subscription.as_ref()).await;
         Ok(Self::job_started(&job))
@@ -149,6 +148,6 @@ mod tests {
         let e = filter_of(body(inverted), days).unwrap_err();
         assert_eq!((e.status, e.field.as_deref()), (422, Some("until")));
         let f = filter_of(body(serde_json::json!({"partition_key": "p", "tenant_id": "t"})), days).unwrap();
-        assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_deref()), (Some("p"), Some("t")));
+        assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_ref().map(|t| t.as_str())), (Some("p"), Some("t")));
     }
 }

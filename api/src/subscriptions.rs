@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use super::reindex::{self, Walk};
 use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use shared::audit::{Action, AuditRecord};
+use shared::bounds::MAX_SUBSCRIPTION_PATTERNS;
 use shared::context::Config;
 use shared::envelope::{check_id, MAX_EVENT_TYPE_LEN};
 use shared::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
-use shared::ids::{self, SubscriptionId};
-use shared::limits::MAX_SUBSCRIPTION_PATTERNS;
+use shared::ids::{self, SubscriptionId, TenantId};
 use shared::payload;
 use shared::ports::SubscriptionFilter;
 use shared::retry::{RetryPolicy, RetryPolicyInput};
@@ -246,14 +246,14 @@ fn limit_error(e: FieldError) -> ApiError {
 
 /// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
 /// can equal an event's tenant.
-pub(super) fn tenant(t: Option<String>) -> Result<Option<String>, ApiError> {
+pub(super) fn tenant(t: Option<String>) -> Result<Option<TenantId>, ApiError> {
     if let Some(t) = &t {
         if t.trim().is_empty() {
             return Err(FieldError::new("tenant_id", "must not be empty").into());
         }
         check_id(t).map_err(|e| ApiError::invalid("tenant_id", e.to_string()))?;
     }
-    Ok(t)
+    Ok(t.map(TenantId::new))
 }
 
 /// Custom headers: at most 20, each sendable ([`check_custom_header`]); a
@@ -401,7 +401,7 @@ impl Api {
         }
         let filters = format!(
             "tenant_id={}\nevent_type={}",
-            tenant_id.as_deref().unwrap_or(""),
+            tenant_id.as_ref().map(|t| t.as_str()).unwrap_or(""),
             event_type.as_deref().unwrap_or("")
         );
         let after = match query_param(req.query, "cursor") {
@@ -411,7 +411,9 @@ impl Api {
             )),
         };
         let filter = match (tenant_id, event_type) {
-            (tenant_id, Some(t)) => SubscriptionFilter::Routes(routing::keys_for(tenant_id.as_deref(), &t)),
+            (tenant_id, Some(t)) => {
+                SubscriptionFilter::Routes(routing::keys_for(tenant_id.as_ref().map(|t| t.as_str()), &t))
+            }
             (Some(t), None) => SubscriptionFilter::Tenant(t),
             (None, None) => SubscriptionFilter::All,
         };
@@ -467,7 +469,7 @@ impl Api {
             }
             (own, given) => given.or(own.clone()),
         };
-        let partition = shared::ordering::Partition::of(tenant.as_deref(), key);
+        let partition = shared::ordering::Partition::of(tenant.as_ref().map(TenantId::as_str), key);
         let lane = shared::ordering::Lane { subscription_id: id.clone(), partition };
         use shared::stage::ordering::{LaneSkipError, LaneSkipped};
         let skipped = match shared::stage::ordering::skip_lane(&self.hookline, &lane).await {
@@ -529,7 +531,8 @@ impl Api {
         };
         let tenant_id = match body.tenant_id {
             Patch::Value(t) => Patch::Value(tenant(Some(t))?.expect("a value stays a value")),
-            other => other,
+            Patch::Null => Patch::Null,
+            Patch::Absent => Patch::Absent,
         };
         let headers = match body.headers {
             Patch::Value(h) => Patch::Value(headers(Some(h))?),

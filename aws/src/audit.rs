@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 
-use super::dynamodb::{backend, n, s, written};
+use crate::request::{backend, n, s, written};
 use shared::audit::{AuditFilter, AuditRecord};
 use shared::error::StoreError;
 use shared::ports::{AuditStore, Page, StoreResult};

@@ -24,8 +24,15 @@ impl DynamoHealth {
         DynamoHealth { client, table: table.to_string() }
     }
 
-    fn error(&self, op: &str, e: impl std::error::Error + 'static) -> StoreError {
-        StoreError::Backend(format!("dynamodb {op} on {}: {}", self.table, DisplayErrorContext(&e)))
+    fn error<E>(
+        &self,
+        op: &str,
+        e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+    ) -> StoreError
+    where
+        E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
+    {
+        crate::sdk::store_error(format!("dynamodb {op} on {}: {}", self.table, DisplayErrorContext(&e)), e)
     }
 }
 

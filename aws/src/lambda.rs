@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use crate::item;
 use crate::sqs::SqsQueue;
 use hookline_api::{self as api, Api};
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::context::{Config, Hookline};
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::queue::{self, Delivered};
 use shared::stage::{deliver, ingest, reconcile, requeue_queue, route, saga};
 

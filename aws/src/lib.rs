@@ -11,6 +11,7 @@ pub mod item;
 pub mod lambda;
 pub mod limits;
 pub mod ordering;
+pub mod request;
 pub mod sdk;
 pub mod sqs;
 pub mod stream_failures;

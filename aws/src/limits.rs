@@ -11,7 +11,7 @@
 //! the write is tried again from it), so each waiting job gets its own start
 //! and none retries for it. Scale: the rate item is one item, and one
 //! DynamoDB item takes at most 1,000 writes a second, so a `rate_limit` is
-//! held at most [`shared::limits::AWS_MAX_RATE_LIMIT`] starts a second on AWS
+//! held at most [`shared::bounds::AWS_MAX_RATE_LIMIT`] starts a second on AWS
 //! (a booking per job at worst); slots are an item each, so `max_in_flight`
 //! (at most 1,000) spreads over as many items.
 
@@ -56,8 +56,15 @@ impl DynamoLimits {
         DynamoLimits { client, table: table.to_string() }
     }
 
-    fn error(&self, op: &str, e: impl std::error::Error + 'static) -> StoreError {
-        StoreError::Backend(format!("dynamodb {op} on {}: {}", self.table, DisplayErrorContext(&e)))
+    fn error<E>(
+        &self,
+        op: &str,
+        e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+    ) -> StoreError
+    where
+        E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
+    {
+        crate::sdk::store_error(format!("dynamodb {op} on {}: {}", self.table, DisplayErrorContext(&e)), e)
     }
 
     /// Takes slot `k` if free; `Err(Some(until))` when held until then.
@@ -164,14 +171,14 @@ impl LimitStore for DynamoLimits {
     }
 
     async fn book_starts(&self, sub: &SubscriptionId, interval: Duration, count: u32) -> StoreResult<Duration> {
-        let interval = shared::limits::start_interval_on(interval, shared::limits::AWS_MAX_RATE_LIMIT);
+        let interval = shared::bounds::start_interval_on(interval, shared::bounds::AWS_MAX_RATE_LIMIT);
         let span = interval.as_millis() as i64 * i64::from(count.max(1));
         // The next free start as last seen: unknown at first (then the item
         // is assumed free or past), then what a failed condition returned.
         let mut seen: Option<i64> = None;
         for _ in 0..BOOK_TRIES {
             let now = chrono::Utc::now().timestamp_millis();
-            let first = shared::limits::first_start(now, seen, interval);
+            let first = shared::bounds::first_start(now, seen, interval);
             let req = self
                 .client
                 .put_item()
@@ -201,7 +208,7 @@ impl LimitStore for DynamoLimits {
                 Err(e) => return Err(self.error("PutItem", e)),
             }
         }
-        Err(StoreError::Backend(format!(
+        Err(StoreError::other(format!(
             "the rate item of {sub} changed under {BOOK_TRIES} bookings in a row; the jobs are tried again"
         )))
     }

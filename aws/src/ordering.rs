@@ -28,8 +28,8 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 
-use super::dynamodb::{backend, n, s};
 use super::item::Attrs;
+use crate::request::{backend, n, s};
 use shared::error::StoreError;
 use shared::event::EventRecord;
 use shared::ids::{EventId, SagaId, SubscriptionId};
@@ -171,7 +171,7 @@ impl DynamoOrder {
                 .condition_expression("attribute_not_exists(#id)")
                 .expression_attribute_names("#id", "id")
                 .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))?;
+                .map_err(|e| StoreError::other(e.to_string()))?;
             let update = Update::builder()
                 .table_name(&self.table)
                 .set_key(Some(partition_key(&p)))
@@ -184,7 +184,7 @@ impl DynamoOrder {
                 update.condition_expression("#seq = :current").expression_attribute_values(":current", n(current))
             }
             .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::other(e.to_string()))?;
             let res = self
                 .client
                 .transact_write_items()
@@ -214,7 +214,7 @@ impl DynamoOrder {
                 }
             }
         }
-        Err(StoreError::Backend(format!("partition {} kept changing under {TRIES} numbering transactions", p.key)))
+        Err(StoreError::other(format!("partition {} kept changing under {TRIES} numbering transactions", p.key)))
     }
 }
 
@@ -228,7 +228,7 @@ impl OrderStore for DynamoOrder {
                 return Ok(routed);
             }
             if ahead.len() > MAX_AHEAD {
-                return Err(StoreError::Backend(format!(
+                return Err(StoreError::other(format!(
                     "partition {}: {} events routed ahead of number {}; retry once the earlier ones are routed",
                     partition.key,
                     ahead.len(),
@@ -251,11 +251,11 @@ impl OrderStore for DynamoOrder {
                 None => req.condition_expression("attribute_not_exists(#v)"),
                 Some(v) => req.condition_expression("#v = :v").expression_attribute_values(":v", n(v)),
             };
-            if super::dynamodb::written("UpdateItem", &self.table, req.send().await)? {
+            if crate::request::written("UpdateItem", &self.table, req.send().await)? {
                 return Ok(routed);
             }
         }
-        Err(StoreError::Backend(format!("partition {} kept changing under {TRIES} writes", partition.key)))
+        Err(StoreError::other(format!("partition {} kept changing under {TRIES} writes", partition.key)))
     }
 
     async fn routed_through(&self, partition: &Partition) -> StoreResult<u64> {
@@ -344,7 +344,7 @@ impl OrderStore for DynamoOrder {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
-        if !super::dynamodb::written("PutItem", &self.table, put)? {
+        if !crate::request::written("PutItem", &self.table, put)? {
             // Another writer recorded it first: keep its listing only.
             if self.block_marker(lane).await? != Some(since) {
                 self.delete(blocks_pk(&lane.subscription_id), listing).await?;

@@ -39,3 +39,70 @@ pub fn sdk_config_loader() -> aws_config::ConfigLoader {
     });
     aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(client)
 }
+
+/// Error codes with which AWS services say "throttled: slow down and try
+/// again" (DynamoDB's provisioned throughput and request limits, SQS's and
+/// the SDK's generic throttling codes).
+const THROTTLING_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "ThrottlingException",
+    "Throttling",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+];
+
+/// The [`StoreError`](shared::error::StoreError) of a failed SDK call,
+/// described by `message` and keeping the SDK's error as its source:
+/// throttled when the service said so (a throttling code, or HTTP 429);
+/// otherwise retryable unless the service refused the request as such (a
+/// 4xx answer: malformed, missing resource, no permission) or the request
+/// could not even be built.
+pub(crate) fn store_error<E>(
+    message: String,
+    e: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> shared::error::StoreError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+    let status = e.raw_response().map(|r| r.status().as_u16());
+    if e.code().is_some_and(|c| THROTTLING_CODES.contains(&c)) || status == Some(429) {
+        return shared::error::StoreError::throttled(message, e);
+    }
+    let retryable = match &e {
+        SdkError::ServiceError(_) => status.is_none_or(|s| s >= 500),
+        SdkError::ConstructionFailure(_) => false,
+        _ => true,
+    };
+    shared::error::StoreError::Backend { message, retryable, source: Some(Box::new(e)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::http::HttpResponse;
+    use aws_sdk_dynamodb::error::{ErrorMetadata, SdkError};
+    use aws_sdk_dynamodb::operation::put_item::PutItemError;
+
+    fn answered(code: &str, status: u16) -> shared::error::StoreError {
+        let err = PutItemError::generic(ErrorMetadata::builder().code(code).message("m").build());
+        let raw = HttpResponse::new(status.try_into().unwrap(), "".into());
+        store_error(format!("dynamodb PutItem on t: {code}"), SdkError::service_error(err, raw))
+    }
+
+    #[test]
+    fn throttling_is_told_from_refusals_and_keeps_its_source() {
+        let t = answered("ProvisionedThroughputExceededException", 400);
+        assert!(t.is_throttled() && t.is_retryable());
+        assert!(std::error::Error::source(&t).is_some());
+        assert!(answered("ThrottlingException", 400).is_throttled());
+        let refused = answered("ValidationException", 400);
+        assert!(!refused.is_throttled() && !refused.is_retryable());
+        let failing = answered("InternalServerError", 500);
+        assert!(!failing.is_throttled() && failing.is_retryable());
+        assert_eq!(failing.to_string(), "storage backend error: dynamodb PutItem on t: InternalServerError");
+    }
+}

@@ -14,8 +14,8 @@ use aws_sdk_sqs::types::{
 };
 use aws_sdk_sqs::Client;
 
+use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
-use shared::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::ports::{JobQueue, Outgoing, QueueDepth, Received, StoreResult};
 
 /// Most entries SQS takes in one batch request, and most messages one
@@ -29,12 +29,11 @@ pub const MAX_DELAY: Duration = Duration::from_secs(900);
 /// Longest visibility timeout SQS supports (12 hours).
 pub const MAX_VISIBILITY: Duration = Duration::from_secs(43_200);
 
-fn backend<E, R>(op: &str, queue: &str, e: SdkError<E, R>) -> StoreError
+fn backend<E>(op: &str, queue: &str, e: SdkError<E, aws_sdk_sqs::config::http::HttpResponse>) -> StoreError
 where
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + aws_sdk_sqs::error::ProvideErrorMetadata + Send + Sync + 'static,
 {
-    StoreError::Backend(format!("sqs {op} on {queue}: {}", DisplayErrorContext(&e)))
+    crate::sdk::store_error(format!("sqs {op} on {queue}: {}", DisplayErrorContext(&e)), e)
 }
 
 /// Whole seconds for SQS, rounded up (a message must never become visible
@@ -121,7 +120,7 @@ impl SqsQueue {
                 .data_type("String")
                 .string_value(*value)
                 .build()
-                .map_err(|e| StoreError::Backend(format!("sqs message attribute {name}: {e}")))?;
+                .map_err(|e| StoreError::other(format!("sqs message attribute {name}: {e}")))?;
             req = req.message_attributes(*name, v);
         }
         req.send().await.map_err(|e| backend("SendMessage", &self.queue_url, e))?;
@@ -140,7 +139,7 @@ impl SqsQueue {
                     // On a standard queue this makes it a fair queue.
                     .set_message_group_id(m.group.clone())
                     .build()
-                    .map_err(|e| StoreError::Backend(format!("sqs batch entry: {e}")))
+                    .map_err(|e| StoreError::other(format!("sqs batch entry: {e}")))
             })
             .collect::<StoreResult<Vec<_>>>()?;
         let out = self
@@ -154,7 +153,7 @@ impl SqsQueue {
         if let Some(f) = out.failed().first() {
             // Resending the whole batch may duplicate the ones that went
             // through; every consumer is idempotent (at-least-once).
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::other(format!(
                 "sqs SendMessageBatch on {}: {} of {} entries failed, e.g. {}: {}",
                 self.queue_url,
                 out.failed().len(),
@@ -175,7 +174,7 @@ impl SqsQueue {
                     .id(i.to_string())
                     .receipt_handle(r)
                     .build()
-                    .map_err(|e| StoreError::Backend(format!("sqs batch entry: {e}")))
+                    .map_err(|e| StoreError::other(format!("sqs batch entry: {e}")))
             })
             .collect::<StoreResult<Vec<_>>>()?;
         let out = self
@@ -189,7 +188,7 @@ impl SqsQueue {
         // A receipt that is no longer valid names a message someone else
         // deleted or that expired: the port ignores stale receipts.
         if let Some(f) = out.failed().iter().find(|f| f.code() != "ReceiptHandleIsInvalid") {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::other(format!(
                 "sqs DeleteMessageBatch on {}: {}: {}",
                 self.queue_url,
                 f.code(),

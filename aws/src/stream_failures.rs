@@ -275,11 +275,11 @@ pub struct NotConfigured;
 #[async_trait]
 impl StreamFailures for NotConfigured {
     async fn take(&self, _max: usize, _deadline: Instant) -> StoreResult<Vec<GivenUp>> {
-        Err(shared::error::StoreError::Backend("STREAM_FAILURES_QUEUE_URL is not set".into()))
+        Err(shared::error::StoreError::other("STREAM_FAILURES_QUEUE_URL is not set".into()))
     }
 
     async fn done(&self, _receipts: &[String]) -> StoreResult<()> {
-        Err(shared::error::StoreError::Backend("STREAM_FAILURES_QUEUE_URL is not set".into()))
+        Err(shared::error::StoreError::other("STREAM_FAILURES_QUEUE_URL is not set".into()))
     }
 }
 

@@ -20,7 +20,7 @@ use hookline_sqlite::runtime::{Runtime, RuntimeLimits};
 use hookline_sqlite::Backend;
 use hyper::body::Incoming;
 use shared::context::{Config, Hookline};
-use shared::retention::{parse_std_duration, Display as ShowDuration};
+use shared::duration::{parse_std_duration, Display as ShowDuration};
 use shared::ssrf::AddressPolicy;
 
 /// Options of `hookline serve`. A flag given twice takes its last value

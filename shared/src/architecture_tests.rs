@@ -121,6 +121,18 @@ fn imports(mods: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>
             }
             rest = after;
         }
+        // A module depends on the submodules it declares (it re-exports or
+        // calls them); a submodule's imports of its ancestors are not
+        // counted, so a module and its submodules act as one.
+        for l in text.lines() {
+            let l = l.trim();
+            if let Some(child) = l.strip_prefix("pub mod ").or_else(|| l.strip_prefix("mod ")) {
+                let child = child.trim_end_matches(';').trim();
+                let mut p: Vec<String> = m.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect();
+                p.push(child.to_string());
+                paths.push(p);
+            }
+        }
         let mut to = BTreeSet::new();
         for p in paths {
             let target = (1..=p.len()).rev().map(|k| p[..k].join("::")).find(|c| mods.contains_key(c));
@@ -246,11 +258,22 @@ fn the_circle_check_finds_a_circle() {
         ("c".to_string(), "fn f() { crate::a::g() }".to_string()),
         ("d".to_string(), "// crate::a::g in a comment is not an import".to_string()),
         ("e".to_string(), "use super::d;".to_string()),
+        // f's submodule imports g, which imports f: f and g are a circle.
+        ("f".to_string(), "mod x;\npub use x::Y;".to_string()),
+        ("f::x".to_string(), "use crate::g::Z; use super::W;".to_string()),
+        ("g".to_string(), "use crate::f::W;".to_string()),
     ]
     .into();
     let g = imports(&mods);
     assert_eq!(g["e"], ["d".to_string()].into());
-    assert_eq!(circles(&g), vec![vec!["a".to_string(), "b".to_string(), "c".to_string()]]);
+    assert_eq!(g["f::x"], ["g".to_string()].into(), "a submodule's import of its parent is not counted");
+    assert_eq!(
+        circles(&g),
+        vec![
+            vec!["a".to_string(), "b".to_string(), "c".to_string()],
+            vec!["f".to_string(), "f::x".to_string(), "g".to_string()]
+        ]
+    );
 }
 
 #[test]

@@ -29,7 +29,7 @@ pub struct Attempt {
     pub at: DateTime<Utc>,
     /// How it ended, as the saga stage reads it.
     pub result: AttemptResult,
-    /// The job's lane ([`crate::job::DeliveryJob::lane`]).
+    /// The job's lane ([`crate::message::DeliveryJob::lane`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<crate::ordering::LaneRef>,
 }

@@ -24,6 +24,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::dead_letter::DeadLetterQuery;
+
 /// The most items one page of a job acts on, by default (the setting
 /// `BULK_PAGE_SIZE`, [`crate::context::Config::bulk_page_size`]).
 pub const JOB_PAGE: usize = 100;
@@ -49,6 +51,61 @@ impl JobKind {
             JobKind::Replay => "replay",
         }
     }
+}
+
+/// What a job does and to which items: the kind with the filter it
+/// takes, typed, so a job's filter is checked once when the job is made
+/// rather than parsed again on every page. Stored (and shown) as the
+/// `kind` and `filter` fields of the job, the shape jobs had when the
+/// filter was untyped JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "filter", rename_all = "lowercase")]
+pub enum JobSpec {
+    /// Requeue each open dead letter of the query (a new saga each).
+    Requeue(DeadLetterQuery),
+    /// Skip each open dead letter of the query.
+    Skip(DeadLetterQuery),
+    /// Replay each event of the filter (new sagas).
+    Replay(ReplayFilter),
+}
+
+impl JobSpec {
+    /// Its kind, as the API names it.
+    pub fn kind(&self) -> JobKind {
+        match self {
+            JobSpec::Requeue(_) => JobKind::Requeue,
+            JobSpec::Skip(_) => JobKind::Skip,
+            JobSpec::Replay(_) => JobKind::Replay,
+        }
+    }
+
+    /// A dead-letter job of `kind` (requeue or skip) over `query`; `None`
+    /// for [`JobKind::Replay`], which takes a [`ReplayFilter`].
+    pub fn dead_letters(kind: JobKind, query: DeadLetterQuery) -> Option<JobSpec> {
+        match kind {
+            JobKind::Requeue => Some(JobSpec::Requeue(query)),
+            JobKind::Skip => Some(JobSpec::Skip(query)),
+            JobKind::Replay => None,
+        }
+    }
+
+    /// Its filter, to show or record (the `filter` of the stored job).
+    pub fn filter(&self) -> JobFilter<'_> {
+        match self {
+            JobSpec::Requeue(q) | JobSpec::Skip(q) => JobFilter::DeadLetters(q),
+            JobSpec::Replay(f) => JobFilter::Events(f),
+        }
+    }
+}
+
+/// A job's filter, borrowed: serialized as the filter itself (no tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum JobFilter<'a> {
+    /// The dead letters a requeue or skip job takes.
+    DeadLetters(&'a DeadLetterQuery),
+    /// The events a replay job takes.
+    Events(&'a ReplayFilter),
 }
 
 /// Where a job is.
@@ -80,14 +137,12 @@ pub struct PagePlan {
 pub struct Job {
     /// `job_…`.
     pub id: String,
-    /// What it does.
-    pub kind: JobKind,
+    /// What it does, and to which items: stored as its `kind` and `filter`
+    /// fields, as before the spec was typed.
+    #[serde(flatten)]
+    pub spec: JobSpec,
     /// Where it is.
     pub state: JobState,
-    /// The filter as the request gave it (a
-    /// [`crate::dead_letter::DeadLetterQuery`] for requeue and skip, a
-    /// replay filter for replay).
-    pub filter: serde_json::Value,
     /// The operator's reason, recorded on every item acted on.
     pub reason: String,
     /// Who asked.
@@ -127,12 +182,11 @@ pub struct Job {
 
 impl Job {
     /// A new running job, at its first page.
-    pub fn new(kind: JobKind, filter: serde_json::Value, reason: &str, actor: &str, now: DateTime<Utc>) -> Job {
+    pub fn new(spec: JobSpec, reason: &str, actor: &str, now: DateTime<Utc>) -> Job {
         Job {
             id: format!("job_{}", uuid::Uuid::now_v7().simple()),
-            kind,
+            spec,
             state: JobState::Running,
-            filter,
             reason: reason.to_string(),
             actor: actor.to_string(),
             matched: 0,
@@ -147,6 +201,11 @@ impl Job {
             plan: None,
             error: None,
         }
+    }
+
+    /// What it does to each item.
+    pub fn kind(&self) -> JobKind {
+        self.spec.kind()
     }
 
     /// The plan of the current page, if it is planned.
@@ -271,7 +330,7 @@ pub struct ReplayFilter {
     pub partition_key: Option<String>,
     /// The partition's tenant (a partition key is per tenant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Events received from then (inclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<DateTime<Utc>>,
@@ -345,7 +404,32 @@ mod tests {
     use super::*;
 
     fn job() -> Job {
-        Job::new(JobKind::Requeue, serde_json::json!({}), "fixed", "key:ops", Utc::now())
+        Job::new(JobSpec::Requeue(DeadLetterQuery::default()), "fixed", "key:ops", Utc::now())
+    }
+
+    /// A job is stored as it was when its filter was untyped JSON: `kind`
+    /// and `filter` beside the other fields, and reads back the same.
+    #[test]
+    fn a_job_spec_is_stored_as_kind_and_filter() {
+        let q = DeadLetterQuery {
+            subscription_id: Some(crate::ids::SubscriptionId::new("sub_a")),
+            ..DeadLetterQuery::default()
+        };
+        let j = Job::new(JobSpec::Skip(q.clone()), "fixed", "key:ops", Utc::now());
+        let v = serde_json::to_value(&j).unwrap();
+        assert_eq!(v["kind"], "skip");
+        assert_eq!(v["filter"], serde_json::to_value(&q).unwrap());
+        assert_eq!(serde_json::from_value::<Job>(v).unwrap(), j);
+        let mut old = serde_json::to_value(job()).unwrap();
+        old["kind"] = "replay".into();
+        old["filter"] = serde_json::json!({"partition_key": "p", "tenant_id": "t"});
+        let read: Job = serde_json::from_value(old).unwrap();
+        let JobSpec::Replay(f) = &read.spec else { panic!("{read:?}") };
+        assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_ref().map(|t| t.as_str())), (Some("p"), Some("t")));
+        assert_eq!(
+            serde_json::to_value(read.spec.filter()).unwrap(),
+            serde_json::json!({"partition_key": "p", "tenant_id": "t"})
+        );
     }
 
     #[test]

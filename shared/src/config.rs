@@ -116,10 +116,10 @@ impl Reader<'_> {
         }
     }
 
-    /// A duration with a unit (`crate::retention::parse_retention`).
+    /// A duration with a unit (`crate::duration::parse_retention`).
     fn duration(&mut self, key: &str) -> Option<chrono::Duration> {
         let v = self.raw(key)?;
-        match crate::retention::parse_retention(&v) {
+        match crate::duration::parse_retention(&v) {
             Ok(d) => Some(d),
             Err(e) => {
                 self.bad(key, e.to_string());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::StoreError;
 use crate::http_client::{ClientConfig, HttpClient};
 use crate::ids::SubscriptionId;
-use crate::job::{DeliveryJob, RequeueMessage, RetryTimer};
+use crate::message::{DeliveryJob, RequeueMessage, RetryTimer};
 use crate::metrics::Metrics;
 use crate::ports::{
     AttemptStore, DeadLetterStore, EventStore, HealthStore, LimitStore, SagaStore, StreamFailures, SubscriptionStore,

@@ -97,7 +97,7 @@ pub struct DeadLetter {
     /// The event's tenant, for listing (`None`: a tenant-less event, or a
     /// dead letter stored before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Why the saga gave up.
     pub reason: String,
     /// Attempts made.
@@ -130,7 +130,7 @@ pub struct DeadLetterQuery {
     pub event_type: Option<String>,
     /// Only of this tenant's events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Only those in this state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<DeadLetterState>,

@@ -20,7 +20,7 @@ pub struct EventRecord {
     /// The event type subscriptions match against.
     pub event_type: String,
     /// Tenant scope; tenant-scoped subscriptions only see their tenant's events.
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Ordering key of the producer (e.g. `Opportunity:tenant:record`).
     pub partition_key: Option<String>,
     /// The producer's record version within its partition.
@@ -61,7 +61,7 @@ impl EventRecord {
                 (None, None) => crate::ids::new_event_id(),
             },
             event_type: n.event_type,
-            tenant_id: n.tenant_id,
+            tenant_id: n.tenant_id.map(crate::ids::TenantId::new),
             partition_key: n.partition_key,
             sequence: n.sequence,
             partition_seq: None,
@@ -77,7 +77,9 @@ impl EventRecord {
 
     /// The partition it belongs to, if it has a partition key.
     pub fn partition(&self) -> Option<crate::lane::Partition> {
-        self.partition_key.as_deref().map(|k| crate::lane::Partition::of(self.tenant_id.as_deref(), k))
+        self.partition_key
+            .as_deref()
+            .map(|k| crate::lane::Partition::of(self.tenant_id.as_ref().map(|t| t.as_str()), k))
     }
 
     /// The body as JSON (it was validated as JSON when accepted).
@@ -139,7 +141,7 @@ mod tests {
         assert_eq!(a.id, contract("evt_b", Some("acme")).id, "another eventId, the same key: the same event");
         assert_ne!(a.id, contract("evt_a", Some("globex")).id, "another tenant, another event");
         assert_eq!(contract("evt_a", None).id, idempotent_event_id(None, "task:1:failed"));
-        assert_eq!(a.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(a.tenant_id.as_ref().map(|t| t.as_str()), Some("acme"));
 
         // A native envelope without id takes the header's key; with an id, the id wins.
         let native = |body: &str, key: Option<&str>| {

@@ -132,7 +132,7 @@ pub struct EventQuery {
     /// Type or type pattern.
     pub event_type: Option<TypeFilter>,
     /// Tenant (with a partition key: the partition's tenant scope).
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Partition key (of `tenant_id`'s scope).
     pub partition_key: Option<String>,
     /// `received_at` range.
@@ -146,7 +146,7 @@ pub struct EventQuery {
 impl EventQuery {
     /// The partition a partition-key query reads.
     pub fn partition(&self) -> Option<Partition> {
-        self.partition_key.as_deref().map(|k| Partition::of(self.tenant_id.as_deref(), k))
+        self.partition_key.as_deref().map(|k| Partition::of(self.tenant_id.as_ref().map(|t| t.as_str()), k))
     }
 
     /// Does an event (summary) match every filter?
@@ -195,7 +195,7 @@ pub struct EventSummary {
     #[serde(rename = "type")]
     pub event_type: String,
     /// Its tenant.
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Its partition key.
     pub partition_key: Option<String>,
     /// The producer's sequence.
@@ -258,7 +258,7 @@ mod tests {
         let mut s = EventSummary {
             id: EventId::new("evt_1"),
             event_type: "order.created".into(),
-            tenant_id: Some("acme".into()),
+            tenant_id: Some(crate::ids::TenantId::new("acme")),
             partition_key: Some("o:1".into()),
             sequence: None,
             partition_seq: Some(1),
@@ -273,7 +273,7 @@ mod tests {
         assert!(q(Outcome::Failed).matches(&s) && !q(Outcome::DeadLettered).matches(&s));
         let by_key = EventQuery { partition_key: Some("o:1".into()), ..Default::default() };
         assert!(!by_key.matches(&s), "a partition key without tenant is the tenant-less partition");
-        let by_key = EventQuery { tenant_id: Some("acme".into()), ..by_key };
+        let by_key = EventQuery { tenant_id: Some(crate::ids::TenantId::new("acme")), ..by_key };
         assert!(by_key.matches(&s));
         assert_ne!(by_key.fingerprint(), EventQuery { order: Order::OldestFirst, ..by_key.clone() }.fingerprint());
     }

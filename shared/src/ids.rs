@@ -5,9 +5,9 @@
 
 //!
 //! Every id the pipeline passes around has its own type ([`EventId`],
-//! [`SagaId`], [`SubscriptionId`], [`DeadLetterId`], [`WebhookId`]), from the
-//! API edge to the stores, so handing one where another is expected does not
-//! compile. Each is its text and nothing else: it serializes as that string
+//! [`SagaId`], [`SubscriptionId`], [`DeadLetterId`], [`WebhookId`],
+//! [`TenantId`]), from the API edge to the stores, so handing one where
+//! another is expected does not compile. Each is its text and nothing else: it serializes as that string
 //! (`#[serde(transparent)]`), is stored as that text, and has no conversion
 //! from `&str` or deref to it that would let two ids be swapped silently;
 //! [`EventId::new`] and the others wrap text read from the wire, a store or
@@ -103,6 +103,13 @@ id_type!(
     /// A dead letter's id: the id of the saga that died ([`dead_letter_id`],
     /// [`DeadLetterId::saga_id`]), so a saga has at most one dead letter.
     DeadLetterId
+);
+id_type!(
+    /// A tenant's id, as the producer gave it (native `tenant_id`,
+    /// domain-event and contract `tenantId`): what scopes an event, a
+    /// subscription and a dead letter to one tenant, and what queries and
+    /// filters narrow by. Stored and sent as its text, like the other ids.
+    TenantId
 );
 id_type!(
     /// The Standard Webhooks `webhook-id` of a delivery (`msg_…`,
@@ -259,6 +266,16 @@ pub fn random_token(prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tenant id is its text on the wire and in stores, as the
+    /// `Option<String>` it replaced was.
+    #[test]
+    fn a_tenant_id_serializes_as_its_text() {
+        let t = Some(TenantId::new("acme"));
+        assert_eq!(serde_json::to_string(&t).unwrap(), r#""acme""#);
+        assert_eq!(serde_json::from_str::<Option<TenantId>>(r#""acme""#).unwrap(), t);
+        assert_eq!(serde_json::from_str::<Option<TenantId>>("null").unwrap(), None);
+    }
 
     fn e(id: &str) -> EventId {
         EventId::new(id)

@@ -10,13 +10,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::attempt::Attempt;
+use crate::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::bulk::Job;
 use crate::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resolution};
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::event_search::{EventQuery, EventSummary, Outcome};
 use crate::ids::{DeadLetterId, EventId, SagaId, SubscriptionId};
-use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::routing::RouteKey;
 use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
@@ -72,7 +72,7 @@ pub enum SubscriptionFilter {
     #[default]
     All,
     /// Those whose `tenant_id` is this tenant.
-    Tenant(String),
+    Tenant(crate::ids::TenantId),
     /// Those with an index entry under any of these keys (an event's
     /// [`crate::routing::route_keys`]: the subscriptions in its scope).
     Routes(Vec<RouteKey>),
@@ -91,7 +91,7 @@ pub struct SubscriptionPage {
 /// write keeps in step with the subscription (in the same transaction), so
 /// routing looks up an event's few keys instead of reading every
 /// subscription. A subscription has at most
-/// [`crate::limits::MAX_SUBSCRIPTION_PATTERNS`] patterns.
+/// [`crate::bounds::MAX_SUBSCRIPTION_PATTERNS`] patterns.
 #[async_trait]
 pub trait SubscriptionStore: Send + Sync {
     /// Stores a new subscription and its index entries.

@@ -1,5 +1,5 @@
 //! Typed queues and the one consumer layer. A [`Queue<M>`] sends and receives
-//! `M` (a [`crate::job`] message) over a [`JobQueue`] port, so messages are
+//! `M` (a [`crate::message`] message) over a [`JobQueue`] port, so messages are
 //! serialized in one place; [`consume`] and [`consume_each`] turn "handle
 //! these messages" into "which messages are done", which the Lambda handlers
 //! map to partial-batch failures and `hookline serve` to the receipts it
@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
+use crate::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::ports::{JobQueue, Outgoing, QueueDepth, Received, StoreResult};
 
 /// What a queue message says about itself beyond its body.
@@ -128,7 +128,7 @@ where
 }
 
 /// Counts and logs the messages of `batch` not `done` at their queue's last
-/// receive ([`crate::limits::QUEUE_MAX_RECEIVES`]): the queue now moves
+/// receive ([`crate::bounds::QUEUE_MAX_RECEIVES`]): the queue now moves
 /// them to its dead-letter queue with nothing recorded for them (their
 /// attempt, or its refusal, could not be stored on any receive). A dead
 /// saga's job is sent to that queue explicitly and is not counted here, so
@@ -136,7 +136,7 @@ where
 /// need a redrive.
 pub fn count_abandoned(metrics: &crate::metrics::Metrics, queue: &str, batch: &[Delivered<'_>], done: &[bool]) {
     for (d, ok) in batch.iter().zip(done) {
-        if !*ok && d.receive_count >= crate::limits::QUEUE_MAX_RECEIVES {
+        if !*ok && d.receive_count >= crate::bounds::QUEUE_MAX_RECEIVES {
             metrics.jobs_abandoned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::error!(
                 queue,

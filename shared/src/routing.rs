@@ -38,7 +38,7 @@ impl RouteKey {
 /// patterns, sorted and without repeats. Whatever its state: routing checks
 /// active and verified on the subscription itself ([`wants`]).
 pub fn index_keys(sub: &Subscription) -> Vec<RouteKey> {
-    let scope = Scope::of(sub.tenant_id.as_deref());
+    let scope = Scope::of(sub.tenant_id.as_ref().map(|t| t.as_str()));
     let mut keys: Vec<RouteKey> =
         sub.event_types.iter().map(|p| RouteKey { scope: scope.clone(), pattern: p.clone() }).collect();
     keys.sort();
@@ -79,7 +79,7 @@ pub fn keys_for(tenant_id: Option<&str>, event_type: &str) -> Vec<RouteKey> {
 
 /// [`keys_for`] an event's tenant and type: where its candidates are indexed.
 pub fn route_keys(event: &EventRecord) -> Vec<RouteKey> {
-    keys_for(event.tenant_id.as_deref(), &event.event_type)
+    keys_for(event.tenant_id.as_ref().map(|t| t.as_str()), &event.event_type)
 }
 
 /// The type prefix of Hookline's own operational events
@@ -132,14 +132,14 @@ pub enum OutOfScope {
     /// another, or to none.
     #[error(
         "the subscription is scoped to tenant {} and the event {}",
-        show(subscription_tenant),
-        event_tenant.as_deref().map_or("has no tenant".to_string(), |t| format!("belongs to tenant {}", show(t)))
+        show(subscription_tenant.as_str()),
+        event_tenant.as_ref().map(|t| t.as_str()).map_or("has no tenant".to_string(), |t| format!("belongs to tenant {}", show(t)))
     )]
     OtherTenant {
         /// The subscription's `tenant_id`.
-        subscription_tenant: String,
+        subscription_tenant: crate::ids::TenantId,
         /// The event's tenant, if it has one.
-        event_tenant: Option<String>,
+        event_tenant: Option<crate::ids::TenantId>,
     },
     /// None of the subscription's `event_types` patterns matches the
     /// event's type.
@@ -252,10 +252,10 @@ pub(crate) mod tests {
             event_type in "[ab]{1,2}(\\.[ab]{1,2}){0,3}",
         ) {
             let mut sub = subscription();
-            sub.tenant_id = sub_tenant;
+            sub.tenant_id = sub_tenant.map(crate::ids::TenantId::new);
             sub.event_types = patterns;
             let mut event = event(None, &event_type);
-            event.tenant_id = event_tenant;
+            event.tenant_id = event_tenant.map(crate::ids::TenantId::new);
             let route = route_keys(&event);
             let meets = index_keys(&sub).iter().any(|k| route.contains(k));
             prop_assert_eq!(meets, in_scope(&sub, &event), "{:?} {:?}", index_keys(&sub), route);
@@ -265,7 +265,7 @@ pub(crate) mod tests {
     /// A subscription of `tenant` (or none) to `patterns`.
     fn scoped(tenant: Option<&str>, patterns: &[&str]) -> Subscription {
         let mut sub = subscription();
-        sub.tenant_id = tenant.map(str::to_string);
+        sub.tenant_id = tenant.map(crate::ids::TenantId::new);
         sub.event_types = patterns.iter().map(|p| p.to_string()).collect();
         sub
     }
@@ -276,11 +276,14 @@ pub(crate) mod tests {
         assert_eq!(check_scope(&a, &event(Some("acme"), "order.created")), Ok(()));
         assert_eq!(
             check_scope(&a, &event(Some("globex"), "order.created")),
-            Err(OutOfScope::OtherTenant { subscription_tenant: "acme".into(), event_tenant: Some("globex".into()) })
+            Err(OutOfScope::OtherTenant {
+                subscription_tenant: crate::ids::TenantId::new("acme"),
+                event_tenant: Some(crate::ids::TenantId::new("globex"))
+            })
         );
         assert_eq!(
             check_scope(&a, &event(None, "order.created")),
-            Err(OutOfScope::OtherTenant { subscription_tenant: "acme".into(), event_tenant: None }),
+            Err(OutOfScope::OtherTenant { subscription_tenant: crate::ids::TenantId::new("acme"), event_tenant: None }),
             "an event without a tenant is no tenant's"
         );
         // Both wrong: the tenant is named, it is the graver mismatch.

@@ -138,7 +138,7 @@ pub struct Saga {
     /// How often the reconciler sent this saga's job again for its current
     /// attempt (it stalled, or only looked stalled: held by a breaker or a
     /// rate limit for longer than the stall margin). Only a job carrying
-    /// this count is delivered ([`crate::job::DeliveryJob::redrive`]).
+    /// this count is delivered ([`crate::message::DeliveryJob::redrive`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redrives: u32,
 }

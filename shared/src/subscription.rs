@@ -72,7 +72,7 @@ pub struct Subscription {
     /// Patterns: exact (`task.succeeded`), prefix (`task.*`) or all (`*`).
     pub event_types: Vec<String>,
     /// When set, only events of this tenant match.
-    pub tenant_id: Option<String>,
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Free text for operators.
     pub description: Option<String>,
     /// Extra headers sent with every delivery.

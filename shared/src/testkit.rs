@@ -36,7 +36,7 @@ pub fn event(tenant_id: Option<&str>, event_type: &str) -> EventRecord {
     EventRecord {
         id: crate::ids::EventId::new(format!("evt-{event_type}")),
         event_type: event_type.into(),
-        tenant_id: tenant_id.map(str::to_string),
+        tenant_id: tenant_id.map(crate::ids::TenantId::new),
         partition_key: None,
         partition_seq: None,
         sequence: None,

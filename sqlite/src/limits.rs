@@ -103,7 +103,7 @@ impl LimitStore for SqliteLimits {
                     .query_row([&key], |r| r.get::<_, i64>(0))
                     .optional()
                     .map_err(sql)?;
-                let first = shared::limits::first_start(now, next, interval);
+                let first = shared::bounds::first_start(now, next, interval);
                 c.execute(
                     "INSERT INTO subscription_limits (key, token, until) VALUES (?1, '', ?2)
                      ON CONFLICT (key) DO UPDATE SET until = excluded.until",

@@ -289,10 +289,16 @@ async fn outbox_loop<T, R, RF, H, HF>(
                     tracing::warn!(error = %e, stage = name, "acknowledging the outbox failed; rows will be re-read after a restart");
                 }
             }
+            // The database was busy: not the batch's failure, so it does
+            // not count towards giving rows up; back off and try again.
+            Err(e) if e.is_throttled() => {
+                tracing::warn!(error = %e, stage = name, "stage throttled; will retry");
+                tokio::time::sleep(BACKOFF).await;
+            }
             Err(e) => {
                 failures += 1;
                 tracing::error!(error = %e, stage = name, failures, "stage failed; will retry");
-                if failures <= shared::limits::STREAM_MAX_RETRIES {
+                if failures <= shared::bounds::STREAM_MAX_RETRIES {
                     tokio::time::sleep(BACKOFF).await;
                 } else if seqs.len() > 1 {
                     (limit, failures) = (seqs.len() / 2, 0);

@@ -81,7 +81,7 @@ pub struct Sources {
 /// queue's own timeout; tests shorten it so a crashed job reappears soon).
 pub const TEST_VISIBILITY_SECS: u64 = 4;
 /// MaximumRetryAttempts of the stream mappings in the template.
-pub const STREAM_MAX_RETRIES: u32 = shared::limits::STREAM_MAX_RETRIES;
+pub const STREAM_MAX_RETRIES: u32 = shared::bounds::STREAM_MAX_RETRIES;
 
 /// What one function did, as Lambda would bill it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -16,7 +16,7 @@ use shared::context::{Config, Hookline, Stores};
 use shared::event::EventRecord;
 use shared::http_client::ClientConfig;
 use shared::ids::{self, DeadLetterId, EventId, SagaId};
-use shared::job::RetryTimer;
+use shared::message::RetryTimer;
 use shared::retry::RetryPolicy;
 use shared::saga::{AttemptResult, Saga, SagaStatus};
 use shared::signing::Secret;
@@ -131,7 +131,7 @@ impl Rig {
         match &self.kind {
             Kind::Sqlite { .. } => {
                 let calls = subs.iter().map(|s| self.stores.subscriptions.create(s)).collect();
-                for r in shared::limits::all_bounded(calls, 256).await {
+                for r in shared::bounds::all_bounded(calls, 256).await {
                     r.unwrap();
                 }
             }
@@ -156,7 +156,7 @@ impl Rig {
                         }
                     })
                     .collect();
-                shared::limits::all_bounded(calls, 8).await;
+                shared::bounds::all_bounded(calls, 8).await;
             }
         }
     }
@@ -303,7 +303,7 @@ pub async fn a_job_received_too_often_dead_letters_with_a_record(rig: &Rig) {
     let e = stored_event(rig, "too-often-1").await;
     let sagas = route_and_start(&h, &e).await;
     let mut jobs = rig.take_jobs(1).await;
-    jobs[0].receive_count = shared::limits::JOB_RECEIVE_LIMIT;
+    jobs[0].receive_count = shared::bounds::JOB_RECEIVE_LIMIT;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
     assert!(r.deliveries("/crashy").is_empty(), "not tried again");
     feed_attempts(&h, &sagas[0]).await;
@@ -392,7 +392,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
     let e = stored_event(rig, "never-died-1").await;
     let sagas = route_and_start(&h, &e).await;
     let jobs = rig.take_jobs(1).await;
-    requeue_queue::handle(&h, shared::job::RequeueMessage::DeadJob(jobs[0].job.clone()), 1)
+    requeue_queue::handle(&h, shared::message::RequeueMessage::DeadJob(jobs[0].job.clone()), 1)
         .await
         .expect("the redrive is handled");
     let jobs = rig.take_jobs(1).await;
@@ -407,7 +407,7 @@ pub async fn a_redriven_job_of_a_saga_that_never_died_is_delivered(rig: &Rig) {
 /// [`subscription`] would be.
 fn scoped(tenant: Option<&str>, patterns: &[&str], active: bool) -> Subscription {
     Subscription {
-        tenant_id: tenant.map(str::to_string),
+        tenant_id: tenant.map(shared::ids::TenantId::new),
         event_types: patterns.iter().map(|p| p.to_string()).collect(),
         active,
         ..subscription("http://127.0.0.1:9/unused", true)
@@ -417,7 +417,7 @@ fn scoped(tenant: Option<&str>, patterns: &[&str], active: bool) -> Subscription
 /// An event of `tenant` (or none) and `event_type` under a fresh id.
 fn event_of(tenant: Option<&str>, event_type: &str) -> EventRecord {
     let id = format!("evt-{}", uuid_like());
-    EventRecord { tenant_id: tenant.map(str::to_string), ..crate::conformance::event(&id, event_type) }
+    EventRecord { tenant_id: tenant.map(shared::ids::TenantId::new), ..crate::conformance::event(&id, event_type) }
 }
 
 fn uuid_like() -> String {
@@ -610,7 +610,7 @@ macro_rules! for_each_stage_scenario {
 /// is requeued once (one new saga), and `matched`, `done`, `failed` are
 /// exact.
 pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &Rig) {
-    use shared::bulk::{Job, JobKind, JobState, JobStep};
+    use shared::bulk::{Job, JobSpec, JobState, JobStep};
     use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
     use shared::stage::bulk;
 
@@ -628,9 +628,9 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
             ..crate::conformance::dead_letter(&format!("sag_bulk_{i:03}"), t0 + chrono::Duration::milliseconds(i))
         })
         .collect();
-    shared::limits::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
+    shared::bounds::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
     let filter = DeadLetterQuery { subscription_id: Some(sub.clone()), ..DeadLetterQuery::default() };
-    let job = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+    let job = Job::new(JobSpec::Requeue(filter.clone()), "fixed", "key:ops", Utc::now());
     rig.stores.jobs.create(&job).await.unwrap();
 
     // A worker planned page 0 and requeued half of it, then died.
@@ -657,7 +657,7 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
     for _ in 0..100 {
         let got = rig.stores.requeues.raw().receive(10, Duration::from_secs(60)).await.unwrap();
         for m in &got {
-            if let Ok(shared::job::RequeueMessage::Job { job: step }) = serde_json::from_str(&m.body) {
+            if let Ok(shared::message::RequeueMessage::Job { job: step }) = serde_json::from_str(&m.body) {
                 bulk::run(&b, &step).await.unwrap();
             }
         }
@@ -691,16 +691,16 @@ pub async fn a_bulk_page_redone_or_run_twice_counts_each_dead_letter_once(rig: &
 }
 
 /// A bulk job's page message whose worker failed, crashed or timed out on
-/// every receive: on its [`shared::limits::JOB_RECEIVE_LIMIT`]th receive
+/// every receive: on its [`shared::bounds::JOB_RECEIVE_LIMIT`]th receive
 /// the job is marked failed with a reason naming the page, and the message
 /// is done, instead of it going on to the dead-letter queue and the job
 /// showing `running` for ever. A message received fewer times is run as
 /// usual. Receives go through the real requeue queue (its receive counts).
 pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
-    use shared::bulk::{Job, JobKind, JobState};
+    use shared::bounds::JOB_RECEIVE_LIMIT;
+    use shared::bulk::{Job, JobSpec, JobState};
     use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
-    use shared::job::RequeueMessage;
-    use shared::limits::JOB_RECEIVE_LIMIT;
+    use shared::message::RequeueMessage;
     use shared::stage::bulk;
 
     let h = rig.container(Duration::from_secs(5));
@@ -718,9 +718,9 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
                 )
             })
             .collect();
-        shared::limits::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
+        shared::bounds::all_bounded(dls.iter().map(|d| rig.stores.dead_letters.put(d)).collect(), 8).await;
         let filter = DeadLetterQuery { subscription_id: Some(sub.clone()), ..DeadLetterQuery::default() };
-        let job = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+        let job = Job::new(JobSpec::Requeue(filter.clone()), "fixed", "key:ops", Utc::now());
         jobs.push((bulk::start(&h, job).await.unwrap(), dls));
     }
     let (stuck, fine) = (jobs[0].0.id.clone(), jobs[1].0.id.clone());
@@ -766,7 +766,7 @@ pub async fn a_bulk_job_whose_page_keeps_failing_stops_as_failed(rig: &Rig) {
     // (its worker died after the commit) stops nothing: it asks for the
     // job's current page, as any late message does.
     let filter = DeadLetterQuery { subscription_id: Some(ids::new_subscription_id()), ..DeadLetterQuery::default() };
-    let moving = Job::new(JobKind::Requeue, serde_json::to_value(&filter).unwrap(), "fixed", "key:ops", Utc::now());
+    let moving = Job::new(JobSpec::Requeue(filter.clone()), "fixed", "key:ops", Utc::now());
     rig.stores.jobs.create(&moving).await.unwrap();
     let planned = moving.planned(Vec::new(), Some("more".into()), Utc::now());
     assert!(rig.stores.jobs.update(&planned, moving.version).await.unwrap());

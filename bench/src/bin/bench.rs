@@ -293,7 +293,7 @@ async fn seed_subscriptions(db: &std::path::Path, n: usize) -> anyhow::Result<()
     for start in (0..n).step_by(20_000) {
         let subs = (start..n.min(start + 20_000)).map(make).collect::<anyhow::Result<Vec<_>>>()?;
         let calls = subs.iter().map(|s| store.create(s)).collect();
-        for r in shared::limits::all_bounded(calls, 1024).await {
+        for r in shared::bounds::all_bounded(calls, 1024).await {
             r?;
         }
     }

@@ -113,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
     let retention_secs = match &a.retention {
         Some(r) => Some(
-            shared::retention::parse_duration(r).map_err(|e| anyhow::anyhow!("--retention: {e}"))?.num_milliseconds()
+            shared::duration::parse_duration(r).map_err(|e| anyhow::anyhow!("--retention: {e}"))?.num_milliseconds()
                 as f64
                 / 1000.0,
         ),

@@ -173,7 +173,7 @@ async fn update(
             return Ok(Some((base, next)));
         }
     }
-    Err(StoreError::Backend(format!("health record kept changing under {WRITE_TRIES} writes")))
+    Err(StoreError::other(format!("health record kept changing under {WRITE_TRIES} writes")))
 }
 
 /// Log lines and metrics for a breaker that changed state.

@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::requeue::{self, Audit, RequeueError};
-use crate::bulk::{counts, ItemOutcome, Job, JobKind, JobState, JobStep, PagePlan, ReplayFilter, Step};
+use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
+use crate::bulk::{counts, ItemOutcome, Job, JobSpec, JobState, JobStep, PagePlan, ReplayFilter, Step};
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetterQuery, DeadLetterState};
 use crate::envelope::LogSafe;
 use crate::error::StoreError;
 use crate::event_search::{EventQuery, Order};
 use crate::ids::{DeadLetterId, EventId};
-use crate::job::RequeueMessage;
-use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
+use crate::message::RequeueMessage;
 
 /// How long one message keeps doing pages before it hands the job on to a
 /// new message: well inside the requeue queue's visibility timeout (and a
@@ -33,7 +33,7 @@ pub async fn start(h: &Hookline, job: Job) -> Result<Job, StoreError> {
         let _ = h.stores.jobs.update(&job.failed_with("could not be started", Utc::now()), job.version).await;
         return Err(e);
     }
-    tracing::info!(job_id = %job.id, kind = job.kind.as_str(), actor = %LogSafe(&job.actor), "bulk job started");
+    tracing::info!(job_id = %job.id, kind = job.kind().as_str(), actor = %LogSafe(&job.actor), "bulk job started");
     Ok(job)
 }
 
@@ -59,23 +59,16 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
                 let plan = plan.clone();
                 (job, plan)
             }
-            Step::Plan => match plan_page(h, &job).await? {
-                Ok((items, next)) => {
-                    let planned = job.planned(items, next, Utc::now());
-                    if !h.stores.jobs.update(&planned, job.version).await? {
-                        continue; // another worker planned it: read its plan
-                    }
-                    h.failpoints.hit(&format!("bulk.after_plan.page{page}"));
-                    let plan = planned.plan.clone().expect("just planned");
-                    (planned, plan)
+            Step::Plan => {
+                let (items, next) = plan_page(h, &job).await?;
+                let planned = job.planned(items, next, Utc::now());
+                if !h.stores.jobs.update(&planned, job.version).await? {
+                    continue; // another worker planned it: read its plan
                 }
-                Err(e) => {
-                    let failed = job.failed_with(&e, Utc::now());
-                    h.stores.jobs.update(&failed, job.version).await?;
-                    tracing::error!(job_id = %job.id, error = %e, "bulk job failed");
-                    return Ok(());
-                }
-            },
+                h.failpoints.hit(&format!("bulk.after_plan.page{page}"));
+                let plan = planned.plan.clone().expect("just planned");
+                (planned, plan)
+            }
         };
         let outcomes = act(h, &job, &plan).await?;
         let committed = job.committed_counts(counts(&outcomes), Utc::now());
@@ -120,25 +113,20 @@ pub async fn run_received(h: &Hookline, step: &JobStep, receive_count: u32) -> R
     }
 }
 
-/// What listing a page answers: its ids and where the listing goes on, or
-/// why the job cannot go on (its filter cannot be read).
-type Planned = Result<(Vec<String>, Option<String>), String>;
+/// What listing a page answers: its ids and where the listing goes on.
+type Planned = (Vec<String>, Option<String>);
 
 /// Lists the job's next page. A store error is returned (the message is
-/// received again); a filter that cannot be read fails the job.
+/// received again).
 async fn plan_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
-    match job.kind {
-        JobKind::Requeue | JobKind::Skip => {
-            let mut q: DeadLetterQuery = match serde_json::from_value(job.filter.clone()) {
-                Ok(q) => q,
-                Err(e) => return Ok(Err(format!("unreadable filter: {e}"))),
-            };
+    match &job.spec {
+        JobSpec::Requeue(q) | JobSpec::Skip(q) => {
             // Only open dead letters are acted on.
-            q.state = Some(DeadLetterState::Open);
+            let q = DeadLetterQuery { state: Some(DeadLetterState::Open), ..q.clone() };
             let page = h.stores.dead_letters.page(&q, h.config.bulk_page_size, job.position.as_deref()).await?;
-            Ok(Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next)))
+            Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next))
         }
-        JobKind::Replay => plan_replay_page(h, job).await,
+        JobSpec::Replay(f) => plan_replay_page(h, job, f).await,
     }
 }
 
@@ -158,12 +146,12 @@ async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOut
     let runs = items
         .iter()
         .map(|id| async move {
-            let r = match job.kind {
-                JobKind::Requeue => {
+            let r = match &job.spec {
+                JobSpec::Requeue(_) => {
                     requeue::requeue_as(h, &DeadLetterId::new(id.as_str()), audit, Some(&job.id)).await.map(|_| ())
                 }
-                JobKind::Skip => requeue::skip_as(h, &DeadLetterId::new(id.as_str()), audit, Some(&job.id)).await,
-                JobKind::Replay => replay_one(h, job, id, audit).await,
+                JobSpec::Skip(_) => requeue::skip_as(h, &DeadLetterId::new(id.as_str()), audit, Some(&job.id)).await,
+                JobSpec::Replay(f) => replay_one(h, job, f, id, audit).await,
             };
             match r {
                 Ok(()) => Ok(ItemOutcome::Done),
@@ -180,18 +168,14 @@ async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOut
         .collect();
     // Replays are made one after the other, in the order listed
     // (acceptance order), so their sagas are created in that order.
-    let cap = if job.kind == JobKind::Replay { 1 } else { MAX_STORE_IN_FLIGHT };
+    let cap = if matches!(job.spec, JobSpec::Replay(_)) { 1 } else { MAX_STORE_IN_FLIGHT };
     all_bounded(runs, cap).await.into_iter().collect()
 }
 
 /// The next page of a replay job's events, oldest first.
-async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
-    let f: ReplayFilter = match serde_json::from_value(job.filter.clone()) {
-        Ok(f) => f,
-        Err(e) => return Ok(Err(format!("unreadable filter: {e}"))),
-    };
+async fn plan_replay_page(h: &Hookline, job: &Job, f: &ReplayFilter) -> Result<Planned, StoreError> {
     if let Some(id) = &f.event_id {
-        return Ok(Ok((vec![id.to_string()], None)));
+        return Ok((vec![id.to_string()], None));
     }
     // One event type given: the search narrows by it; several are checked
     // on the page's items, so an event of another type is neither planned
@@ -210,7 +194,7 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
     };
     let page = h.stores.events.search(&q, h.config.bulk_page_size, job.position.as_deref()).await?;
     let ids = page.items.into_iter().filter(|e| f.takes(&e.event_type)).map(|e| e.id.into_string()).collect();
-    Ok(Ok((ids, page.next)))
+    Ok((ids, page.next))
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that
@@ -220,9 +204,13 @@ async fn plan_replay_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError
 /// filter's `event_types` does not take is left alone; the events of a
 /// partition or a range were planned by type already
 /// ([`plan_replay_page`]), so they are not read again for it.
-async fn replay_one(h: &Hookline, job: &Job, event_id: &str, audit: &Audit) -> Result<(), RequeueError> {
-    let f: ReplayFilter = serde_json::from_value(job.filter.clone())
-        .map_err(|e| RequeueError::Store(StoreError::Corrupt(format!("job {}: {e}", job.id))))?;
+async fn replay_one(
+    h: &Hookline,
+    job: &Job,
+    f: &ReplayFilter,
+    event_id: &str,
+    audit: &Audit,
+) -> Result<(), RequeueError> {
     let event_id = EventId::new(event_id);
     if f.event_id.is_some() && f.narrows_types() {
         let Some(event) = h.stores.events.get(&event_id).await? else {

@@ -19,14 +19,14 @@ use std::time::Duration;
 use chrono::Utc;
 
 use crate::attempt::Attempt;
+use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::health::{Gate, Outcome};
 use crate::http_client::{PostError, PostResult};
 use crate::ids::{self, EventId, SagaId, SubscriptionId};
-use crate::job::DeliveryJob;
-use crate::limits::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
+use crate::message::DeliveryJob;
 use crate::ports::Admission;
 use crate::retry::{self, BreakerHold};
 use crate::saga::{AttemptResult, SagaStatus};
@@ -36,6 +36,59 @@ use crate::subscription::Subscription;
 
 /// How long a job hit by a local fault waits before it is tried again.
 pub const LOCAL_FAULT_DELAY: Duration = Duration::from_secs(10);
+
+/// Why a job is deferred (sent again later, no attempt counted). Each
+/// reason says what it means for the job's subscription and for the log;
+/// [`DeferReason::LocalFault`] also fixes the delay
+/// ([`LOCAL_FAULT_DELAY`], see [`Prepared::local_fault`]). Logged as its
+/// [`Display`](std::fmt::Display) text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeferReason {
+    /// The job waits for the start it booked under the subscription's
+    /// `rate_limit`.
+    BookedStart,
+    /// The subscription's circuit breaker is open: the reason holds for
+    /// every job of the subscription, so a consumer may set its other
+    /// queued jobs aside for as long.
+    BreakerOpen,
+    /// The subscription is at its `max_in_flight`.
+    MaxInFlight,
+    /// The subscription is at its `rate_limit` (the dispatcher spreads its
+    /// jobs over the coming intervals).
+    RateLimit,
+    /// More jobs were received than this process has delivery slots free.
+    NoSlotFree,
+    /// A fault on Hookline's side (out of file descriptors or local ports,
+    /// the store unreadable, a header it cannot encode), described; logged
+    /// as a warning.
+    LocalFault(String),
+}
+
+impl DeferReason {
+    /// Whether the reason holds for every job of the subscription (its
+    /// breaker is open), not only this one.
+    pub fn whole_subscription(&self) -> bool {
+        matches!(self, DeferReason::BreakerOpen)
+    }
+
+    /// Whether it is a fault on Hookline's side (logged as a warning).
+    pub fn is_local_fault(&self) -> bool {
+        matches!(self, DeferReason::LocalFault(_))
+    }
+}
+
+impl std::fmt::Display for DeferReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeferReason::BookedStart => "waits for the start it booked under the subscription's rate_limit",
+            DeferReason::BreakerOpen => "the subscription's circuit breaker is open",
+            DeferReason::MaxInFlight => "the subscription is at its max_in_flight",
+            DeferReason::RateLimit => "subscription at its rate_limit",
+            DeferReason::NoSlotFree => "no delivery slot free",
+            DeferReason::LocalFault(why) => why,
+        })
+    }
+}
 
 /// A delivery job as the queue handed it over.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,15 +108,10 @@ pub enum Prepared {
     /// fault on Hookline's side, a limit): sent again after `delay`, as a
     /// new message, without counting an attempt.
     Defer {
-        /// Why, for the log.
-        reason: String,
+        /// Why: what it means for the subscription, and for the log.
+        reason: DeferReason,
         /// When to try again.
         delay: Duration,
-        /// The reason holds for every job of the subscription (its breaker
-        /// is open), so a consumer may set its other queued jobs aside for
-        /// as long; otherwise a fault on Hookline's side (logged as a
-        /// warning) or a limit of this job only.
-        whole_subscription: bool,
         /// The job as it is to be sent again, when that differs from the
         /// job received: with the start it booked under `rate_limit`, or
         /// one more `max_in_flight` wait counted.
@@ -73,6 +121,14 @@ pub enum Prepared {
     /// or moved past this attempt: a duplicate message, or one a crash left
     /// behind). Delivering it would put an old event after newer ones.
     Stale,
+}
+
+impl Prepared {
+    /// A job deferred by a fault on Hookline's side: sent again, unchanged,
+    /// after [`LOCAL_FAULT_DELAY`].
+    pub fn local_fault(why: String) -> Prepared {
+        Prepared::Defer { reason: DeferReason::LocalFault(why), delay: LOCAL_FAULT_DELAY, resend: None }
+    }
 }
 
 /// Delivers a batch of received jobs concurrently (at most
@@ -107,7 +163,7 @@ pub async fn deliver_received(h: &Hookline, jobs: &[ReceivedJob]) -> Vec<bool> {
     let work = gated.into_iter().zip(starts).zip(jobs).map(|((g, start), r)| async move {
         match (g?, start) {
             (Gated::Done(p), _) => Ok(p),
-            (Gated::Go { .. }, Some(Err(e))) => Err(StoreError::Backend(e)),
+            (Gated::Go { .. }, Some(Err(e))) => Err(StoreError::other(e)),
             (Gated::Go { sub, book, .. }, Some(Ok(wait))) => match booked_start(&r.job, book, wait) {
                 Some(deferred) => Ok(deferred),
                 None => attempt(h, &r.job, sub).await,
@@ -144,9 +200,8 @@ fn booked_start(job: &DeliveryJob, interval: Option<Duration>, wait: Duration) -
     }
     let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
     Some(Prepared::Defer {
-        reason: "waits for the start it booked under the subscription's rate_limit".into(),
+        reason: DeferReason::BookedStart,
         delay: wait,
-        whole_subscription: false,
         resend: Some(DeliveryJob { start_at: Some(at), ..job.clone() }),
     })
 }
@@ -164,15 +219,14 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
                 recorded.push(i);
                 attempts.push(a);
             }
-            Ok(Prepared::Defer { reason, delay, whole_subscription, resend }) => {
-                let fault = !whole_subscription && delay == LOCAL_FAULT_DELAY;
-                deferred.push((i, reason, delay, fault, resend))
-            }
+            Ok(Prepared::Defer { reason, delay, resend }) => deferred.push((i, reason, delay, resend)),
             Ok(Prepared::Stale) => {
                 done[i] = true;
                 tracing::info!(saga_id = %jobs[i].job.saga_id, attempt = jobs[i].job.attempt, "stale job of an ordered saga dropped");
             }
-            Err(e) => deferred.push((i, format!("store unavailable: {e}"), LOCAL_FAULT_DELAY, true, None)),
+            Err(e) => {
+                deferred.push((i, DeferReason::LocalFault(format!("store unavailable: {e}")), LOCAL_FAULT_DELAY, None))
+            }
         }
     }
     h.failpoints.hit("deliver.before_record");
@@ -192,16 +246,16 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
     if !deferred.is_empty() {
         let messages: Vec<(DeliveryJob, Duration)> = deferred
             .iter_mut()
-            .map(|(i, _, delay, _, resend)| (resend.take().unwrap_or_else(|| jobs[*i].job.clone()), *delay))
+            .map(|(i, _, delay, resend)| (resend.take().unwrap_or_else(|| jobs[*i].job.clone()), *delay))
             .collect();
         match h.stores.deliveries.send(&messages).await {
             Ok(()) => {
-                for (i, why, delay, fault, _) in &deferred {
+                for (i, why, delay, _) in &deferred {
                     done[*i] = true;
                     h.metrics.deliveries_deferred.fetch_add(1, Relaxed);
                     let j = &jobs[*i].job;
                     let delay_ms = delay.as_millis() as u64;
-                    if *fault {
+                    if why.is_local_fault() {
                         tracing::warn!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, delay_ms, "delivery deferred: a fault on Hookline's side; no attempt counted");
                     } else {
                         tracing::debug!(saga_id = %j.saga_id, attempt = j.attempt, reason = %why, delay_ms, "delivery deferred; no attempt counted");
@@ -231,7 +285,7 @@ pub async fn deliver_jobs(h: &Hookline, jobs: &[DeliveryJob]) -> Result<(), Stor
     let done = deliver_received(h, &received).await;
     match done.iter().filter(|d| !**d).count() {
         0 => Ok(()),
-        n => Err(StoreError::Backend(format!("{n} of {} delivery jobs were not done", jobs.len()))),
+        n => Err(StoreError::other(format!("{n} of {} delivery jobs were not done", jobs.len()))),
     }
 }
 
@@ -314,9 +368,8 @@ async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
         if let Ok(left) = (at - now - early).to_std() {
             if !left.is_zero() {
                 return Ok(Gated::Done(Prepared::Defer {
-                    reason: "waits for the start it booked under the subscription's rate_limit".into(),
+                    reason: DeferReason::BookedStart,
                     delay: (at - now).to_std().unwrap_or(left),
-                    whole_subscription: false,
                     resend: None,
                 }));
             }
@@ -332,9 +385,8 @@ async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
             let deadline = job.first_due.map(|f| sub.retry_policy.last_attempt_due(f));
             return Ok(Gated::Done(match retry::hold_for_breaker(probe_in, deadline, now) {
                 BreakerHold::Wait(delay) => Prepared::Defer {
-                    reason: "the subscription's circuit breaker is open".into(),
+                    reason: DeferReason::BreakerOpen,
                     delay,
-                    whole_subscription: true,
                     // Whatever it booked is lost to the wait: it books again.
                     resend: (job.start_at.is_some() || job.slot_waits > 0).then(|| DeliveryJob {
                         start_at: None,
@@ -422,11 +474,10 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
                 Admission::Wait(hint) => {
                     // Longer each time, and jittered: the jobs of a full
                     // subscription come back spread out, not together.
-                    let delay = crate::limits::slot_wait(hint, job.slot_waits, lease_for, rand::random());
+                    let delay = crate::bounds::slot_wait(hint, job.slot_waits, lease_for, rand::random());
                     return Ok(Prepared::Defer {
-                        reason: "the subscription is at its max_in_flight".into(),
+                        reason: DeferReason::MaxInFlight,
                         delay,
-                        whole_subscription: false,
                         resend: Some(DeliveryJob { slot_waits: job.slot_waits.saturating_add(1), ..job.clone() }),
                     });
                 }
@@ -452,12 +503,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
     let res = h.client.post(&sub.callback_url, &headers, body).await;
     release(h, lease.as_ref()).await;
     if let Some(PostError::Local(why)) = &res.error {
-        return Ok(Prepared::Defer {
-            reason: why.clone(),
-            delay: LOCAL_FAULT_DELAY,
-            whole_subscription: false,
-            resend: None,
-        });
+        return Ok(Prepared::local_fault(why.clone()));
     }
     let latency_ms = res.latency.as_millis() as u64;
     h.metrics.observe_latency(latency_ms);

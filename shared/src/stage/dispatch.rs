@@ -24,9 +24,9 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ids::SubscriptionId;
-use crate::job::DeliveryJob;
+use crate::message::DeliveryJob;
 use crate::ports::Received;
-use crate::stage::deliver::{self, Prepared, ReceivedJob};
+use crate::stage::deliver::{self, DeferReason, Prepared, ReceivedJob};
 
 /// How many jobs of one subscription may wait in memory behind its open
 /// requests, as a multiple of its `max_in_flight`.
@@ -218,7 +218,7 @@ impl Dispatcher {
                             Some(d) => *d,
                             None => lane.next_pause(self.limits.max_pause),
                         };
-                        overflow.push((taken, delay, "subscription at its max_in_flight"));
+                        overflow.push((taken, delay, DeferReason::MaxInFlight));
                         pause.insert(sub, delay);
                     }
                     continue;
@@ -229,7 +229,7 @@ impl Dispatcher {
                     // way until then.
                     let interval = lane.interval.unwrap_or(MIN_PAUSE);
                     let ahead = pause.get(&sub).map_or(wait, |d| *d + interval);
-                    overflow.push((taken, ahead, "subscription at its rate_limit"));
+                    overflow.push((taken, ahead, DeferReason::RateLimit));
                     pause.insert(sub, ahead);
                     continue;
                 }
@@ -240,13 +240,12 @@ impl Dispatcher {
                     }
                     // More jobs were received than slots were free (held
                     // jobs started meanwhile): back to the queue shortly.
-                    Err(_) => overflow.push((taken, MIN_PAUSE, "no delivery slot free")),
+                    Err(_) => overflow.push((taken, MIN_PAUSE, DeferReason::NoSlotFree)),
                 }
             }
         }
         for (taken, delay, reason) in overflow {
-            let prepared =
-                Ok(Prepared::Defer { reason: reason.to_string(), delay, whole_subscription: false, resend: None });
+            let prepared = Ok(Prepared::Defer { reason, delay, resend: None });
             let _ = self.finished.send(Finished { taken, prepared });
         }
         for (sub, delay) in pause {
@@ -270,10 +269,12 @@ impl Dispatcher {
             loop {
                 let prepared = deliver::prepare(&d.h, &taken.job).await;
                 let sub = taken.job.job.subscription_id.clone();
-                if let Ok(Prepared::Defer { delay, whole_subscription: true, .. }) = &prepared {
+                if let Ok(Prepared::Defer { delay, reason, .. }) = &prepared {
                     // Its breaker is open: its queued jobs wait as long.
-                    if let Err(e) = d.h.stores.deliveries.raw().pause_group(sub.as_str(), *delay).await {
-                        tracing::warn!(subscription_id = %sub, error = %e, "pausing a subscription's jobs failed");
+                    if reason.whole_subscription() {
+                        if let Err(e) = d.h.stores.deliveries.raw().pause_group(sub.as_str(), *delay).await {
+                            tracing::warn!(subscription_id = %sub, error = %e, "pausing a subscription's jobs failed");
+                        }
                     }
                 }
                 let _ = d.finished.send(Finished { taken, prepared });
@@ -307,9 +308,8 @@ impl Dispatcher {
                             drop(lanes);
                             for (k, t) in waiting.into_iter().enumerate() {
                                 let prepared = Ok(Prepared::Defer {
-                                    reason: "subscription at its rate_limit".to_string(),
+                                    reason: DeferReason::RateLimit,
                                     delay: wait + interval * k as u32,
-                                    whole_subscription: false,
                                     resend: None,
                                 });
                                 let _ = d.finished.send(Finished { taken: t, prepared });

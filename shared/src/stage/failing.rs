@@ -131,7 +131,7 @@ pub async fn disable(h: &Hookline, id: &SubscriptionId, cause: &Cause) -> Result
             return publish_disabled(h, &sub, cause, now).await;
         }
     }
-    Err(StoreError::Backend(format!("subscription {id} kept changing while being disabled")))
+    Err(StoreError::other(format!("subscription {id} kept changing while being disabled")))
 }
 
 /// The audit reason of a disable.
@@ -140,7 +140,7 @@ fn describe(cause: &Cause, disable_after: chrono::Duration) -> String {
         REASON_GONE => "the endpoint answered 410 Gone".to_string(),
         _ => format!(
             "every delivery failed for at least {} (since {})",
-            crate::retention::Display(disable_after),
+            crate::duration::Display(disable_after),
             cause.failing_since.map_or_else(|| "?".to_string(), |t| t.to_rfc3339())
         ),
     }

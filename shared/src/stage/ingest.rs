@@ -132,7 +132,7 @@ fn count(h: &Hookline, record: &EventRecord, inserted: bool) -> Accepted {
     // `&str` fields are written escaped (Debug); the id is printable by the
     // id rule, and LogSafe keeps it so for events stored before the rule.
     let trace_id = record.trace_id.as_deref().unwrap_or("");
-    let tenant_id = record.tenant_id.as_deref().unwrap_or("");
+    let tenant_id = record.tenant_id.as_ref().map(|t| t.as_str()).unwrap_or("");
     tracing::debug!(event_id = %LogSafe(record.id.as_str()), tenant_id, trace_id, duplicate = !inserted, "event accepted");
     Accepted { event_id: record.id.clone(), duplicate: !inserted }
 }

@@ -25,7 +25,7 @@ use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{EventId, SagaId, SubscriptionId};
-use crate::job::{DeliveryJob, RetryTimer};
+use crate::message::{DeliveryJob, RetryTimer};
 use crate::ordering::{
     self, BlockedLane, GapAction, GapEvent, Gate, Head, Lane, LaneEntry, LaneRef, OnDeadLetter, Releaser,
 };
@@ -354,7 +354,7 @@ async fn gap_event(
     partition: &ordering::Partition,
     seq: u64,
 ) -> Result<Option<Option<EventRecord>>, StoreError> {
-    let tenant = partition.tenant().map(str::to_string);
+    let tenant = partition.tenant().map(crate::ids::TenantId::new);
     let query = crate::event_search::EventQuery {
         tenant_id: tenant,
         partition_key: Some(partition.key.clone()),

@@ -254,7 +254,7 @@ async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result
                     if !h.stores.sagas.count_redrive(&s.event_id, &s.id, &s.state, s.redrives).await? {
                         return Ok(false);
                     }
-                    let job = crate::job::DeliveryJob { redrive: s.redrives + 1, ..saga::job_of(&s, in_flight) };
+                    let job = crate::message::DeliveryJob { redrive: s.redrives + 1, ..saga::job_of(&s, in_flight) };
                     h.stores.deliveries.send_now(&[job]).await?
                 }
             }

@@ -12,8 +12,8 @@
 use chrono::Utc;
 
 use crate::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
-pub use crate::job::ReplayRequest;
-use crate::job::{RequeueMessage, RequeueRequest};
+pub use crate::message::ReplayRequest;
+use crate::message::{RequeueMessage, RequeueRequest};
 
 use crate::context::Hookline;
 use crate::envelope::LogSafe;

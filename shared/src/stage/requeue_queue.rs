@@ -6,7 +6,7 @@
 use crate::audit::{Action, AuditRecord};
 use crate::context::Hookline;
 use crate::ids;
-use crate::job::RequeueMessage;
+use crate::message::RequeueMessage;
 
 use super::bulk;
 use super::requeue::{self, Audit, RequeueError};

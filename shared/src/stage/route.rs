@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
+use crate::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{self, SubscriptionId};
-use crate::limits::{all_bounded, MAX_STORE_IN_FLIGHT};
 use crate::routing::{self, RouteKey};
 use crate::saga::Saga;
 use crate::subscription::Subscription;
@@ -20,7 +20,7 @@ use crate::subscription::Subscription;
 /// repeat: saga ids derive from `(event, subscription)`.
 pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreError> {
     if events.iter().any(|e| h.failpoints.fails("route.store", e.id.as_str())) {
-        return Err(StoreError::Backend("failpoint route.store: injected store failure".into()));
+        return Err(StoreError::other("failpoint route.store: injected store failure".into()));
     }
     let store = h.stores.subscriptions.as_ref();
     let cache = &h.subscription_cache;

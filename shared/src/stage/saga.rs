@@ -16,7 +16,7 @@ use crate::dead_letter::{DeadLetter, DeadLetterState};
 use crate::error::StoreError;
 use crate::event_search::Outcome;
 use crate::ids::{SubscriptionId, WebhookId};
-use crate::job::{DeliveryJob, RetryTimer};
+use crate::message::{DeliveryJob, RetryTimer};
 use crate::ports::{Transition, TransitionOutcome};
 use crate::retry::RetryPolicy;
 use crate::saga::{decide, Effect, Input, Saga, SagaState, SagaStatus};

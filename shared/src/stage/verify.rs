@@ -60,7 +60,7 @@ pub async fn verify_as(
             return Ok(Some(cur));
         }
     }
-    Err(StoreError::Backend("subscription kept changing during verification".into()))
+    Err(StoreError::other("subscription kept changing during verification".into()))
 }
 
 async fn handshake(h: &Hookline, sub: &Subscription) -> Result<(), String> {

@@ -124,7 +124,7 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
     let at = |secs: i64| base + chrono::Duration::seconds(secs);
     let mk = |id: &str, ty: &str, tenant: Option<&str>, key: Option<&str>, t: DateTime<Utc>| {
         let mut e = event(id, ty);
-        e.tenant_id = tenant.map(str::to_string);
+        e.tenant_id = tenant.map(TenantId::new);
         e.partition_key = key.map(str::to_string);
         e.received_at = t;
         e.occurred_at = t - chrono::Duration::seconds(1);
@@ -186,10 +186,10 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
             EventQuery { event_type: ty("*"), received: range(Some(4), Some(6)), ..q.clone() },
             &["evt_s6", "evt_s5", "evt_s4"],
         ),
-        (EventQuery { tenant_id: Some("acme".into()), ..q.clone() }, &["evt_s8", "evt_s7", "evt_s2", "evt_s1"]),
+        (EventQuery { tenant_id: Some(TenantId::new("acme")), ..q.clone() }, &["evt_s8", "evt_s7", "evt_s2", "evt_s1"]),
         (
             EventQuery {
-                tenant_id: Some("acme".into()),
+                tenant_id: Some(TenantId::new("acme")),
                 event_type: ty("order.*"),
                 received: range(Some(2), None),
                 ..q.clone()
@@ -197,13 +197,13 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
             &["evt_s8", "evt_s2"],
         ),
         (
-            EventQuery { tenant_id: Some("acme".into()), partition_key: Some("o:1".into()), ..q.clone() },
+            EventQuery { tenant_id: Some(TenantId::new("acme")), partition_key: Some("o:1".into()), ..q.clone() },
             &["evt_s8", "evt_s2", "evt_s1"],
         ),
         (EventQuery { partition_key: Some("o:1".into()), ..q.clone() }, &["evt_s4"]),
         (
             EventQuery {
-                tenant_id: Some("acme".into()),
+                tenant_id: Some(TenantId::new("acme")),
                 partition_key: Some("o:1".into()),
                 received: range(Some(2), Some(7)),
                 ..q.clone()
@@ -212,7 +212,7 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
         ),
         (
             EventQuery {
-                tenant_id: Some("acme".into()),
+                tenant_id: Some(TenantId::new("acme")),
                 partition_key: Some("o:1".into()),
                 event_type: ty("order.created"),
                 ..q.clone()
@@ -221,14 +221,17 @@ pub async fn events_are_found_by_every_filter(s: &Stores) {
         ),
         (EventQuery { outcome: Some(Outcome::Failed), ..q.clone() }, &["evt_s5", "evt_s3", "evt_s2"]),
         (EventQuery { outcome: Some(Outcome::DeadLettered), ..q.clone() }, &["evt_s5", "evt_s3"]),
-        (EventQuery { outcome: Some(Outcome::Failed), tenant_id: Some("acme".into()), ..q.clone() }, &["evt_s2"]),
+        (
+            EventQuery { outcome: Some(Outcome::Failed), tenant_id: Some(TenantId::new("acme")), ..q.clone() },
+            &["evt_s2"],
+        ),
         (
             EventQuery { outcome: Some(Outcome::DeadLettered), event_type: ty("order.created"), ..q.clone() },
             &["evt_s5", "evt_s3"],
         ),
-        (EventQuery { tenant_id: Some("nobody".into()), ..q.clone() }, &[]),
+        (EventQuery { tenant_id: Some(TenantId::new("nobody")), ..q.clone() }, &[]),
         (EventQuery { event_type: ty("nothing.here"), ..q.clone() }, &[]),
-        (EventQuery { tenant_id: Some("acme".into()), partition_key: Some("o:2".into()), ..q.clone() }, &[]),
+        (EventQuery { tenant_id: Some(TenantId::new("acme")), partition_key: Some("o:2".into()), ..q.clone() }, &[]),
         (EventQuery { received: range(Some(100), Some(200)), ..q.clone() }, &[]),
     ];
     for (query, newest_first) in queries {

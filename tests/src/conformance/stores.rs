@@ -31,7 +31,7 @@ pub async fn events_insert_is_conditional(s: &Stores) {
     // Another tenant's partition of the same key counts on its own; an
     // event without a partition key gets no number.
     let mut other = event("evt_6", "task.succeeded");
-    other.tenant_id = Some("tenant-2".into());
+    other.tenant_id = Some(TenantId::new("tenant-2"));
     let mut plain = event("evt_7", "task.succeeded");
     plain.partition_key = None;
     s.events.insert(&[other, plain]).await.unwrap();
@@ -400,7 +400,7 @@ pub async fn subscriptions_are_found_by_route_key(s: &Stores) {
     let a = subscription("sub_a", 1); // tenant-1: task.*, quota.committed
     let b = Subscription { tenant_id: None, event_types: vec!["*".into()], ..subscription("sub_b", 1) };
     let c = Subscription {
-        tenant_id: Some("tenant-2".into()),
+        tenant_id: Some(TenantId::new("tenant-2")),
         event_types: vec!["task.created".into()],
         ..subscription("sub_c", 1)
     };
@@ -471,7 +471,7 @@ pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
             _ => vec!["quota.committed".into()],
         };
         subs.push(Subscription {
-            tenant_id: tenant,
+            tenant_id: tenant.map(TenantId::new),
             event_types: patterns,
             ..subscription(&format!("sub_p{i:02}"), 1)
         });
@@ -484,9 +484,10 @@ pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
     for limit in [1, 5, 7, 25, 100] {
         assert_eq!(ids(&walk(s, &SubscriptionFilter::All, limit).await), ids(&subs), "limit {limit}");
     }
-    let t1: Vec<Subscription> = subs.iter().filter(|x| x.tenant_id.as_deref() == Some("tenant-1")).cloned().collect();
-    assert_eq!(walk(s, &SubscriptionFilter::Tenant("tenant-1".into()), 3).await, t1);
-    assert!(walk(s, &SubscriptionFilter::Tenant("tenant-9".into()), 3).await.is_empty());
+    let t1: Vec<Subscription> =
+        subs.iter().filter(|x| x.tenant_id.as_ref().map(|t| t.as_str()) == Some("tenant-1")).cloned().collect();
+    assert_eq!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-1")), 3).await, t1);
+    assert!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-9")), 3).await.is_empty());
     let e = event("evt_page", "task.created"); // tenant-1
     let in_scope: Vec<Subscription> = subs.iter().filter(|x| shared::routing::in_scope(x, &e)).cloned().collect();
     assert!(in_scope.len() > 5 && in_scope.len() < 20, "{}", in_scope.len());
@@ -502,17 +503,22 @@ pub async fn subscriptions_page_walks_every_subscription_once(s: &Stores) {
 /// another tenant with as many other patterns (the largest write: on
 /// DynamoDB a transaction of exactly 100 actions) and deleted.
 pub async fn subscriptions_with_the_most_patterns(s: &Stores) {
-    let max = shared::limits::MAX_SUBSCRIPTION_PATTERNS;
+    let max = shared::bounds::MAX_SUBSCRIPTION_PATTERNS;
     let patterns = |p: &str| (0..max).map(|i| format!("{p}{i}.*")).collect::<Vec<_>>();
     let a = Subscription { event_types: patterns("a"), ..subscription("sub_big", 1) };
     s.subscriptions.create(&a).await.unwrap();
     assert_eq!(indexed(s, Some("tenant-1"), &format!("a{}.*", max - 1)).await, vec![sub("sub_big")]);
-    let b = Subscription { tenant_id: Some("tenant-2".into()), event_types: patterns("b"), version: 2, ..a.clone() };
+    let b = Subscription {
+        tenant_id: Some(TenantId::new("tenant-2")),
+        event_types: patterns("b"),
+        version: 2,
+        ..a.clone()
+    };
     assert!(s.subscriptions.update(&b, 1).await.unwrap());
     assert!(indexed(s, Some("tenant-1"), "a0.*").await.is_empty());
     assert_eq!(indexed(s, Some("tenant-2"), &format!("b{}.*", max - 1)).await, vec![sub("sub_big")]);
-    assert_eq!(walk(s, &SubscriptionFilter::Tenant("tenant-2".into()), 10).await, vec![b.clone()]);
-    assert!(walk(s, &SubscriptionFilter::Tenant("tenant-1".into()), 10).await.is_empty());
+    assert_eq!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-2")), 10).await, vec![b.clone()]);
+    assert!(walk(s, &SubscriptionFilter::Tenant(TenantId::new("tenant-1")), 10).await.is_empty());
     assert!(s.subscriptions.delete(&sub("sub_big")).await.unwrap());
     assert!(indexed(s, Some("tenant-2"), "b0.*").await.is_empty());
     assert!(all_subscriptions(s).await.is_empty());
@@ -649,7 +655,7 @@ pub async fn dead_letters_page_merges_many_across_shards(s: &Stores) {
     for c in [
         q(),
         DeadLetterQuery { subscription_id: Some(sub("sub_m0")), ..q() },
-        DeadLetterQuery { state: Some(DeadLetterState::Open), tenant_id: Some("tenant-a".into()), ..q() },
+        DeadLetterQuery { state: Some(DeadLetterState::Open), tenant_id: Some(TenantId::new("tenant-a")), ..q() },
     ] {
         let mut want: Vec<&DeadLetter> = all.iter().filter(|d| c.matches(d)).collect();
         want.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
@@ -687,7 +693,7 @@ pub async fn dead_letters_page_by_every_filter(s: &Stores) {
     let mk = |id: &str, secs: i64, subscription: &str, event_type: &str, tenant: Option<&str>| DeadLetter {
         subscription_id: sub(subscription),
         event_type: event_type.into(),
-        tenant_id: tenant.map(str::to_string),
+        tenant_id: tenant.map(shared::ids::TenantId::new),
         ..dead_letter(id, at(secs))
     };
     let all = [
@@ -712,15 +718,20 @@ pub async fn dead_letters_page_by_every_filter(s: &Stores) {
         q(),
         DeadLetterQuery { subscription_id: Some(sub("sub_x")), ..q() },
         DeadLetterQuery { event_type: Some("order.paid".into()), ..q() },
-        DeadLetterQuery { tenant_id: Some("acme".into()), ..q() },
+        DeadLetterQuery { tenant_id: Some(TenantId::new("acme")), ..q() },
         DeadLetterQuery { state: open, ..q() },
         DeadLetterQuery { since: Some(at(2)), until: Some(at(4)), ..q() },
         DeadLetterQuery { since: Some(at(4)), ..q() },
         DeadLetterQuery { until: Some(at(4)), ..q() },
-        DeadLetterQuery { subscription_id: Some(sub("sub_x")), state: open, tenant_id: Some("acme".into()), ..q() },
+        DeadLetterQuery {
+            subscription_id: Some(sub("sub_x")),
+            state: open,
+            tenant_id: Some(TenantId::new("acme")),
+            ..q()
+        },
         DeadLetterQuery { event_type: Some("order.created".into()), since: Some(at(2)), ..q() },
         DeadLetterQuery { subscription_id: Some(sub("sub_none")), ..q() },
-        DeadLetterQuery { tenant_id: Some("acme".into()), until: Some(at(1)), ..q() },
+        DeadLetterQuery { tenant_id: Some(TenantId::new("acme")), until: Some(at(1)), ..q() },
     ];
     for c in &cases {
         // The state of sg_p4 changed: what matches is what is stored.
@@ -772,7 +783,12 @@ pub async fn dead_letters_page_by_every_filter(s: &Stores) {
 
 /// A job is stored once; an update applies only on the version read.
 pub async fn jobs_are_created_once_and_updated_on_their_version(s: &Stores) {
-    let job = Job::new(JobKind::Requeue, json!({"subscription_id": "sub_a"}), "fixed", "key:ops", now());
+    let job = Job::new(
+        JobSpec::Requeue(DeadLetterQuery { subscription_id: Some(SubscriptionId::new("sub_a")), ..Default::default() }),
+        "fixed",
+        "key:ops",
+        now(),
+    );
     assert!(s.jobs.create(&job).await.unwrap());
     assert!(!s.jobs.create(&job).await.unwrap(), "created once");
     assert_eq!(s.jobs.get(&job.id).await.unwrap().as_ref(), Some(&job));

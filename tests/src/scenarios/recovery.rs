@@ -44,7 +44,7 @@ pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(
     // Routing fails through every retry (the batch is given up), and the
     // job of the second attempt is lost between the saga step and the queue.
     s.inject_failures(&[
-        ("route.store@rec-stuck", 1 + shared::limits::STREAM_MAX_RETRIES),
+        ("route.store@rec-stuck", 1 + shared::bounds::STREAM_MAX_RETRIES),
         ("saga.lose_job@rec-stuck#2", 1),
     ])
     .await;

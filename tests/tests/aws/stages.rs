@@ -49,9 +49,9 @@ async fn a_router_batch_of_1000_sagas_keeps_the_store_cap() {
     assert_eq!(created, 1000);
     let max = strict.max_in_flight();
     assert!(
-        max <= shared::limits::MAX_STORE_IN_FLIGHT,
+        max <= shared::bounds::MAX_STORE_IN_FLIGHT,
         "{max} requests in flight, cap {}",
-        shared::limits::MAX_STORE_IN_FLIGHT
+        shared::bounds::MAX_STORE_IN_FLIGHT
     );
     assert!(max > 1, "the writes still run concurrently ({max})");
 }
@@ -130,7 +130,7 @@ async fn a_job_failed_at_its_last_receive_is_counted_abandoned() {
                "attributes": {"ApproximateReceiveCount": receives.to_string()}, "messageAttributes": {},
                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"})
     };
-    let last = shared::limits::QUEUE_MAX_RECEIVES;
+    let last = shared::bounds::QUEUE_MAX_RECEIVES;
     let event: lambda::events::sqs::SqsEvent =
         serde_json::from_value(json!({"Records": [message("early", last - 1), message("last", last)]})).unwrap();
     let res = lambda::deliver_batch(&h, event).await;

@@ -173,7 +173,7 @@ pub(crate) fn unmatched_subscription(i: usize, callback: &str, h: &shared::conte
         id: new_subscription_id(),
         callback_url: format!("{callback}/unmatched/{i}"),
         event_types,
-        tenant_id,
+        tenant_id: tenant_id.map(shared::ids::TenantId::new),
         description: Some(format!("cost scenario D, unmatched {i}")),
         headers: BTreeMap::new(),
         retry_policy: h.config.default_retry_policy.clone(),

@@ -192,10 +192,10 @@ pub(super) fn check_event_sources(t: &Value) -> Vec<String> {
                         errors.push(format!("{what}: BisectBatchOnFunctionError must be true"));
                     }
                     // The same figure as `hookline serve`'s outbox loops (defined once).
-                    let retries = i64::from(shared::limits::STREAM_MAX_RETRIES);
+                    let retries = i64::from(shared::bounds::STREAM_MAX_RETRIES);
                     if p["MaximumRetryAttempts"].as_i64() != Some(retries) {
                         errors.push(format!(
-                            "{what}: MaximumRetryAttempts must be shared::limits::STREAM_MAX_RETRIES ({retries}), found {:?}",
+                            "{what}: MaximumRetryAttempts must be shared::bounds::STREAM_MAX_RETRIES ({retries}), found {:?}",
                             p["MaximumRetryAttempts"]
                         ));
                     }
@@ -356,10 +356,10 @@ pub(super) fn check_queues_and_alarms(t: &Value) -> Vec<String> {
             )),
         }
         // The same receive limit as `hookline serve`'s queues (defined once).
-        let max = i64::from(shared::limits::QUEUE_MAX_RECEIVES);
+        let max = i64::from(shared::bounds::QUEUE_MAX_RECEIVES);
         if redrive["maxReceiveCount"].as_i64() != Some(max) {
             errors.push(format!(
-                "{source}: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES ({max}), found {:?}",
+                "{source}: RedrivePolicy.maxReceiveCount must be shared::bounds::QUEUE_MAX_RECEIVES ({max}), found {:?}",
                 redrive["maxReceiveCount"]
             ));
         }

@@ -223,7 +223,7 @@ fn a_stream_source_without_bisect_or_destination_is_caught() {
             t["Resources"]["SagaFunction"]["Properties"]["Events"]["SagasStream"]["Properties"]
                 ["MaximumRetryAttempts"] = Value::from(-1)
         },
-        "SagaFunction.SagasStream: MaximumRetryAttempts must be shared::limits::STREAM_MAX_RETRIES",
+        "SagaFunction.SagasStream: MaximumRetryAttempts must be shared::bounds::STREAM_MAX_RETRIES",
     );
     // TTL deletes (REMOVE records) must not invoke the router.
     broken_by(
@@ -237,7 +237,7 @@ fn a_stream_source_without_bisect_or_destination_is_caught() {
         |t| {
             t["Resources"]["DeliveriesQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] = Value::from(10);
         },
-        "DeliveriesQueue: RedrivePolicy.maxReceiveCount must be shared::limits::QUEUE_MAX_RECEIVES",
+        "DeliveriesQueue: RedrivePolicy.maxReceiveCount must be shared::bounds::QUEUE_MAX_RECEIVES",
     );
     broken_by(
         |t| {

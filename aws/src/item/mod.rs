@@ -17,12 +17,16 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use shared::attempt::Attempt;
-use shared::dead_letter::DeadLetter;
 use shared::error::StoreError;
-use shared::event::EventRecord;
 use shared::ids::{EventId, SagaId, SubscriptionId, WebhookId};
 use shared::saga::{Origin, Saga, SagaState, SagaStatus};
 use shared::subscription::Subscription;
+
+mod dead_letters;
+mod events;
+
+pub use dead_letters::*;
+pub use events::*;
 
 /// One attribute value, reduced to the types Hookline's items use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,254 +269,6 @@ pub fn ttl(at: DateTime<Utc>, retention: chrono::Duration) -> i64 {
     at.checked_add_signed(retention).unwrap_or(DateTime::<Utc>::MAX_UTC).timestamp()
 }
 
-// ------------------------------------------------------------------ events
-
-/// Records larger than this are stored deflated in `data_z`.
-pub const COMPRESS_ABOVE: usize = 640;
-
-/// Largest record `data_z` may inflate to (DynamoDB's item limit is 400 KB).
-const MAX_INFLATED: usize = 4 * 1024 * 1024;
-
-/// The Events item: `id`, `event_type`, `expires_at` (epoch s), and the
-/// record as JSON: in `data`, or deflated in `data_z` (binary) when it is
-/// larger than [`COMPRESS_ABOVE`] and compresses. DynamoDB bills writes per
-/// KB of item, so a 1 KiB JSON event compressed under 1 KB costs one write
-/// unit instead of two (the largest single line item of a delivery).
-/// `expires_at` is the later of the record's own `expires_at` and
-/// `received_at + retention`, so an event is never dropped before either.
-pub fn event_to_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<Attrs, StoreError> {
-    let mut a = Attrs::new();
-    a.put_s("id", e.id.as_str())
-        .put_s("event_type", &e.event_type)
-        .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
-    put_search_attrs(&mut a, e)?;
-    let json = encode_json(e)?;
-    let deflated = (json.len() > COMPRESS_ABOVE).then(|| miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6));
-    match deflated {
-        Some(z) if z.len() < json.len() => a.0.insert("data_z".into(), Attr::B(z)),
-        _ => a.0.insert("data".into(), Attr::S(json)),
-    };
-    Ok(a)
-}
-
-/// GSI of EventsTable over every event by time: partition key
-/// `time_bucket` (`<UTC day>#<shard>`, [`EVENT_SHARDS`] a day), sort key
-/// `time_key` ([`event_time_key`]).
-pub const EVENTS_BY_TIME: &str = "by_time";
-/// Sparse GSI of EventsTable over one tenant's events by time: partition
-/// key `tenant_shard` ([`event_tenant_key`]: one tenant's events spread
-/// over [`EVENT_SHARDS`] values, so a busy tenant takes 8,000 index
-/// writes a second, not 1,000), sort key `time_key`. A listing queries
-/// every shard and merges them.
-pub const EVENTS_BY_TENANT: &str = "tenant_shards";
-
-/// The [`EVENTS_BY_TENANT`] partition of tenant `tenant`'s shard `shard`.
-pub fn event_tenant_key(tenant: &str, shard: u32) -> String {
-    format!("{tenant}#{shard}")
-}
-/// Sparse GSI of EventsTable over one partition's numbered events:
-/// partition key `partition` ([`event_partition_key`]), sort key
-/// `partition_seq`.
-pub const EVENTS_BY_PARTITION: &str = "by_partition";
-
-/// GSI of EventOutcomesTable over the events that failed: partition key
-/// `outcome_shard` ([`outcome_shard`]), sort key `time_key`; projects
-/// `event_type`, `outcome`, `summary` and `tenant_id` (a tenant's failed
-/// events are a filter on it).
-pub const EVENTS_BY_OUTCOME: &str = "by_outcome";
-
-/// Sparse GSI of EventOutcomesTable over one partition's failed numbered
-/// events: partition key `partition`, sort key `partition_seq` (as
-/// [`EVENTS_BY_PARTITION`] of EventsTable); projects `event_type`,
-/// `outcome`, `summary` and `time_key`.
-pub const OUTCOMES_BY_PARTITION: &str = "by_partition";
-
-/// Write shards of [`EVENTS_BY_OUTCOME`]: failures come at most at the
-/// delivery rate, and a listing of them queries every shard.
-pub const OUTCOME_SHARDS: u32 = 4;
-
-/// An event's [`EVENTS_BY_OUTCOME`] partition: a stable hash of its id.
-pub fn outcome_shard(id: &str) -> String {
-    (event_shard(id) % OUTCOME_SHARDS).to_string()
-}
-
-/// Write shards of each day of [`EVENTS_BY_TIME`]: an index partition
-/// takes about 1,000 writes a second, so the index takes about 8,000 events
-/// a second; a listing queries every shard of a day and merges them.
-pub const EVENT_SHARDS: u32 = 8;
-
-/// The `time_key` of an event received at `received_at` (epoch ms, 15
-/// digits, so text order is time order) with its id: unique, and the
-/// listing's order (received_at, then id).
-pub fn event_time_key(received_at: DateTime<Utc>, id: &str) -> String {
-    format!("{}#{id}", event_time_bound(received_at.timestamp_millis()))
-}
-
-/// The text of epoch ms `ms` as a `time_key` prefix: every key of an event
-/// received at `ms` or later sorts after it, every earlier one before it.
-pub fn event_time_bound(ms: i64) -> String {
-    format!("{:015}", ms.max(0))
-}
-
-/// The [`EVENTS_BY_TIME`] partition of day `day` (`YYYY-MM-DD`) and shard.
-pub fn event_time_bucket(day: &str, shard: u32) -> String {
-    format!("{day}#{shard}")
-}
-
-/// An event's write shard: a stable hash of its id.
-pub fn event_shard(id: &str) -> u32 {
-    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % EVENT_SHARDS
-}
-
-/// The `partition` of an event's partition (scope, then key; the scope
-/// is self-delimiting: [`shared::routing::Scope::as_text`]).
-pub fn event_partition_key(p: &shared::ordering::Partition) -> String {
-    format!("{}#{}", p.scope, p.key)
-}
-
-/// The attributes the event indexes are keyed on: `time_bucket`,
-/// `time_key`, and `tenant_shard` (tenant events), `partition`/`partition_seq`
-/// (numbered events only), and what a listing shows, `summary`
-/// ([`event_summary_attr`], about 100 to 200 bytes), which the indexes
-/// project so a listing reads no event. Nothing else is copied out of
-/// `data`: every byte on the item is paid on each event's write. The
-/// event is never written again: its delivery outcome is an item of
-/// EventOutcomesTable ([`event_outcome_attrs`]).
-fn put_search_attrs(a: &mut Attrs, e: &EventRecord) -> Result<(), StoreError> {
-    let day = e.received_at.format("%Y-%m-%d").to_string();
-    a.put_s("time_bucket", event_time_bucket(&day, event_shard(e.id.as_str())))
-        .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
-        .put_opt_s("tenant_shard", e.tenant_id.as_deref().map(|t| event_tenant_key(t, event_shard(e.id.as_str()))))
-        .put_s("summary", event_summary_attr(e)?);
-    if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
-        a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
-    }
-    Ok(())
-}
-
-/// The fields of an [`shared::event_search::EventSummary`] that no other
-/// attribute holds, under one-letter names (attribute bytes are billed on
-/// every write and every index entry): attribute `summary`, JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-struct SummaryAttr {
-    #[serde(rename = "r")]
-    received_at: DateTime<Utc>,
-    #[serde(rename = "o")]
-    occurred_at: DateTime<Utc>,
-    #[serde(rename = "f")]
-    format: shared::envelope::Format,
-    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
-    tenant_id: Option<String>,
-    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
-    partition_key: Option<String>,
-    #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
-    sequence: Option<String>,
-    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
-    partition_seq: Option<u64>,
-}
-
-/// The `summary` attribute of an event (on its Events item and its
-/// outcome item): what a listing shows of it besides `id` and `event_type`.
-pub fn event_summary_attr(e: &EventRecord) -> Result<String, StoreError> {
-    encode_json(&SummaryAttr {
-        received_at: e.received_at,
-        occurred_at: e.occurred_at,
-        format: e.format,
-        tenant_id: e.tenant_id.clone(),
-        partition_key: e.partition_key.clone(),
-        sequence: e.sequence.clone(),
-        partition_seq: e.partition_seq,
-    })
-}
-
-/// What an events index query found of an event: its id, its `time_key`
-/// (when the index projects it), its summary (`None` for an event stored
-/// before `summary` existed: the listing reads that event), and its
-/// outcome when the entry came from EventOutcomesTable.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventHit {
-    /// The event's id.
-    pub id: EventId,
-    /// Its `time_key`, if the entry has it.
-    pub time_key: Option<String>,
-    /// Its summary (outcome not set), if the entry has `summary`.
-    pub summary: Option<shared::event_search::EventSummary>,
-    /// Its outcome, on entries of EventOutcomesTable's indexes.
-    pub outcome: Option<shared::event_search::Outcome>,
-}
-
-/// An entry of an index of EventsTable (id in `id`) or of
-/// EventOutcomesTable (id in `event_id`, with `outcome`).
-pub fn event_hit_from_attrs(a: &Attrs) -> Result<EventHit, StoreError> {
-    let id = EventId::new(match a.0.contains_key("event_id") {
-        true => a.s("event_id")?,
-        false => a.s("id")?,
-    });
-    let outcome = match a.0.contains_key("event_id") {
-        true => a.opt_n::<u64>("outcome")?.and_then(shared::event_search::Outcome::from_level),
-        false => None,
-    };
-    let summary = match a.opt_s("summary")? {
-        None => None,
-        Some(json) => {
-            let s: SummaryAttr =
-                serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("attribute `summary`: {e}")))?;
-            Some(shared::event_search::EventSummary {
-                id: id.clone(),
-                event_type: a.s("event_type")?.to_string(),
-                tenant_id: s.tenant_id,
-                partition_key: s.partition_key,
-                sequence: s.sequence,
-                partition_seq: s.partition_seq,
-                received_at: s.received_at,
-                occurred_at: s.occurred_at,
-                format: s.format,
-                outcome: None,
-            })
-        }
-    };
-    Ok(EventHit { id, time_key: a.opt_s("time_key")?.map(str::to_string), summary, outcome })
-}
-
-/// The attributes of an event's item of EventOutcomesTable besides its key
-/// `event_id` and `outcome`: `outcome_shard` and `time_key` (index
-/// [`EVENTS_BY_OUTCOME`]), `partition`/`partition_seq` (numbered events:
-/// [`OUTCOMES_BY_PARTITION`]), `event_type`, `tenant_id` and `summary` (what
-/// the outcome listings filter on and show, so they read no event), and
-/// the event's `expires_at` (the item goes with its event). About 300 bytes:
-/// one write unit, and one per index it is in.
-pub fn event_outcome_attrs(e: &EventRecord, retention: chrono::Duration) -> Result<Attrs, StoreError> {
-    let mut a = Attrs::new();
-    a.put_s("outcome_shard", outcome_shard(e.id.as_str()))
-        .put_s("time_key", event_time_key(e.received_at, e.id.as_str()))
-        .put_s("event_type", &e.event_type)
-        .put_opt_s("tenant_id", e.tenant_id.as_deref())
-        .put_s("summary", event_summary_attr(e)?)
-        .put_n("expires_at", ttl(e.received_at, retention).max(e.expires_at.timestamp()));
-    if let (Some(seq), Some(p)) = (e.partition_seq, e.partition()) {
-        a.put_s("partition", event_partition_key(&p)).put_n("partition_seq", seq);
-    }
-    Ok(a)
-}
-
-/// Decodes an Events item (`data`, or `data_z` deflated).
-pub fn event_from_attrs(a: &Attrs) -> Result<EventRecord, StoreError> {
-    match a.0.get("data_z") {
-        Some(Attr::B(z)) => {
-            let json = miniz_oxide::inflate::decompress_to_vec_with_limit(z, MAX_INFLATED)
-                .map_err(|e| StoreError::Corrupt(format!("attribute `data_z` does not inflate: {e:?}")))?;
-            serde_json::from_slice(&json).map_err(|e| StoreError::Corrupt(format!("attribute `data_z`: {e}")))
-        }
-        Some(other) => Err(wrong_type("data_z", "B", other)),
-        None => a.data(),
-    }
-}
-
-/// Decodes the `NewImage` of an Events stream record (the router's input).
-pub fn event_from_image(image: &serde_dynamo::Item) -> Result<EventRecord, StoreError> {
-    event_from_attrs(&Attrs::from_stream(image))
-}
-
 // ----------------------------------------------------------- subscriptions
 
 /// The GSI of SubscriptionsTable that lists subscriptions and finds them by
@@ -569,8 +325,11 @@ pub fn tenant_index_key(t: &str) -> String {
 /// An update writes only the entries whose `gk` changed, so it takes at
 /// most one action per entry slot.
 pub fn index_entries(s: &Subscription) -> Vec<IndexEntry> {
-    let mut out: Vec<IndexEntry> =
-        s.tenant_id.iter().map(|t| IndexEntry { id: format!("{}#tenant", s.id), gk: tenant_index_key(t) }).collect();
+    let mut out: Vec<IndexEntry> = s
+        .tenant_id
+        .iter()
+        .map(|t| IndexEntry { id: format!("{}#tenant", s.id), gk: tenant_index_key(t.as_str()) })
+        .collect();
     out.extend(
         shared::routing::index_keys(s)
             .iter()
@@ -693,137 +452,7 @@ pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreEr
     attempt_from_attrs(&Attrs::from_stream(image))
 }
 
-// ------------------------------------------------------------ dead letters
-
-/// The DeadLetters item: `id`, `state`, `created_at` (epoch ms, the sort key
-/// of every listing index), `data` (the record without its event snapshot),
-/// the snapshot deflated in `event_z` (an event may be 256 KiB; the item
-/// limit is 400 KB), the filter attributes the listing indexes project
-/// (`subscription_id`, `event_type`, `tenant_id`) and the sharded index keys
-/// ([`dead_letter_listing_keys`]). `expires_at` is set only when the dead
-/// letter is resolved (see `DynamoDeadLetters::resolve`): open ones are kept.
-pub fn dead_letter_to_attrs(d: &DeadLetter) -> Result<Attrs, StoreError> {
-    let mut a = Attrs::new();
-    let record = DeadLetter { event: None, ..d.clone() };
-    a.put_s("id", d.id.as_str())
-        .put_s("state", d.state.as_str())
-        .put_n("created_at", d.created_at.timestamp_millis())
-        .put_s("data", encode_json(&record)?);
-    for (name, value) in dead_letter_listing_keys(d) {
-        a.put_s(name, value);
-    }
-    if let Some(e) = &d.event {
-        let json = encode_json(e)?;
-        a.0.insert("event_z".into(), Attr::B(miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6)));
-    }
-    Ok(a)
-}
-
-/// Write shards of every dead-letter listing key: a dead letter's index
-/// entries go to `<value>#<shard>` ([`dead_letter_shard`]), so one value
-/// (`open`, every dead letter, one subscription whose endpoint is down)
-/// takes [`DEAD_LETTER_SHARDS`] × 1,000 index writes a second instead of
-/// 1,000, and a listing queries the shards and merges them by
-/// `created_at` (`infra/README.md`, "Dead letter listing indexes").
-pub const DEAD_LETTER_SHARDS: u32 = 8;
-
-/// A dead letter's write shard: a stable hash of its id (the same for all
-/// its index keys and its open-count shard, [`dead_letter_count_key`]).
-pub fn dead_letter_shard(id: &str) -> u32 {
-    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % DEAD_LETTER_SHARDS
-}
-
-/// The partition value of shard `shard` of listing value `value`.
-pub fn dead_letter_shard_key(value: &str, shard: u32) -> String {
-    format!("{value}#{shard}")
-}
-
-/// One listing index of DeadLettersTable: its name, its sharded partition
-/// key attribute, and the plain attribute that value comes from (the one
-/// a `FilterExpression` reads on the other indexes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeadLetterIndex {
-    /// The GSI's name.
-    pub name: &'static str,
-    /// Its partition key attribute (`<value>#<shard>`).
-    pub key: &'static str,
-    /// The attribute holding the plain value.
-    pub plain: &'static str,
-}
-
-/// Index of the dead letters in one state.
-pub const DEAD_LETTERS_BY_STATE: DeadLetterIndex =
-    DeadLetterIndex { name: "state_shards", key: "state_shard", plain: "state" };
-/// Index of one subscription's dead letters.
-pub const DEAD_LETTERS_BY_SUBSCRIPTION: DeadLetterIndex =
-    DeadLetterIndex { name: "subscription_shards", key: "subscription_shard", plain: "subscription_id" };
-/// Index of one tenant's dead letters.
-pub const DEAD_LETTERS_BY_TENANT: DeadLetterIndex =
-    DeadLetterIndex { name: "tenant_shards", key: "tenant_shard", plain: "tenant_id" };
-/// Index of one event type's dead letters.
-pub const DEAD_LETTERS_BY_TYPE: DeadLetterIndex =
-    DeadLetterIndex { name: "type_shards", key: "type_shard", plain: "event_type" };
-/// Index of every dead letter ([`DEAD_LETTER_LISTING_ALL`]): the listing
-/// with no other filter.
-pub const DEAD_LETTERS_BY_CREATED: DeadLetterIndex =
-    DeadLetterIndex { name: "created_shards", key: DEAD_LETTER_LISTING, plain: DEAD_LETTER_LISTING };
-
-/// The keys of a dead letter's listing indexes (`infra/README.md`), as
-/// (attribute, value): the every-dead-letter key ([`DEAD_LETTER_LISTING`])
-/// first (every dead letter written since the sharded indexes has it, so
-/// its absence marks an item to reindex), then the plain filter attributes
-/// and the sharded keys of state, subscription, event type and tenant. A
-/// GSI key cannot be an empty string, so an empty one is left out (and the
-/// dead letter out of that index).
-pub fn dead_letter_listing_keys(d: &DeadLetter) -> Vec<(&'static str, String)> {
-    let shard = dead_letter_shard(d.id.as_str());
-    let mut keys = vec![(DEAD_LETTER_LISTING, dead_letter_shard_key(DEAD_LETTER_LISTING_ALL, shard))];
-    keys.push((DEAD_LETTERS_BY_STATE.key, dead_letter_shard_key(d.state.as_str(), shard)));
-    let optional = [
-        (DEAD_LETTERS_BY_SUBSCRIPTION, Some(d.subscription_id.as_str())),
-        (DEAD_LETTERS_BY_TYPE, Some(d.event_type.as_str())),
-        (DEAD_LETTERS_BY_TENANT, d.tenant_id.as_deref()),
-    ];
-    for (ix, v) in optional {
-        let Some(v) = v.filter(|v| !v.is_empty()) else { continue };
-        keys.push((ix.plain, v.to_string()));
-        keys.push((ix.key, dead_letter_shard_key(v, shard)));
-    }
-    keys
-}
-
-/// The attribute every dead letter holds (`all#<shard>`): the partition
-/// key of index `created_shards`, which lists them all newest first when
-/// no other filter narrows them. (Items of the unsharded layout had
-/// `listing` = `all`; they are reindexed.)
-pub const DEAD_LETTER_LISTING: &str = "all_shard";
-/// Its value before the shard suffix.
-pub const DEAD_LETTER_LISTING_ALL: &str = "all";
-
-/// The id of shard `shard` of the open-dead-letter counter: a small item
-/// of DeadLettersTable (`id`, `n`), raised by one in the transaction that
-/// creates an open dead letter of that shard and lowered by one in the
-/// one that resolves it, so [`shared::ports::DeadLetterStore::count`] of
-/// open ones reads [`OPEN_COUNT_SHARDS`] items whatever their number.
-/// Dead-letter ids never start with `#`, so it never names one.
-pub fn dead_letter_count_key(shard: u32) -> String {
-    format!("#open-count#{shard}")
-}
-
-/// Shards of the open-dead-letter counter: more than the listing's
-/// [`DEAD_LETTER_SHARDS`], because each counter item is written inside a
-/// transaction, and DynamoDB cancels a transaction that finds another one
-/// in progress on the same item (TransactionConflict) rather than queueing
-/// it. A mass dead-lettering at 1,000 a second puts about 16 transactions
-/// a second on each of 64 items, not 125 on each of 8; the count still
-/// reads a fixed 64 small items.
-pub const OPEN_COUNT_SHARDS: u32 = 64;
-
-/// The counter shard of dead letter `id` (a stable hash, like
-/// [`dead_letter_shard`], over [`OPEN_COUNT_SHARDS`]).
-pub fn open_count_shard(id: &str) -> u32 {
-    id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % OPEN_COUNT_SHARDS
-}
+// -------------------------------------------------------------------- jobs
 
 /// A Jobs item: `id`, `version`, the job as JSON in `data`, `expires_at`.
 pub fn job_to_attrs(j: &shared::bulk::Job, expires_at: i64) -> Result<Attrs, StoreError> {
@@ -840,24 +469,10 @@ pub fn job_from_attrs(a: &Attrs) -> Result<shared::bulk::Job, StoreError> {
     a.data()
 }
 
-/// Decodes a DeadLetters item.
-pub fn dead_letter_from_attrs(a: &Attrs) -> Result<DeadLetter, StoreError> {
-    let mut d: DeadLetter = a.data()?;
-    d.event = match a.0.get("event_z") {
-        Some(Attr::B(z)) => {
-            let json = miniz_oxide::inflate::decompress_to_vec_with_limit(z, MAX_INFLATED)
-                .map_err(|e| StoreError::Corrupt(format!("attribute `event_z` does not inflate: {e:?}")))?;
-            Some(serde_json::from_slice(&json).map_err(|e| StoreError::Corrupt(format!("attribute `event_z`: {e}")))?)
-        }
-        Some(other) => return Err(wrong_type("event_z", "B", other)),
-        None => None,
-    };
-    Ok(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::event::EventRecord;
 
     fn saga() -> Saga {
         let now = Utc::now();
@@ -877,7 +492,7 @@ mod tests {
     #[test]
     fn a_subscription_is_its_item_and_one_entry_per_tenant_and_pattern() {
         let mut s = shared::testkit::subscription();
-        s.tenant_id = Some("acme".into());
+        s.tenant_id = Some(shared::ids::TenantId::new("acme"));
         s.event_types = vec!["task.*".into(), "*".into(), "task.*".into()];
         let items = subscription_items(&s).unwrap();
         assert_eq!(subscription_from_attrs(&items[0]).unwrap(), s);
@@ -893,7 +508,7 @@ mod tests {
                 (format!("{id}#route#1").as_str(), "route#t4:acme#task.*", id),
             ]
         );
-        assert!(items.len() <= shared::limits::MAX_SUBSCRIPTION_PATTERNS + 2);
+        assert!(items.len() <= shared::bounds::MAX_SUBSCRIPTION_PATTERNS + 2);
     }
 
     #[test]

@@ -1,0 +1,84 @@
+//! The jobs table (bulk jobs) and the process settings.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+
+use super::dead_letters::open_count;
+use crate::{encode, sql, stored, Db};
+use shared::bulk::Job;
+use shared::ports::{JobStore, StoreResult};
+
+/// Jobs table: one row per bulk job, its JSON and version.
+#[derive(Clone)]
+pub struct SqliteJobs(pub Db);
+
+#[async_trait]
+impl JobStore for SqliteJobs {
+    async fn create(&self, job: &Job) -> StoreResult<bool> {
+        let job = job.clone();
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .prepare_cached(
+                        "INSERT INTO jobs (id, version, data) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .map_err(sql)?
+                    .execute(params![job.id, job.version as i64, encode(&job)])
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<Job>> {
+        let id = id.to_string();
+        self.0.call(move |c, _| stored(c, "SELECT data FROM jobs WHERE id = ?1", [&id])).await
+    }
+
+    async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool> {
+        let job = job.clone();
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .prepare_cached("UPDATE jobs SET version = ?1, data = ?2 WHERE id = ?3 AND version = ?4")
+                    .map_err(sql)?
+                    .execute(params![job.version as i64, encode(&job), job.id, expected_version as i64])
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+}
+
+/// Process settings (the generated API key) kept with the data.
+#[derive(Clone)]
+pub struct SqliteSettings(pub Db);
+
+impl SqliteSettings {
+    /// The stored value of `key`, or `init()` stored now and returned.
+    pub async fn get_or_init(&self, key: &str, init: impl FnOnce() -> String + Send + 'static) -> StoreResult<String> {
+        let key = key.to_string();
+        // A call may run twice (`Db::call`): the value is made once.
+        let init = std::sync::Mutex::new(Some(init));
+        let made = std::sync::OnceLock::new();
+        self.0
+            .call(move |c, _| {
+                let v: Option<String> = c
+                    .query_row("SELECT value FROM settings WHERE key = ?1", [&key], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                if let Some(v) = v {
+                    return Ok(v);
+                }
+                let v = made.get_or_init(|| init.lock().expect("init").take().expect("made once")()).clone();
+                c.execute("INSERT INTO settings (key, value) VALUES (?1, ?2)", params![key, v]).map_err(sql)?;
+                Ok(v)
+            })
+            .await
+    }
+
+    /// Counts for metrics: open dead letters.
+    pub async fn open_dead_letters(&self) -> StoreResult<u64> {
+        self.0.call(|c, _| open_count(c)).await
+    }
+}
