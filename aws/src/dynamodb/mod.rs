@@ -27,7 +27,6 @@ use aws_sdk_dynamodb::Client;
 use super::item::Attrs;
 pub(crate) use crate::request::{backend, n, s, written};
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
-use shared::error::StoreError;
 use shared::ports::StoreResult;
 
 /// `PutItem` unless an item with the same key exists (`key` names the
