@@ -516,10 +516,8 @@ mod declaration {
         for row in rows.iter().skip(SETTINGS.len()) {
             problems.push(format!("row not declared in SETTINGS: {row:?}"));
         }
-        let table: Vec<String> = SETTINGS
-            .iter()
-            .map(|s| format!("| {} | {} |", expected_row(s).join(" | "), s.help))
-            .collect();
+        let table: Vec<String> =
+            SETTINGS.iter().map(|s| format!("| {} | {} |", expected_row(s).join(" | "), s.help)).collect();
         assert!(
             problems.is_empty(),
             "docs/settings.md does not match config::SETTINGS:\n{}\n\nthe declared table:\n{}",
