@@ -474,6 +474,78 @@ mod tests {
         assert!(api_keys(&[], Some("a=")).is_err());
     }
 
+    /// `hookline serve` as clap builds it.
+    fn serve_command() -> clap::Command {
+        <super::ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"))
+    }
+
+    fn parse(args: &[&str]) -> Result<super::ServeArgs, clap::Error> {
+        let m = serve_command().try_get_matches_from(std::iter::once("serve").chain(args.iter().copied()))?;
+        <super::ServeArgs as clap::FromArgMatches>::from_arg_matches(&m)
+    }
+
+    /// Every declared setting is a flag of `serve`, falling back to its
+    /// variable.
+    #[test]
+    fn every_setting_is_a_flag() {
+        let cmd = serve_command();
+        for s in shared::config::SETTINGS {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == s.key).unwrap_or_else(|| panic!("{}", s.key));
+            assert_eq!(arg.get_long().map(|l| format!("--{l}")).as_deref(), Some(s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.key));
+        }
+    }
+
+    #[test]
+    fn setting_flags_are_read_through_the_declaration() {
+        let c = parse(&["--retention", "12h", "--trust-actor-header", "--bulk-page-size", "7"]).unwrap();
+        let c = c.settings.config().unwrap();
+        assert_eq!((c.retention, c.trust_actor_header, c.bulk_page_size), (chrono::Duration::hours(12), true, 7));
+        let c = parse(&["--retention-days", "3", "--trust-actor-header=false"]).unwrap().settings.config().unwrap();
+        assert_eq!((c.retention, c.trust_actor_header), (chrono::Duration::days(3), false));
+        // A flag given twice takes its last value.
+        let c = parse(&["--stall-margin", "5m", "--stall-margin", "7m"]).unwrap().settings.config().unwrap();
+        assert_eq!(c.reconcile.stall_margin, chrono::Duration::minutes(7));
+        assert!(parse(&["--retention", "1d", "--retention-days", "1"]).is_err(), "older spelling with the new one");
+        let e = parse(&["--max-attempts", "0"]).unwrap().settings.config().unwrap_err();
+        assert_eq!(shared::config::flags_of(&e.problems[0].0), "--max-attempts");
+    }
+
+    /// `docs/settings.md` lists every flag of `serve` that is not a
+    /// declared setting, with its variable and default.
+    #[test]
+    fn the_docs_list_every_serve_flag() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/settings.md")).unwrap();
+        let rows: Vec<Vec<&str>> = doc
+            .lines()
+            .filter(|l| l.starts_with("| `--"))
+            .map(|l| l.trim().trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let cmd = serve_command();
+        let mut problems = Vec::new();
+        let own = cmd.get_arguments().filter(|a| {
+            !a.is_hide_set() && a.get_long().is_some() && shared::config::setting(a.get_id().as_str()).is_none()
+        });
+        for a in own {
+            let flag = format!("`--{}`", a.get_long().unwrap_or_default());
+            let env = a.get_env().and_then(|e| e.to_str()).map_or("—".to_string(), |e| format!("`{e}`"));
+            let Some(row) = rows.iter().find(|r| r[0] == flag) else {
+                problems.push(format!("{flag} is missing"));
+                continue;
+            };
+            if row.get(1) != Some(&env.as_str()) {
+                problems.push(format!("{flag}: variable {:?}, want {env}", row.get(1)));
+            }
+            let defaults: Vec<String> = a.get_default_values().iter().map(|d| d.to_string_lossy().into()).collect();
+            if let (true, [d]) = (a.get_action().takes_values(), defaults.as_slice()) {
+                if row.get(2) != Some(&format!("`{d}`").as_str()) {
+                    problems.push(format!("{flag}: default {:?}, want `{d}`", row.get(2)));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "docs/settings.md's `hookline serve` only table:\n{}", problems.join("\n"));
+    }
+
     #[test]
     fn the_writer_thread_keeps_a_core_to_itself() {
         assert_eq!(super::default_workers(1), 1);
