@@ -149,6 +149,7 @@ fn setting_arg(s: &'static Setting) -> clap::Arg {
     }
 }
 
+/// A help text with its first letter upper-case, as clap's help reads.
 fn capitalised(help: &str) -> String {
     let mut c = help.chars();
     c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
