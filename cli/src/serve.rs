@@ -19,6 +19,7 @@ use hookline_api::{self as api, Api, Verification};
 use hookline_sqlite::runtime::{Runtime, RuntimeLimits};
 use hookline_sqlite::Backend;
 use hyper::body::Incoming;
+use shared::config::{DefaultValue, Kind, Setting, SETTINGS};
 use shared::context::{Config, Hookline};
 use shared::duration::{parse_std_duration, Display as ShowDuration};
 use shared::ssrf::AddressPolicy;
@@ -44,19 +45,6 @@ pub struct ServeArgs {
     /// Named API keys from the environment: `name=secret,name2=secret2`.
     #[arg(long, hide = true, env = "HOOKLINE_API_KEYS", hide_env_values = true)]
     api_keys: Option<String>,
-    /// Records the `X-Actor` request header in the audit trail after the
-    /// key's name (`key:console as alice@example.com`). Only for
-    /// deployments where every key belongs to a trusted system acting for
-    /// people: any caller could otherwise claim to be anyone. Off by default.
-    #[arg(long, env = "TRUST_ACTOR_HEADER")]
-    trust_actor_header: bool,
-    /// How long audit records are kept (then purged), e.g. 365d.
-    #[arg(long, value_name = "DURATION", env = "AUDIT_RETENTION", default_value = "365d")]
-    audit_retention: String,
-    /// A subscription whose deliveries have all failed for this long is
-    /// disabled (and `hookline.subscription.disabled` published), e.g. 5d.
-    #[arg(long, value_name = "DURATION", env = "DISABLE_AFTER", default_value = "5d")]
-    disable_after: String,
     /// Local development: allow http:// callbacks to loopback addresses.
     #[arg(long)]
     dev: bool,
@@ -76,29 +64,10 @@ pub struct ServeArgs {
     /// wait (without counting an attempt) until one of them ends.
     #[arg(long, default_value_t = 64)]
     max_in_flight: usize,
-    /// How long events, with their sagas and attempts, are kept for replay:
-    /// a whole number and a unit (s, m, h, d), e.g. 30d or 12h. Past it they
-    /// are purged in the background (not while a saga of the event is in
-    /// flight or has an open dead letter).
-    #[arg(long, value_name = "DURATION", env = "RETENTION", default_value = "30d")]
-    retention: String,
-    /// Former spelling of --retention, in whole days.
-    #[arg(long, value_name = "DAYS", hide = true, env = "RETENTION_DAYS", conflicts_with = "retention")]
-    retention_days: Option<String>,
-    /// How long requeued and skipped dead letters (and messages in the
-    /// dead-letter queues) are kept, from when their saga was dead-lettered;
-    /// at least --retention. Default: twice --retention. Open dead letters
-    /// are never purged.
-    #[arg(long, value_name = "DURATION", env = "DEAD_LETTER_RETENTION")]
-    dead_letter_retention: Option<String>,
     /// How often the reconciler looks for stuck work: outbox rows the
     /// pipeline gave up on, and sagas that stopped progressing.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_std_duration)]
     reconcile_interval: Duration,
-    /// How long past its due time a saga may wait before the reconciler
-    /// re-drives it (longer than a job can wait in the queue).
-    #[arg(long, value_name = "DURATION", env = "RECONCILE_STALL_MARGIN", default_value = "1h")]
-    stall_margin: String,
     /// How often the purge looks for rows past their retention.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_std_duration)]
     purge_interval: Duration,
@@ -129,63 +98,82 @@ pub struct ServeArgs {
     /// 503.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_connections: usize,
-    /// Connect timeout of deliveries, in milliseconds.
-    #[arg(long, env = "CONNECT_TIMEOUT_MS", default_value = "5000")]
-    connect_timeout_ms: String,
-    /// Total timeout of one delivery attempt, in milliseconds.
-    #[arg(long, env = "DELIVERY_TIMEOUT_MS", default_value = "15000")]
-    delivery_timeout_ms: String,
-    /// Consecutive failures (timeouts, connection errors, 5xx, 408, 429)
-    /// that open a subscription's circuit breaker.
-    #[arg(long, env = "BREAKER_FAILURES", default_value = "5")]
-    breaker_failures: String,
-    /// How long an open breaker waits before one probe, in milliseconds;
-    /// doubles after each failed probe up to BREAKER_MAX_COOL_DOWN_MS.
-    #[arg(long, env = "BREAKER_COOL_DOWN_MS", default_value = "30000")]
-    breaker_cool_down_ms: String,
-    /// The longest cool-down an open breaker grows to, in milliseconds.
-    #[arg(long, env = "BREAKER_MAX_COOL_DOWN_MS", default_value = "1800000")]
-    breaker_max_cool_down_ms: String,
+    /// Every setting of `shared::config::SETTINGS`, a flag each.
+    #[command(flatten)]
+    settings: SettingFlags,
 }
 
-/// The settings of `shared::config` this process runs with: its flags,
-/// which fall back to the same environment variables a Lambda function
-/// reads (clap's `env`), on top of the defaults.
-fn settings(args: &ServeArgs) -> Result<Config, shared::config::ConfigError> {
-    Config::from_lookup(|key| match key {
-        // An explicit --retention-days wins over the default --retention.
-        "RETENTION" if args.retention_days.is_some() => None,
-        "RETENTION" => Some(args.retention.clone()),
-        "RETENTION_DAYS" => args.retention_days.clone(),
-        "DEAD_LETTER_RETENTION" => args.dead_letter_retention.clone(),
-        "RECONCILE_STALL_MARGIN" => Some(args.stall_margin.clone()),
-        "CONNECT_TIMEOUT_MS" => Some(args.connect_timeout_ms.clone()),
-        "DELIVERY_TIMEOUT_MS" => Some(args.delivery_timeout_ms.clone()),
-        "BREAKER_FAILURES" => Some(args.breaker_failures.clone()),
-        "BREAKER_COOL_DOWN_MS" => Some(args.breaker_cool_down_ms.clone()),
-        "BREAKER_MAX_COOL_DOWN_MS" => Some(args.breaker_max_cool_down_ms.clone()),
-        "AUDIT_RETENTION" => Some(args.audit_retention.clone()),
-        "DISABLE_AFTER" => Some(args.disable_after.clone()),
-        other => std::env::var(other).ok(),
-    })
+/// The flags of `shared::config::SETTINGS`, generated from the
+/// declaration: one per setting, falling back to its environment variable
+/// (clap's `env`), with its help and default. Only the values given (by
+/// flag or variable) are kept; the parser applies the declared defaults.
+#[derive(Debug, Clone, Default)]
+pub struct SettingFlags {
+    /// `(setting name, value)` for every setting given.
+    given: Vec<(&'static str, String)>,
 }
 
-/// The flag of a setting, for error messages (settings without one are
-/// read from the environment only).
-fn flag_of(key: &str) -> &'static str {
-    match key {
-        "RETENTION" => "--retention",
-        "RETENTION_DAYS" => "--retention-days",
-        "DEAD_LETTER_RETENTION" => "--dead-letter-retention",
-        "RECONCILE_STALL_MARGIN" => "--stall-margin",
-        "CONNECT_TIMEOUT_MS" => "--connect-timeout-ms",
-        "DELIVERY_TIMEOUT_MS" => "--delivery-timeout-ms",
-        "BREAKER_FAILURES" => "--breaker-failures",
-        "BREAKER_COOL_DOWN_MS" => "--breaker-cool-down-ms",
-        "BREAKER_MAX_COOL_DOWN_MS" => "--breaker-max-cool-down-ms",
-        "AUDIT_RETENTION" => "--audit-retention",
-        "DISABLE_AFTER" => "--disable-after",
-        _ => "environment",
+impl SettingFlags {
+    /// The settings of `shared::config` this process runs with: its flags
+    /// and the variables they fall back to, on top of the declared defaults.
+    fn config(&self) -> Result<Config, shared::config::ConfigError> {
+        Config::from_lookup(|key| self.given.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()))
+    }
+}
+
+/// The flag of one declared setting (its id is the setting's name).
+fn setting_arg(s: &'static Setting) -> clap::Arg {
+    let default = match s.default {
+        DefaultValue::Value(v) => format!(" [default: {v}]"),
+        DefaultValue::Derived(d) => format!(" [default: {d}]"),
+        DefaultValue::Unset => String::new(),
+    };
+    let values = match s.kind {
+        Kind::Number { min, max } => format!(" ({min} to {max})"),
+        _ => String::new(),
+    };
+    let arg = clap::Arg::new(s.key)
+        .long(s.flag.trim_start_matches("--"))
+        .env(s.key)
+        .help(format!("{}{values}{default}", capitalised(s.help)))
+        .action(clap::ArgAction::Set);
+    let arg = match s.kind {
+        Kind::Number { .. } => arg.value_name("N"),
+        Kind::Duration => arg.value_name("DURATION"),
+        // `--trust-actor-header` alone turns it on.
+        Kind::Switch => arg.value_name("BOOL").num_args(0..=1).require_equals(true).default_missing_value("true"),
+    };
+    match s.older_spelling_of {
+        Some(of) => arg.hide(true).conflicts_with(of),
+        None => arg,
+    }
+}
+
+/// A help text with its first letter upper-case, as clap's help reads.
+fn capitalised(help: &str) -> String {
+    let mut c = help.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = SETTINGS.iter().filter_map(|s| m.get_one::<String>(s.key).map(|v| (s.key, v.clone()))).collect();
+        Ok(SettingFlags { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for SettingFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        SETTINGS.iter().fold(cmd, |cmd, s| cmd.arg(setting_arg(s)))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 
@@ -206,8 +194,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
     // Every setting through the one parser both backends use; every bad
     // value is reported at once, by its flag and variable.
-    let settings = settings(&args).map_err(|e| {
-        let named: Vec<String> = e.problems.iter().map(|(key, m)| format!("{} ({key}): {m}", flag_of(key))).collect();
+    let settings = args.settings.config().map_err(|e| {
+        let named: Vec<String> =
+            e.problems.iter().map(|(key, m)| format!("{} ({key}): {m}", shared::config::flags_of(key))).collect();
         anyhow::anyhow!("invalid settings:\n  {}", named.join("\n  "))
     })?;
     let (retention, dead_letter_retention) = (settings.retention, settings.dead_letter_retention);
@@ -235,7 +224,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         [only] => only.secret.clone(),
         _ => format!("{} named keys: {}", keys.len(), key_names.join(", ")),
     };
-    let api = Api::with_keys(h.clone(), keys, Verification::Background).trusting_actor_header(args.trust_actor_header);
+    let api =
+        Api::with_keys(h.clone(), keys, Verification::Background).trusting_actor_header(h.config.trust_actor_header);
 
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
@@ -244,7 +234,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("  listening on  http://{addr}");
     println!("  database      {}", args.db.display());
     println!("  API key       {shown_key}  ({key_source})");
-    if args.trust_actor_header {
+    if h.config.trust_actor_header {
         println!("  audit         X-Actor header trusted (recorded after the key's name)");
     }
     println!(
@@ -486,6 +476,78 @@ mod tests {
         assert!(api_keys(&flags(&["x", "y"]), None).is_err(), "two unnamed keys are both `default`");
         assert!(api_keys(&[], Some("nameless")).is_err());
         assert!(api_keys(&[], Some("a=")).is_err());
+    }
+
+    /// `hookline serve` as clap builds it.
+    fn serve_command() -> clap::Command {
+        <super::ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"))
+    }
+
+    fn parse(args: &[&str]) -> Result<super::ServeArgs, clap::Error> {
+        let m = serve_command().try_get_matches_from(std::iter::once("serve").chain(args.iter().copied()))?;
+        <super::ServeArgs as clap::FromArgMatches>::from_arg_matches(&m)
+    }
+
+    /// Every declared setting is a flag of `serve`, falling back to its
+    /// variable.
+    #[test]
+    fn every_setting_is_a_flag() {
+        let cmd = serve_command();
+        for s in shared::config::SETTINGS {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == s.key).unwrap_or_else(|| panic!("{}", s.key));
+            assert_eq!(arg.get_long().map(|l| format!("--{l}")).as_deref(), Some(s.flag));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(s.key));
+        }
+    }
+
+    #[test]
+    fn setting_flags_are_read_through_the_declaration() {
+        let c = parse(&["--retention", "12h", "--trust-actor-header", "--bulk-page-size", "7"]).unwrap();
+        let c = c.settings.config().unwrap();
+        assert_eq!((c.retention, c.trust_actor_header, c.bulk_page_size), (chrono::Duration::hours(12), true, 7));
+        let c = parse(&["--retention-days", "3", "--trust-actor-header=false"]).unwrap().settings.config().unwrap();
+        assert_eq!((c.retention, c.trust_actor_header), (chrono::Duration::days(3), false));
+        // A flag given twice takes its last value.
+        let c = parse(&["--stall-margin", "5m", "--stall-margin", "7m"]).unwrap().settings.config().unwrap();
+        assert_eq!(c.reconcile.stall_margin, chrono::Duration::minutes(7));
+        assert!(parse(&["--retention", "1d", "--retention-days", "1"]).is_err(), "older spelling with the new one");
+        let e = parse(&["--max-attempts", "0"]).unwrap().settings.config().unwrap_err();
+        assert_eq!(shared::config::flags_of(&e.problems[0].0), "--max-attempts");
+    }
+
+    /// `docs/settings.md` lists every flag of `serve` that is not a
+    /// declared setting, with its variable and default.
+    #[test]
+    fn the_docs_list_every_serve_flag() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/settings.md")).unwrap();
+        let rows: Vec<Vec<&str>> = doc
+            .lines()
+            .filter(|l| l.starts_with("| `--"))
+            .map(|l| l.trim().trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let cmd = serve_command();
+        let mut problems = Vec::new();
+        let own = cmd.get_arguments().filter(|a| {
+            !a.is_hide_set() && a.get_long().is_some() && shared::config::setting(a.get_id().as_str()).is_none()
+        });
+        for a in own {
+            let flag = format!("`--{}`", a.get_long().unwrap_or_default());
+            let env = a.get_env().and_then(|e| e.to_str()).map_or("—".to_string(), |e| format!("`{e}`"));
+            let Some(row) = rows.iter().find(|r| r[0] == flag) else {
+                problems.push(format!("{flag} is missing"));
+                continue;
+            };
+            if row.get(1) != Some(&env.as_str()) {
+                problems.push(format!("{flag}: variable {:?}, want {env}", row.get(1)));
+            }
+            let defaults: Vec<String> = a.get_default_values().iter().map(|d| d.to_string_lossy().into()).collect();
+            if let (true, [d]) = (a.get_action().takes_values(), defaults.as_slice()) {
+                if row.get(2) != Some(&format!("`{d}`").as_str()) {
+                    problems.push(format!("{flag}: default {:?}, want `{d}`", row.get(2)));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "docs/settings.md's `hookline serve` only table:\n{}", problems.join("\n"));
     }
 
     #[test]

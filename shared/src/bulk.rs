@@ -26,10 +26,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::dead_letter::DeadLetterQuery;
 
-/// The most items one page of a job acts on, by default (the setting
-/// `BULK_PAGE_SIZE`, [`crate::context::Config::bulk_page_size`]).
-pub const JOB_PAGE: usize = 100;
-
 /// What a job does to each item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -88,32 +88,19 @@ pub struct Config {
     /// A subscription whose deliveries have all failed for this long is
     /// disabled ([`crate::health::should_disable`]).
     pub disable_after: chrono::Duration,
-    /// The most items one page of a bulk job acts on (`BULK_PAGE_SIZE`,
-    /// default [`crate::bulk::JOB_PAGE`]).
+    /// Whether the `X-Actor` request header is recorded in the audit trail
+    /// after the credential (`TRUST_ACTOR_HEADER`; the API reads it).
+    pub trust_actor_header: bool,
+    /// Dead letters or events a bulk job handles per step
+    /// (`BULK_PAGE_SIZE`).
     pub bulk_page_size: usize,
 }
 
 impl Default for Config {
-    /// The defaults, each held here once ([`Config::from_lookup`] reads
-    /// settings on top of them).
+    /// Every setting at its default as [`crate::config::SETTINGS`] declares
+    /// it (the defaults are held there once).
     fn default() -> Self {
-        Config {
-            retention: chrono::Duration::days(30),
-            max_body_bytes: 256 * 1024,
-            max_batch: 100,
-            address_policy: AddressPolicy::PublicOnly,
-            delivery_visibility: Duration::from_secs(60),
-            rotation_overlap: crate::subscription::DEFAULT_ROTATION_OVERLAP,
-            subscription_cache_ttl: Duration::from_secs(5),
-            http: ClientConfig::default(),
-            default_retry_policy: crate::retry::RetryPolicy::default(),
-            dead_letter_retention: chrono::Duration::days(60),
-            reconcile: ReconcileLimits::default(),
-            breaker: crate::health::BreakerPolicy::default(),
-            audit_retention: chrono::Duration::days(365),
-            disable_after: chrono::Duration::days(5),
-            bulk_page_size: crate::bulk::JOB_PAGE,
-        }
+        Config::declared_defaults()
     }
 }
 

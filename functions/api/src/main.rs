@@ -11,9 +11,10 @@ async fn main() -> Result<(), Error> {
     let h = lambda::hookline_from_env().await?;
     // Nothing runs after a Lambda answers, so the handshake runs before.
     // The caller is the IAM principal API Gateway authorized; an `X-Actor`
-    // header is recorded after it only with TRUST_ACTOR_HEADER=true (every
-    // principal allowed to call is a trusted system acting for people).
-    let trust = std::env::var("TRUST_ACTOR_HEADER").is_ok_and(|v| matches!(v.trim(), "true" | "1" | "yes"));
+    // header is recorded after it only with the setting TRUST_ACTOR_HEADER
+    // (every principal allowed to call is a trusted system acting for
+    // people), read with every other setting (`shared::config`).
+    let trust = h.config.trust_actor_header;
     let api = Api::behind_gateway(h.clone(), Verification::Inline).trusting_actor_header(trust);
     lambda::run("api", h, move |_, e: ApiGatewayV2httpRequest| {
         let api = api.clone();
