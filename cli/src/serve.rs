@@ -53,7 +53,7 @@ pub struct ServeArgs {
     /// Default: one fewer than the machine's cores, at least one, so the
     /// writer keeps a core to itself; more threads on a small machine cost
     /// CPU in hand-offs between them without adding throughput (see the
-    /// README's benchmarks).
+    /// benchmarks in docs/benchmarks.md).
     #[arg(long, value_name = "N", env = "HOOKLINE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
     /// Delivery requests open at once over all subscriptions. Each job takes

@@ -5,15 +5,12 @@
 //! the invocation fails and the platform retries it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hookline_api::{Api, Verification};
 use hookline_aws::lambda;
 use hookline_aws::AwsBackend;
 use serde_json::{json, Value};
 use shared::context::{Config, Hookline};
-use shared::http_client::ClientConfig;
-use shared::ssrf::AddressPolicy;
 
 use crate::emulator;
 use crate::lambda_driver::{Driver, DriverStats, Moto, Sources};
@@ -91,6 +88,13 @@ fn prefix(tag: &str) -> String {
     )
 }
 
+/// The tests' settings of every AWS pipeline, as a function's environment
+/// would give them: delivery timeouts short enough for a hung endpoint to
+/// cost a test little, and the stall margin the test's reconciler runs with
+/// ([`Pipeline::reconcile`]: a job older than this is checked against its saga).
+const TEST_SETTINGS: &[(&str, &str)] =
+    &[("CONNECT_TIMEOUT_MS", "1000"), ("DELIVERY_TIMEOUT_MS", "1500"), ("RECONCILE_STALL_MARGIN", "2s")];
+
 impl AwsPipeline {
     /// Creates the template's tables and queues under a fresh prefix and
     /// starts the event source mappings.
@@ -106,14 +110,19 @@ impl AwsPipeline {
         let sdk = emulator::aws_config().await;
         let strict = Strict::new();
         let clients = (strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), Some(strict.streams_client(&sdk)));
-        let mut p = Self::start_with(tag, clients, configure).await;
+        let mut p = Self::start_with(tag, clients, &crate::pipeline::Settings::default(), configure).await;
         p.strict = Some(strict);
         p
     }
 
     /// [`AwsPipeline::start`] with these [`crate::pipeline::Settings`].
     pub async fn start_with_settings(tag: &str, settings: &crate::pipeline::Settings) -> AwsPipeline {
-        Self::start_configured(tag, |c| settings.apply(c)).await
+        let sdk = emulator::aws_config().await;
+        let strict = Strict::new();
+        let clients = (strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), Some(strict.streams_client(&sdk)));
+        let mut p = Self::start_with(tag, clients, settings, |_| {}).await;
+        p.strict = Some(strict);
+        p
     }
 
     /// [`AwsPipeline::start`] with the backend on these SDK clients (e.g.
@@ -124,7 +133,7 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
-        Self::start_with(tag, (dynamodb, sqs, None), |_| {}).await
+        Self::start_with(tag, (dynamodb, sqs, None), &crate::pipeline::Settings::default(), |_| {}).await
     }
 
     /// The pipeline on these DynamoDB, SQS and (or else a plain one)
@@ -136,6 +145,7 @@ impl AwsPipeline {
             aws_sdk_sqs::Client,
             Option<aws_sdk_dynamodbstreams::Client>,
         ),
+        settings: &crate::pipeline::Settings,
         configure: impl FnOnce(&mut Config),
     ) -> AwsPipeline {
         log_capture();
@@ -146,21 +156,7 @@ impl AwsPipeline {
             None => aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await),
         };
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
-        let mut config = Config {
-            address_policy: AddressPolicy::AllowLoopback,
-            http: ClientConfig {
-                connect_timeout: Duration::from_millis(1000),
-                total_timeout: Duration::from_millis(1500),
-                ..ClientConfig::default()
-            },
-            // As the test's reconciler runs ([`Pipeline::reconcile`]): the
-            // delivery checks a job older than this against its saga.
-            reconcile: shared::stage::reconcile::ReconcileLimits {
-                stall_margin: chrono::Duration::seconds(2),
-                ..Default::default()
-            },
-            ..Config::default()
-        };
+        let mut config = settings.aws_config(TEST_SETTINGS);
         configure(&mut config);
         let hookline = Arc::new(Hookline::new(backend.stores.clone(), config));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);

@@ -142,43 +142,54 @@ impl Settings {
         self
     }
 
-    /// `hookline serve`'s flags for these settings.
-    pub fn serve_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = Vec::new();
+    /// These settings as the declared settings' names and values
+    /// (`shared::config::SETTINGS`), which both backends parse the way they
+    /// parse their own: `hookline serve` as flags, the AWS pipeline through
+    /// `Config::from_lookup`, so derived values (a job's visibility, a
+    /// probe's timeout) follow as they do in production.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut p: Vec<(&'static str, String)> = Vec::new();
         if let Some((f, c, m)) = self.breaker {
-            for (flag, v) in
-                [("--breaker-failures", f as u64), ("--breaker-cool-down-ms", c), ("--breaker-max-cool-down-ms", m)]
-            {
-                a.extend([flag.to_string(), v.to_string()]);
-            }
+            p.push(("BREAKER_FAILURES", f.to_string()));
+            p.push(("BREAKER_COOL_DOWN_MS", c.to_string()));
+            p.push(("BREAKER_MAX_COOL_DOWN_MS", m.to_string()));
         }
         if let Some(s) = self.disable_after_secs {
-            a.extend(["--disable-after".to_string(), format!("{s}s")]);
+            p.push(("DISABLE_AFTER", format!("{s}s")));
+        }
+        if let Some(n) = self.bulk_page_size {
+            p.push(("BULK_PAGE_SIZE", n.to_string()));
         }
         if self.fast_reconcile {
-            a.extend(["--reconcile-interval", "1s", "--stall-margin", "2s"].map(String::from));
+            p.push(("RECONCILE_STALL_MARGIN", "2s".to_string()));
+        }
+        p
+    }
+
+    /// `hookline serve`'s flags for these settings: each setting's declared
+    /// flag, and the reconciler's interval (a flag of serve's own).
+    pub fn serve_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        for (key, value) in self.pairs() {
+            let declared = shared::config::setting(key).unwrap_or_else(|| panic!("{key} is not a declared setting"));
+            a.extend([declared.flag.to_string(), value]);
+        }
+        if self.fast_reconcile {
+            a.extend(["--reconcile-interval", "1s"].map(String::from));
         }
         a
     }
 
-    /// The environment variables `hookline serve` reads for the settings
-    /// that have no flag.
-    pub fn serve_env(&self) -> Vec<(String, String)> {
-        self.bulk_page_size.map(|n| ("BULK_PAGE_SIZE".to_string(), n.to_string())).into_iter().collect()
-    }
-
-    /// Applies these settings to an AWS pipeline's configuration.
-    pub fn apply(&self, c: &mut shared::context::Config) {
-        if let Some((f, cool, max)) = self.breaker {
-            c.breaker.failure_threshold = f;
-            c.breaker.cool_down = std::time::Duration::from_millis(cool);
-            c.breaker.max_cool_down = std::time::Duration::from_millis(max);
-        }
-        if let Some(s) = self.disable_after_secs {
-            c.disable_after = chrono::Duration::seconds(s as i64);
-        }
-        if let Some(n) = self.bulk_page_size {
-            c.bulk_page_size = n;
-        }
+    /// The configuration of an AWS pipeline with these settings, on top of
+    /// the tests' own (`base`: short delivery timeouts, a 2 s stall margin
+    /// as the test's reconciler runs), parsed as a function parses its
+    /// environment; callbacks to loopback addresses allowed.
+    pub fn aws_config(&self, base: &[(&'static str, &str)]) -> shared::context::Config {
+        let mut given: std::collections::HashMap<&str, String> =
+            base.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        given.extend(self.pairs());
+        let c = shared::context::Config::from_lookup(|k| given.get(k).cloned())
+            .unwrap_or_else(|e| panic!("test settings: {e}"));
+        shared::context::Config { address_policy: shared::ssrf::AddressPolicy::AllowLoopback, ..c }
     }
 }

@@ -87,7 +87,7 @@ impl Server {
     pub fn start_with_settings(tag: &str, settings: &crate::pipeline::Settings) -> Server {
         let dir = std::sync::Arc::new(TempDir::new(tag));
         let db = dir.0.join("hookline.db");
-        Self::spawn(db, free_port(), settings.serve_args(), settings.serve_env(), dir, None)
+        Self::spawn(db, free_port(), settings.serve_args(), Vec::new(), dir, None)
     }
 
     fn spawn(

@@ -327,11 +327,11 @@ pub(super) fn check_queues_and_alarms(t: &Value) -> Vec<String> {
         errors.push(format!("queues are {have:?}, the resource model has {want:?}"));
     }
     let dlqs: BTreeSet<&str> = REDRIVE.iter().map(|(_, d)| *d).collect();
-    // The README's console and CLI steps name queues `<stack>-<logical id>`.
+    // docs/aws.md's console and CLI steps name queues `<stack>-<logical id>`.
     for q in &queues {
         let want = format!("${{AWS::StackName}}-{q}");
         if sub_of(&t["Resources"][*q]["Properties"]["QueueName"]).as_deref() != Some(want.as_str()) {
-            errors.push(format!("{q}: QueueName must be !Sub {want} (the name the README gives ops)"));
+            errors.push(format!("{q}: QueueName must be !Sub {want} (the name docs/aws.md gives ops)"));
         }
     }
     for q in &queues {
