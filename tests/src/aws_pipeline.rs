@@ -91,7 +91,7 @@ fn prefix(tag: &str) -> String {
 /// The tests' settings of every AWS pipeline, as a function's environment
 /// would give them: delivery timeouts short enough for a hung endpoint to
 /// cost a test little, and the stall margin the test's reconciler runs with
-/// ([`Pipeline::reconcile`]: a job older than this is checked against its saga).
+/// (`Pipeline::reconcile`: a job older than this is checked against its saga).
 const TEST_SETTINGS: &[(&str, &str)] =
     &[("CONNECT_TIMEOUT_MS", "1000"), ("DELIVERY_TIMEOUT_MS", "1500"), ("RECONCILE_STALL_MARGIN", "2s")];
 

@@ -48,7 +48,7 @@ fn insert_announced(
     Ok(res)
 }
 
-/// An event as [`SqliteEvents::insert`] takes it: encoded already, or, in a
+/// An event as [`shared::ports::EventStore::insert`] (here [`SqliteEvents`]) takes it: encoded already, or, in a
 /// partition, to be numbered and encoded in the transaction.
 enum ToInsert {
     Encoded((Vec<Value>, Vec<Value>)),
