@@ -258,6 +258,15 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
         // the failpoint (not a request of the ones before, while the POST
         // is in flight).
         crate::eventually(300, "the events so far delivered", || delivered(posted.clone())).await;
+        // And no retry still on its way: a second of no request at all (a
+        // retry waits 40 ms at most), or a retry, not the event posted
+        // next, would reach the failpoint while that POST is in flight.
+        crate::eventually(60, "the receiver quiet for a second", || async {
+            let before = r.deliveries("/oc").len();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            (r.deliveries("/oc").len() == before).then_some(())
+        })
+        .await;
         s.crash_at(fp).await;
         post(s, &mut posted, 0).await;
         s.recover().await;
