@@ -73,7 +73,7 @@ ROUNDS ?= 5
 bench-neighbours:
 	$(CARGO) build --release -p hookline
 	$(CARGO) build --release -p hookline-bench --bin bench
-	tests/bench-neighbours.sh $(ROUNDS) $${CARGO_TARGET_DIR:-target}/release/bench $(ARGS)
+	bench/neighbours.sh $(ROUNDS) $${CARGO_TARGET_DIR:-target}/release/bench $(ARGS)
 
 # The BASE commit's hookline against the current tree's on the same load and
 # the same driver (the current tree's `bench`), interleaved round by round in

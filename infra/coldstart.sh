@@ -13,4 +13,4 @@ case " $* " in
   *" --dir "*) ;;
   *) cargo build --release -p ingest -p router -p saga -p delivery -p requeue -p api ;;
 esac
-exec cargo run --release -q -p hookline-tests --bin cold_start -- "$@"
+exec cargo run --release -q -p hookline-bench --bin cold_start -- "$@"

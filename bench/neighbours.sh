@@ -5,7 +5,7 @@
 # machine's speed drifts between rounds by more than the bound's margin).
 # Prints every round and the median ratios.
 #
-#   tests/bench-neighbours.sh ROUNDS BENCH [bench args...]
+#   bench/neighbours.sh ROUNDS BENCH [bench args...]
 #   (make bench-neighbours ROUNDS=5 ARGS="--events 20000")
 set -euo pipefail
 rounds=${1:?rounds}
