@@ -165,25 +165,6 @@ pub async fn gateway(hookline: Arc<Hookline>, trust_actor_header: bool) -> Strin
     format!("http://{addr}")
 }
 
-/// The AWS pipeline behind the gateway, and the environment that points the
-/// CLI at it (a region instead of an API key: requests are signed).
-pub async fn on_aws(
-    tag: &str,
-    trust_actor_header: bool,
-    configure: impl FnOnce(&mut shared::context::Config),
-) -> (AwsPipeline, Vec<(&'static str, String)>) {
-    let p = AwsPipeline::start_configured(tag, configure).await;
-    let url = gateway(p.hookline.clone(), trust_actor_header).await;
-    let env = vec![
-        ("HOOKLINE_URL", url),
-        ("HOOKLINE_AWS_REGION", "us-east-1".to_string()),
-        ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "secret".to_string()),
-        ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
-    ];
-    (p, env)
-}
-
 pub fn borrow<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
@@ -730,4 +711,107 @@ pub async fn lists_bulk_jobs_and_replays(s: &impl Pipeline, env: &[(&str, &str)]
     listed(&["audit", "--action", "dead_letters.skip_started"], &env, 1).await;
     let replays = listed(&["audit", "--action", "replay.started"], &env, 2).await;
     assert!(replays.iter().all(|a| a["job_id"].is_string()), "{replays:?}");
+}
+
+/// A backend the ops commands are run against: how the `hookline` CLI
+/// reaches it, which credential it refuses, and whom its audit trail names.
+pub trait OpsTarget: Pipeline {
+    /// The environment the CLI reaches this pipeline with.
+    fn ops_env(&self) -> impl std::future::Future<Output = Vec<(&'static str, String)>> + Send;
+    /// `env` with a credential this backend refuses, and the status it answers.
+    fn refused(env: &[(&'static str, String)]) -> (Vec<(&'static str, String)>, &'static str);
+    /// The actor the audit trail records for the CLI's credential.
+    const OPS_ACTOR: &'static str;
+}
+
+impl OpsTarget for AwsPipeline {
+    /// Behind a stand-in for API Gateway, signed with SigV4 as against a
+    /// deployment; the actor header trusted as the function's setting says.
+    async fn ops_env(&self) -> Vec<(&'static str, String)> {
+        let url = gateway(self.hookline.clone(), self.hookline.config.trust_actor_header).await;
+        vec![
+            ("HOOKLINE_URL", url),
+            ("HOOKLINE_AWS_REGION", "us-east-1".to_string()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_string()),
+            ("AWS_SECRET_ACCESS_KEY", "secret".to_string()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+        ]
+    }
+
+    /// Another access key: IAM authorization refuses it.
+    fn refused(env: &[(&'static str, String)]) -> (Vec<(&'static str, String)>, &'static str) {
+        let mut other = env.to_vec();
+        other.push(("AWS_ACCESS_KEY_ID", "AKIDOTHER".to_string()));
+        (other, "403")
+    }
+
+    const OPS_ACTOR: &'static str = PRINCIPAL;
+}
+
+impl OpsTarget for Server {
+    /// Its URL and API key.
+    async fn ops_env(&self) -> Vec<(&'static str, String)> {
+        env_of(self)
+    }
+
+    /// A wrong API key.
+    fn refused(env: &[(&'static str, String)]) -> (Vec<(&'static str, String)>, &'static str) {
+        let mut other = env.to_vec();
+        other.push(("HOOKLINE_API_KEY", "wrong".to_string()));
+        (other, "401")
+    }
+
+    const OPS_ACTOR: &'static str = "key:default";
+}
+
+/// Every subscription command; a credential the backend refuses is exit
+/// code 1 (neither invalid input nor not found) naming the status.
+pub async fn ops_subscriptions<P: OpsTarget>(p: &mut P) {
+    let owned = p.ops_env().await;
+    subscriptions_commands(&borrow(&owned)).await;
+    let (refused, status) = P::refused(&owned);
+    let run = hookline(&["subscriptions", "list"], &borrow(&refused));
+    assert_eq!(run.code, 1, "{status} is neither invalid input nor not found: {}", run.err);
+    assert!(run.err.contains(status), "{}", run.err);
+}
+
+/// [`events_dead_letters_and_replay_commands`] on this backend.
+pub async fn ops_events_dead_letters_and_replay<P: OpsTarget>(p: &mut P) {
+    let owned = p.ops_env().await;
+    events_dead_letters_and_replay_commands(p, &borrow(&owned)).await;
+}
+
+/// [`events_list`] on this backend.
+pub async fn ops_events_list<P: OpsTarget>(p: &mut P) {
+    let owned = p.ops_env().await;
+    events_list(p, &borrow(&owned)).await;
+}
+
+/// [`audit_command`] on this backend (the actor header trusted).
+pub async fn ops_audit<P: OpsTarget>(p: &mut P) {
+    let owned = p.ops_env().await;
+    audit_command(p, &borrow(&owned), P::OPS_ACTOR).await;
+}
+
+/// [`lists_bulk_jobs_and_replays`] on this backend.
+pub async fn ops_bulk_jobs_and_replays<P: OpsTarget>(p: &mut P) {
+    let owned = p.ops_env().await;
+    lists_bulk_jobs_and_replays(p, &borrow(&owned)).await;
+}
+
+/// The ops commands' cases, listed once; each backend's test binary
+/// expands them (`hookline_tests::cli_ops_scenario_tests!(aws)`, `(serve)`).
+#[macro_export]
+macro_rules! cli_ops_scenario_tests {
+    ($backend:ident) => {
+        $crate::scenario_tests!($backend, cli_ops;
+            ops_subscriptions,
+            ops_events_dead_letters_and_replay,
+            ops_events_list,
+            ops_audit; $crate::pipeline::Settings::default().trust_actor_header(),
+            // Five failures would open the breaker; its cool-down must not
+            // hold the requeued deliveries back.
+            ops_bulk_jobs_and_replays; $crate::pipeline::Settings::default().breaker(100, 30_000, 1_800_000),
+        );
+    };
 }

@@ -115,6 +115,8 @@ pub struct Settings {
     /// margin always and runs the reconciler when the scenario calls
     /// [`Pipeline::reconcile`].
     pub fast_reconcile: bool,
+    /// `TRUST_ACTOR_HEADER`: the `X-Actor` header is recorded after the credential.
+    pub trust_actor_header: bool,
 }
 
 impl Settings {
@@ -133,6 +135,12 @@ impl Settings {
     /// Bulk jobs act on `n` items per page.
     pub fn bulk_page_size(mut self, n: usize) -> Self {
         self.bulk_page_size = Some(n);
+        self
+    }
+
+    /// The `X-Actor` header is trusted ([`Settings::trust_actor_header`]).
+    pub fn trust_actor_header(mut self) -> Self {
+        self.trust_actor_header = true;
         self
     }
 
@@ -163,6 +171,9 @@ impl Settings {
         if self.fast_reconcile {
             p.push(("RECONCILE_STALL_MARGIN", "2s".to_string()));
         }
+        if self.trust_actor_header {
+            p.push(("TRUST_ACTOR_HEADER", "true".to_string()));
+        }
         p
     }
 
@@ -172,7 +183,7 @@ impl Settings {
         let mut a: Vec<String> = Vec::new();
         for (key, value) in self.pairs() {
             let declared = shared::config::setting(key).unwrap_or_else(|| panic!("{key} is not a declared setting"));
-            a.extend([declared.flag.to_string(), value]);
+            a.push(format!("{}={value}", declared.flag));
         }
         if self.fast_reconcile {
             a.extend(["--reconcile-interval", "1s"].map(String::from));

@@ -1,24 +1,17 @@
 //! The `hookline` ops commands (`hookline_tests::cli_ops`) against
-//! `hookline serve` with its API key, and the commands' own behaviour that
-//! needs no backend (terminals and colours, SigV4 signing and where its keys
-//! come from, against stand-ins). The same checks on the AWS pipeline:
-//! `tests/tests/aws/cli_ops.rs`.
+//! `hookline serve` with its API key: the case list both backends run
+//! (`hookline_tests::cli_ops_scenario_tests!`), and the commands' own
+//! behaviour that needs one backend only, so is tested on serve (terminals
+//! and colours, missing credentials, SigV4 signing and where its keys come
+//! from, against stand-ins; the reindex commands' paging).
 
 use hookline_tests::cli_ops::*;
+
+hookline_tests::cli_ops_scenario_tests!(serve);
 use hookline_tests::pipeline::Pipeline;
 use hookline_tests::server::binary;
 use hookline_tests::{scenarios, Behaviour, Receiver, Server};
 use serde_json::{json, Value};
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subscriptions_commands_on_serve() {
-    let s = Server::start("cli-subs");
-    let owned = env_of(&s);
-    subscriptions_commands(&borrow(&owned)).await;
-    let run = hookline(&["subscriptions", "list"], &[("HOOKLINE_URL", s.base.as_str()), ("HOOKLINE_API_KEY", "wrong")]);
-    assert_eq!(run.code, 1, "401 is neither invalid input nor not found: {}", run.err);
-    assert!(run.err.contains("401"), "{}", run.err);
-}
 
 /// On a terminal the default is a table, coloured unless `NO_COLOR` is set;
 /// `--output json` stays plain JSON there.
@@ -48,11 +41,10 @@ async fn tables_and_colours_on_a_terminal_only() {
     );
 }
 
+/// Without credentials the commands say so, before any request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_dead_letters_and_replay_commands_on_serve() {
-    let s = Server::start("cli");
-    let owned = env_of(&s);
-    events_dead_letters_and_replay_commands(&s, &borrow(&owned)).await;
+async fn ops_commands_without_credentials_say_so() {
+    let s = Server::start("cli-no-key");
     let run = hookline(&["events", "show", "cli-1"], &[("HOOKLINE_URL", s.base.as_str())]);
     assert_eq!(run.code, 1);
     assert!(run.err.contains("no credentials"), "{}", run.err);
@@ -278,30 +270,4 @@ async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
         "{}",
         run.err
     );
-}
-
-// --- Finding events (issue 11, part A): `hookline events list`.
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_list_on_serve() {
-    let s = Server::start("cli-events-list");
-    let owned = env_of(&s);
-    events_list(&s, &borrow(&owned)).await;
-}
-
-// --- The audit trail (issue 11, part C): `hookline audit`.
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_command_on_serve() {
-    let s = Server::start_with("cli-audit", &["--trust-actor-header"]);
-    let owned = env_of(&s);
-    audit_command(&s, &borrow(&owned), "key:default").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lists_bulk_jobs_and_replays_on_serve() {
-    // Five failures would open the breaker; its cool-down must not hold the requeued deliveries back.
-    let s = Server::start_with("cli-bulk", &["--breaker-failures", "100"]);
-    let owned = env_of(&s);
-    lists_bulk_jobs_and_replays(&s, &borrow(&owned)).await;
 }
