@@ -210,7 +210,12 @@ pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: P
     let r = Receiver::start().await;
     let (sub, _) = s
         .subscribe(
-            json!({"callback_url": r.url("/brk", Behaviour::Ok), "event_types": ["*"], "retry_policy": fast_retry(20)}),
+            // Retries 50-500 ms apart: the breaker opens at the third failure,
+            // and the saga's last scheduled attempt is ~9 s out, past several
+            // probes (1 s cool-down, then 2 s), so the endpoint coming back
+            // after a slow stretch of checks still finds a probe before it.
+            json!({"callback_url": r.url("/brk", Behaviour::Ok), "event_types": ["*"],
+                   "retry_policy": {"max_attempts": 20, "base_delay_ms": 50, "max_delay_ms": 500}}),
         )
         .await;
     r.set("/brk", Behaviour::Always(503));
@@ -221,7 +226,7 @@ pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: P
         (v["health"]["breaker"] != "closed").then_some(v["health"].clone())
     })
     .await;
-    // Open: retries come due every 50-200 ms, yet no request is made until
+    // Open: retries come due every 50-500 ms, yet no request is made until
     // the cool-down ends (1 s, growing to at most 2 s while probes fail).
     let opened_with = r.deliveries("/brk").len();
     assert!((3..=4).contains(&opened_with), "{opened_with} attempts before the breaker held them");
