@@ -101,18 +101,7 @@ impl AwsPipeline {
     /// The backend's clients carry the strict checker ([`crate::strict`]):
     /// a request AWS would reject fails, and fails the test.
     pub async fn start(tag: &str) -> AwsPipeline {
-        Self::start_configured(tag, |_| {}).await
-    }
-
-    /// [`AwsPipeline::start`] with settings changed by `configure` (on top
-    /// of the test defaults: loopback callbacks, 1.5 s delivery timeout).
-    pub async fn start_configured(tag: &str, configure: impl FnOnce(&mut Config)) -> AwsPipeline {
-        let sdk = emulator::aws_config().await;
-        let strict = Strict::new();
-        let clients = (strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), Some(strict.streams_client(&sdk)));
-        let mut p = Self::start_with(tag, clients, &crate::pipeline::Settings::default(), configure).await;
-        p.strict = Some(strict);
-        p
+        Self::start_with_settings(tag, &crate::pipeline::Settings::default()).await
     }
 
     /// [`AwsPipeline::start`] with these [`crate::pipeline::Settings`].
@@ -120,7 +109,7 @@ impl AwsPipeline {
         let sdk = emulator::aws_config().await;
         let strict = Strict::new();
         let clients = (strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), Some(strict.streams_client(&sdk)));
-        let mut p = Self::start_with(tag, clients, settings, |_| {}).await;
+        let mut p = Self::start_with(tag, clients, settings).await;
         p.strict = Some(strict);
         p
     }
@@ -133,7 +122,7 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
-        Self::start_with(tag, (dynamodb, sqs, None), &crate::pipeline::Settings::default(), |_| {}).await
+        Self::start_with(tag, (dynamodb, sqs, None), &crate::pipeline::Settings::default()).await
     }
 
     /// The pipeline on these DynamoDB, SQS and (or else a plain one)
@@ -146,7 +135,6 @@ impl AwsPipeline {
             Option<aws_sdk_dynamodbstreams::Client>,
         ),
         settings: &crate::pipeline::Settings,
-        configure: impl FnOnce(&mut Config),
     ) -> AwsPipeline {
         log_capture();
         let prefix = prefix(tag);
@@ -156,8 +144,7 @@ impl AwsPipeline {
             None => aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await),
         };
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
-        let mut config = settings.aws_config(TEST_SETTINGS);
-        configure(&mut config);
+        let config = settings.aws_config(TEST_SETTINGS);
         let hookline = Arc::new(Hookline::new(backend.stores.clone(), config));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
         let moto = Moto::from_env();

@@ -122,3 +122,36 @@ macro_rules! __run {
         $crate::$module::$func(&mut $p, $($arg),*).await
     };
 }
+
+/// Every scenario suite both backends run, listed once: each backend's test
+/// binary expands this (`hookline_tests::both_backend_suites!(aws)`,
+/// `(serve)`), so a suite added here runs on both.
+#[macro_export]
+macro_rules! both_backend_suites {
+    ($backend:ident) => {
+        /// The scenario suite (`hookline_tests::scenarios`).
+        mod scenarios {
+            $crate::scenario_suite_tests!($backend);
+        }
+
+        /// Input validation (`hookline_tests::input_scenarios`).
+        mod input_scenarios {
+            $crate::input_scenario_tests!($backend);
+        }
+
+        /// Ordered lanes cannot wedge (`hookline_tests::lane_scenarios`).
+        mod lanes {
+            $crate::lane_scenario_tests!($backend);
+        }
+
+        /// A replay never crosses tenants (`hookline_tests::tenancy_scenarios`).
+        mod tenancy {
+            $crate::tenancy_scenario_tests!($backend);
+        }
+
+        /// Waits (`hookline_tests::wait_scenarios`).
+        mod wait_scenarios {
+            $crate::wait_scenario_tests!($backend);
+        }
+    };
+}

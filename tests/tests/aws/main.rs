@@ -14,27 +14,4 @@ mod stages;
 mod template_policies;
 mod waits;
 
-/// The scenario suite (`hookline_tests::scenarios`).
-mod scenarios {
-    hookline_tests::scenario_suite_tests!(aws);
-}
-
-/// Input validation (`hookline_tests::input_scenarios`).
-mod input_scenarios {
-    hookline_tests::input_scenario_tests!(aws);
-}
-
-/// Ordered lanes cannot wedge (`hookline_tests::lane_scenarios`).
-mod lanes {
-    hookline_tests::lane_scenario_tests!(aws);
-}
-
-/// A replay never crosses tenants (`hookline_tests::tenancy_scenarios`).
-mod tenancy {
-    hookline_tests::tenancy_scenario_tests!(aws);
-}
-
-/// Waits (`hookline_tests::wait_scenarios`).
-mod wait_scenarios {
-    hookline_tests::wait_scenario_tests!(aws);
-}
+hookline_tests::both_backend_suites!(aws);
