@@ -188,14 +188,19 @@ async fn at_the_connection_cap_new_clients_replace_waiting_ones_or_get_503() {
     for _ in 0..40 {
         idle.push(TcpStream::connect(&a).await.unwrap());
     }
-    // Connections are not replaced in their first second.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    // A producer at the cap is answered; the oldest idle connection made room.
+    // Connections are not replaced in their first second. (Two seconds here:
+    // on a loaded machine the server may accept the last of the 40 late.)
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    // A producer at the cap is answered; the oldest idle connection made room,
+    // and only it.
     assert_eq!(post_event(&s, "at-cap").await, 202);
     assert!(
-        closed_within(&mut idle[0], Duration::from_secs(2)).await.is_some(),
-        "the oldest idle connection was closed"
+        closed_within(&mut idle[0], Duration::from_secs(5)).await.is_some(),
+        "the oldest idle connection was not closed"
     );
+    for (i, c) in idle.iter_mut().enumerate().skip(1) {
+        assert!(still_open(c, Duration::from_millis(5)).await, "idle connection {i} was closed, not the oldest");
+    }
 
     // Now fill the cap with requests in progress (bodies that never end).
     let head = format!(
