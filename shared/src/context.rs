@@ -329,6 +329,10 @@ pub struct Hookline {
     /// empty type without the `failpoints` feature): none unless a test
     /// arms them, or `hookline serve` read them from `HOOKLINE_FAILPOINT`.
     pub failpoints: crate::failpoint::Failpoints,
+    /// The data key that seals stored secrets, and the purpose keys derived
+    /// from it ([`crate::keyring`]): the same in every process of one
+    /// deployment.
+    pub keyring: Arc<crate::keyring::Keyring>,
 }
 
 impl Hookline {
@@ -350,8 +354,9 @@ impl Hookline {
         }
     }
 
-    /// Builds the context; no network call happens here (cold start).
-    pub fn new(stores: Stores, config: Config) -> Self {
+    /// Builds the context; no network call happens here (cold start). The
+    /// keyring was unwrapped by the backend (its master key is not here).
+    pub fn new(stores: Stores, config: Config, keyring: Arc<crate::keyring::Keyring>) -> Self {
         let mut http = config.http.clone();
         http.policy = config.address_policy;
         Hookline {
@@ -362,6 +367,7 @@ impl Hookline {
             config,
             metrics: Metrics::default(),
             failpoints: Default::default(),
+            keyring,
         }
     }
 }

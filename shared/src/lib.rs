@@ -24,6 +24,7 @@ pub mod failpoint;
 pub mod health;
 pub mod http_client;
 pub mod ids;
+pub mod keyring;
 pub mod lane;
 pub mod message;
 pub mod metrics;

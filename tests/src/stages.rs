@@ -35,6 +35,8 @@ use crate::{Behaviour, Receiver};
 pub struct Rig {
     /// The ports.
     pub stores: Stores,
+    /// The deployment's data key: every container of one rig shares it.
+    pub keyring: Arc<shared::keyring::Keyring>,
     kind: Kind,
 }
 
@@ -60,14 +62,14 @@ impl Rig {
         let dir = TempDir::new(tag);
         let db = dir.0.join("hookline.db");
         let backend = hookline_sqlite::Backend::open(&db).expect("open the database");
-        Rig { stores: backend.stores, kind: Kind::Sqlite { db, _dir: dir } }
+        Rig { stores: backend.stores, keyring: Arc::new(shared::keyring::Keyring::ephemeral()), kind: Kind::Sqlite { db, _dir: dir } }
     }
 
     /// Fresh tables and queues in the emulator, under the strict checker.
     pub async fn aws(tag: &str) -> Rig {
         let strict = Strict::new();
         let backend = strict.backend(tag).await;
-        Rig { stores: backend.stores.clone(), kind: Kind::Aws { backend: Box::new(backend), strict } }
+        Rig { stores: backend.stores.clone(), keyring: Arc::new(shared::keyring::Keyring::ephemeral()), kind: Kind::Aws { backend: Box::new(backend), strict } }
     }
 
     /// One process or Lambda container: its own context and subscription
@@ -89,7 +91,7 @@ impl Rig {
             ..Config::default()
         };
         configure(&mut config);
-        Arc::new(Hookline::new(self.stores.clone(), config))
+        Arc::new(Hookline::new(self.stores.clone(), config, self.keyring.clone()))
     }
 
     /// The strict checker, on AWS.
