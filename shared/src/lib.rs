@@ -8,6 +8,7 @@
 
 #[cfg(test)]
 mod architecture_tests;
+pub mod access;
 pub mod attempt;
 pub mod audit;
 pub mod bounds;
