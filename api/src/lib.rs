@@ -24,10 +24,11 @@ use serde_json::json;
 pub use body::{parse, Patch};
 pub use error::{ApiError, ApiResult};
 
+use shared::access::{Caller, Role};
 use shared::bulk::JobKind;
 use shared::context::Hookline;
 use shared::envelope::{show, MAX_ID_BYTES};
-use shared::ids::{DeadLetterId, EventId, SubscriptionId};
+use shared::ids::{DeadLetterId, EventId, SubscriptionId, TenantId};
 
 /// One HTTP request, as any server or API Gateway hands it over.
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +109,10 @@ pub struct ApiKey {
     pub name: String,
     /// The secret callers send as `Authorization: Bearer <secret>`.
     pub secret: String,
+    /// What its callers may do.
+    pub role: Role,
+    /// The one tenant its callers see and act on; `None`: every tenant.
+    pub tenant: Option<TenantId>,
 }
 
 /// Who authenticates callers.
@@ -133,7 +138,8 @@ impl Api {
     /// An API answering requests that carry `Bearer <api_key>` (one key,
     /// named `default`).
     pub fn new(hookline: Arc<Hookline>, api_key: impl Into<String>, verification: Verification) -> Self {
-        Self::with_keys(hookline, vec![ApiKey { name: "default".into(), secret: api_key.into() }], verification)
+        let key = ApiKey { name: "default".into(), secret: api_key.into(), role: Role::Admin, tenant: None };
+        Self::with_keys(hookline, vec![key], verification)
     }
 
     /// An API answering requests that carry any of these keys; each caller
@@ -198,14 +204,10 @@ impl Api {
                 )
             }
         }
-        if !self.authorized(req.authorization) {
-            return Response::error(
-                401,
-                "unauthorized",
-                "missing or wrong API key (Authorization: Bearer <key>)",
-                None,
-            );
-        }
+        let _caller = match self.authenticate(&req).await {
+            Ok(c) => c,
+            Err(e) => return e.into(),
+        };
         // No stored id is empty or longer than MAX_ID_BYTES (producer ids are
         // limited to it, every other id is shorter): such a segment names
         // nothing, and must not reach a store whose keys it cannot fit.
@@ -248,10 +250,22 @@ impl Api {
         r.unwrap_or_else(Response::from)
     }
 
-    fn authorized(&self, header: Option<&str>) -> bool {
+    /// The credential behind `req`: the one place a request's [`Caller`]
+    /// comes from (its role and tenant binding).
+    ///
+    /// # Errors
+    ///
+    /// `401 unauthorized` when no credential of ours is presented.
+    pub async fn authenticate(&self, req: &Request<'_>) -> Result<Caller, ApiError> {
+        let unauthorized =
+            || ApiError::new(401, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)");
         match &self.auth {
-            Auth::Gateway => true,
-            Auth::Bearer(_) => self.matching_key(header).is_some(),
+            // API Gateway authorized an IAM principal.
+            Auth::Gateway => Ok(Caller { actor: self.actor(req), role: Role::Admin, tenant: None }),
+            Auth::Bearer(_) => {
+                let key = self.matching_key(req.authorization).ok_or_else(unauthorized)?;
+                Ok(Caller { actor: self.actor(req), role: key.role, tenant: key.tenant.clone() })
+            }
         }
     }
 

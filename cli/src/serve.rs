@@ -206,7 +206,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut keys = api_keys(&args.api_key, args.api_keys.as_deref())?;
     let key_source = if keys.is_empty() {
         let secret = backend.settings.get_or_init("api_key", || shared::ids::random_token("hk_")).await?;
-        keys.push(api::ApiKey { name: "default".into(), secret });
+        keys.push(api::ApiKey { name: "default".into(), secret, role: shared::access::Role::Admin, tenant: None });
         "stored in the database"
     } else {
         "from --api-key / HOOKLINE_API_KEY(S)"
@@ -308,7 +308,7 @@ fn api_keys(flags: &[String], env: Option<&str>) -> anyhow::Result<Vec<api::ApiK
         if keys.iter().any(|k| k.name == name) {
             anyhow::bail!("--api-key: the name {name:?} is given twice");
         }
-        keys.push(api::ApiKey { name, secret });
+        keys.push(api::ApiKey { name, secret, role: shared::access::Role::Admin, tenant: None });
     }
     Ok(keys)
 }
