@@ -283,3 +283,42 @@ fn with_dead_letter(rec: AuditRecord, dl: Option<&DeadLetter>) -> AuditRecord {
         None => rec,
     }
 }
+
+/// For the fuzzer ([`crate::fuzzing`]): `body` read as the body of each
+/// route here (requeue or skip one, a bulk job) and put through the checks
+/// its handler makes before any store call, with `retention` for time
+/// ranges; how many of the bodies were accepted. Never panics.
+pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
+    let one = || -> Result<(), ApiError> {
+        let b: ReasonBody = parse(body, true)?;
+        query::reason(b.reason.as_deref()).map(|_| ())
+    };
+    let bulk = || -> Result<(), ApiError> {
+        let b: BulkBody = parse(body, false)?;
+        query::reason(b.reason.as_deref())?;
+        let f = b.filter.unwrap_or_default();
+        let at = |field: &str, v: Option<String>| v.map(|v| query::instant(&format!("filter.{field}"), &v)).transpose();
+        let range = TimeRange { since: at("since", f.since)?, until: at("until", f.until)? };
+        query::check_range(range, retention, Utc::now())?;
+        for (field, v) in [("subscription_id", f.subscription_id), ("event_type", f.event_type), ("tenant_id", f.tenant_id)] {
+            v.map(|v| name_value(field, v)).transpose()?;
+        }
+        Ok(())
+    };
+    [one(), bulk()].iter().filter(|r| r.is_ok()).count()
+}
+
+/// For the fuzzer ([`crate::fuzzing`]): the query string of
+/// `GET /v1/dead-letters` read as its handler reads it before the store
+/// call (the cursor aside: [`cursor::read`] has its own target).
+pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> Result<(), ApiError> {
+    let param = |name: &str| query_param(req.query, name).map(|v| name_value(name, v)).transpose();
+    if let Some(s) = query_param(req.query, "state") {
+        s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?;
+    }
+    query::time_range(req, retention)?;
+    for name in ["subscription_id", "event_type", "tenant_id"] {
+        param(name)?;
+    }
+    query::limit(req).map(|_| ())
+}

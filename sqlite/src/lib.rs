@@ -509,11 +509,16 @@ pub(crate) fn stored_text(
     c.prepare_cached(query).map_err(sql)?.query_row(params, |r| r.get(0)).optional().map_err(sql)
 }
 
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+/// The record codec: one stored record (a row's JSON `data`) read back
+/// into its type; anything unreadable is [`StoreError::Corrupt`], never a
+/// panic. Public for the fuzzer (fuzz/), which runs it on arbitrary text.
+pub fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
+/// The record codec: one record as its row stores it (JSON text), which
+/// [`decode`] reads back into an equal record.
+pub fn encode<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("records serialize")
 }
 
