@@ -300,7 +300,9 @@ pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
         let at = |field: &str, v: Option<String>| v.map(|v| query::instant(&format!("filter.{field}"), &v)).transpose();
         let range = TimeRange { since: at("since", f.since)?, until: at("until", f.until)? };
         query::check_range(range, retention, Utc::now())?;
-        for (field, v) in [("subscription_id", f.subscription_id), ("event_type", f.event_type), ("tenant_id", f.tenant_id)] {
+        for (field, v) in
+            [("subscription_id", f.subscription_id), ("event_type", f.event_type), ("tenant_id", f.tenant_id)]
+        {
             v.map(|v| name_value(field, v)).transpose()?;
         }
         Ok(())

@@ -81,6 +81,11 @@ pub struct Crash {
     pub index: u64,
     /// The panic message and location, or the memory bound it passed.
     pub message: String,
+    /// Where it failed: the first line of the message (`panicked at
+    /// file:line:column:`), by which failures are told apart.
+    pub place: String,
+    /// Inputs of the run that failed there.
+    pub count: u64,
     /// Where the input was written.
     pub saved: PathBuf,
 }
@@ -102,7 +107,7 @@ pub struct Report {
     pub slowest: Duration,
     /// The corpus at the end (seeds and accepted inputs kept).
     pub corpus: usize,
-    /// Failing inputs (one per distinct message).
+    /// Failing inputs, the first of each place ([`Crash::place`]).
     pub crashes: Vec<Crash>,
 }
 
@@ -148,7 +153,8 @@ fn run_here(target: &'static Target, opts: &Options) -> Report {
     fatal::arm(&dir.join(format!("fatal-seed{}", opts.seed)));
 
     let begun = Instant::now();
-    let watch = Arc::new(Watch { started_ms: AtomicU64::new(0), index: AtomicU64::new(0), done: AtomicBool::new(false) });
+    let watch =
+        Arc::new(Watch { started_ms: AtomicU64::new(0), index: AtomicU64::new(0), done: AtomicBool::new(false) });
     let watchdog = {
         let (watch, hang, seed, name) = (watch.clone(), opts.hang, opts.seed, target.name);
         std::thread::spawn(move || {
@@ -229,16 +235,22 @@ fn run_here(target: &'static Target, opts: &Options) -> Report {
             Err(_) => Some(LAST_PANIC.lock().map(|m| m.clone()).unwrap_or_default()),
         };
         if let Some(message) = failure {
-            let saved = dir.join(format!("{:016x}", fnv(&input)));
-            let _ = std::fs::write(&saved, &input);
-            eprintln!(
-                "hookline-fuzz: CRASH in target {}: input {index} (seed {}), saved as {}:\n  {message}",
-                target.name,
-                opts.seed,
-                saved.display()
-            );
-            if !report.crashes.iter().any(|c| c.message == message) {
-                report.crashes.push(Crash { index, message, saved });
+            // One report and one saved input per place that failed (the
+            // panic's location, or the memory bound); later ones are counted.
+            let place = message.lines().next().unwrap_or_default().to_string();
+            if let Some(c) = report.crashes.iter_mut().find(|c| c.place == place) {
+                c.count += 1;
+            } else {
+                let saved = dir.join(format!("{:016x}", fnv(&input)));
+                let _ = std::fs::write(&saved, &input);
+                eprintln!(
+                    "hookline-fuzz: CRASH in target {}: input {index} (seed {}), saved as {}:\n  {}",
+                    target.name,
+                    opts.seed,
+                    saved.display(),
+                    shorten(&message)
+                );
+                report.crashes.push(Crash { index, message, place, saved, count: 1 });
             }
         }
     }
@@ -293,6 +305,14 @@ pub fn replay_regressions() -> Vec<(PathBuf, String)> {
     }
     std::panic::set_hook(previous_hook);
     failures
+}
+
+/// `message` cut to its first 400 characters, for a terminal.
+pub fn shorten(message: &str) -> String {
+    match message.char_indices().nth(400) {
+        Some((at, _)) => format!("{}… ({} bytes)", &message[..at], message.len()),
+        None => message.to_string(),
+    }
 }
 
 /// The process's peak resident set (`VmHWM`), in bytes, where Linux says.

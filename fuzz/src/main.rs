@@ -18,7 +18,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().unwrap_or_else(|| fail(&format!("{name} needs a value")));
-        let number = |name: &str, v: String| v.replace('_', "").parse::<u64>().unwrap_or_else(|_| fail(&format!("{name}: not a number: {v}")));
+        let number = |name: &str, v: String| {
+            v.replace('_', "").parse::<u64>().unwrap_or_else(|_| fail(&format!("{name}: not a number: {v}")))
+        };
         match arg.as_str() {
             "--inputs" => opts.inputs = number("--inputs", value("--inputs")),
             "--seed" => opts.seed = number("--seed", value("--seed")),
@@ -75,7 +77,14 @@ fn main() {
             r.crashes.len()
         );
         for c in &r.crashes {
-            println!("  crash at input {} (seed {}): {}\n    saved as {}", c.index, opts.seed, c.message, c.saved.display());
+            println!(
+                "  {} input(s) crashed, first at input {} (seed {}): {}\n    saved as {}",
+                c.count,
+                c.index,
+                opts.seed,
+                hookline_fuzz::shorten(&c.message),
+                c.saved.display()
+            );
         }
         crashed |= !r.crashes.is_empty();
     }

@@ -15,15 +15,91 @@ const BYTES: &[u8] = b"\0\x01\x1b\t\n\r \"'%+,-./0123456789:;=?@[\\]^_`{|}~\x7f\
 /// Tokens spliced into any input: numbers at the edges, JSON fragments,
 /// escapes, odd Unicode, times out of range, query and header syntax.
 const TOKENS: &[&str] = &[
-    "0", "-0", "-1", "1e309", "-1e309", "1e-400", "18446744073709551616", "9223372036854775807",
-    "-9223372036854775809", "4294967296", "65536", "1.7976931348623157e308", "0.1e1", "00", "1.", ".5",
-    "null", "true", "false", "\"\"", "[]", "{}", "[[[[", "]]]]", "{\"\":", "\"a\":1,", ",", ":", "\"",
-    "\\u0000", "\\ud800", "\\udfff", "\\ud83d\\ude00", "\\\"", "\\\\", "\\x", "\u{202e}", "\u{feff}", "\u{0}",
-    "é", "\u{1F600}", "\u{fffd}", "\r\n", "\x1b[31m", "T", "Z", "+00:00", "9999-12-31T23:59:59Z",
-    "0000-01-01T00:00:00Z", "+275760-09-13T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-26T09:30:00.123456789Z",
-    "%", "%2", "%zz", "%00", "%0A", "%ff", "%c3%a9", "%2F", "+", "&", "=", "&&", "==", "v1,", "v1a,", "v2,",
-    " v1,", "whsec_", "c1\n", "tev_", "evt_", "sub_", "hookline.", "*", "**", ".*", "a.*", "[REDACTED]",
-    "password", "token", "Authorization", "api_key", "secret",
+    "0",
+    "-0",
+    "-1",
+    "1e309",
+    "-1e309",
+    "1e-400",
+    "18446744073709551616",
+    "9223372036854775807",
+    "-9223372036854775809",
+    "4294967296",
+    "65536",
+    "1.7976931348623157e308",
+    "0.1e1",
+    "00",
+    "1.",
+    ".5",
+    "null",
+    "true",
+    "false",
+    "\"\"",
+    "[]",
+    "{}",
+    "[[[[",
+    "]]]]",
+    "{\"\":",
+    "\"a\":1,",
+    ",",
+    ":",
+    "\"",
+    "\\u0000",
+    "\\ud800",
+    "\\udfff",
+    "\\ud83d\\ude00",
+    "\\\"",
+    "\\\\",
+    "\\x",
+    "\u{202e}",
+    "\u{feff}",
+    "\u{0}",
+    "é",
+    "\u{1F600}",
+    "\u{fffd}",
+    "\r\n",
+    "\x1b[31m",
+    "T",
+    "Z",
+    "+00:00",
+    "9999-12-31T23:59:59Z",
+    "0000-01-01T00:00:00Z",
+    "+275760-09-13T00:00:00Z",
+    "2026-02-30T00:00:00Z",
+    "2026-11-26T09:30:00.123456789Z",
+    "%",
+    "%2",
+    "%zz",
+    "%00",
+    "%0A",
+    "%ff",
+    "%c3%a9",
+    "%2F",
+    "+",
+    "&",
+    "=",
+    "&&",
+    "==",
+    "v1,",
+    "v1a,",
+    "v2,",
+    " v1,",
+    "whsec_",
+    "c1\n",
+    "tev_",
+    "evt_",
+    "sub_",
+    "hookline.",
+    "*",
+    "**",
+    ".*",
+    "a.*",
+    "[REDACTED]",
+    "password",
+    "token",
+    "Authorization",
+    "api_key",
+    "secret",
 ];
 
 /// A long string for the JSON mutations.
@@ -169,29 +245,33 @@ pub fn json(rng: &mut Rng, data: &mut Vec<u8>, keys: &[String], max_len: usize) 
             ),
         }
     };
-    visit(&mut doc, &mut |v: &mut Value, rng: &mut Rng| {
-        if seen == target {
-            match (v, rng.below(4)) {
-                (Value::Object(m), 0) if !m.is_empty() => {
-                    let k = m.keys().nth(rng.below(m.len())).cloned().unwrap_or_default();
-                    m.remove(&k);
-                }
-                (Value::Object(m), 1) if !keys.is_empty() => {
-                    let k = rng.pick(keys).clone();
-                    let new = replacement(rng, &Value::Null);
-                    m.insert(k, new);
-                }
-                (Value::Array(a), 0) if !a.is_empty() => {
-                    a.remove(rng.below(a.len()));
-                }
-                (v, _) => {
-                    let new = replacement(rng, v);
-                    *v = new;
+    visit(
+        &mut doc,
+        &mut |v: &mut Value, rng: &mut Rng| {
+            if seen == target {
+                match (v, rng.below(4)) {
+                    (Value::Object(m), 0) if !m.is_empty() => {
+                        let k = m.keys().nth(rng.below(m.len())).cloned().unwrap_or_default();
+                        m.remove(&k);
+                    }
+                    (Value::Object(m), 1) if !keys.is_empty() => {
+                        let k = rng.pick(keys).clone();
+                        let new = replacement(rng, &Value::Null);
+                        m.insert(k, new);
+                    }
+                    (Value::Array(a), 0) if !a.is_empty() => {
+                        a.remove(rng.below(a.len()));
+                    }
+                    (v, _) => {
+                        let new = replacement(rng, v);
+                        *v = new;
+                    }
                 }
             }
-        }
-        seen += 1;
-    }, rng);
+            seen += 1;
+        },
+        rng,
+    );
     let text = if rng.one_in(4) { serde_json::to_string_pretty(&doc) } else { serde_json::to_string(&doc) };
     let Ok(mut text) = text else { return false };
     if let Some(raw) = raw {

@@ -223,10 +223,7 @@ fn read_cursor(cursor: &str, filters: &str) -> Result<String, CursorError> {
 /// Cursors the API issues, for positions of every listing's shape.
 fn cursor_seeds() -> Vec<Vec<u8>> {
     let afters = ["sub_0192a1b2c3", "1795000000000:dl_01a2", "42", "1795000000000:evt_1", "aud_01:x\ny", "é:%"];
-    FILTERS
-        .iter()
-        .flat_map(|f| afters.iter().map(move |a| issue_cursor(a, f).into_bytes()))
-        .collect()
+    FILTERS.iter().flat_map(|f| afters.iter().map(move |a| issue_cursor(a, f).into_bytes())).collect()
 }
 
 fn cursor(input: &[u8]) -> bool {

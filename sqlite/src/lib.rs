@@ -640,6 +640,24 @@ mod tests {
         assert!(!other.is_throttled());
     }
 
+    /// Found by the fuzzer (fuzz/regressions/record/): numbers in a stored
+    /// record (audit details, a saga snapshot, a rate limit) read back one
+    /// unit in the last place off, so a record changed each time it was
+    /// read and written again. serde_json's `float_roundtrip` parses them
+    /// exactly.
+    #[test]
+    fn stored_numbers_read_back_exactly() {
+        for n in ["-6.036272125005622e-13", "-5.872922862934988e+121", "1.3169550236994939e-102", "0.1", "2.5"] {
+            let text = format!(
+                r#"{{"action":"subscription.verified","actor":"key:default","at":"2026-11-28T18:57:00Z","details":{n},"id":"aud_1","reason":null,"subscription_id":null}}"#
+            );
+            let rec: shared::audit::AuditRecord = decode(&text).unwrap();
+            let again: shared::audit::AuditRecord = decode(&encode(&rec)).unwrap();
+            assert_eq!(again, rec, "{n}");
+            assert_eq!(rec.details.to_string(), n, "{n} read exactly");
+        }
+    }
+
     async fn count(db: &Db) -> i64 {
         db.call(|c, _| c.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get(0)).map_err(sql)).await.unwrap()
     }

@@ -145,7 +145,8 @@ impl AwsPipeline {
         };
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
         let config = settings.aws_config(TEST_SETTINGS);
-        let hookline = Arc::new(Hookline::new(backend.stores.clone(), config, Arc::new(shared::keyring::Keyring::ephemeral())));
+        let hookline =
+            Arc::new(Hookline::new(backend.stores.clone(), config, Arc::new(shared::keyring::Keyring::ephemeral())));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
         let moto = Moto::from_env();
         let q = |logical: &str| {
