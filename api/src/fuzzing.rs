@@ -1,7 +1,7 @@
 //! Entry points for the fuzzer (the `hookline-fuzz` crate, fuzz/): the
 //! request parsers of the API, reached without a store, a network or a
 //! runtime. Each reads untrusted bytes the way its routes do and must
-//! answer with an [`ApiError`] (or accept), never panic, loop or allocate
+//! answer with an [`ApiError`](crate::ApiError) (or accept), never panic, loop or allocate
 //! without bound. Not used by the API itself.
 
 use shared::audit::Action;

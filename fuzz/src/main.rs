@@ -4,17 +4,22 @@
 //!
 //! ```text
 //! cargo run --profile fuzz -p hookline-fuzz -- [--inputs N] [--target NAME]... [--seed N]
-//!     [--max-len BYTES] [--hang-ms MS] [--max-memory BYTES] [--list]
+//!     [--max-len BYTES] [--hang-ms MS] [--max-memory BYTES] [--regressions DIR] [--list]
 //! ```
+//!
+//! `--selftest hang|stack|memory` runs a target that hangs, overflows its
+//! stack or allocates past the hard cap, to show (tests/fatal.rs) that each
+//! ends the run with a report and the input saved.
 
 use std::time::Duration;
 
-use hookline_fuzz::targets::{by_name, TARGETS};
+use hookline_fuzz::targets::{by_name, Target, TARGETS};
 use hookline_fuzz::{peak_rss, run, Options};
 
 fn main() {
     let mut opts = Options::default();
     let mut names: Vec<String> = Vec::new();
+    let mut selftest_name = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().unwrap_or_else(|| fail(&format!("{name} needs a value")));
@@ -28,6 +33,8 @@ fn main() {
             "--hang-ms" => opts.hang = Duration::from_millis(number("--hang-ms", value("--hang-ms"))),
             "--max-memory" => opts.max_memory = number("--max-memory", value("--max-memory")) as usize,
             "--target" => names.push(value("--target")),
+            "--regressions" => opts.regressions = value("--regressions").into(),
+            "--selftest" => selftest_name = Some(value("--selftest")),
             "--list" => {
                 for t in TARGETS {
                     println!("{:<10} {}", t.name, t.about);
@@ -43,6 +50,11 @@ fn main() {
             }
             other => fail(&format!("unknown argument {other}; see --help")),
         }
+    }
+    if let Some(name) = selftest_name {
+        let r = run(selftest(&name), &opts);
+        println!("{} survived {} inputs", r.target, r.inputs);
+        return;
     }
     let targets: Vec<_> = if names.is_empty() {
         TARGETS.iter().collect()
@@ -94,6 +106,47 @@ fn main() {
     if crashed {
         std::process::exit(1);
     }
+}
+
+/// A target that ends the run fatally, one way each.
+fn selftest(name: &str) -> &'static Target {
+    static HANG: Target = Target {
+        name: "selftest-hang",
+        about: "never returns",
+        json: false,
+        seeds: || vec![b"hang".to_vec()],
+        run: |_| loop {
+            std::thread::sleep(Duration::from_millis(10));
+        },
+    };
+    static STACK: Target = Target {
+        name: "selftest-stack",
+        about: "recurses without end",
+        json: false,
+        seeds: || vec![b"stack".to_vec()],
+        run: |input| deep(input, 0) > 0,
+    };
+    static MEMORY: Target = Target {
+        name: "selftest-memory",
+        about: "allocates past the hard cap",
+        json: false,
+        seeds: || vec![b"memory".to_vec()],
+        run: |input| {
+            std::hint::black_box(Vec::<u8>::with_capacity(hookline_fuzz::alloc::HARD_CAP + input.len())).capacity() > 0
+        },
+    };
+    match name {
+        "hang" => &HANG,
+        "stack" => &STACK,
+        "memory" => &MEMORY,
+        other => fail(&format!("no self-test {other}: hang, stack or memory")),
+    }
+}
+
+/// Recursion with a frame the optimizer keeps.
+fn deep(input: &[u8], depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth as u8; 512]);
+    deep(input, depth + 1) + u64::from(frame[input.len() % 512])
 }
 
 fn fail(message: &str) -> ! {
