@@ -13,7 +13,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test prepare rust build venv lint-template lint-rust docs bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
+.PHONY: test prepare rust build venv lint-template lint-rust docs fuzz bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
 
 test: prepare
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -58,6 +58,12 @@ $(VENV)/.ok: tests/python/requirements.txt
 
 lint-template:
 	infra/lint.sh
+
+# The parsers under the fuzzer (fuzz/, docs/development.md#fuzzing):
+# 1,000,000 inputs per target by default; ARGS e.g. "--target envelope
+# --seed 7 --inputs 5000000". A short pass runs in `make test`.
+fuzz:
+	$(CARGO) run --profile fuzz -p hookline-fuzz -- $(ARGS)
 
 # Benchmarks (commands that print figures; not part of `make test`).
 bench:

@@ -136,6 +136,49 @@ pub(super) fn name_value(field: &str, v: String) -> Result<String, ApiError> {
     Ok(v)
 }
 
+/// The filters of `GET /v1/dead-letters`, each checked (a bad one is a
+/// `400`, an impossible time range a `422`, naming it), time ranges against
+/// `retention`.
+fn list_query(req: &Request<'_>, retention: chrono::Duration) -> Result<DeadLetterQuery, ApiError> {
+    let param = |name: &str| query_param(req.query, name).map(|v| name_value(name, v)).transpose();
+    let state = match query_param(req.query, "state") {
+        None => None,
+        Some(s) => Some(s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?),
+    };
+    let TimeRange { since, until } = query::time_range(req, retention)?;
+    Ok(DeadLetterQuery {
+        subscription_id: param("subscription_id")?.map(SubscriptionId::new),
+        event_type: param("event_type")?,
+        tenant_id: param("tenant_id")?.map(TenantId::new),
+        state,
+        since,
+        until,
+    })
+}
+
+/// The body of `POST /v1/dead-letters/requeue|skip` checked into the job's
+/// reason and the open dead letters it takes (fields named `filter.…`),
+/// time ranges against `retention`.
+fn bulk_request(body: &[u8], retention: chrono::Duration) -> Result<(String, DeadLetterQuery), ApiError> {
+    let body: BulkBody = parse(body, false)?;
+    let reason = query::reason(body.reason.as_deref())?;
+    let f = body.filter.unwrap_or_default();
+    let at = |field: &str, v: Option<String>| v.map(|v| query::instant(&format!("filter.{field}"), &v)).transpose();
+    let range = TimeRange { since: at("since", f.since)?, until: at("until", f.until)? };
+    let range = query::check_range(range, retention, Utc::now())
+        .map_err(|e| ApiError { field: e.field.map(|f| format!("filter.{f}")), ..e })?;
+    let named = |field: &str, v: Option<String>| v.map(|v| name_value(&format!("filter.{field}"), v)).transpose();
+    let q = DeadLetterQuery {
+        subscription_id: named("subscription_id", f.subscription_id)?.map(SubscriptionId::new),
+        event_type: named("event_type", f.event_type)?,
+        tenant_id: named("tenant_id", f.tenant_id)?.map(TenantId::new),
+        state: None,
+        since: range.since,
+        until: range.until,
+    };
+    Ok((reason, q))
+}
+
 impl Api {
     /// How long dead letters can be looked for by time: resolved ones are
     /// kept for the dead-letter retention (open ones longer, but a range
@@ -145,22 +188,7 @@ impl Api {
     }
 
     pub(super) async fn list_dead_letters(&self, req: &Request<'_>) -> ApiResult {
-        let param = |name: &str| query_param(req.query, name).map(|v| name_value(name, v)).transpose();
-        let state = match query_param(req.query, "state") {
-            None => None,
-            Some(s) => {
-                Some(s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?)
-            }
-        };
-        let TimeRange { since, until } = query::time_range(req, self.dead_letter_retention())?;
-        let q = DeadLetterQuery {
-            subscription_id: param("subscription_id")?.map(SubscriptionId::new),
-            event_type: param("event_type")?,
-            tenant_id: param("tenant_id")?.map(TenantId::new),
-            state,
-            since,
-            until,
-        };
+        let q = list_query(req, self.dead_letter_retention())?;
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
@@ -226,22 +254,7 @@ impl Api {
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
     /// letters of the filter.
     pub(super) async fn bulk_dead_letters(&self, req: &Request<'_>, kind: JobKind) -> ApiResult {
-        let body: BulkBody = parse(req.body, false)?;
-        let reason = query::reason(body.reason.as_deref())?;
-        let f = body.filter.unwrap_or_default();
-        let at = |field: &str, v: Option<String>| v.map(|v| query::instant(&format!("filter.{field}"), &v)).transpose();
-        let range = TimeRange { since: at("since", f.since)?, until: at("until", f.until)? };
-        let range = query::check_range(range, self.dead_letter_retention(), Utc::now())
-            .map_err(|e| ApiError { field: e.field.map(|f| format!("filter.{f}")), ..e })?;
-        let named = |field: &str, v: Option<String>| v.map(|v| name_value(&format!("filter.{field}"), v)).transpose();
-        let q = DeadLetterQuery {
-            subscription_id: named("subscription_id", f.subscription_id)?.map(SubscriptionId::new),
-            event_type: named("event_type", f.event_type)?,
-            tenant_id: named("tenant_id", f.tenant_id)?.map(TenantId::new),
-            state: None,
-            since: range.since,
-            until: range.until,
-        };
+        let (reason, q) = bulk_request(req.body, self.dead_letter_retention())?;
         let subscription = q.subscription_id.clone();
         let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
         let job = bulk::start(&self.hookline, Job::new(spec, &reason, &self.actor(req), Utc::now())).await?;
@@ -282,4 +295,24 @@ fn with_dead_letter(rec: AuditRecord, dl: Option<&DeadLetter>) -> AuditRecord {
         Some(d) => rec.subscription(&d.subscription_id).event(&d.event_id),
         None => rec,
     }
+}
+
+/// For the fuzzer ([`crate::fuzzing`]): `body` read as the body of each
+/// route here (requeue or skip one, a bulk job) and put through the checks
+/// its handler makes before any store call, with `retention` for time
+/// ranges; how many of the bodies were accepted. Never panics.
+pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
+    let one = || -> Result<(), ApiError> {
+        let b: ReasonBody = parse(body, true)?;
+        query::reason(b.reason.as_deref()).map(|_| ())
+    };
+    usize::from(one().is_ok()) + usize::from(bulk_request(body, retention).is_ok())
+}
+
+/// For the fuzzer ([`crate::fuzzing`]): the query string of
+/// `GET /v1/dead-letters` read as its handler reads it before the store
+/// call (the cursor aside: [`cursor::read`] has its own target).
+pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> Result<(), ApiError> {
+    list_query(req, retention)?;
+    query::limit(req).map(|_| ())
 }

@@ -367,3 +367,25 @@ impl Api {
         ))
     }
 }
+
+/// For the fuzzer ([`crate::fuzzing`]): `body` read as the body of
+/// `POST /v1/events/{id}/replay` and checked as its handler does before
+/// any store call; whether it was accepted. Never panics.
+pub(crate) fn fuzz_bodies(body: &[u8]) -> usize {
+    let replay = || -> Result<(), ApiError> {
+        let b: ReplayBody = parse(body, true)?;
+        query::reason(b.reason.as_deref()).map(|_| ())
+    };
+    usize::from(replay().is_ok())
+}
+
+/// For the fuzzer ([`crate::fuzzing`]): the query string and
+/// `Idempotency-Key` header of the event routes read as their handlers
+/// read them before any store call: `?format=` and the key of
+/// `POST /v1/events`, the filters of `GET /v1/events` ([`event_query`]).
+pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usize {
+    [format(req).is_ok(), idempotency_key(req).is_ok(), event_query(req, retention).is_ok(), query::limit(req).is_ok()]
+        .iter()
+        .filter(|ok| **ok)
+        .count()
+}

@@ -11,6 +11,7 @@ pub mod cursor;
 mod dead_letters;
 mod error;
 mod events;
+pub mod fuzzing;
 pub mod query;
 mod reindex;
 mod replays;

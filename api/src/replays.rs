@@ -126,6 +126,19 @@ impl Api {
     }
 }
 
+/// For the fuzzer ([`crate::fuzzing`]): `body` read as the body of
+/// `POST /v1/replays` and checked into its filter ([`filter_of`]) as the
+/// handler does before any store call, with `retention` for time ranges;
+/// whether it was accepted. Never panics.
+pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
+    let replays = || -> Result<(), ApiError> {
+        let b: ReplaysBody = parse(body, false)?;
+        query::reason(b.reason.as_deref())?;
+        filter_of(b, retention).map(|_| ())
+    };
+    usize::from(replays().is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -642,3 +642,64 @@ impl Api {
         Ok(reindex::answer(page, Walk::Subscriptions))
     }
 }
+
+/// For the fuzzer ([`crate::fuzzing`]): `body` read as the body of each
+/// route here and put through the checks its handler makes before any
+/// store or network call (the URL's address policy without resolving it);
+/// how many of the bodies were accepted. Never panics, whatever the bytes.
+pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
+    let create = || -> Result<(), ApiError> {
+        let b: CreateBody = parse(body, false)?;
+        ssrf::check_callback_url(&b.callback_url, config.address_policy)
+            .map_err(|e| ApiError::new(422, "invalid_callback_url", e.to_string()))?;
+        event_types(b.event_types)?;
+        tenant(b.tenant_id)?;
+        headers(b.headers)?;
+        retry_policy(b.retry_policy, config)?;
+        dead_letter_on(b.dead_letter_on.as_deref().unwrap_or_default())?;
+        b.data_fields.map(|f| payload::validate_data_fields(&f)).transpose()?;
+        b.max_in_flight.map(max_in_flight).transpose()?;
+        b.rate_limit.map(rate_limit).transpose()?;
+        Ok(())
+    };
+    let patch = || -> Result<(), ApiError> {
+        let b: PatchBody = parse(body, false)?;
+        if let Patch::Value(u) = &b.callback_url {
+            ssrf::check_callback_url(u, config.address_policy)
+                .map_err(|e| ApiError::new(422, "invalid_callback_url", e.to_string()))?;
+        }
+        if let Patch::Value(t) = b.event_types {
+            event_types(t)?;
+        }
+        if let Patch::Value(t) = b.tenant_id {
+            tenant(Some(t))?;
+        }
+        if let Patch::Value(h) = b.headers {
+            headers(Some(h))?;
+        }
+        if let Patch::Value(p) = b.retry_policy {
+            retry_policy(Some(p), config)?;
+        }
+        if let Patch::Value(d) = b.dead_letter_on {
+            dead_letter_on(&d)?;
+        }
+        if let Patch::Value(f) = b.data_fields {
+            payload::validate_data_fields(&f)?;
+        }
+        if let Patch::Value(n) = b.max_in_flight {
+            max_in_flight(n)?;
+        }
+        if let Patch::Value(r) = b.rate_limit {
+            rate_limit(r)?;
+        }
+        Ok(())
+    };
+    let skip = || -> Result<(), ApiError> {
+        let b: LaneSkipBody = parse(body, true)?;
+        super::query::reason(b.reason.as_deref())?;
+        tenant(b.tenant_id)?;
+        Ok(())
+    };
+    let rotate = || parse::<RotateBody>(body, true).map(|_| ());
+    [create(), patch(), skip(), rotate()].iter().filter(|r| r.is_ok()).count()
+}

@@ -509,11 +509,16 @@ pub(crate) fn stored_text(
     c.prepare_cached(query).map_err(sql)?.query_row(params, |r| r.get(0)).optional().map_err(sql)
 }
 
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+/// The record codec: one stored record (a row's JSON `data`) read back
+/// into its type; anything unreadable is [`StoreError::Corrupt`], never a
+/// panic. Public for the fuzzer (fuzz/), which runs it on arbitrary text.
+pub fn decode<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, StoreError> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-pub(crate) fn encode<T: serde::Serialize>(v: &T) -> String {
+/// The record codec: one record as its row stores it (JSON text), which
+/// [`decode`] reads back into an equal record.
+pub fn encode<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("records serialize")
 }
 
@@ -633,6 +638,24 @@ mod tests {
         }
         let other = sql(rusqlite::Error::QueryReturnedNoRows);
         assert!(!other.is_throttled());
+    }
+
+    /// Found by the fuzzer (fuzz/regressions/record/): numbers in a stored
+    /// record (audit details, a saga snapshot, a rate limit) read back one
+    /// unit in the last place off, so a record changed each time it was
+    /// read and written again. serde_json's `float_roundtrip` parses them
+    /// exactly.
+    #[test]
+    fn stored_numbers_read_back_exactly() {
+        for n in ["-6.036272125005622e-13", "-5.872922862934988e+121", "1.3169550236994939e-102", "0.1", "2.5"] {
+            let text = format!(
+                r#"{{"action":"subscription.verified","actor":"key:default","at":"2026-11-28T18:57:00Z","details":{n},"id":"aud_1","reason":null,"subscription_id":null}}"#
+            );
+            let rec: shared::audit::AuditRecord = decode(&text).unwrap();
+            let again: shared::audit::AuditRecord = decode(&encode(&rec)).unwrap();
+            assert_eq!(again, rec, "{n}");
+            assert_eq!(rec.details.to_string(), n, "{n} read exactly");
+        }
     }
 
     async fn count(db: &Db) -> i64 {
