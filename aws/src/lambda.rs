@@ -367,10 +367,10 @@ pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::AwsB
     let sdk = crate::sdk_config_loader().load().await;
     // A bad setting fails the function's init, naming every bad value.
     let config = Config::from_env().map_err(|e| e.to_string())?;
-    let backend = crate::AwsBackend::from_env(&sdk, &config)?;
-    // FIXME(issue 24, in progress): the data key unwrapped with KMS replaces this.
-    let keyring = std::sync::Arc::new(shared::keyring::Keyring::ephemeral());
-    Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config, keyring)), backend))
+    // The data key: one GetItem and one KMS Decrypt per container, kept for
+    // its life.
+    let backend = crate::AwsBackend::from_env(&sdk, &config).await?;
+    Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config, backend.keyring.clone())), backend))
 }
 
 /// The Lambda runtime loop of one function: each invocation's payload goes

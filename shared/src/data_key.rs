@@ -106,8 +106,11 @@ pub async fn open_data_key(store: &dyn DataKeyStore, wrapper: &dyn KeyWrapper) -
         let Some(record) = store.load().await? else {
             let key = random_data_key();
             let key_id = new_key_id();
-            let record =
-                WrappedDataKey { wrapped: wrapper.wrap(&key, &key_id).await?, key_id, wrapped_by: wrapper.current().into() };
+            let record = WrappedDataKey {
+                wrapped: wrapper.wrap(&key, &key_id).await?,
+                key_id,
+                wrapped_by: wrapper.current().into(),
+            };
             if store.create(&record).await? {
                 tracing::info!(data_key = %record.key_id, master_key = %record.wrapped_by, "created the deployment's data key");
                 return Ok(Keyring::new(record.key_id, key));
@@ -184,8 +187,19 @@ impl MasterKeys {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let normalized: String =
-                line.trim_end_matches('=').chars().map(|c| if c == '+' { '-' } else if c == '/' { '_' } else { c }).collect();
+            let normalized: String = line
+                .trim_end_matches('=')
+                .chars()
+                .map(|c| {
+                    if c == '+' {
+                        '-'
+                    } else if c == '/' {
+                        '_'
+                    } else {
+                        c
+                    }
+                })
+                .collect();
             let bytes = URL_SAFE_NO_PAD.decode(normalized).map_err(|_| MasterKeyError::BadLine { line: i + 1 })?;
             let key: [u8; DATA_KEY_BYTES] = bytes.try_into().map_err(|_| MasterKeyError::BadLine { line: i + 1 })?;
             let id = master_key_id(&key);
@@ -198,6 +212,12 @@ impl MasterKeys {
             return Err(MasterKeyError::Empty);
         }
         Ok(MasterKeys { keys })
+    }
+
+    /// One new random master key (tests and tools that keep nothing past
+    /// the process: what it wraps cannot be unwrapped by another process).
+    pub fn generate() -> MasterKeys {
+        MasterKeys::parse(&Self::generate_line()).expect("a generated key parses")
     }
 
     /// A new random master key as one line of a key file (URL-safe base64).
@@ -235,7 +255,10 @@ impl KeyWrapper for MasterKeys {
 
     async fn unwrap(&self, record: &WrappedDataKey) -> Result<[u8; DATA_KEY_BYTES], DataKeyError> {
         let Some((_, keyring)) = self.keys.iter().find(|(id, _)| *id == record.wrapped_by) else {
-            return Err(DataKeyError::NoMasterKey { wrapped_by: record.wrapped_by.clone(), held: self.ids().join(", ") });
+            return Err(DataKeyError::NoMasterKey {
+                wrapped_by: record.wrapped_by.clone(),
+                held: self.ids().join(", "),
+            });
         };
         let key = keyring
             .open(&record.wrapped, &wrap_context(&record.key_id))

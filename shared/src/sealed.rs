@@ -88,7 +88,9 @@ pub fn seal_subscription(sub: &Subscription, keyring: &Keyring) -> String {
 pub fn open_subscription(text: &str, keyring: &Keyring) -> Result<Opened, StoreError> {
     let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
     let mut v: Value = serde_json::from_str(text).map_err(|e| corrupt(&e))?;
-    let id = SubscriptionId::new(v.get("id").and_then(Value::as_str).ok_or_else(|| corrupt(&"a subscription without an id"))?);
+    let id = SubscriptionId::new(
+        v.get("id").and_then(Value::as_str).ok_or_else(|| corrupt(&"a subscription without an id"))?,
+    );
     let mut clear = false;
     each_secret(&mut v, &id, |s, ctx| {
         if !Keyring::is_sealed(s) {
@@ -96,7 +98,8 @@ pub fn open_subscription(text: &str, keyring: &Keyring) -> Result<Opened, StoreE
             return Ok(());
         }
         let opened = keyring.open(s, ctx).map_err(|e| corrupt(&format!("subscription {id}: {e}")))?;
-        *s = String::from_utf8(opened).map_err(|_| corrupt(&format!("subscription {id}: a sealed value is not text")))?;
+        *s = String::from_utf8(opened)
+            .map_err(|_| corrupt(&format!("subscription {id}: a sealed value is not text")))?;
         Ok(())
     })?;
     let subscription = serde_json::from_value(v).map_err(|e| corrupt(&e))?;

@@ -43,7 +43,11 @@ async fn subscription_fills_read_eventually_consistent() {
     let prefix = hookline_tests::emulator::fresh_prefix("sub_fills");
     let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
     let meter = hookline_tests::metering::Meter::new();
-    let store = hookline_aws::DynamoSubscriptions::new(meter.dynamodb_client(&sdk), names.subscriptions_table.clone());
+    let store = hookline_aws::DynamoSubscriptions::new(
+        meter.dynamodb_client(&sdk),
+        names.subscriptions_table.clone(),
+        std::sync::Arc::new(shared::keyring::Keyring::ephemeral()),
+    );
     let subs: Vec<_> = (0..4).map(|i| hookline_tests::conformance::subscription(&format!("sub_f{i}"), 1)).collect();
     for s in &subs {
         store.create(s).await.unwrap();
