@@ -24,23 +24,12 @@ use async_trait::async_trait;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 use crate::keyring::{random_data_key, Keyring, DATA_KEY_BYTES};
+pub use crate::ports::WrappedDataKey;
 use crate::ports::DataKeyStore;
-
-/// The stored record of the data key: never the key in clear.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WrappedDataKey {
-    /// The data key's id (`dk…`), written into every value it seals.
-    pub key_id: String,
-    /// The key wrapped by the master key (text the [`KeyWrapper`] made).
-    pub wrapped: String,
-    /// Which master key wrapped it ([`KeyWrapper::current`] at the time).
-    pub wrapped_by: String,
-}
 
 /// Why the data key could not be had.
 #[derive(Debug, thiserror::Error)]

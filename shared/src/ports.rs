@@ -156,6 +156,19 @@ pub struct ResealPage {
     pub next_after: Option<SubscriptionId>,
 }
 
+/// The stored record of the data key: never the key in clear.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WrappedDataKey {
+    /// The data key's id (`dk…`), written into every value it seals.
+    pub key_id: String,
+    /// The key wrapped by the master key (text the
+    /// [`crate::data_key::KeyWrapper`] made).
+    pub wrapped: String,
+    /// Which master key wrapped it
+    /// ([`crate::data_key::KeyWrapper::current`] at the time).
+    pub wrapped_by: String,
+}
+
 /// Where the deployment's wrapped data key is kept
 /// ([`crate::data_key`]): one record, created once with a conditional
 /// write, replaced only over the record read (a master-key rotation).
@@ -163,16 +176,16 @@ pub struct ResealPage {
 #[async_trait]
 pub trait DataKeyStore: Send + Sync {
     /// The stored record, if one was created.
-    async fn load(&self) -> StoreResult<Option<crate::data_key::WrappedDataKey>>;
+    async fn load(&self) -> StoreResult<Option<WrappedDataKey>>;
     /// Stores `key` if no record exists; `false` (and nothing written) if
     /// one does.
-    async fn create(&self, key: &crate::data_key::WrappedDataKey) -> StoreResult<bool>;
+    async fn create(&self, key: &WrappedDataKey) -> StoreResult<bool>;
     /// Replaces the record by `new` if it is still `old`; `false` (and
     /// nothing written) otherwise.
     async fn replace(
         &self,
-        old: &crate::data_key::WrappedDataKey,
-        new: &crate::data_key::WrappedDataKey,
+        old: &WrappedDataKey,
+        new: &WrappedDataKey,
     ) -> StoreResult<bool>;
 }
 
