@@ -186,3 +186,59 @@ pub async fn open_data_key(
 ) -> Result<shared::keyring::Keyring, DataKeyError> {
     shared::data_key::open_data_key(&DynamoDataKeys::new(dynamodb, table), &KmsKey::new(kms, kms_key_id)).await
 }
+
+/// The `id` of KeysTable's item that records how far the re-seal pass got
+/// (`after`: the last subscription id examined) or that it finished
+/// (`done`: when).
+pub const RESEAL_ITEM: &str = "reseal";
+
+/// Subscription pages one [`reseal_step`] seals at most (100 each).
+pub const RESEAL_PAGES_PER_STEP: usize = 10;
+
+/// One bounded step of sealing subscriptions stored in clear before
+/// sealing existed ([`shared::sealed::reseal_pass`]), run by the scheduled
+/// reconciler: at most [`RESEAL_PAGES_PER_STEP`] pages from where the last
+/// step stopped, the position kept in KeysTable's [`RESEAL_ITEM`]. Once the
+/// pass reaches the end it records so, and each later step is one
+/// `GetItem`. The reconciler runs one at a time, so the item is written
+/// without a condition. Answers how many were sealed.
+///
+/// # Errors
+///
+/// The stores'; the next step starts again from the last position written.
+pub async fn reseal_step(
+    dynamodb: &Client,
+    keys_table: &str,
+    subscriptions: &dyn shared::ports::SubscriptionStore,
+) -> StoreResult<u64> {
+    let out = dynamodb
+        .get_item()
+        .table_name(keys_table)
+        .key("id", s(RESEAL_ITEM))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| backend("GetItem", keys_table, e))?;
+    let state = out.item().map(Attrs::from_sdk);
+    if let Some(a) = &state {
+        if a.opt_s("done")?.is_some() {
+            return Ok(0);
+        }
+    }
+    let after = state.as_ref().map(|a| a.opt_s("after")).transpose()?.flatten().map(shared::ids::SubscriptionId::new);
+    let (sealed, next) = shared::sealed::reseal_pass(subscriptions, after, RESEAL_PAGES_PER_STEP).await?;
+    let mut a = Attrs::new();
+    a.put_s("id", RESEAL_ITEM);
+    match next {
+        Some(next) => a.put_s("after", next.as_str()),
+        None => a.put_s("done", chrono::Utc::now().to_rfc3339()),
+    };
+    dynamodb
+        .put_item()
+        .table_name(keys_table)
+        .set_item(Some(a.into_sdk()))
+        .send()
+        .await
+        .map_err(|e| backend("PutItem", keys_table, e))?;
+    Ok(sealed)
+}

@@ -310,6 +310,19 @@ pub async fn reconcile_scheduled(
     Ok(report)
 }
 
+/// The reconciler's step of sealing subscriptions stored in clear
+/// ([`crate::keys::reseal_step`]); a failure is logged and retried at the
+/// next run (it never fails the invocation: nothing is lost meanwhile).
+pub async fn reseal_scheduled(backend: &crate::AwsBackend) {
+    match crate::keys::reseal_step(&backend.dynamodb, &backend.names.keys_table, backend.stores.subscriptions.as_ref())
+        .await
+    {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(sealed = n, "sealed the secrets of subscriptions stored in clear"),
+        Err(e) => tracing::error!(error = %e, "sealing stored secrets failed; retried at the next run"),
+    }
+}
+
 /// Prints this invocation's metrics as one CloudWatch Embedded Metric Format
 /// line (namespace `Hookline`) and resets them.
 pub fn flush_metrics(h: &Hookline, function: &str) {

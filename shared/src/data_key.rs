@@ -28,8 +28,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 use crate::keyring::{random_data_key, Keyring, DATA_KEY_BYTES};
-pub use crate::ports::WrappedDataKey;
 use crate::ports::DataKeyStore;
+pub use crate::ports::WrappedDataKey;
 
 /// Why the data key could not be had.
 #[derive(Debug, thiserror::Error)]

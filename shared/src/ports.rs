@@ -182,11 +182,7 @@ pub trait DataKeyStore: Send + Sync {
     async fn create(&self, key: &WrappedDataKey) -> StoreResult<bool>;
     /// Replaces the record by `new` if it is still `old`; `false` (and
     /// nothing written) otherwise.
-    async fn replace(
-        &self,
-        old: &WrappedDataKey,
-        new: &WrappedDataKey,
-    ) -> StoreResult<bool>;
+    async fn replace(&self, old: &WrappedDataKey, new: &WrappedDataKey) -> StoreResult<bool>;
 }
 
 /// The most items one [`SubscriptionStore::reindex_page`] (or
