@@ -47,12 +47,13 @@ impl DynamoDataKeys {
         DynamoDataKeys { client, table: table.into() }
     }
 
-    /// `PutItem` of `key` under `condition` (with `values`); `false` when
-    /// the condition failed.
+    /// `PutItem` of `key` under `condition` (with `names` and `values`);
+    /// `false` when the condition failed.
     async fn put(
         &self,
         key: &WrappedDataKey,
         condition: &str,
+        names: HashMap<String, String>,
         values: HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
     ) -> StoreResult<bool> {
         let res = self
@@ -61,6 +62,7 @@ impl DynamoDataKeys {
             .table_name(&self.table)
             .set_item(Some(Self::attrs(key).into_sdk()))
             .condition_expression(condition)
+            .set_expression_attribute_names((!names.is_empty()).then_some(names))
             .set_expression_attribute_values((!values.is_empty()).then_some(values))
             .send()
             .await;
@@ -100,12 +102,14 @@ impl DataKeyStore for DynamoDataKeys {
 
     /// `PutItem` with `attribute_not_exists(id)`.
     async fn create(&self, key: &WrappedDataKey) -> StoreResult<bool> {
-        self.put(key, "attribute_not_exists(id)", HashMap::new()).await
+        self.put(key, "attribute_not_exists(id)", HashMap::new(), HashMap::new()).await
     }
 
-    /// `PutItem` conditional on the stored `wrapped` being the one read.
+    /// `PutItem` conditional on the stored `wrapped` (a reserved word,
+    /// hence `#w`) being the one read.
     async fn replace(&self, old: &WrappedDataKey, new: &WrappedDataKey) -> StoreResult<bool> {
-        self.put(new, "wrapped = :old", HashMap::from([(":old".to_string(), s(&old.wrapped))])).await
+        let names = HashMap::from([("#w".to_string(), "wrapped".to_string())]);
+        self.put(new, "#w = :old", names, HashMap::from([(":old".to_string(), s(&old.wrapped))])).await
     }
 }
 

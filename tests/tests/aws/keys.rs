@@ -148,3 +148,63 @@ async fn items_from_before_sealing_are_read_and_sealed_again() {
     assert_eq!(store.get(&sub.id).await.unwrap().as_ref(), Some(&sub), "the same subscription");
     assert_eq!(step().await.unwrap(), 0, "the pass is recorded as done");
 }
+
+/// Moving the data key to another KMS key (`KMS_KEY_ID` changed): the next
+/// container decrypts with the key the item names and re-wraps under the
+/// new one; the data key stays, so everything sealed still opens. A role
+/// without grants on the new key is refused by the strict checker (the
+/// template must grant it first: docs/aws.md#secrets-at-rest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_to_another_kms_key_rewraps_the_same_data_key() {
+    let p = AwsPipeline::start("kms-move").await;
+    let sub = hookline_tests::conformance::subscription("sub_moved", 1);
+    p.backend.stores.subscriptions.create(&sub).await.unwrap();
+    let moto = hookline_tests::lambda_driver::Moto::from_env();
+    let created = moto.call("kms", "TrentService.CreateKey", json!({"Description": "another key"})).await;
+    let new_key = created["KeyMetadata"]["Arn"].as_str().unwrap().to_string();
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let names = &p.backend.names;
+
+    // Under the template's roles, no function may use a key it does not grant.
+    let other = hookline_tests::strict::Strict::new();
+    let open = hookline_aws::keys::open_data_key(
+        other.dynamodb_client(&sdk),
+        other.kms_client(&sdk),
+        &names.keys_table,
+        &new_key,
+    );
+    assert!(hookline_tests::iam::as_function("DeliveryFunction", open).await.is_err());
+    assert!(
+        other.violations().iter().any(|v| v.contains("kms:Encrypt") && v.contains(&new_key)),
+        "{:?}",
+        other.violations()
+    );
+
+    // Granted (here: outside any role), the move re-wraps.
+    let moved = hookline_aws::keys::open_data_key(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        aws_sdk_kms::Client::new(&sdk),
+        &names.keys_table,
+        &new_key,
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved.current_id(), p.hookline.keyring.current_id());
+    assert_eq!(moved.derive("cursor"), p.hookline.keyring.derive("cursor"), "the same data key");
+    let item = p
+        .backend
+        .dynamodb
+        .get_item()
+        .table_name(&names.keys_table)
+        .key("id", AttributeValue::S(hookline_aws::keys::DATA_KEY_ITEM.into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(item.item().unwrap()["wrapped_by"], AttributeValue::S(new_key.clone()), "re-wrapped");
+    let store = hookline_aws::DynamoSubscriptions::new(
+        p.backend.dynamodb.clone(),
+        names.subscriptions_table.clone(),
+        std::sync::Arc::new(moved),
+    );
+    assert_eq!(store.get(&sub.id).await.unwrap(), Some(sub), "what was sealed before the move opens");
+}

@@ -142,3 +142,19 @@ async fn event_pages_read_summaries_not_bodies() {
     assert_eq!(page.items, vec![EventSummary::of(&events[3], Some(Outcome::Failed))]);
     assert!(u.keys().all(|(t, _)| t.starts_with("EventOutcomesTable[")), "the outcome index alone: {u:?}");
 }
+
+/// The data key's store: KeysTable of fresh tables (no container has
+/// started on them), under the strict checker.
+#[tokio::test]
+async fn data_key_store_creates_once_and_replaces_only_what_it_read() {
+    let strict = Strict::new();
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let names = hookline_tests::emulator::create_resources_with(
+        &sdk,
+        &hookline_tests::emulator::fresh_prefix("data_key_store"),
+    )
+    .await;
+    let store = hookline_aws::keys::DynamoDataKeys::new(strict.dynamodb_client(&sdk), names.keys_table);
+    hookline_tests::conformance::data_key_store_creates_once_and_replaces_only_what_it_read(&store).await;
+    strict.assert_clean();
+}

@@ -24,3 +24,13 @@ macro_rules! case {
 }
 
 hookline_tests::for_each_conformance_case!(case);
+
+/// The data key's store: the `settings` row of a fresh database (opened
+/// without a data key).
+#[tokio::test]
+async fn data_key_store_creates_once_and_replaces_only_what_it_read() {
+    let dir = TempDir::new("data_key_store");
+    let db = hookline_sqlite::Db::open(&dir.0.join("hookline.db")).expect("open the database");
+    let store = hookline_sqlite::SqliteSettings(db);
+    hookline_tests::conformance::data_key_store_creates_once_and_replaces_only_what_it_read(&store).await;
+}

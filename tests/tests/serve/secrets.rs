@@ -149,3 +149,42 @@ async fn a_wrong_or_exposed_key_file_stops_the_start_with_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("chmod 600"), "{err}");
 }
+
+/// A database from before sealing: a subscription row holding its secret
+/// and header in clear is read as it is, and the start's re-seal pass
+/// (pages in id order, once per database) seals it without changing what
+/// it holds; a later pass does nothing.
+#[tokio::test]
+async fn rows_from_before_sealing_are_read_and_sealed_once() {
+    use shared::ports::SubscriptionStore as _;
+    let dir = hookline_tests::server::TempDir::new("sealed-old-rows");
+    let db = dir.0.join("hookline.db");
+    let master = shared::data_key::MasterKeys::generate();
+    let backend = hookline_sqlite::Backend::open(&db, &master).await.unwrap();
+    let store = backend.stores.subscriptions.clone();
+    let sealed = hookline_tests::conformance::subscription("sub_a_new", 1);
+    store.create(&sealed).await.unwrap();
+    let mut clear = hookline_tests::conformance::subscription("sub_b_old", 1);
+    clear.headers.insert("Authorization".into(), "Bearer old-clear-token".into());
+    let raw = |id: &'static str| {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.query_row("SELECT data FROM subscriptions WHERE id = ?1", [id], |r| r.get::<_, String>(0)).unwrap()
+    };
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute(
+            "INSERT INTO subscriptions (id, version, data, tenant_id) VALUES (?1, 1, ?2, NULL)",
+            rusqlite::params![clear.id.as_str(), serde_json::to_string(&clear).unwrap()],
+        )
+        .unwrap();
+    }
+    assert!(raw("sub_b_old").contains("old-clear-token"));
+    assert_eq!(store.get(&clear.id).await.unwrap().as_ref(), Some(&clear), "a clear row opens");
+    let sealed_now = hookline_sqlite::reseal_secrets(&backend.settings, store.as_ref()).await.unwrap();
+    assert_eq!(sealed_now, 1, "only the old row");
+    let data = raw("sub_b_old");
+    assert!(!data.contains("old-clear-token") && !data.contains("whsec_"), "{data}");
+    assert_eq!(store.get(&clear.id).await.unwrap().as_ref(), Some(&clear), "the same subscription");
+    assert_eq!(store.get(&sealed.id).await.unwrap().as_ref(), Some(&sealed));
+    assert_eq!(hookline_sqlite::reseal_secrets(&backend.settings, store.as_ref()).await.unwrap(), 0, "done once");
+}
