@@ -368,8 +368,9 @@ fn log_level(setting: Option<String>) -> tracing::Level {
     }
 }
 
-/// Builds the context once per container from the environment: SDK clients
-/// (no network call until first use), table and queue names, settings.
+/// Builds the context once per container from the environment: SDK clients,
+/// table and queue names, settings, and the data key (one `GetItem` of
+/// KeysTable and one KMS `Decrypt`, the only network calls of init).
 pub async fn hookline_from_env() -> Result<std::sync::Arc<Hookline>, String> {
     Ok(backend_from_env().await?.0)
 }
