@@ -627,7 +627,7 @@ impl Backend {
 }
 
 /// The `settings` row that records that every subscription stored before
-/// sealing existed was sealed ([`Backend::reseal_secrets`]).
+/// sealing existed was sealed ([`reseal_secrets`]).
 const SECRETS_SEALED_SETTING: &str = "secrets_sealed";
 
 /// Seals the secrets of subscriptions stored in clear (a database from

@@ -156,7 +156,6 @@ async fn a_wrong_or_exposed_key_file_stops_the_start_with_a_clear_error() {
 /// it holds; a later pass does nothing.
 #[tokio::test]
 async fn rows_from_before_sealing_are_read_and_sealed_once() {
-    use shared::ports::SubscriptionStore as _;
     let dir = hookline_tests::server::TempDir::new("sealed-old-rows");
     let db = dir.0.join("hookline.db");
     let master = shared::data_key::MasterKeys::generate();
