@@ -310,6 +310,19 @@ pub async fn reconcile_scheduled(
     Ok(report)
 }
 
+/// The reconciler's step of sealing subscriptions stored in clear
+/// ([`crate::keys::reseal_step`]); a failure is logged and retried at the
+/// next run (it never fails the invocation: nothing is lost meanwhile).
+pub async fn reseal_scheduled(backend: &crate::AwsBackend) {
+    match crate::keys::reseal_step(&backend.dynamodb, &backend.names.keys_table, backend.stores.subscriptions.as_ref())
+        .await
+    {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(sealed = n, "sealed the secrets of subscriptions stored in clear"),
+        Err(e) => tracing::error!(error = %e, "sealing stored secrets failed; retried at the next run"),
+    }
+}
+
 /// Prints this invocation's metrics as one CloudWatch Embedded Metric Format
 /// line (namespace `Hookline`) and resets them.
 pub fn flush_metrics(h: &Hookline, function: &str) {
@@ -355,8 +368,9 @@ fn log_level(setting: Option<String>) -> tracing::Level {
     }
 }
 
-/// Builds the context once per container from the environment: SDK clients
-/// (no network call until first use), table and queue names, settings.
+/// Builds the context once per container from the environment: SDK clients,
+/// table and queue names, settings, and the data key (one `GetItem` of
+/// KeysTable and one KMS `Decrypt`, the only network calls of init).
 pub async fn hookline_from_env() -> Result<std::sync::Arc<Hookline>, String> {
     Ok(backend_from_env().await?.0)
 }
@@ -367,10 +381,10 @@ pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::AwsB
     let sdk = crate::sdk_config_loader().load().await;
     // A bad setting fails the function's init, naming every bad value.
     let config = Config::from_env().map_err(|e| e.to_string())?;
-    let backend = crate::AwsBackend::from_env(&sdk, &config)?;
-    // FIXME(issue 24, in progress): the data key unwrapped with KMS replaces this.
-    let keyring = std::sync::Arc::new(shared::keyring::Keyring::ephemeral());
-    Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config, keyring)), backend))
+    // The data key: one GetItem and one KMS Decrypt per container, kept for
+    // its life.
+    let backend = crate::AwsBackend::from_env(&sdk, &config).await?;
+    Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config, backend.keyring.clone())), backend))
 }
 
 /// The Lambda runtime loop of one function: each invocation's payload goes

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod dynamodb;
 pub mod health;
 pub mod item;
+pub mod keys;
 pub mod lambda;
 pub mod limits;
 pub mod ordering;
@@ -38,6 +39,10 @@ pub struct AwsNames {
     pub event_outcomes_table: String,
     /// `SUBSCRIPTIONS_TABLE`.
     pub subscriptions_table: String,
+    /// `KEYS_TABLE`: the wrapped data key ([`keys`]).
+    pub keys_table: String,
+    /// `KMS_KEY_ID`: the KMS key (ARN) that wraps the data key ([`keys`]).
+    pub kms_key_id: String,
     /// `SAGAS_TABLE`.
     pub sagas_table: String,
     /// `ATTEMPTS_TABLE`.
@@ -103,6 +108,8 @@ impl AwsNames {
             events_table: req("EVENTS_TABLE"),
             event_outcomes_table: req("EVENT_OUTCOMES_TABLE"),
             subscriptions_table: req("SUBSCRIPTIONS_TABLE"),
+            keys_table: req("KEYS_TABLE"),
+            kms_key_id: req("KMS_KEY_ID"),
             sagas_table: req("SAGAS_TABLE"),
             attempts_table: req("ATTEMPTS_TABLE"),
             dead_letters_table: req("DEAD_LETTERS_TABLE"),
@@ -156,16 +163,23 @@ pub struct AwsBackend {
     pub names: AwsNames,
     /// How long events, sagas and attempts are kept (DynamoDB TTL).
     pub retention: chrono::Duration,
+    /// The deployment's data key (the stores seal secrets with it).
+    pub keyring: Arc<shared::keyring::Keyring>,
 }
 
 impl AwsBackend {
     /// Builds every adapter on `names` with the retentions of `settings`;
     /// no network call happens here.
-    pub fn new(sdk: &aws_config::SdkConfig, names: AwsNames, settings: &Config) -> AwsBackend {
+    pub fn new(
+        sdk: &aws_config::SdkConfig,
+        names: AwsNames,
+        settings: &Config,
+        keyring: Arc<shared::keyring::Keyring>,
+    ) -> AwsBackend {
         let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
         let sqs = aws_sdk_sqs::Client::new(sdk);
         let streams = aws_sdk_dynamodbstreams::Client::new(sdk);
-        Self::with_clients(dynamodb, sqs, streams, names, settings)
+        Self::with_clients(dynamodb, sqs, streams, names, settings, keyring)
     }
 
     /// Builds every adapter on already built clients (shared between
@@ -176,6 +190,7 @@ impl AwsBackend {
         streams: aws_sdk_dynamodbstreams::Client,
         names: AwsNames,
         settings: &Config,
+        keyring: Arc<shared::keyring::Keyring>,
     ) -> AwsBackend {
         let retention = settings.retention;
         let queue = |url: &str, dlq: Option<&String>| SqsQueue::new(sqs.clone(), url, dlq.cloned());
@@ -193,7 +208,11 @@ impl AwsBackend {
                 retention,
                 order.clone(),
             )),
-            subscriptions: Arc::new(DynamoSubscriptions::new(dynamodb.clone(), &names.subscriptions_table)),
+            subscriptions: Arc::new(DynamoSubscriptions::new(
+                dynamodb.clone(),
+                &names.subscriptions_table,
+                keyring.clone(),
+            )),
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
             attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
             dead_letters: Arc::new(DynamoDeadLetters::new(
@@ -232,13 +251,30 @@ impl AwsBackend {
             sqs,
             names,
             retention,
+            keyring,
         }
     }
 
     /// Builds the backend from the function environment (the names) and
-    /// `settings`; no network call happens here.
-    pub fn from_env(sdk: &aws_config::SdkConfig, settings: &Config) -> Result<AwsBackend, String> {
-        Ok(Self::new(sdk, AwsNames::from_env()?, settings))
+    /// `settings`, with the deployment's data key: one `GetItem` of
+    /// KeysTable and one KMS `Decrypt` (at the first start of the
+    /// deployment, an `Encrypt` and a conditional `PutItem` instead;
+    /// [`keys`]).
+    ///
+    /// # Errors
+    ///
+    /// A missing name, or the data key could not be had (named).
+    pub async fn from_env(sdk: &aws_config::SdkConfig, settings: &Config) -> Result<AwsBackend, String> {
+        let names = AwsNames::from_env()?;
+        let keyring = keys::open_data_key(
+            aws_sdk_dynamodb::Client::new(sdk),
+            aws_sdk_kms::Client::new(sdk),
+            &names.keys_table,
+            &names.kms_key_id,
+        )
+        .await
+        .map_err(|e| format!("the data key (KEYS_TABLE {}, KMS_KEY_ID {}): {e}", names.keys_table, names.kms_key_id))?;
+        Ok(Self::new(sdk, names, settings, Arc::new(keyring)))
     }
 }
 

@@ -35,6 +35,13 @@ pub struct ServeArgs {
     /// The SQLite database file (created if missing).
     #[arg(long, default_value = "hookline.db")]
     db: PathBuf,
+    /// The master key file: wraps the data key that seals the secrets in
+    /// the database; created (mode 0600, one new key) if missing; refused
+    /// if other users can read it. One key per line, the current one first.
+    /// Not read when `HOOKLINE_MASTER_KEY` holds the keys. Default: the
+    /// database's path with `.key` appended.
+    #[arg(long, value_name = "FILE", env = "HOOKLINE_KEY_FILE")]
+    key_file: Option<PathBuf>,
     /// API key: `SECRET` (named `default`) or `NAME=SECRET`, repeatable, so
     /// each caller has its own key and the audit trail names it
     /// (`key:<NAME>`). Also `HOOKLINE_API_KEYS` (comma-separated
@@ -202,7 +209,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (retention, dead_letter_retention) = (settings.retention, settings.dead_letter_retention);
     let open_files = raise_open_files_limit();
     let max_connections = connection_cap(args.max_connections, open_files);
-    let backend = Backend::open(&args.db).with_context(|| format!("opening database {}", args.db.display()))?;
+    let key_file = args.key_file.clone().unwrap_or_else(|| hookline_sqlite::files::default_key_file(&args.db));
+    let master_env = std::env::var(hookline_sqlite::files::MASTER_KEY_ENV).ok();
+    let (master, master_source) = hookline_sqlite::files::master_keys(master_env.as_deref(), &key_file)?;
+    let backend =
+        Backend::open(&args.db, &master).await.with_context(|| format!("opening database {}", args.db.display()))?;
+    drop(master);
     let mut keys = api_keys(&args.api_key, args.api_keys.as_deref())?;
     let key_source = if keys.is_empty() {
         let secret = backend.settings.get_or_init("api_key", || shared::ids::random_token("hk_")).await?;
@@ -215,9 +227,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
         ..settings
     };
-    // FIXME(issue 24, in progress): the data key unwrapped with the key file replaces this.
-    let keyring = Arc::new(shared::keyring::Keyring::ephemeral());
-    let mut h = Hookline::new(backend.stores.clone(), config, keyring);
+    let mut h = Hookline::new(backend.stores.clone(), config, backend.keyring.clone());
     // Test builds only (the `failpoints` feature): HOOKLINE_FAILPOINT, read once.
     h.failpoints = shared::failpoint::Failpoints::from_env();
     let h = Arc::new(h);
@@ -235,6 +245,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("hookline serve");
     println!("  listening on  http://{addr}");
     println!("  database      {}", args.db.display());
+    println!(
+        "  master key    {}",
+        match &master_source {
+            hookline_sqlite::files::KeySource::Env => format!("from {}", hookline_sqlite::files::MASTER_KEY_ENV),
+            hookline_sqlite::files::KeySource::File { path, created: true } =>
+                format!("{} (created now: back it up apart from the database)", path.display()),
+            hookline_sqlite::files::KeySource::File { path, created: false } => path.display().to_string(),
+        }
+    );
     println!("  API key       {shown_key}  ({key_source})");
     if h.config.trust_actor_header {
         println!("  audit         X-Actor header trusted (recorded after the key's name)");
@@ -257,6 +276,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("dev mode: http:// callbacks to loopback addresses are allowed");
     }
 
+    // Subscriptions stored in clear by an older version: sealed once, in
+    // pages, beside the pipeline.
+    let (settings_store, subscriptions) = (backend.settings.clone(), backend.stores.subscriptions.clone());
+    tokio::spawn(async move {
+        match hookline_sqlite::reseal_secrets(&settings_store, subscriptions.as_ref()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sealed = n, "sealed the secrets of subscriptions stored in clear"),
+            Err(e) => tracing::error!(error = %e, "sealing stored secrets failed; retried at the next start"),
+        }
+    });
     let runtime = Runtime::start(
         &backend,
         h.clone(),

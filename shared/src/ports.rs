@@ -134,6 +134,55 @@ pub trait SubscriptionStore: Send + Sync {
     /// existed are otherwise neither routed nor listed. Idempotent and
     /// resumable: a second pass reindexes nothing.
     async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage>;
+    /// Seals the secrets of subscriptions stored before secrets were sealed
+    /// at rest ([`crate::sealed`]), one page at a time: examines up to
+    /// `limit` (1 to [`MAX_REINDEX_PAGE`]) subscriptions with ids after
+    /// `after`, in id order, through the primary key or listing index (never
+    /// a scan), and rewrites each that still holds a secret in clear,
+    /// conditional on it being unchanged (its version stays: sealing
+    /// changes nothing a reader sees). Idempotent and resumable. Every write
+    /// seals anyway, so this only reaches records nobody wrote since.
+    async fn reseal_page(&self, after: Option<&SubscriptionId>, limit: usize) -> StoreResult<ResealPage>;
+}
+
+/// What one [`SubscriptionStore::reseal_page`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResealPage {
+    /// Subscriptions found with a secret in clear and rewritten sealed.
+    pub resealed: u64,
+    /// Subscriptions looked at.
+    pub examined: u64,
+    /// The last id examined when there may be more; `None` at the end.
+    pub next_after: Option<SubscriptionId>,
+}
+
+/// The stored record of the data key: never the key in clear.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WrappedDataKey {
+    /// The data key's id (`dk…`), written into every value it seals.
+    pub key_id: String,
+    /// The key wrapped by the master key (text the
+    /// [`crate::data_key::KeyWrapper`] made).
+    pub wrapped: String,
+    /// Which master key wrapped it
+    /// ([`crate::data_key::KeyWrapper::current`] at the time).
+    pub wrapped_by: String,
+}
+
+/// Where the deployment's wrapped data key is kept
+/// ([`crate::data_key`]): one record, created once with a conditional
+/// write, replaced only over the record read (a master-key rotation).
+/// Never holds the data key in clear.
+#[async_trait]
+pub trait DataKeyStore: Send + Sync {
+    /// The stored record, if one was created.
+    async fn load(&self) -> StoreResult<Option<WrappedDataKey>>;
+    /// Stores `key` if no record exists; `false` (and nothing written) if
+    /// one does.
+    async fn create(&self, key: &WrappedDataKey) -> StoreResult<bool>;
+    /// Replaces the record by `new` if it is still `old`; `false` (and
+    /// nothing written) otherwise.
+    async fn replace(&self, old: &WrappedDataKey, new: &WrappedDataKey) -> StoreResult<bool>;
 }
 
 /// The most items one [`SubscriptionStore::reindex_page`] (or

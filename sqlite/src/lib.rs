@@ -12,6 +12,7 @@
 //! is just another named queue there, as in SQS).
 
 mod audit;
+pub mod files;
 mod health;
 mod limits;
 mod ordering;
@@ -37,6 +38,7 @@ pub use outbox::{Outbox, SqliteStreamFailures};
 pub use queue::SqliteQueue;
 pub use stores::{
     SqliteAttempts, SqliteDeadLetters, SqliteEvents, SqliteJobs, SqliteSagas, SqliteSettings, SqliteSubscriptions,
+    DATA_KEY_SETTING,
 };
 
 /// The streams the outbox carries.
@@ -196,6 +198,7 @@ impl Db {
     /// Opens (creating if needed) the database file, applies migrations and
     /// starts the writer thread.
     pub fn open(path: &Path) -> Result<Db, StoreError> {
+        files::restrict_database_files(path).map_err(StoreError::backend)?;
         let conn = Connection::open(path).map_err(StoreError::backend)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;",
@@ -548,10 +551,24 @@ pub struct Backend {
     pub retries: SqliteQueue,
     /// The requeue queue (API requeues and DLQ redrives).
     pub requeues: SqliteQueue,
-    /// Settings (the generated API key).
+    /// Settings (the generated API key, the wrapped data key).
     pub settings: SqliteSettings,
     /// The database handle, for change notifications.
     pub db: Db,
+    /// The deployment's data key, unwrapped by the master key the database
+    /// was opened with; the stores seal secrets with it.
+    pub keyring: Arc<shared::keyring::Keyring>,
+}
+
+/// Why a database could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The file or its schema.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Its data key (see [`shared::data_key`]).
+    #[error(transparent)]
+    DataKey(#[from] shared::data_key::DataKeyError),
 }
 
 /// Receives before a message goes to its queue's dead-letter table (a job is
@@ -560,9 +577,18 @@ pub struct Backend {
 pub const DELIVERY_MAX_RECEIVES: u32 = shared::bounds::QUEUE_MAX_RECEIVES;
 
 impl Backend {
-    /// Opens the database at `path` and builds every adapter on it.
-    pub fn open(path: &Path) -> Result<Backend, StoreError> {
+    /// Opens the database at `path` (created 0600 if missing), loads its
+    /// data key through `master` (made and stored wrapped on first open,
+    /// re-wrapped when `master`'s current key did not wrap it:
+    /// [`shared::data_key::open_data_key`]) and builds every adapter on it.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`]: the file, its schema, or its data key.
+    pub async fn open(path: &Path, master: &dyn shared::data_key::KeyWrapper) -> Result<Backend, OpenError> {
         let db = Db::open(path)?;
+        let settings = SqliteSettings(db.clone());
+        let keyring = Arc::new(shared::data_key::open_data_key(&settings, master).await?);
         let deliveries = SqliteQueue::new(
             db.clone(),
             "deliveries",
@@ -576,7 +602,7 @@ impl Backend {
             SqliteQueue::new(db.clone(), "requeue", Some(("requeue-dlq", DELIVERY_MAX_RECEIVES)), Stream::Control);
         let stores = shared::context::Stores {
             events: Arc::new(SqliteEvents(db.clone())),
-            subscriptions: Arc::new(SqliteSubscriptions(db.clone())),
+            subscriptions: Arc::new(SqliteSubscriptions::new(db.clone(), keyring.clone())),
             sagas: Arc::new(SqliteSagas(db.clone())),
             attempts: Arc::new(SqliteAttempts(db.clone())),
             dead_letters: Arc::new(SqliteDeadLetters(db.clone())),
@@ -598,10 +624,47 @@ impl Backend {
             deliveries_dlq,
             retries,
             requeues,
-            settings: SqliteSettings(db.clone()),
+            settings,
             db,
+            keyring,
         })
     }
+}
+
+/// The `settings` row that records that every subscription stored before
+/// sealing existed was sealed ([`reseal_secrets`]).
+const SECRETS_SEALED_SETTING: &str = "secrets_sealed";
+
+/// Seals the secrets of subscriptions stored in clear (a database from
+/// before sealing at rest), page by page in id order
+/// ([`shared::sealed::reseal_pass`]), once per database: when the pass
+/// reaches the end it records so in `settings`, and later starts skip it.
+/// Every write seals anyway; this reaches the records nobody writes.
+/// Answers how many were sealed. `hookline serve` runs it in the
+/// background at start.
+///
+/// # Errors
+///
+/// The store's; the pass starts over on the next start.
+pub async fn reseal_secrets(
+    settings: &SqliteSettings,
+    subscriptions: &dyn shared::ports::SubscriptionStore,
+) -> Result<u64, StoreError> {
+    if settings.get(SECRETS_SEALED_SETTING).await?.is_some() {
+        return Ok(0);
+    }
+    let (mut total, mut after) = (0, None);
+    loop {
+        let (n, next) = shared::sealed::reseal_pass(subscriptions, after, 10).await?;
+        total += n;
+        match next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+        tokio::task::yield_now().await;
+    }
+    settings.set(SECRETS_SEALED_SETTING, &chrono::Utc::now().to_rfc3339()).await?;
+    Ok(total)
 }
 
 /// A database file for one test, named after it, removed with its log

@@ -108,7 +108,12 @@ impl AwsPipeline {
     pub async fn start_with_settings(tag: &str, settings: &crate::pipeline::Settings) -> AwsPipeline {
         let sdk = emulator::aws_config().await;
         let strict = Strict::new();
-        let clients = (strict.dynamodb_client(&sdk), strict.sqs_client(&sdk), Some(strict.streams_client(&sdk)));
+        let clients = (
+            strict.dynamodb_client(&sdk),
+            strict.sqs_client(&sdk),
+            Some(strict.streams_client(&sdk)),
+            Some(strict.kms_client(&sdk)),
+        );
         let mut p = Self::start_with(tag, clients, settings).await;
         p.strict = Some(strict);
         p
@@ -122,17 +127,18 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
-        Self::start_with(tag, (dynamodb, sqs, None), &crate::pipeline::Settings::default()).await
+        Self::start_with(tag, (dynamodb, sqs, None, None), &crate::pipeline::Settings::default()).await
     }
 
-    /// The pipeline on these DynamoDB, SQS and (or else a plain one)
-    /// DynamoDB Streams clients.
+    /// The pipeline on these DynamoDB, SQS and (or else plain ones)
+    /// DynamoDB Streams and KMS clients.
     async fn start_with(
         tag: &str,
-        (dynamodb, sqs, streams): (
+        (dynamodb, sqs, streams, kms): (
             aws_sdk_dynamodb::Client,
             aws_sdk_sqs::Client,
             Option<aws_sdk_dynamodbstreams::Client>,
+            Option<aws_sdk_kms::Client>,
         ),
         settings: &crate::pipeline::Settings,
     ) -> AwsPipeline {
@@ -143,10 +149,17 @@ impl AwsPipeline {
             Some(s) => s,
             None => aws_sdk_dynamodbstreams::Client::new(&emulator::aws_config().await),
         };
-        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
+        let kms = match kms {
+            Some(k) => k,
+            None => aws_sdk_kms::Client::new(&emulator::aws_config().await),
+        };
+        // The deployment's data key, as the API function's container loads
+        // it at cold start (KeysTable and KMS; checked against its role).
+        let open = hookline_aws::keys::open_data_key(dynamodb.clone(), kms, &names.keys_table, &names.kms_key_id);
+        let keyring = Arc::new(crate::iam::as_function("ApiFunction", open).await.expect("the data key"));
+        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default(), keyring);
         let config = settings.aws_config(TEST_SETTINGS);
-        let hookline =
-            Arc::new(Hookline::new(backend.stores.clone(), config, Arc::new(shared::keyring::Keyring::ephemeral())));
+        let hookline = Arc::new(Hookline::new(backend.stores.clone(), config, backend.keyring.clone()));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
         let moto = Moto::from_env();
         let q = |logical: &str| {

@@ -199,9 +199,28 @@ pub async fn create_resources_with(sdk: &SdkConfig, prefix: &str) -> AwsNames {
         }
     }
 
+    // KMS keys (the emulator's KMS: keys work, key policies are not
+    // enforced; the strict checker holds the IAM grants) and their aliases.
+    let moto = crate::lambda_driver::Moto::from_env();
+    for (id, _) in of_type("AWS::KMS::Key") {
+        let created_key =
+            moto.call("kms", "TrentService.CreateKey", json!({"Description": format!("{prefix} {id}")})).await;
+        let arn = created_key["KeyMetadata"]["Arn"].as_str().unwrap_or_else(|| panic!("CreateKey {id}: {created_key}"));
+        crate::iam::register_kms_key(arn, id);
+        created.kms_arns.insert(id.to_string(), arn.to_string());
+    }
+    for (id, props) in of_type("AWS::KMS::Alias") {
+        let target = props["TargetKeyId"].clone();
+        let key = created.reference(&match ref_of_yaml(&target) {
+            Some(r) => Yaml::String(r),
+            None => panic!("{id}: TargetKeyId must be !Ref a key of the template"),
+        });
+        let alias = format!("alias/{prefix}-{id}");
+        moto.call("kms", "TrentService.CreateAlias", json!({"AliasName": alias, "TargetKeyId": key})).await;
+    }
+
     // EventBridge rules, on the test's own bus, with their targets (the
     // emulator puts matching events on the target queues as EventBridge does).
-    let moto = crate::lambda_driver::Moto::from_env();
     for (id, props) in of_type("AWS::Events::Rule") {
         let props = created.resolve(&props);
         let bus = props["EventBusName"].as_str().unwrap_or("default").to_string();
@@ -266,6 +285,7 @@ struct Created {
     stream_arns: HashMap<String, String>,
     queue_urls: HashMap<String, String>,
     queue_arns: HashMap<String, String>,
+    kms_arns: HashMap<String, String>,
 }
 
 impl Created {
@@ -382,6 +402,7 @@ impl Created {
         self.tables
             .get(id)
             .or_else(|| self.queue_urls.get(id))
+            .or_else(|| self.kms_arns.get(id))
             .unwrap_or_else(|| panic!("!Ref {id}: not a table or queue created (yet)"))
             .clone()
     }
@@ -396,7 +417,7 @@ impl Created {
             other => panic!("!GetAtt {other:?}: expected Resource.Attribute"),
         };
         let found = match att {
-            "Arn" => self.queue_arns.get(id),
+            "Arn" => self.queue_arns.get(id).or_else(|| self.kms_arns.get(id)),
             "StreamArn" => self.stream_arns.get(id),
             "QueueUrl" => self.queue_urls.get(id),
             _ => None,
@@ -412,6 +433,8 @@ impl Created {
             events_table: table("EventsTable"),
             event_outcomes_table: table("EventOutcomesTable"),
             subscriptions_table: table("SubscriptionsTable"),
+            keys_table: table("KeysTable"),
+            kms_key_id: self.kms_arns.get("DataKmsKey").expect("template.yaml has no DataKmsKey").clone(),
             sagas_table: table("SagasTable"),
             attempts_table: table("AttemptsTable"),
             dead_letters_table: table("DeadLettersTable"),
@@ -430,6 +453,15 @@ impl Created {
             stream_arns: self.stream_arns,
             queue_urls: self.queue_urls,
         }
+    }
+}
+
+/// `!Ref X` (short or long form) → `X`.
+fn ref_of_yaml(v: &Yaml) -> Option<String> {
+    match v {
+        Yaml::Tagged(t) if t.tag.to_string().trim_start_matches('!') == "Ref" => t.value.as_str().map(str::to_string),
+        Yaml::Mapping(m) if m.len() == 1 => m.get("Ref").and_then(Yaml::as_str).map(str::to_string),
+        _ => None,
     }
 }
 

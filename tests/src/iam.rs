@@ -26,6 +26,15 @@
 //!   stream it was taken from); `ListStreams` on `<Table>/stream/*`.
 //! - SQS: the operation's name, a batch operation as its single form
 //!   (`SendMessageBatch` is `sqs:SendMessage`), on the queue of `QueueUrl`.
+//! - KMS ("Actions defined by AWS Key Management Service"): the
+//!   operation's name (`kms:Encrypt`, `kms:Decrypt`, `kms:GenerateDataKey`,
+//!   `kms:ReEncrypt` as `kms:ReEncryptFrom` on the source key and
+//!   `kms:ReEncryptTo` on the destination) on the key the request names by
+//!   `KeyId` (ARN, id, or an alias of it), as the template's logical id
+//!   ([`register_kms_key`]). A `Decrypt` without `KeyId` is authorized on
+//!   the key inside its ciphertext, which this map cannot see: it is
+//!   reported as needing `kms:Decrypt` on an unnamed key (so Hookline
+//!   always names it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -144,6 +153,36 @@ pub fn dynamodb_needs(op: &str, req: &serde_json::Value) -> Vec<(String, String)
         }
     }
     out
+}
+
+/// KMS keys the emulator made for the template, by ARN and by key id.
+fn kms_keys() -> &'static std::sync::Mutex<BTreeMap<String, String>> {
+    static KEYS: std::sync::OnceLock<std::sync::Mutex<BTreeMap<String, String>>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(Default::default)
+}
+
+/// Remembers that the KMS key `arn` is the template's `logical_id`, so a
+/// request naming it (by ARN or key id) maps to that resource.
+pub fn register_kms_key(arn: &str, logical_id: &str) {
+    let mut keys = kms_keys().lock().unwrap();
+    keys.insert(arn.to_string(), logical_id.to_string());
+    if let Some(id) = arn.rsplit('/').next() {
+        keys.insert(id.to_string(), logical_id.to_string());
+    }
+}
+
+/// The IAM (action, resource) pairs one KMS request needs.
+pub fn kms_needs(op: &str, req: &serde_json::Value) -> Vec<(String, String)> {
+    let key = |field: &str| match req[field].as_str() {
+        Some(k) => kms_keys().lock().unwrap().get(k).cloned().unwrap_or_else(|| format!("(KMS key {k})")),
+        None => "(a KMS key not named in the request)".to_string(),
+    };
+    match op {
+        "ReEncrypt" => {
+            vec![("kms:ReEncryptFrom".into(), key("SourceKeyId")), ("kms:ReEncryptTo".into(), key("DestinationKeyId"))]
+        }
+        _ => vec![(format!("kms:{op}"), key("KeyId"))],
+    }
 }
 
 /// The resource of a stream ARN (`…:table/<name>/stream/<label>`):

@@ -57,16 +57,14 @@ impl Drop for Rig {
 }
 
 impl Rig {
-    /// A fresh SQLite file.
-    pub fn sqlite(tag: &str) -> Rig {
+    /// A fresh SQLite file, with its data key (wrapped by a master key of
+    /// this rig) stored in it.
+    pub async fn sqlite(tag: &str) -> Rig {
         let dir = TempDir::new(tag);
         let db = dir.0.join("hookline.db");
-        let backend = hookline_sqlite::Backend::open(&db).expect("open the database");
-        Rig {
-            stores: backend.stores,
-            keyring: Arc::new(shared::keyring::Keyring::ephemeral()),
-            kind: Kind::Sqlite { db, _dir: dir },
-        }
+        let master = shared::data_key::MasterKeys::generate();
+        let backend = hookline_sqlite::Backend::open(&db, &master).await.expect("open the database");
+        Rig { stores: backend.stores, keyring: backend.keyring, kind: Kind::Sqlite { db, _dir: dir } }
     }
 
     /// Fresh tables and queues in the emulator, under the strict checker.
@@ -75,7 +73,7 @@ impl Rig {
         let backend = strict.backend(tag).await;
         Rig {
             stores: backend.stores.clone(),
-            keyring: Arc::new(shared::keyring::Keyring::ephemeral()),
+            keyring: backend.keyring.clone(),
             kind: Kind::Aws { backend: Box::new(backend), strict },
         }
     }
@@ -149,7 +147,7 @@ impl Rig {
                 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
                 let mut writes = Vec::new();
                 for s in subs {
-                    for item in hookline_aws::item::subscription_items(s).unwrap() {
+                    for item in hookline_aws::item::subscription_items(s, &self.keyring).unwrap() {
                         let put = PutRequest::builder().set_item(Some(item.into_sdk())).build().unwrap();
                         writes.push(WriteRequest::builder().put_request(put).build());
                     }

@@ -1,7 +1,9 @@
 //! SubscriptionsTable: subscriptions with their route-index entries, written
-//! in transactions, and the reindex scan.
+//! in transactions, and the reindex scan. Each item's secrets are sealed
+//! with the data key ([`shared::sealed`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -13,8 +15,9 @@ use crate::item::{self, Attrs};
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
 use shared::ids::SubscriptionId;
+use shared::keyring::Keyring;
 use shared::ports::{
-    ReindexPage, StoreResult, SubscriptionFilter, SubscriptionPage, SubscriptionStore, MAX_REINDEX_PAGE,
+    ReindexPage, ResealPage, StoreResult, SubscriptionFilter, SubscriptionPage, SubscriptionStore, MAX_REINDEX_PAGE,
 };
 use shared::routing::RouteKey;
 use shared::subscription::Subscription;
@@ -29,6 +32,7 @@ use shared::subscription::Subscription;
 pub struct DynamoSubscriptions {
     client: Client,
     table: String,
+    keyring: Arc<Keyring>,
 }
 
 /// Is this the id of an index entry rather than of a subscription?
@@ -81,9 +85,19 @@ enum Transacted {
 }
 
 impl DynamoSubscriptions {
-    /// The adapter over `table`.
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoSubscriptions { client, table: table.into() }
+    /// The adapter over `table`, sealing and opening secrets with `keyring`.
+    pub fn new(client: Client, table: impl Into<String>, keyring: Arc<Keyring>) -> Self {
+        DynamoSubscriptions { client, table: table.into(), keyring }
+    }
+
+    /// A stored item as its subscription.
+    fn decode(&self, a: &Attrs) -> StoreResult<Subscription> {
+        item::subscription_from_attrs(a, &self.keyring)
+    }
+
+    /// A subscription as its stored item (secrets sealed).
+    fn encode(&self, sub: &Subscription) -> StoreResult<Attrs> {
+        item::subscription_to_attrs(sub, &self.keyring)
     }
 
     /// Items of GSI [`item::SUBSCRIPTION_INDEX`] under `gk`, with `gs`
@@ -191,7 +205,7 @@ impl SubscriptionStore for DynamoSubscriptions {
         if is_entry_id(&sub.id) {
             return Err(StoreError::other(format!("subscription id {} holds '#'", sub.id)));
         }
-        let mut actions = vec![self.put_action(item::subscription_to_attrs(sub)?, PutIf::Absent)?];
+        let mut actions = vec![self.put_action(self.encode(sub)?, PutIf::Absent)?];
         for e in item::index_entries(sub) {
             actions.push(self.put_action(item::index_entry_to_attrs(&e, &sub.id), PutIf::Always)?);
         }
@@ -203,7 +217,7 @@ impl SubscriptionStore for DynamoSubscriptions {
     }
 
     async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>> {
-        self.item(id).await?.map(|a| item::subscription_from_attrs(&a)).transpose()
+        self.item(id).await?.map(|a| self.decode(&a)).transpose()
     }
 
     /// Eventually consistent `GetItem`s, concurrently up to the store cap:
@@ -218,10 +232,7 @@ impl SubscriptionStore for DynamoSubscriptions {
                 return Ok(None);
             }
             let key = HashMap::from([("id".to_string(), s(id.as_str()))]);
-            get_item(&self.client, &self.table, key, false)
-                .await?
-                .map(|a| item::subscription_from_attrs(&a))
-                .transpose()
+            get_item(&self.client, &self.table, key, false).await?.map(|a| self.decode(&a)).transpose()
         });
         all(all_bounded(calls.collect(), MAX_STORE_IN_FLIGHT).await)
     }
@@ -249,8 +260,7 @@ impl SubscriptionStore for DynamoSubscriptions {
         let mut ids: Vec<SubscriptionId> = match filter {
             SubscriptionFilter::All => {
                 let items = self.query_index(item::SUBSCRIPTION_LIST_KEY, after, Some(want)).await?;
-                let mut subs: Vec<Subscription> =
-                    items.iter().map(item::subscription_from_attrs).collect::<StoreResult<_>>()?;
+                let mut subs: Vec<Subscription> = items.iter().map(|a| self.decode(a)).collect::<StoreResult<_>>()?;
                 let next_after = (subs.len() > limit).then(|| {
                     subs.truncate(limit);
                     subs.last().map(|s| s.id.clone())
@@ -291,14 +301,14 @@ impl SubscriptionStore for DynamoSubscriptions {
         if old.n::<u64>("version")? != expected_version {
             return Ok(false);
         }
-        let before = Self::stored_entries(&old, &item::subscription_from_attrs(&old)?)?;
+        let before = Self::stored_entries(&old, &self.decode(&old)?)?;
         let after = item::index_entries(sub);
         if before == after {
             let res = self
                 .client
                 .put_item()
                 .table_name(&self.table)
-                .set_item(Some(item::subscription_to_attrs(sub)?.into_sdk()))
+                .set_item(Some(self.encode(sub)?.into_sdk()))
                 .condition_expression("#v = :expected")
                 .expression_attribute_names("#v", "version")
                 .expression_attribute_values(":expected", n(expected_version))
@@ -306,7 +316,7 @@ impl SubscriptionStore for DynamoSubscriptions {
                 .await;
             return written("PutItem", &self.table, res);
         }
-        let mut actions = vec![self.put_action(item::subscription_to_attrs(sub)?, PutIf::Version(expected_version))?];
+        let mut actions = vec![self.put_action(self.encode(sub)?, PutIf::Version(expected_version))?];
         for e in &after {
             if !before.contains(e) {
                 actions.push(self.put_action(item::index_entry_to_attrs(e, &sub.id), PutIf::Always)?);
@@ -327,7 +337,7 @@ impl SubscriptionStore for DynamoSubscriptions {
             let Some(old) = self.item(id).await? else { return Ok(false) };
             let version: u64 = old.n("version")?;
             let mut actions = vec![self.delete_action(id.as_str(), Some(version))?];
-            for e in Self::stored_entries(&old, &item::subscription_from_attrs(&old)?)? {
+            for e in Self::stored_entries(&old, &self.decode(&old)?)? {
                 actions.push(self.delete_action(&e.id, None)?);
             }
             if let Transacted::Written = self.transact(actions).await? {
@@ -362,7 +372,7 @@ impl SubscriptionStore for DynamoSubscriptions {
             .iter()
             .map(|a| {
                 let version: u64 = a.n("version")?;
-                let mut sub = item::subscription_from_attrs(a)?;
+                let mut sub = self.decode(a)?;
                 sub.version = version + 1;
                 Ok((sub, version))
             })
@@ -370,6 +380,52 @@ impl SubscriptionStore for DynamoSubscriptions {
         let calls = found.iter().map(|(sub, version)| self.update(sub, *version)).collect();
         let written = all(all_bounded(calls, MAX_STORE_IN_FLIGHT).await)?;
         Ok(ReindexPage { reindexed: written.iter().filter(|w| **w).count() as u64, examined, next })
+    }
+
+    /// One `Query` of the listing partition of GSI
+    /// [`item::SUBSCRIPTION_INDEX`] (projected with the data, never a
+    /// `Scan`); each item holding a clear secret is put again sealed,
+    /// conditional on its `version` being the one read (every write raises
+    /// it, so a subscription written meanwhile, already sealed, is left
+    /// alone).
+    async fn reseal_page(&self, after: Option<&SubscriptionId>, limit: usize) -> StoreResult<ResealPage> {
+        let limit = limit.clamp(1, MAX_REINDEX_PAGE);
+        let items =
+            self.query_index(item::SUBSCRIPTION_LIST_KEY, after.map(SubscriptionId::as_str), Some(limit)).await?;
+        let mut page = ResealPage {
+            examined: items.len() as u64,
+            next_after: if items.len() == limit {
+                items.last().map(|a| a.s("id")).transpose()?.map(SubscriptionId::new)
+            } else {
+                None
+            },
+            ..ResealPage::default()
+        };
+        let mut rewrites = Vec::new();
+        for a in &items {
+            let opened = item::opened_subscription(a, &self.keyring)?;
+            if opened.clear {
+                rewrites.push((a.n::<u64>("version")?, opened.subscription));
+            }
+        }
+        let calls = rewrites
+            .iter()
+            .map(|(version, sub)| async move {
+                let res = self
+                    .client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(self.encode(sub)?.into_sdk()))
+                    .condition_expression("#v = :expected")
+                    .expression_attribute_names("#v", "version")
+                    .expression_attribute_values(":expected", n(*version))
+                    .send()
+                    .await;
+                written("PutItem", &self.table, res)
+            })
+            .collect();
+        page.resealed = all(all_bounded(calls, MAX_STORE_IN_FLIGHT).await)?.iter().filter(|w| **w).count() as u64;
+        Ok(page)
     }
 }
 

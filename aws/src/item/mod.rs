@@ -19,6 +19,7 @@ use serde::Serialize;
 use shared::attempt::Attempt;
 use shared::error::StoreError;
 use shared::ids::{EventId, SagaId, SubscriptionId, WebhookId};
+use shared::keyring::Keyring;
 use shared::saga::{Origin, Saga, SagaState, SagaStatus};
 use shared::subscription::Subscription;
 
@@ -282,19 +283,26 @@ pub const SUBSCRIPTION_LIST_KEY: &str = "sub";
 
 /// The Subscriptions item: `id`, `version`, `data`, and its listing entry
 /// in GSI [`SUBSCRIPTION_INDEX`]: `gk` = [`SUBSCRIPTION_LIST_KEY`], `gs` = `id`.
-pub fn subscription_to_attrs(s: &Subscription) -> Result<Attrs, StoreError> {
+/// Its secrets are sealed with `keyring` ([`shared::sealed`]).
+pub fn subscription_to_attrs(s: &Subscription, keyring: &Keyring) -> Result<Attrs, StoreError> {
     let mut a = Attrs::new();
     a.put_s("id", s.id.as_str())
         .put_n("version", s.version)
-        .put_s("data", encode_json(s)?)
+        .put_s("data", shared::sealed::seal_subscription(s, keyring))
         .put_s("gk", SUBSCRIPTION_LIST_KEY)
         .put_s("gs", s.id.as_str());
     Ok(a)
 }
 
-/// Decodes a Subscriptions item.
-pub fn subscription_from_attrs(a: &Attrs) -> Result<Subscription, StoreError> {
-    a.data()
+/// Decodes a Subscriptions item, opening its secrets with `keyring` (an
+/// item stored before sealing holds them in clear: read as they are).
+pub fn subscription_from_attrs(a: &Attrs, keyring: &Keyring) -> Result<Subscription, StoreError> {
+    Ok(opened_subscription(a, keyring)?.subscription)
+}
+
+/// [`subscription_from_attrs`], also saying whether a secret was in clear.
+pub fn opened_subscription(a: &Attrs, keyring: &Keyring) -> Result<shared::sealed::Opened, StoreError> {
+    shared::sealed::open_subscription(a.s("data")?, keyring)
 }
 
 /// One index entry of a subscription: a small item of SubscriptionsTable
@@ -348,8 +356,8 @@ pub fn index_entry_to_attrs(e: &IndexEntry, sub: &SubscriptionId) -> Attrs {
 
 /// Every item a stored subscription consists of: itself, then its index
 /// entries (what one create writes, in one transaction).
-pub fn subscription_items(s: &Subscription) -> Result<Vec<Attrs>, StoreError> {
-    let mut items = vec![subscription_to_attrs(s)?];
+pub fn subscription_items(s: &Subscription, keyring: &Keyring) -> Result<Vec<Attrs>, StoreError> {
+    let mut items = vec![subscription_to_attrs(s, keyring)?];
     items.extend(index_entries(s).iter().map(|e| index_entry_to_attrs(e, &s.id)));
     Ok(items)
 }
@@ -494,8 +502,9 @@ mod tests {
         let mut s = shared::testkit::subscription();
         s.tenant_id = Some(shared::ids::TenantId::new("acme"));
         s.event_types = vec!["task.*".into(), "*".into(), "task.*".into()];
-        let items = subscription_items(&s).unwrap();
-        assert_eq!(subscription_from_attrs(&items[0]).unwrap(), s);
+        let k = Keyring::ephemeral();
+        let items = subscription_items(&s, &k).unwrap();
+        assert_eq!(subscription_from_attrs(&items[0], &k).unwrap(), s);
         assert_eq!(items[0].s("gk").unwrap(), SUBSCRIPTION_LIST_KEY);
         let entries: Vec<(&str, &str, &str)> =
             items[1..].iter().map(|a| (a.s("id").unwrap(), a.s("gk").unwrap(), a.s("gs").unwrap())).collect();

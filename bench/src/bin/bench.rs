@@ -261,7 +261,11 @@ async fn main() -> anyhow::Result<()> {
 /// bench events have no tenant); odd ones are global, to other types
 /// (`other<i>.*` and `bench.created.v<i>`).
 async fn seed_subscriptions(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
-    let backend = hookline_sqlite::Backend::open(db)?;
+    // The key file `hookline serve` reads next to the database, so the
+    // server started on it afterwards opens these subscriptions' secrets.
+    let key_file = hookline_sqlite::files::default_key_file(db);
+    let (master, _) = hookline_sqlite::files::master_keys(None, &key_file)?;
+    let backend = hookline_sqlite::Backend::open(db, &master).await?;
     let store = backend.stores.subscriptions.clone();
     let secret = shared::signing::Secret::generate();
     let now = chrono::Utc::now();

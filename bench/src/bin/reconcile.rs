@@ -31,12 +31,12 @@ fn arg(name: &str, default: usize) -> usize {
 async fn main() -> anyhow::Result<()> {
     let (sagas, given_up, batch) = (arg("--sagas", 10_000), arg("--given-up", 200), arg("--batch", 100));
     let dir = TempDir::new("reconcile-bench");
-    let backend = hookline_sqlite::Backend::open(&dir.0.join("hookline.db"))?;
+    let master = shared::data_key::MasterKeys::generate();
+    let backend = hookline_sqlite::Backend::open(&dir.0.join("hookline.db"), &master).await?;
     let stores = backend.stores.clone();
     let sub = subscription("http://127.0.0.1:9/bench", true);
     stores.subscriptions.create(&sub).await?;
-    let h =
-        Hookline::new(stores.clone(), Config::default(), std::sync::Arc::new(shared::keyring::Keyring::ephemeral()));
+    let h = Hookline::new(stores.clone(), Config::default(), backend.keyring.clone());
 
     // Retrying sagas whose retry timer was lost: due an hour ago.
     let hour_ago = Utc::now() - chrono::Duration::hours(1);

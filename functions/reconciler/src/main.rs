@@ -1,6 +1,8 @@
 //! Reconciler: on a schedule, re-drives stream batches the pipeline gave up
 //! on and sagas that stopped progressing, and reports open dead letters.
-//! Wiring only: `hookline_aws::lambda::reconcile_scheduled` decides.
+//! Also seals, a bounded step per run, subscriptions stored in clear before
+//! secrets were sealed at rest. Wiring only:
+//! `hookline_aws::lambda::reconcile_scheduled` and `reseal_scheduled` decide.
 
 use hookline_aws::lambda::{self, Error};
 use serde_json::Value;
@@ -8,9 +10,12 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda::init_logging();
-    let h = lambda::hookline_from_env().await?;
+    let (h, backend) = lambda::backend_from_env().await?;
+    let backend = &backend;
     lambda::run("reconciler", h, move |h, _schedule: Value| async move {
-        Ok(serde_json::to_value(lambda::reconcile_scheduled(&h, &h.config.reconcile).await?)?)
+        let report = lambda::reconcile_scheduled(&h, &h.config.reconcile).await;
+        lambda::reseal_scheduled(backend).await;
+        Ok(serde_json::to_value(report?)?)
     })
     .await
 }

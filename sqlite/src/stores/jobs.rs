@@ -1,4 +1,5 @@
-//! The jobs table (bulk jobs) and the process settings.
+//! The jobs table (bulk jobs) and the process settings (among them the
+//! wrapped data key).
 
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
@@ -6,7 +7,8 @@ use rusqlite::{params, OptionalExtension};
 use super::dead_letters::open_count;
 use crate::{encode, sql, stored, Db};
 use shared::bulk::Job;
-use shared::ports::{JobStore, StoreResult};
+use shared::data_key::WrappedDataKey;
+use shared::ports::{DataKeyStore, JobStore, StoreResult};
 
 /// Jobs table: one row per bulk job, its JSON and version.
 #[derive(Clone)]
@@ -77,8 +79,75 @@ impl SqliteSettings {
             .await
     }
 
+    /// The stored value of `key`, if any.
+    pub async fn get(&self, key: &str) -> StoreResult<Option<String>> {
+        let key = key.to_string();
+        self.0
+            .call(move |c, _| {
+                c.query_row("SELECT value FROM settings WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(sql)
+            })
+            .await
+    }
+
+    /// Stores `value` under `key`, replacing any.
+    pub async fn set(&self, key: &str, value: &str) -> StoreResult<()> {
+        let (key, value) = (key.to_string(), value.to_string());
+        self.0
+            .call(move |c, _| {
+                c.execute(
+                    "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![key, value],
+                )
+                .map_err(sql)
+                .map(drop)
+            })
+            .await
+    }
+
     /// Counts for metrics: open dead letters.
     pub async fn open_dead_letters(&self) -> StoreResult<u64> {
         self.0.call(|c, _| open_count(c)).await
+    }
+}
+
+/// The `settings` row holding the wrapped data key ([`shared::data_key`]).
+pub const DATA_KEY_SETTING: &str = "data_key";
+
+/// The wrapped data key is one `settings` row (JSON of the record), inserted
+/// if absent and replaced only over the text read.
+#[async_trait]
+impl DataKeyStore for SqliteSettings {
+    async fn load(&self) -> StoreResult<Option<WrappedDataKey>> {
+        self.get(DATA_KEY_SETTING).await?.map(|v| crate::decode(&v)).transpose()
+    }
+
+    async fn create(&self, key: &WrappedDataKey) -> StoreResult<bool> {
+        let value = encode(key);
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .execute(
+                        "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+                        params![DATA_KEY_SETTING, value],
+                    )
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn replace(&self, old: &WrappedDataKey, new: &WrappedDataKey) -> StoreResult<bool> {
+        let (old, new) = (encode(old), encode(new));
+        self.0
+            .call(move |c, _| {
+                let n = c
+                    .execute(
+                        "UPDATE settings SET value = ?1 WHERE key = ?2 AND value = ?3",
+                        params![new, DATA_KEY_SETTING, old],
+                    )
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
     }
 }

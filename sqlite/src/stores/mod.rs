@@ -9,7 +9,7 @@ mod subscriptions;
 
 pub use dead_letters::SqliteDeadLetters;
 pub use events::SqliteEvents;
-pub use jobs::{SqliteJobs, SqliteSettings};
+pub use jobs::{SqliteJobs, SqliteSettings, DATA_KEY_SETTING};
 pub use sagas::{SqliteAttempts, SqliteSagas};
 pub use subscriptions::SqliteSubscriptions;
 

@@ -1,21 +1,43 @@
-//! The subscriptions table and its routing index.
+//! The subscriptions table and its routing index. Each record's secrets
+//! (signing secrets, custom header values) are sealed with the data key
+//! ([`shared::sealed`]) in the `data` column.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::{decode, encode, sql, Db};
+use crate::{sql, Db};
 use shared::ids::SubscriptionId;
+use shared::keyring::Keyring;
 use shared::ports::{
-    ReindexPage, StoreResult, SubscriptionFilter, SubscriptionPage, SubscriptionStore, MAX_REINDEX_PAGE,
+    ReindexPage, ResealPage, StoreResult, SubscriptionFilter, SubscriptionPage, SubscriptionStore, MAX_REINDEX_PAGE,
 };
 use shared::routing::{self, RouteKey};
+use shared::sealed::{open_subscription, seal_subscription};
 use shared::subscription::Subscription;
 
 /// Subscriptions table, and its routing index `subscription_routes`
 /// (one row per (scope, pattern) of each subscription) written in the same
-/// transaction as every subscription write.
+/// transaction as every subscription write. Secrets are sealed with the
+/// keyring it holds.
 #[derive(Clone)]
-pub struct SqliteSubscriptions(pub Db);
+pub struct SqliteSubscriptions {
+    db: Db,
+    keyring: Arc<Keyring>,
+}
+
+impl SqliteSubscriptions {
+    /// The store on `db`, sealing and opening secrets with `keyring`.
+    pub fn new(db: Db, keyring: Arc<Keyring>) -> Self {
+        SqliteSubscriptions { db, keyring }
+    }
+}
+
+/// A stored `data` column opened with `keyring`.
+fn decode(keyring: &Keyring, data: &str) -> StoreResult<Subscription> {
+    Ok(open_subscription(data, keyring)?.subscription)
+}
 
 /// Writes the index rows of `sub` (after its old ones were deleted).
 fn index_subscription(c: &Connection, sub: &Subscription) -> StoreResult<()> {
@@ -39,12 +61,12 @@ fn unindex_subscription(c: &Connection, id: &SubscriptionId) -> StoreResult<()> 
 }
 
 /// The stored subscriptions of `ids`, in that order (`None` where missing).
-fn subscriptions_by_id(c: &Connection, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
+fn subscriptions_by_id(c: &Connection, k: &Keyring, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
     let mut st = c.prepare_cached("SELECT data FROM subscriptions WHERE id = ?1").map_err(sql)?;
     ids.iter()
         .map(|id| {
             let data: Option<String> = st.query_row([id.as_str()], |r| r.get(0)).optional().map_err(sql)?;
-            data.map(|d| decode(&d)).transpose()
+            data.map(|d| decode(k, &d)).transpose()
         })
         .collect()
 }
@@ -68,17 +90,12 @@ fn route_ids(c: &Connection, key: &RouteKey, after: &str, limit: i64) -> StoreRe
 #[async_trait]
 impl SubscriptionStore for SqliteSubscriptions {
     async fn create(&self, sub: &Subscription) -> StoreResult<()> {
-        let sub = sub.clone();
-        self.0
+        let (sub, data) = (sub.clone(), seal_subscription(sub, &self.keyring));
+        self.db
             .call(move |c, _| {
                 c.execute(
                     "INSERT INTO subscriptions (id, version, data, tenant_id) VALUES (?1, ?2, ?3, ?4)",
-                    params![
-                        sub.id.as_str(),
-                        sub.version as i64,
-                        encode(&sub),
-                        sub.tenant_id.as_ref().map(|t| t.as_str())
-                    ],
+                    params![sub.id.as_str(), sub.version as i64, data, sub.tenant_id.as_ref().map(|t| t.as_str())],
                 )
                 .map_err(sql)?;
                 index_subscription(c, &sub)
@@ -87,19 +104,19 @@ impl SubscriptionStore for SqliteSubscriptions {
     }
 
     async fn get(&self, id: &SubscriptionId) -> StoreResult<Option<Subscription>> {
-        let id = id.clone();
-        self.0.call(move |c, _| Ok(subscriptions_by_id(c, std::slice::from_ref(&id))?.pop().flatten())).await
+        let (id, k) = (id.clone(), self.keyring.clone());
+        self.db.call(move |c, _| Ok(subscriptions_by_id(c, &k, std::slice::from_ref(&id))?.pop().flatten())).await
     }
 
     /// One call (one trip through the writer) for all of them.
     async fn get_many(&self, ids: &[SubscriptionId]) -> StoreResult<Vec<Option<Subscription>>> {
-        let ids = ids.to_vec();
-        self.0.call(move |c, _| subscriptions_by_id(c, &ids)).await
+        let (ids, k) = (ids.to_vec(), self.keyring.clone());
+        self.db.call(move |c, _| subscriptions_by_id(c, &k, &ids)).await
     }
 
     async fn routes(&self, keys: &[RouteKey]) -> StoreResult<Vec<Vec<SubscriptionId>>> {
         let keys = keys.to_vec();
-        self.0.call(move |c, _| keys.iter().map(|k| route_ids(c, k, "", -1)).collect()).await
+        self.db.call(move |c, _| keys.iter().map(|k| route_ids(c, k, "", -1)).collect()).await
     }
 
     /// By the primary key (all), the `tenant_id` index (a tenant), or a
@@ -113,7 +130,8 @@ impl SubscriptionStore for SqliteSubscriptions {
     ) -> StoreResult<SubscriptionPage> {
         let (filter, after) = (filter.clone(), after.map(|a| a.to_string()).unwrap_or_default());
         let want = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        self.0
+        let k = self.keyring.clone();
+        self.db
             .call(move |c, _| {
                 let mut rows: Vec<Subscription> = match &filter {
                     SubscriptionFilter::All => {
@@ -121,7 +139,7 @@ impl SubscriptionStore for SqliteSubscriptions {
                             .prepare_cached("SELECT data FROM subscriptions WHERE id > ?1 ORDER BY id LIMIT ?2")
                             .map_err(sql)?;
                         let rows = st.query_map(params![after, want], |r| r.get::<_, String>(0)).map_err(sql)?;
-                        rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?
+                        rows.map(|r| decode(&k, &r.map_err(sql)?)).collect::<StoreResult<_>>()?
                     }
                     SubscriptionFilter::Tenant(t) => {
                         let mut st = c
@@ -131,7 +149,7 @@ impl SubscriptionStore for SqliteSubscriptions {
                             .map_err(sql)?;
                         let rows =
                             st.query_map(params![t.as_str(), after, want], |r| r.get::<_, String>(0)).map_err(sql)?;
-                        rows.map(|r| decode(&r.map_err(sql)?)).collect::<StoreResult<_>>()?
+                        rows.map(|r| decode(&k, &r.map_err(sql)?)).collect::<StoreResult<_>>()?
                     }
                     SubscriptionFilter::Routes(keys) => {
                         let mut ids = std::collections::BTreeSet::new();
@@ -139,7 +157,7 @@ impl SubscriptionStore for SqliteSubscriptions {
                             ids.extend(route_ids(c, k, &after, want)?);
                         }
                         let ids: Vec<SubscriptionId> = ids.into_iter().take(limit.saturating_add(1)).collect();
-                        subscriptions_by_id(c, &ids)?.into_iter().flatten().collect()
+                        subscriptions_by_id(c, &k, &ids)?.into_iter().flatten().collect()
                     }
                 };
                 let next_after = (rows.len() > limit).then(|| {
@@ -152,13 +170,13 @@ impl SubscriptionStore for SqliteSubscriptions {
     }
 
     async fn update(&self, sub: &Subscription, expected_version: u64) -> StoreResult<bool> {
-        let sub = sub.clone();
-        self.0
+        let (sub, data) = (sub.clone(), seal_subscription(sub, &self.keyring));
+        self.db
             .call(move |c, _| {
                 let n = c
                     .execute(
                         "UPDATE subscriptions SET version = ?1, data = ?2, tenant_id = ?3 WHERE id = ?4 AND version = ?5",
-                        params![sub.version as i64, encode(&sub), sub.tenant_id.as_ref().map(|t| t.as_str()), sub.id.as_str(), expected_version as i64],
+                        params![sub.version as i64, data, sub.tenant_id.as_ref().map(|t| t.as_str()), sub.id.as_str(), expected_version as i64],
                     )
                     .map_err(sql)?;
                 if n == 1 {
@@ -172,7 +190,7 @@ impl SubscriptionStore for SqliteSubscriptions {
 
     async fn delete(&self, id: &SubscriptionId) -> StoreResult<bool> {
         let id = id.clone();
-        self.0
+        self.db
             .call(move |c, _| {
                 unindex_subscription(c, &id)?;
                 Ok(c.execute("DELETE FROM subscriptions WHERE id = ?1", [id.as_str()]).map_err(sql)? == 1)
@@ -188,7 +206,8 @@ impl SubscriptionStore for SqliteSubscriptions {
     async fn reindex_page(&self, after: Option<&str>, limit: usize) -> StoreResult<ReindexPage> {
         let after = after.unwrap_or_default().to_string();
         let limit = limit.clamp(1, MAX_REINDEX_PAGE);
-        self.0
+        let k = self.keyring.clone();
+        self.db
             .call(move |c, _| {
                 let mut st = c
                     .prepare_cached(
@@ -208,12 +227,60 @@ impl SubscriptionStore for SqliteSubscriptions {
                 for (_, data, indexed) in rows.iter().take(limit) {
                     page.examined += 1;
                     if !indexed {
-                        index_subscription(c, &decode::<Subscription>(data)?)?;
+                        index_subscription(c, &decode(&k, data)?)?;
                         page.reindexed += 1;
                     }
                 }
                 Ok(page)
             })
             .await
+    }
+
+    /// By the primary key: up to `limit` rows after `after`; each holding a
+    /// clear secret is rewritten sealed, conditional on its `data` being
+    /// the text read (a write meanwhile sealed it already).
+    async fn reseal_page(&self, after: Option<&SubscriptionId>, limit: usize) -> StoreResult<ResealPage> {
+        let after = after.map(|a| a.to_string()).unwrap_or_default();
+        let limit = limit.clamp(1, MAX_REINDEX_PAGE);
+        let rows = self
+            .db
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached("SELECT id, data FROM subscriptions WHERE id > ?1 ORDER BY id LIMIT ?2")
+                    .map_err(sql)?;
+                let rows = st
+                    .query_map(params![after, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                    .map_err(sql)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(sql)
+            })
+            .await?;
+        let mut page = ResealPage {
+            examined: rows.len() as u64,
+            next_after: (rows.len() == limit).then(|| rows.last().map(|(id, _)| SubscriptionId::new(id))).flatten(),
+            ..ResealPage::default()
+        };
+        let mut rewrites = Vec::new();
+        for (id, data) in rows {
+            let opened = open_subscription(&data, &self.keyring)?;
+            if opened.clear {
+                rewrites.push((id, data, seal_subscription(&opened.subscription, &self.keyring)));
+            }
+        }
+        if !rewrites.is_empty() {
+            page.resealed = self
+                .db
+                .call(move |c, _| {
+                    let mut st = c
+                        .prepare_cached("UPDATE subscriptions SET data = ?1 WHERE id = ?2 AND data = ?3")
+                        .map_err(sql)?;
+                    let mut n = 0;
+                    for (id, old, new) in &rewrites {
+                        n += st.execute(params![new, id, old]).map_err(sql)? as u64;
+                    }
+                    Ok(n)
+                })
+                .await?;
+        }
+        Ok(page)
     }
 }

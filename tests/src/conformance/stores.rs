@@ -803,3 +803,29 @@ pub async fn jobs_are_created_once_and_updated_on_their_version(s: &Stores) {
     let got = s.jobs.get(&job.id).await.unwrap().unwrap();
     assert_eq!((got.matched, got.done, got.page, got.plan), (2, 2, 1, None));
 }
+
+/// [`shared::ports::DataKeyStore`] on an empty store (not in
+/// [`for_each_conformance_case!`](crate::for_each_conformance_case): a
+/// backend's [`Stores`] come with their data key made already; each
+/// backend's `ports.rs` runs this on a store of its own): created once,
+/// a second create (a process that lost the race) writes nothing, and a
+/// replace applies only over the record read.
+pub async fn data_key_store_creates_once_and_replaces_only_what_it_read(store: &dyn shared::ports::DataKeyStore) {
+    use shared::ports::WrappedDataKey;
+    let rec = |id: &str, by: &str| WrappedDataKey {
+        key_id: id.into(),
+        wrapped: format!("wrapped-{id}-{by}"),
+        wrapped_by: by.into(),
+    };
+    assert_eq!(store.load().await.unwrap(), None);
+    let first = rec("dk1", "mk1");
+    assert!(store.create(&first).await.unwrap());
+    assert!(!store.create(&rec("dk2", "mk1")).await.unwrap(), "the race's loser writes nothing");
+    assert_eq!(store.load().await.unwrap(), Some(first.clone()));
+    let rewrapped = rec("dk1", "mk2");
+    assert!(!store.replace(&rec("dk1", "mk0"), &rewrapped).await.unwrap(), "not the record read");
+    assert_eq!(store.load().await.unwrap(), Some(first.clone()));
+    assert!(store.replace(&first, &rewrapped).await.unwrap());
+    assert!(!store.replace(&first, &rec("dk1", "mk3")).await.unwrap(), "another process re-wrapped it first");
+    assert_eq!(store.load().await.unwrap(), Some(rewrapped));
+}

@@ -63,6 +63,16 @@
 //! - S6 on a FIFO queue (`.fifo`), a message without `MessageGroupId` or
 //!   with a per-message `DelaySeconds`.
 //!
+//! KMS rules (API reference of each action; the emulator's KMS checks
+//! neither sizes nor IAM):
+//! - K1 `Encrypt` of a `Plaintext` of 0 or over 4,096 bytes; `Decrypt` of a
+//!   `CiphertextBlob` of 0 or over 6,144 bytes; `GenerateDataKey` without
+//!   exactly one of `NumberOfBytes` (1-1,024) and `KeySpec`.
+//! - K2 an `Encrypt`, `Decrypt` or `GenerateDataKey` without `KeyId` (a
+//!   `Decrypt` may omit it on AWS, but is then authorized on whatever key
+//!   its ciphertext names: Hookline always names the key, and the IAM
+//!   rule below could not check it otherwise).
+//!
 //! IAM (the emulator enforces none): every DynamoDB, DynamoDB Streams and
 //! SQS request made while a handler runs as a function of the template
 //! ([`crate::iam::as_function`]) must be allowed by that function's role as
@@ -157,6 +167,50 @@ impl Strict {
         aws_sdk_dynamodbstreams::Client::from_conf(conf)
     }
 
+    /// A KMS client on `sdk` with the checker installed.
+    pub fn kms_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_kms::Client {
+        let conf = aws_sdk_kms::config::Builder::from(sdk)
+            .interceptor(Checking { service: Service::Kms, strict: self.clone() })
+            .build();
+        aws_sdk_kms::Client::from_conf(conf)
+    }
+
+    /// The rules one KMS request breaks (`op` like `Decrypt`).
+    pub fn check_kms(op: &str, req: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        // Blobs travel as base64 in the JSON body.
+        let bytes = |field: &str| req[field].as_str().map(|b| b.len() / 4 * 3 - b.matches('=').count()).unwrap_or(0);
+        match op {
+            "Encrypt" => {
+                let n = bytes("Plaintext");
+                if n == 0 || n > 4096 {
+                    out.push(format!("K1 Encrypt of {n} bytes of plaintext (1 to 4,096)"));
+                }
+            }
+            "Decrypt" => {
+                let n = bytes("CiphertextBlob");
+                if n == 0 || n > 6144 {
+                    out.push(format!("K1 Decrypt of a {n}-byte ciphertext (1 to 6,144)"));
+                }
+            }
+            "GenerateDataKey" => {
+                let ok = match (req["NumberOfBytes"].as_i64(), req["KeySpec"].is_string()) {
+                    (Some(n), false) => (1..=1024).contains(&n),
+                    (None, true) => true,
+                    _ => false,
+                };
+                if !ok {
+                    out.push("K1 GenerateDataKey needs exactly one of NumberOfBytes (1 to 1,024) and KeySpec".into());
+                }
+            }
+            _ => {}
+        }
+        if matches!(op, "Encrypt" | "Decrypt" | "GenerateDataKey") && !req["KeyId"].is_string() {
+            out.push(format!("K2 {op} without KeyId"));
+        }
+        out
+    }
+
     /// An SQS client on `sdk` with the checker installed.
     pub fn sqs_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
         let conf = aws_sdk_sqs::config::Builder::from(sdk)
@@ -170,13 +224,34 @@ impl Strict {
     pub async fn backend(&self, tag: &str) -> hookline_aws::AwsBackend {
         let sdk = crate::emulator::aws_config().await;
         let names = crate::emulator::create_resources_with(&sdk, &crate::emulator::fresh_prefix(tag)).await;
+        let keyring = self.data_key(&sdk, &names, "ApiFunction").await;
         hookline_aws::AwsBackend::with_clients(
             self.dynamodb_client(&sdk),
             self.sqs_client(&sdk),
             self.streams_client(&sdk),
             names,
             &shared::context::Config::default(),
+            keyring,
         )
+    }
+
+    /// The deployment's data key as a container of `function` loads it at
+    /// cold start ([`hookline_aws::keys::open_data_key`]: KeysTable and
+    /// KMS), through clients under this checker, so its requests are
+    /// checked against that function's role.
+    pub async fn data_key(
+        &self,
+        sdk: &aws_config::SdkConfig,
+        names: &hookline_aws::AwsNames,
+        function: &'static str,
+    ) -> Arc<shared::keyring::Keyring> {
+        let open = hookline_aws::keys::open_data_key(
+            self.dynamodb_client(sdk),
+            self.kms_client(sdk),
+            &names.keys_table,
+            &names.kms_key_id,
+        );
+        Arc::new(iam::as_function(function, open).await.expect("the data key"))
     }
 
     /// Every violation so far.
@@ -202,6 +277,7 @@ impl Strict {
         let needs = match service {
             Service::DynamoDb => iam::dynamodb_needs(op, req),
             Service::Sqs => vec![iam::sqs_needs(op, req)],
+            Service::Kms => iam::kms_needs(op, req),
             Service::Streams => {
                 let resource = match op {
                     "ListStreams" => format!("{}/stream/*", iam::logical_id(req["TableName"].as_str().unwrap_or(""))),
@@ -721,6 +797,7 @@ enum Service {
     DynamoDb,
     Sqs,
     Streams,
+    Kms,
 }
 
 /// A Streams request's operation and body, kept for its response.
@@ -763,6 +840,7 @@ impl Intercept for Checking {
         let mut found = match self.service {
             Service::DynamoDb => self.strict.check_dynamodb(&op, &body),
             Service::Sqs => Strict::check_sqs(&op, &body),
+            Service::Kms => Strict::check_kms(&op, &body),
             Service::Streams => Vec::new(),
         };
         if let Some(function) = iam::current_function() {

@@ -144,3 +144,54 @@ fn requests_are_held_to_the_template_role_of_their_function() {
         .is_empty());
     assert_eq!(strict.iam_checked(), 12);
 }
+
+#[test]
+fn kms_sizes_and_unnamed_keys_are_refused() {
+    let b64 = |n: usize| base64_of(n);
+    let key = "arn:aws:kms:us-east-1:123456789012:key/k";
+    assert!(Strict::check_kms("Encrypt", &json!({"KeyId": key, "Plaintext": b64(32)})).is_empty());
+    let v = Strict::check_kms("Encrypt", &json!({"KeyId": key, "Plaintext": b64(4097)}));
+    assert!(v.iter().any(|m| m.starts_with("K1 Encrypt of 4097")), "{v:?}");
+    assert!(Strict::check_kms("Decrypt", &json!({"KeyId": key, "CiphertextBlob": b64(184)})).is_empty());
+    let v = Strict::check_kms("Decrypt", &json!({"KeyId": key, "CiphertextBlob": b64(6145)}));
+    assert!(v.iter().any(|m| m.starts_with("K1 Decrypt")), "{v:?}");
+    let v = Strict::check_kms("Decrypt", &json!({"CiphertextBlob": b64(184)}));
+    assert!(v.iter().any(|m| m.starts_with("K2 Decrypt without KeyId")), "{v:?}");
+    let v = Strict::check_kms("GenerateDataKey", &json!({"KeyId": key, "NumberOfBytes": 2048}));
+    assert!(v.iter().any(|m| m.starts_with("K1 GenerateDataKey")), "{v:?}");
+    assert!(Strict::check_kms("GenerateDataKey", &json!({"KeyId": key, "KeySpec": "AES_256"})).is_empty());
+}
+
+#[test]
+fn kms_requests_are_authorized_on_the_key_they_name() {
+    crate::iam::register_kms_key("arn:aws:kms:us-east-1:123456789012:key/unit-test-key", "DataKmsKey");
+    let roles = Roles::from_template();
+    let strict = Strict::new();
+    let named = json!({"KeyId": "arn:aws:kms:us-east-1:123456789012:key/unit-test-key"});
+    for f in ["ApiFunction", "DeliveryFunction", "IngestFunction", "ReconcilerFunction"] {
+        assert!(strict.check_iam(f, Service::Kms, "Decrypt", &named).is_empty(), "{f}");
+        assert!(strict.check_iam(f, Service::Kms, "Encrypt", &named).is_empty(), "{f}");
+        let v = strict.check_iam(f, Service::Kms, "ScheduleKeyDeletion", &named);
+        assert!(!v.is_empty(), "{f} may not delete the key");
+    }
+    let other = json!({"KeyId": "arn:aws:kms:us-east-1:123456789012:key/another"});
+    assert!(!strict.check_iam("ApiFunction", Service::Kms, "Decrypt", &other).is_empty(), "another key");
+    assert!(roles.denies("ApiFunction", "kms:Decrypt", "DataKmsKey").is_none());
+    assert_eq!(
+        crate::iam::kms_needs("ReEncrypt", &json!({"SourceKeyId": "unit-test-key", "DestinationKeyId": "x"})),
+        vec![
+            ("kms:ReEncryptFrom".to_string(), "DataKmsKey".to_string()),
+            ("kms:ReEncryptTo".to_string(), "(KMS key x)".to_string())
+        ]
+    );
+}
+
+/// Base64 of `n` zero bytes, as the JSON protocol sends a blob.
+fn base64_of(n: usize) -> String {
+    let tail = match n % 3 {
+        1 => "AA==",
+        2 => "AAA=",
+        _ => "",
+    };
+    format!("{}{tail}", "AAAA".repeat(n / 3))
+}

@@ -43,7 +43,11 @@ async fn subscription_fills_read_eventually_consistent() {
     let prefix = hookline_tests::emulator::fresh_prefix("sub_fills");
     let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
     let meter = hookline_tests::metering::Meter::new();
-    let store = hookline_aws::DynamoSubscriptions::new(meter.dynamodb_client(&sdk), names.subscriptions_table.clone());
+    let store = hookline_aws::DynamoSubscriptions::new(
+        meter.dynamodb_client(&sdk),
+        names.subscriptions_table.clone(),
+        std::sync::Arc::new(shared::keyring::Keyring::ephemeral()),
+    );
     let subs: Vec<_> = (0..4).map(|i| hookline_tests::conformance::subscription(&format!("sub_f{i}"), 1)).collect();
     for s in &subs {
         store.create(s).await.unwrap();
@@ -137,4 +141,20 @@ async fn event_pages_read_summaries_not_bodies() {
     let u = used(&before);
     assert_eq!(page.items, vec![EventSummary::of(&events[3], Some(Outcome::Failed))]);
     assert!(u.keys().all(|(t, _)| t.starts_with("EventOutcomesTable[")), "the outcome index alone: {u:?}");
+}
+
+/// The data key's store: KeysTable of fresh tables (no container has
+/// started on them), under the strict checker.
+#[tokio::test]
+async fn data_key_store_creates_once_and_replaces_only_what_it_read() {
+    let strict = Strict::new();
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let names = hookline_tests::emulator::create_resources_with(
+        &sdk,
+        &hookline_tests::emulator::fresh_prefix("data_key_store"),
+    )
+    .await;
+    let store = hookline_aws::keys::DynamoDataKeys::new(strict.dynamodb_client(&sdk), names.keys_table);
+    hookline_tests::conformance::data_key_store_creates_once_and_replaces_only_what_it_read(&store).await;
+    strict.assert_clean();
 }

@@ -10,6 +10,7 @@ mod fairness;
 mod listener;
 mod ports;
 mod retention;
+mod secrets;
 mod stages;
 
 hookline_tests::both_backend_suites!(serve);

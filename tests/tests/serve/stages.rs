@@ -7,7 +7,7 @@ macro_rules! case {
     ($name:ident) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            hookline_tests::stages::$name(&Rig::sqlite(stringify!($name))).await;
+            hookline_tests::stages::$name(&Rig::sqlite(stringify!($name)).await).await;
         }
     };
 }

@@ -227,7 +227,8 @@ pub(crate) async fn create_unmatched(
         } else {
             let mut items = Vec::new();
             for sub in subs.iter() {
-                items.extend(hookline_aws::item::subscription_items(sub)?.into_iter().map(|a| a.into_sdk()));
+                items
+                    .extend(hookline_aws::item::subscription_items(sub, &h.keyring)?.into_iter().map(|a| a.into_sdk()));
             }
             items.chunks(per_request).map(<[_]>::to_vec).collect()
         });

@@ -247,6 +247,15 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
     m.insert("ApiFunction", g);
 
+    // Every function: the deployment's data key at cold start (one GetItem
+    // of KeysTable, one kms:Decrypt); the first container of a deployment
+    // creates it (kms:Encrypt, conditional PutItem) and one that starts
+    // after a move to another KMS key re-wraps it (aws/src/keys.rs). Any
+    // function may be the first to start, so each may create it.
+    for g in m.values_mut() {
+        grant(g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["KeysTable"]);
+        grant(g, &["kms:Decrypt", "kms:Encrypt"], &["DataKmsKey"]);
+    }
     m
 }
 
@@ -330,6 +339,7 @@ pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
     ("EVENTS_TABLE", "EventsTable"),
     ("EVENT_OUTCOMES_TABLE", "EventOutcomesTable"),
     ("SUBSCRIPTIONS_TABLE", "SubscriptionsTable"),
+    ("KEYS_TABLE", "KeysTable"),
     ("SAGAS_TABLE", "SagasTable"),
     ("ATTEMPTS_TABLE", "AttemptsTable"),
     ("DEAD_LETTERS_TABLE", "DeadLettersTable"),
