@@ -164,14 +164,14 @@ impl Api {
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
             .transpose()?;
         let page = self.hookline.stores.dead_letters.page(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
             &DeadLetterPage {
                 items: page.items.into_iter().map(|d| DeadLetter { event: None, ..d }).collect(),
-                next_cursor: page.next.map(|n| cursor::issue(&n, &filters)),
+                next_cursor: page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
             },
         ))
     }
@@ -217,10 +217,10 @@ impl Api {
     /// stored dead letters examined, the listing keys of those stored
     /// without them written, so the filters and bulk jobs find them.
     pub(super) async fn reindex_dead_letters(&self, req: &Request<'_>) -> ApiResult {
-        let (after, limit) = reindex::page_of(req, Walk::DeadLetters)?;
+        let (after, limit) = reindex::page_of(req, Walk::DeadLetters, &self.cursor_key())?;
         let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
-        Ok(reindex::answer(page, Walk::DeadLetters))
+        Ok(reindex::answer(page, Walk::DeadLetters, &self.cursor_key()))
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
