@@ -604,7 +604,7 @@ impl Api {
         if !manage::delete(&self.hookline, id, &self.actor(req)).await? {
             return Err(ApiError::not_found("subscription", id));
         }
-        Ok(Response { status: 204, content_type: "application/json", body: vec![] })
+        Ok(Response { status: 204, content_type: "application/json", body: vec![], retry_after: None })
     }
 
     pub(super) async fn verify_now(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
