@@ -173,6 +173,13 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
                 (job, plan)
             }
             Step::Plan => {
+                // Failure injection (tests): planning fails for the jobs of
+                // one tenant, which stay running, their message received
+                // again after its visibility timeout.
+                let tenant = job.tenant_id.as_ref().map_or("", |t| t.as_str());
+                if h.failpoints.fails("bulk.plan", tenant) {
+                    return Err(StoreError::other(format!("failpoint bulk.plan@{tenant}")));
+                }
                 let (items, next) = plan_page(h, &job).await?;
                 let planned = job.planned(items, next, Utc::now());
                 if !h.stores.jobs.update(&planned, job.version).await? {
