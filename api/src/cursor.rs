@@ -2,7 +2,7 @@
 //! Hookline. A cursor holds where the next page starts and a fingerprint of
 //! the filters of the request that got it, authenticated with an HMAC-SHA256
 //! tag (128 bits) under a server secret (the deployment's purpose key
-//! `keyring.derive("cursor")`, [`Api::cursor_key`]), all base64url. A
+//! `keyring.derive("cursor")`, [`crate::Api::cursor_key`]), all base64url. A
 //! cursor Hookline did not issue (garbage, cut short, edited, re-encoded
 //! without the key, or issued by another deployment) is refused before
 //! anything is read (the API answers `400` naming `cursor`), and so is one

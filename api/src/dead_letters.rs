@@ -174,7 +174,9 @@ impl Api {
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         let page = self.hookline.stores.dead_letters.page(&q, limit, after.as_deref()).await?;
         Ok(Response::json(

@@ -116,10 +116,9 @@ impl From<shared::stage::bulk::AdmitError> for ApiError {
     fn from(e: shared::stage::bulk::AdmitError) -> Self {
         use shared::stage::bulk::{AdmitError, RETRY_AFTER_SECS};
         match e {
-            AdmitError::TooManyJobs { .. } => ApiError {
-                retry_after: Some(RETRY_AFTER_SECS),
-                ..ApiError::new(429, "too_many_jobs", e.to_string())
-            },
+            AdmitError::TooManyJobs { .. } => {
+                ApiError { retry_after: Some(RETRY_AFTER_SECS), ..ApiError::new(429, "too_many_jobs", e.to_string()) }
+            }
             AdmitError::TooLarge { .. } => ApiError::new(422, "job_too_large", e.to_string()).on("filter"),
             AdmitError::Store(e) => e.into(),
         }

@@ -252,7 +252,9 @@ impl Api {
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         let page = self.hookline.stores.events.search(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
@@ -300,7 +302,9 @@ impl Api {
         };
         let filters = format!("deliveries:{id}");
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;

@@ -137,7 +137,11 @@ mod tests {
         ] {
             let e = check_range(r(s, u), days, now).unwrap_err();
             assert_eq!((e.status, e.field.as_deref()), (422, Some(field)), "{s:?} {u:?}: {}", e.message);
-            assert!(e.message.contains("2026-11-19T11:00:00Z") && e.message.contains("2026-11-26T13:00:00Z"), "{}", e.message);
+            assert!(
+                e.message.contains("2026-11-19T11:00:00Z") && e.message.contains("2026-11-26T13:00:00Z"),
+                "{}",
+                e.message
+            );
         }
     }
 
@@ -151,7 +155,8 @@ mod tests {
         }
         assert_eq!(reason(Some(&"x".repeat(1001))).unwrap_err().status, 400);
         assert!(reason(Some(&"é".repeat(1000))).is_ok(), "characters, not bytes");
-        for bad in ["a\u{1b}[31mred", "a\rb", "a\nb", "a\tb", "a\0b", "a\u{7f}", "a\u{85}b", "a\u{2028}b", "a\u{202e}b"] {
+        for bad in ["a\u{1b}[31mred", "a\rb", "a\nb", "a\tb", "a\0b", "a\u{7f}", "a\u{85}b", "a\u{2028}b", "a\u{202e}b"]
+        {
             let e = reason(Some(bad)).unwrap_err();
             assert_eq!((e.status, e.field.as_deref()), (400, Some("reason")), "{bad:?}");
             assert!(!e.message.chars().any(char::is_control));

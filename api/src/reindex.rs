@@ -53,7 +53,11 @@ struct Answer {
 
 /// Where the page starts (the store's position) and how many items it
 /// examines, from the request; refused with the field named.
-pub(super) fn page_of(req: &Request<'_>, walk: Walk, key: &cursor::CursorKey) -> Result<(Option<String>, usize), ApiError> {
+pub(super) fn page_of(
+    req: &Request<'_>,
+    walk: Walk,
+    key: &cursor::CursorKey,
+) -> Result<(Option<String>, usize), ApiError> {
     let body: Body = parse(req.body, true)?;
     let limit = match body.limit {
         None => MAX_REINDEX_PAGE,

@@ -407,7 +407,8 @@ impl Api {
         let after = match query_param(req.query, "cursor") {
             None => None,
             Some(c) => Some(SubscriptionId::new(
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))?,
+                cursor::read(&self.cursor_key(), &c, &filters)
+                    .map_err(|e| ApiError::invalid("cursor", e.to_string()))?,
             )),
         };
         let filter = match (tenant_id, event_type) {

@@ -393,8 +393,7 @@ fn to_http(r: api::Response) -> Response<Body> {
     if let Some(secs) = r.retry_after {
         b = b.header(header::RETRY_AFTER, secs);
     }
-    b.body(Body::from(r.body))
-        .expect("valid response")
+    b.body(Body::from(r.body)).expect("valid response")
 }
 
 /// A `std::time::Duration` written as `--header-timeout` takes it.

@@ -157,7 +157,8 @@ impl Keyring {
     /// HMAC-SHA256 under the current data key of `parts`, each
     /// length-prefixed (so no two lists of parts collide).
     pub fn mac(&self, parts: &[&str]) -> [u8; 32] {
-        let mut mac = <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(&self.current.key).expect("HMAC accepts any key length");
+        let mut mac =
+            <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(&self.current.key).expect("HMAC accepts any key length");
         for p in parts {
             mac.update(&(p.len() as u64).to_be_bytes());
             mac.update(p.as_bytes());

@@ -6,9 +6,9 @@
 //! the adapters live in `hookline-sqlite` and `hookline-aws`, the HTTP API in
 //! `hookline-api`, and a wrong-way import does not compile.
 
+pub mod access;
 #[cfg(test)]
 mod architecture_tests;
-pub mod access;
 pub mod attempt;
 pub mod audit;
 pub mod bounds;

@@ -467,7 +467,10 @@ mod tests {
         // One stored with more than the cap (before it existed) signs with three.
         let mut old = sub.clone();
         old.signing_keys = (0..10)
-            .map(|i| SigningKey { secret: Secret::generate(), expires_at: (i > 0).then(|| now + chrono::Duration::hours(1)) })
+            .map(|i| SigningKey {
+                secret: Secret::generate(),
+                expires_at: (i > 0).then(|| now + chrono::Duration::hours(1)),
+            })
             .collect();
         assert_eq!(old.signing_secrets(now).len(), MAX_SIGNING_SECRETS);
         assert_eq!(old.signing_secrets(now)[0].expose(), old.signing_keys[0].secret.expose());

@@ -145,7 +145,8 @@ impl AwsPipeline {
         };
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default());
         let config = settings.aws_config(TEST_SETTINGS);
-        let hookline = Arc::new(Hookline::new(backend.stores.clone(), config, Arc::new(shared::keyring::Keyring::ephemeral())));
+        let hookline =
+            Arc::new(Hookline::new(backend.stores.clone(), config, Arc::new(shared::keyring::Keyring::ephemeral())));
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
         let moto = Moto::from_env();
         let q = |logical: &str| {
@@ -297,11 +298,8 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         let Ok(res) = res else {
             return (500, json!({"message": "Internal Server Error"}), Default::default());
         };
-        let response_headers = res
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect();
+        let response_headers =
+            res.headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
         let text = match res.body {
             Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),

@@ -60,7 +60,8 @@ pub async fn a_tenantless_producer_cannot_occupy_another_tenants_ids(p: &impl Pi
     assert_eq!((st, v["id"].as_str()), (200, Some(plain.as_str())));
 
     // The victims: acme's event by id, and by idempotency key.
-    let (tev, dup) = post(p, &json!({"id": order, "type": "gid.real", "tenant_id": "acme", "data": {"victim": 1}})).await;
+    let (tev, dup) =
+        post(p, &json!({"id": order, "type": "gid.real", "tenant_id": "acme", "data": {"victim": 1}})).await;
     assert_eq!((tev.as_str(), dup), (victim_tev.as_str(), false), "acme's event is stored under its id");
     let contract = json!({"eventId": format!("evt_c_{run}"), "eventType": "gid.task", "version": 1,
         "occurredAt": "2026-02-19T10:10:00Z", "traceId": "req_1", "producer": "worker", "idempotencyKey": key,
@@ -69,9 +70,17 @@ pub async fn a_tenantless_producer_cannot_occupy_another_tenants_ids(p: &impl Pi
     assert_eq!((idk.as_str(), dup), (victim_idk.as_str(), false), "acme's keyed event is stored under its id");
     for id in [&tev, &idk] {
         let d = p.settled_deliveries(id, 1, 60).await;
-        assert_eq!((d[0]["subscription_id"].as_str(), d[0]["status"].as_str()), (Some(sub.as_str()), Some("Completed")));
+        assert_eq!(
+            (d[0]["subscription_id"].as_str(), d[0]["status"].as_str()),
+            (Some(sub.as_str()), Some("Completed"))
+        );
     }
-    let victims: Vec<Value> = r.deliveries("/all").iter().map(|d| d.json()).filter(|b| !b["payload"].is_null() || !b["data"]["victim"].is_null()).collect();
+    let victims: Vec<Value> = r
+        .deliveries("/all")
+        .iter()
+        .map(|d| d.json())
+        .filter(|b| !b["payload"].is_null() || !b["data"]["victim"].is_null())
+        .collect();
     assert_eq!(victims.len(), 2, "both victims delivered: {victims:?}");
 }
 
@@ -82,7 +91,8 @@ pub async fn a_tenantless_producer_cannot_occupy_another_tenants_ids(p: &impl Pi
 /// channel receives it, under a `hop_` id.
 pub async fn operational_events_cannot_be_suppressed_by_a_producer(p: &impl Pipeline) {
     let r = Receiver::start().await;
-    let (ops, _) = p.subscribe(json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.*"]})).await;
+    let (ops, _) =
+        p.subscribe(json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.*"]})).await;
     let (failing, _) = p
         .subscribe(json!({"callback_url": r.url("/dead", Behaviour::Always(500)), "event_types": ["gop.*"],
                           "dead_letter_on": [500]}))
@@ -173,10 +183,12 @@ pub async fn forged_cursors_are_refused_before_the_store(p: &impl Pipeline) {
 /// (`{"challenge": "…"}`, the receiver's `Ok`) still verifies.
 pub async fn an_echoing_endpoint_does_not_verify(p: &impl Pipeline) {
     let r = Receiver::start().await;
-    let (good, _) = p.subscribe(json!({"callback_url": r.url("/answers", Behaviour::Ok), "event_types": ["gecho.*"]})).await;
+    let (good, _) =
+        p.subscribe(json!({"callback_url": r.url("/answers", Behaviour::Ok), "event_types": ["gecho.*"]})).await;
     let mut echoes = Vec::new();
     for (path, b) in [("/echo-body", Behaviour::EchoBody), ("/echo-headers", Behaviour::EchoHeaders)] {
-        let (st, v) = p.post("/v1/subscriptions", &json!({"callback_url": r.url(path, b), "event_types": ["gecho.*"]})).await;
+        let (st, v) =
+            p.post("/v1/subscriptions", &json!({"callback_url": r.url(path, b), "event_types": ["gecho.*"]})).await;
         assert_eq!(st, 201, "{v}");
         let id = v["id"].as_str().unwrap().to_string();
         let v = eventually(20, "the verification failure recorded", || async {
@@ -221,7 +233,11 @@ pub async fn rotations_keep_at_most_three_signatures(p: &impl Pipeline) {
     let first = sig.split(' ').next().unwrap();
     let msg = d.last().unwrap();
     let ts: i64 = msg.header("webhook-timestamp").parse().unwrap();
-    assert_eq!(first, shared::signing::sign(&secret, msg.header("webhook-id"), ts, &msg.body), "the current secret first");
+    assert_eq!(
+        first,
+        shared::signing::sign(&secret, msg.header("webhook-id"), ts, &msg.body),
+        "the current secret first"
+    );
 }
 
 /// The small validations, each a clear error naming the field that writes
@@ -265,11 +281,19 @@ pub async fn the_small_validations_name_the_field_and_write_nothing(p: &impl Pip
         assert_eq!((st, v["error"]["field"].as_str()), (422, Some("filter.until")), "{v}");
     }
     let (_, subs_before) = p.get("/v1/subscriptions?limit=1000").await;
-    for name in ["Content-Encoding", "content-range", "Content-Language", "Digest", "Content-Type", "Transfer-Encoding"] {
-        let body = json!({"callback_url": r.url("/hdr", Behaviour::Ok), "event_types": ["gval.*"], "headers": {name: "gzip"}});
+    for name in ["Content-Encoding", "content-range", "Content-Language", "Digest", "Content-Type", "Transfer-Encoding"]
+    {
+        let body =
+            json!({"callback_url": r.url("/hdr", Behaviour::Ok), "event_types": ["gval.*"], "headers": {name: "gzip"}});
         let (st, v) = p.post("/v1/subscriptions", &body).await;
         assert_eq!((st, v["error"]["field"].as_str()), (422, Some(format!("headers.{name}").as_str())), "{v}");
-        let (st, v) = p.call("PATCH", &format!("/v1/subscriptions/{sub}"), Some(json!({"headers": {name: "gzip"}}).to_string().as_bytes())).await;
+        let (st, v) = p
+            .call(
+                "PATCH",
+                &format!("/v1/subscriptions/{sub}"),
+                Some(json!({"headers": {name: "gzip"}}).to_string().as_bytes()),
+            )
+            .await;
         assert_eq!((st, v["error"]["field"].as_str()), (422, Some(format!("headers.{name}").as_str())), "{v}");
     }
     let (_, subs_after) = p.get("/v1/subscriptions?limit=1000").await;
@@ -305,8 +329,10 @@ pub async fn jobs_are_bounded_per_tenant(p: &mut impl Pipeline) {
     let mut events = Vec::new();
     for tenant in [hold.as_str(), "gfree"] {
         let (sub, _) = p
-            .subscribe(json!({"callback_url": r.url(&format!("/{tenant}"), Behaviour::Always(500)), "event_types": ["gjob.*"],
-                              "tenant_id": tenant, "dead_letter_on": [500]}))
+            .subscribe(
+                json!({"callback_url": r.url(&format!("/{tenant}"), Behaviour::Always(500)), "event_types": ["gjob.*"],
+                              "tenant_id": tenant, "dead_letter_on": [500]}),
+            )
             .await;
         for n in 0..6 {
             let ty = if n < 3 { "gjob.a" } else { "gjob.b" };
@@ -319,17 +345,26 @@ pub async fn jobs_are_bounded_per_tenant(p: &mut impl Pipeline) {
 
     // Too large: 6 > 5, refused, nothing started.
     let (st, v) = p.post("/v1/dead-letters/skip", &json!({"filter": {"subscription_id": held}, "reason": "x"})).await;
-    assert_eq!((st, v["error"]["code"].as_str(), v["error"]["field"].as_str()), (422, Some("job_too_large"), Some("filter")), "{v}");
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (422, Some("job_too_large"), Some("filter")),
+        "{v}"
+    );
     assert!(v["error"]["message"].as_str().unwrap().contains("JOB_MAX_ITEMS = 5"), "{v}");
 
     // Counted: 3 each; both stay running (their planning fails).
-    let job_of = |ty: &str, sub: &str| json!({"filter": {"subscription_id": sub, "event_type": ty}, "reason": "endpoint fixed"});
+    let job_of =
+        |ty: &str, sub: &str| json!({"filter": {"subscription_id": sub, "event_type": ty}, "reason": "endpoint fixed"});
     let (st, v) = p.post("/v1/dead-letters/skip", &job_of("gjob.a", held)).await;
     assert_eq!((st, v["items"].as_u64()), (202, Some(3)), "{v}");
     let (st, v) = p.post("/v1/dead-letters/skip", &job_of("gjob.b", held)).await;
     assert_eq!((st, v["items"].as_u64()), (202, Some(3)), "{v}");
     let (st, job) = p.get(&format!("/v1/jobs/{}", v["job_id"].as_str().unwrap())).await;
-    assert_eq!((st, job["items"].as_u64(), job["tenant_id"].as_str(), job["state"].as_str()), (200, Some(3), Some(hold.as_str()), Some("running")), "{job}");
+    assert_eq!(
+        (st, job["items"].as_u64(), job["tenant_id"].as_str(), job["state"].as_str()),
+        (200, Some(3), Some(hold.as_str()), Some("running")),
+        "{job}"
+    );
 
     // The third running job of the tenant: 429 with Retry-After.
     let body = serde_json::to_vec(&job_of("gjob.a", held)).unwrap();

@@ -247,11 +247,8 @@ impl Server {
         }
         let res = req.send().await.expect("request");
         let status = res.status().as_u16();
-        let response_headers = res
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect();
+        let response_headers =
+            res.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
         let bytes = res.bytes().await.unwrap_or_default();
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null), response_headers)
     }

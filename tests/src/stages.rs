@@ -62,14 +62,22 @@ impl Rig {
         let dir = TempDir::new(tag);
         let db = dir.0.join("hookline.db");
         let backend = hookline_sqlite::Backend::open(&db).expect("open the database");
-        Rig { stores: backend.stores, keyring: Arc::new(shared::keyring::Keyring::ephemeral()), kind: Kind::Sqlite { db, _dir: dir } }
+        Rig {
+            stores: backend.stores,
+            keyring: Arc::new(shared::keyring::Keyring::ephemeral()),
+            kind: Kind::Sqlite { db, _dir: dir },
+        }
     }
 
     /// Fresh tables and queues in the emulator, under the strict checker.
     pub async fn aws(tag: &str) -> Rig {
         let strict = Strict::new();
         let backend = strict.backend(tag).await;
-        Rig { stores: backend.stores.clone(), keyring: Arc::new(shared::keyring::Keyring::ephemeral()), kind: Kind::Aws { backend: Box::new(backend), strict } }
+        Rig {
+            stores: backend.stores.clone(),
+            keyring: Arc::new(shared::keyring::Keyring::ephemeral()),
+            kind: Kind::Aws { backend: Box::new(backend), strict },
+        }
     }
 
     /// One process or Lambda container: its own context and subscription

@@ -35,7 +35,8 @@ async fn main() -> anyhow::Result<()> {
     let stores = backend.stores.clone();
     let sub = subscription("http://127.0.0.1:9/bench", true);
     stores.subscriptions.create(&sub).await?;
-    let h = Hookline::new(stores.clone(), Config::default(), std::sync::Arc::new(shared::keyring::Keyring::ephemeral()));
+    let h =
+        Hookline::new(stores.clone(), Config::default(), std::sync::Arc::new(shared::keyring::Keyring::ephemeral()));
 
     // Retrying sagas whose retry timer was lost: due an hour ago.
     let hour_ago = Utc::now() - chrono::Duration::hours(1);

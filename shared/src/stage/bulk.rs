@@ -303,7 +303,12 @@ async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOut
 }
 
 /// A page of a replay filter's events (range or partition), oldest first.
-async fn list_events(h: &Hookline, f: &ReplayFilter, position: Option<&str>, size: usize) -> Result<Planned, StoreError> {
+async fn list_events(
+    h: &Hookline,
+    f: &ReplayFilter,
+    position: Option<&str>,
+    size: usize,
+) -> Result<Planned, StoreError> {
     // One event type given: the search narrows by it; several are checked
     // on the page's items, so an event of another type is neither planned
     // nor counted as matched.

@@ -111,7 +111,9 @@ pub fn answers_challenge(body: &str, challenge: &str) -> bool {
         return true;
     }
     match serde_json::from_str::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Object(m)) => m.len() == 1 && m.get("challenge").and_then(|c| c.as_str()) == Some(challenge),
+        Ok(serde_json::Value::Object(m)) => {
+            m.len() == 1 && m.get("challenge").and_then(|c| c.as_str()) == Some(challenge)
+        }
         _ => false,
     }
 }
