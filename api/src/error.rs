@@ -140,3 +140,28 @@ impl From<RequeueError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::stage::bulk::AdmitError;
+
+    /// A tenant at its job cap is a 429 whose response carries
+    /// `Retry-After` and names the cap; a job past the item cap a 422 naming
+    /// `filter`.
+    #[test]
+    fn refused_jobs_answer_429_with_retry_after_or_422() {
+        let e = ApiError::from(AdmitError::TooManyJobs { tenant: Some(shared::ids::TenantId::new("acme")), cap: 4 });
+        assert_eq!((e.status, e.code.as_str(), e.retry_after), (429, "too_many_jobs", Some(30)));
+        assert!(e.message.contains("\"acme\"") && e.message.contains("JOBS_PER_TENANT = 4"), "{}", e.message);
+        let r = Response::from(e);
+        assert_eq!((r.status, r.retry_after), (429, Some(30)));
+        let e = ApiError::from(AdmitError::TooLarge { cap: 10_000 });
+        assert_eq!(
+            (e.status, e.code.as_str(), e.field.as_deref(), e.retry_after),
+            (422, "job_too_large", Some("filter"), None)
+        );
+        assert!(e.message.contains("JOB_MAX_ITEMS = 10000") && e.message.contains("narrow"), "{}", e.message);
+        assert_eq!(Response::from(ApiError::invalid("x", "y")).retry_after, None);
+    }
+}
