@@ -26,9 +26,6 @@ use crate::message::RequeueMessage;
 /// Lambda's timeout), so no other worker takes the same page meanwhile.
 pub const MESSAGE_BUDGET: Duration = Duration::from_secs(2);
 
-/// Items listed per query while a job is counted ([`admit`]).
-pub const COUNT_PAGE: usize = 500;
-
 /// How long a slot taken for a job that is not stored (yet) is kept: the
 /// job is created right after its slot is taken, so one missing for longer
 /// was never created.
@@ -68,8 +65,9 @@ fn tenant_name(t: Option<&crate::ids::TenantId>) -> String {
 }
 
 /// Admits a job before it is started ([`start`]): counts the items it will
-/// take (at most `JOB_MAX_ITEMS` + 1 listed, [`COUNT_PAGE`] per query of
-/// the indexed listing its pages use) into `job.items`, refusing a larger
+/// take (at most `JOB_MAX_ITEMS` + 1 listed, a page of `BULK_PAGE_SIZE`,
+/// at least 100, per query of the indexed listing its pages use, so no
+/// more is held in memory than a page) into `job.items`, refusing a larger
 /// one, then takes one of its tenant's `JOBS_PER_TENANT` slots
 /// ([`TenantSlots`]), refusing when all are held by running jobs. Nothing
 /// is written when it is refused.
@@ -91,7 +89,7 @@ async fn count_items(h: &Hookline, job: &Job, cap: u64) -> Result<u64, AdmitErro
     let mut n = 0u64;
     let mut position: Option<String> = None;
     loop {
-        let (items, next) = list(h, &job.spec, position.as_deref(), COUNT_PAGE).await?;
+        let (items, next) = list(h, &job.spec, position.as_deref(), h.config.bulk_page_size.max(100)).await?;
         n += items.len() as u64;
         if n > cap {
             return Err(AdmitError::TooLarge { cap });
