@@ -116,6 +116,12 @@ pub async fn operational_events_cannot_be_suppressed_by_a_producer(p: &impl Pipe
     let (st, v) = p.get(&format!("/v1/events/{id}/deliveries")).await;
     assert_eq!(st, 200, "{v}");
     assert!(v["deliveries"].as_array().unwrap().iter().any(|s| s["subscription_id"] == ops.as_str()), "{v}");
+    // An operational id, once seen, is still not a producer's to take: a
+    // tenantless post of it is stored under its own `tnx_` id.
+    let (squat, dup) = post(p, &json!({"id": id, "type": "zz.squat", "data": {}})).await;
+    assert!(!dup && squat != id && squat.starts_with("tnx_"), "{squat}");
+    let (st, v) = p.get(&format!("/v1/events/{id}")).await;
+    assert_eq!((st, v["type"].as_str()), (200, Some("hookline.dead_letter.created")), "{v}");
 }
 
 /// The unkeyed cursor layout of before (`c1`, a plain SHA-256 checksum):
