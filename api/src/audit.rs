@@ -40,13 +40,18 @@ impl Api {
             range.until.map(|t| t.timestamp_millis()).unwrap_or_default(),
         );
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         let filter = AuditFilter { action, actor, subscription_id: subscription_id.map(SubscriptionId::new), range };
         let page = self.hookline.stores.audit.page(&filter, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
-            &AuditList { items: page.items, next_cursor: page.next.map(|n| cursor::issue(&n, &filters)) },
+            &AuditList {
+                items: page.items,
+                next_cursor: page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
+            },
         ))
     }
 }

@@ -77,9 +77,11 @@ struct Skipped<'a> {
     state: DeadLetterState,
 }
 
+/// A job started: its id and how many items it was counted to take.
 #[derive(Serialize)]
 struct Started<'a> {
     job_id: &'a str,
+    items: Option<u64>,
 }
 
 /// A job as `GET /v1/jobs/{id}` shows it.
@@ -88,6 +90,12 @@ struct JobView<'a> {
     id: &'a str,
     kind: JobKind,
     state: JobState,
+    /// How many items it was counted to take when created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    items: Option<u64>,
+    /// The tenant whose job cap it counts against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant_id: Option<&'a TenantId>,
     matched: u64,
     done: u64,
     failed: u64,
@@ -110,6 +118,8 @@ impl<'a> From<&'a Job> for JobView<'a> {
             id: &j.id,
             kind: j.kind(),
             state: j.state,
+            items: j.items,
+            tenant_id: j.tenant_id.as_ref(),
             matched: j.matched,
             done: j.done,
             failed: j.failed,
@@ -192,14 +202,16 @@ impl Api {
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         let page = self.hookline.stores.dead_letters.page(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
             &DeadLetterPage {
                 items: page.items.into_iter().map(|d| DeadLetter { event: None, ..d }).collect(),
-                next_cursor: page.next.map(|n| cursor::issue(&n, &filters)),
+                next_cursor: page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
             },
         ))
     }
@@ -245,10 +257,10 @@ impl Api {
     /// stored dead letters examined, the listing keys of those stored
     /// without them written, so the filters and bulk jobs find them.
     pub(super) async fn reindex_dead_letters(&self, req: &Request<'_>) -> ApiResult {
-        let (after, limit) = reindex::page_of(req, Walk::DeadLetters)?;
+        let (after, limit) = reindex::page_of(req, Walk::DeadLetters, &self.cursor_key())?;
         let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
-        Ok(reindex::answer(page, Walk::DeadLetters))
+        Ok(reindex::answer(page, Walk::DeadLetters, &self.cursor_key()))
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
@@ -256,8 +268,17 @@ impl Api {
     pub(super) async fn bulk_dead_letters(&self, req: &Request<'_>, kind: JobKind) -> ApiResult {
         let (reason, q) = bulk_request(req.body, self.dead_letter_retention())?;
         let subscription = q.subscription_id.clone();
+        // The job's tenant: the filter's, else the named subscription's.
+        let tenant = match (&q.tenant_id, &subscription) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(id)) => self.hookline.stores.subscriptions.get(id).await?.and_then(|s| s.tenant_id),
+            (None, None) => None,
+        };
         let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
-        let job = bulk::start(&self.hookline, Job::new(spec, &reason, &self.actor(req), Utc::now())).await?;
+        let mut job = Job::new(spec, &reason, &self.actor(req), Utc::now());
+        job.tenant_id = tenant;
+        bulk::admit(&self.hookline, &mut job).await?;
+        let job = bulk::start(&self.hookline, job).await?;
         let action =
             if kind == JobKind::Skip { Action::DeadLettersSkipStarted } else { Action::DeadLettersRequeueStarted };
         self.job_audit(action, &job, subscription.as_ref()).await;
@@ -266,6 +287,11 @@ impl Api {
 
     /// `GET /v1/jobs/{id}`.
     pub(super) async fn get_job(&self, id: &str) -> ApiResult {
+        // Only jobs are shown: the job store also keeps each tenant's
+        // running-job slots, under `slots#…` keys.
+        if !id.starts_with("job_") {
+            return Err(ApiError::not_found("job", id));
+        }
         let job = self.hookline.stores.jobs.get(id).await?.ok_or_else(|| ApiError::not_found("job", id))?;
         Ok(Response::json(200, &JobView::from(&job)))
     }
@@ -283,9 +309,9 @@ impl Api {
         self.hookline.audit(rec).await;
     }
 
-    /// A bulk job started: `202 {"job_id"}`.
+    /// A bulk job started: `202 {"job_id", "items"}`.
     pub(super) fn job_started(job: &Job) -> Response {
-        Response::json(202, &Started { job_id: &job.id })
+        Response::json(202, &Started { job_id: &job.id, items: job.items })
     }
 }
 

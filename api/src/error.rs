@@ -25,6 +25,9 @@ pub struct ApiError {
     /// The offending field, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// Seconds for the `Retry-After` header of the response (a `429`).
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 /// The code of a `422` for a replay naming a subscription whose routing
@@ -38,7 +41,7 @@ pub type ApiResult = Result<Response, ApiError>;
 impl ApiError {
     /// An error with a status, code and message.
     pub fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
-        ApiError { status, code: code.to_string(), message: message.into(), field: None }
+        ApiError { status, code: code.to_string(), message: message.into(), field: None, retry_after: None }
     }
 
     /// The same error, blaming `field`.
@@ -65,7 +68,7 @@ impl ApiError {
 
 impl From<ApiError> for Response {
     fn from(e: ApiError) -> Response {
-        Response::json(e.status, &serde_json::json!({ "error": e }))
+        Response { retry_after: e.retry_after, ..Response::json(e.status, &serde_json::json!({ "error": e })) }
     }
 }
 
@@ -91,6 +94,7 @@ impl From<&EnvelopeError> for ApiError {
             code: e.code().to_string(),
             message: e.to_string(),
             field: e.field().map(str::to_string),
+            retry_after: None,
         }
     }
 }
@@ -102,6 +106,21 @@ impl From<IngestError> for ApiError {
             IngestError::TooLarge { .. } => ApiError::new(413, "payload_too_large", e.to_string()),
             IngestError::BadBatch(m) => ApiError::new(400, "invalid_batch", m),
             IngestError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<shared::stage::bulk::AdmitError> for ApiError {
+    /// `429 too_many_jobs` with `Retry-After` at the tenant's cap;
+    /// `422 job_too_large` naming `filter` for a job past `JOB_MAX_ITEMS`.
+    fn from(e: shared::stage::bulk::AdmitError) -> Self {
+        use shared::stage::bulk::{AdmitError, RETRY_AFTER_SECS};
+        match e {
+            AdmitError::TooManyJobs { .. } => {
+                ApiError { retry_after: Some(RETRY_AFTER_SECS), ..ApiError::new(429, "too_many_jobs", e.to_string()) }
+            }
+            AdmitError::TooLarge { .. } => ApiError::new(422, "job_too_large", e.to_string()).on("filter"),
+            AdmitError::Store(e) => e.into(),
         }
     }
 }
@@ -119,5 +138,30 @@ impl From<RequeueError> for ApiError {
             }
             RequeueError::Store(e) => e.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::stage::bulk::AdmitError;
+
+    /// A tenant at its job cap is a 429 whose response carries
+    /// `Retry-After` and names the cap; a job past the item cap a 422 naming
+    /// `filter`.
+    #[test]
+    fn refused_jobs_answer_429_with_retry_after_or_422() {
+        let e = ApiError::from(AdmitError::TooManyJobs { tenant: Some(shared::ids::TenantId::new("acme")), cap: 4 });
+        assert_eq!((e.status, e.code.as_str(), e.retry_after), (429, "too_many_jobs", Some(30)));
+        assert!(e.message.contains("\"acme\"") && e.message.contains("JOBS_PER_TENANT = 4"), "{}", e.message);
+        let r = Response::from(e);
+        assert_eq!((r.status, r.retry_after), (429, Some(30)));
+        let e = ApiError::from(AdmitError::TooLarge { cap: 10_000 });
+        assert_eq!(
+            (e.status, e.code.as_str(), e.field.as_deref(), e.retry_after),
+            (422, "job_too_large", Some("filter"), None)
+        );
+        assert!(e.message.contains("JOB_MAX_ITEMS = 10000") && e.message.contains("narrow"), "{}", e.message);
+        assert_eq!(Response::from(ApiError::invalid("x", "y")).retry_after, None);
     }
 }

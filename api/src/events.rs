@@ -252,14 +252,16 @@ impl Api {
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         let page = self.hookline.stores.events.search(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
             &EventList {
                 items: page.items.into_iter().map(EventItem::from).collect(),
-                next_cursor: page.next.map(|n| cursor::issue(&n, &filters)),
+                next_cursor: page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
             },
         ))
     }
@@ -300,7 +302,9 @@ impl Api {
         };
         let filters = format!("deliveries:{id}");
         let after = query_param(req.query, "cursor")
-            .map(|c| cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
             .transpose()?;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;
@@ -326,7 +330,7 @@ impl Api {
                 origin: s.origin,
             })
             .collect();
-        let next_cursor = page.next.map(|n| cursor::issue(&n, &filters));
+        let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters));
         Ok(Response::json(200, &Deliveries { event_id: id, deliveries, next_cursor }))
     }
 

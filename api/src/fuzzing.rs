@@ -30,12 +30,14 @@ fn request<'a>(query: Option<&'a str>, body: &'a [u8], idempotency_key: Option<&
 /// network call, under `config`. The number of routes that accepted it.
 pub fn bodies(body: &[u8], config: &Config) -> usize {
     let req = request(None, body, None);
+    // Any fixed key: the reindex bodies' cursors are refused unless issued.
+    let key: super::cursor::CursorKey = [0x5a; 32];
     subscriptions::fuzz_bodies(body, config)
         + dead_letters::fuzz_bodies(body, config.dead_letter_retention)
         + events::fuzz_bodies(body)
         + replays::fuzz_bodies(body, config.retention)
-        + usize::from(reindex::page_of(&req, reindex::Walk::Subscriptions).is_ok())
-        + usize::from(reindex::page_of(&req, reindex::Walk::DeadLetters).is_ok())
+        + usize::from(reindex::page_of(&req, reindex::Walk::Subscriptions, &key).is_ok())
+        + usize::from(reindex::page_of(&req, reindex::Walk::DeadLetters, &key).is_ok())
 }
 
 /// `query` (the raw query string, without `?`) read as every list and

@@ -69,12 +69,19 @@ pub struct Response {
     pub content_type: &'static str,
     /// Body bytes.
     pub body: Vec<u8>,
+    /// Seconds for a `Retry-After` header (a `429`), if any.
+    pub retry_after: Option<u64>,
 }
 
 impl Response {
     /// A JSON response.
     pub fn json(status: u16, v: &impl Serialize) -> Self {
-        Response { status, content_type: "application/json", body: serde_json::to_vec(v).expect("json serializes") }
+        Response {
+            status,
+            content_type: "application/json",
+            body: serde_json::to_vec(v).expect("json serializes"),
+            retry_after: None,
+        }
     }
 
     /// An error response in the API's error shape (for servers refusing a
@@ -289,7 +296,7 @@ impl Api {
         }
         let open = h.stores.dead_letters.count(shared::dead_letter::DeadLetterState::Open).await.ok();
         let text = h.metrics.render(&queues, open, &h.health_cache.unhealthy());
-        Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes() }
+        Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes(), retry_after: None }
     }
 }
 

@@ -38,46 +38,71 @@ pub fn time_range(req: &Request<'_>, retention: chrono::Duration) -> Result<Time
     check_range(TimeRange { since, until }, retention, Utc::now())
 }
 
-/// A time range over records kept for `retention`: `until` before `since`
-/// is a `422` naming `until`; a range longer than the retention (with an
-/// open end: reaching further back than it) is a `422` naming `since`,
-/// because nothing older is kept to find.
+/// How far from now a time bound may lie beyond what is kept: clocks
+/// disagree, and a client computing `now - retention` sends it a moment
+/// later.
+pub const TIME_SKEW: chrono::Duration = chrono::Duration::hours(1);
+
+/// A time range over records kept for `retention`: each bound given must
+/// lie from `now - retention - TIME_SKEW` to `now + TIME_SKEW` (nothing
+/// older is kept and nothing newer exists: year 1 or 9999 is a mistake),
+/// else a `422` naming it; `until` before `since` is a `422` naming
+/// `until` (checked first).
 pub fn check_range(range: TimeRange, retention: chrono::Duration, now: DateTime<Utc>) -> Result<TimeRange, ApiError> {
     if let (Some(s), Some(u)) = (range.since, range.until) {
         if u < s {
             return Err(ApiError::new(422, "invalid_range", "until must not be before since").on("until"));
         }
     }
-    if let Some(s) = range.since {
-        let end = range.until.unwrap_or(now).max(s);
-        if end - s > retention {
+    let (earliest, latest) = (now - retention - TIME_SKEW, now + TIME_SKEW);
+    for (field, bound) in [("since", range.since), ("until", range.until)] {
+        let Some(t) = bound else { continue };
+        if t < earliest || t > latest {
             return Err(ApiError::new(
                 422,
                 "invalid_range",
                 format!(
-                    "the range from since is longer than the retention ({} days); nothing older is kept",
+                    "{field} must be within the retention: from {} to {} (now - {} days - 1 hour to now + 1 hour); nothing older is kept",
+                    earliest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    latest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                     retention.num_days()
                 ),
             )
-            .on("since"));
+            .on(field));
         }
     }
     Ok(range)
 }
 
+/// The longest `reason`, in characters.
+pub const MAX_REASON_CHARS: usize = 1000;
+
 /// The reason an operator action (requeue, skip, replay, bulk job) must
-/// give: present, not blank, at most 1,000 characters; else a `400`
-/// naming `reason`.
+/// give: present, not blank, at most [`MAX_REASON_CHARS`] characters,
+/// without control characters (ESC, CR, LF, TAB, NUL, DEL, C1) nor
+/// Unicode line separators or bidirectional formatting, which would forge
+/// lines or colours in logs and the audit trail; else a `400` naming
+/// `reason`. Whitespace at either end is trimmed.
 pub fn reason(given: Option<&str>) -> Result<String, ApiError> {
     match given.map(str::trim) {
         None | Some("") => {
             Err(ApiError::new(400, "reason_required", "a reason is required (it goes in the audit trail)").on("reason"))
         }
-        Some(r) if r.chars().count() > 1000 => {
-            Err(ApiError::invalid("reason", "reason must be at most 1000 characters"))
+        Some(r) if r.chars().count() > MAX_REASON_CHARS => {
+            Err(ApiError::invalid("reason", format!("reason must be at most {MAX_REASON_CHARS} characters")))
         }
+        Some(r) if r.chars().any(|c| c.is_control() || is_format_char(c)) => Err(ApiError::invalid(
+            "reason",
+            "reason must be one line of printable text: no control characters (ESC, CR, LF, tab, …), line separators or bidirectional formatting",
+        )),
         Some(r) => Ok(r.to_string()),
     }
+}
+
+/// U+2028/2029 (line and paragraph separators) and the bidirectional
+/// formatting characters, which reorder or break what a log shows.
+fn is_format_char(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
@@ -95,21 +120,46 @@ mod tests {
         let r = |s: Option<&str>, u: Option<&str>| TimeRange { since: s.map(t), until: u.map(t) };
         assert!(check_range(r(None, None), days, now).is_ok());
         assert!(check_range(r(Some("2026-11-20T12:00:00Z"), None), days, now).is_ok());
+        assert!(check_range(r(Some("2026-11-19T11:30:00Z"), Some("2026-11-26T12:30:00Z")), days, now).is_ok(), "skew");
         let e = check_range(r(Some("2026-11-25T00:00:00Z"), Some("2026-11-24T00:00:00Z")), days, now).unwrap_err();
         assert_eq!((e.status, e.field.as_deref()), (422, Some("until")));
         let e = check_range(r(Some("2026-11-01T00:00:00Z"), None), days, now).unwrap_err();
         assert_eq!((e.status, e.field.as_deref()), (422, Some("since")));
         let e = check_range(r(Some("2026-10-01T00:00:00Z"), Some("2026-10-20T00:00:00Z")), days, now).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("since"));
+        for (s, u, field) in [
+            (Some("0001-01-01T00:00:00Z"), Some("0001-01-02T00:00:00Z"), "since"),
+            (None, Some("0001-01-02T00:00:00Z"), "until"),
+            (Some("2026-11-25T00:00:00Z"), Some("9999-12-31T23:59:59Z"), "until"),
+            (Some("9999-01-01T00:00:00Z"), None, "since"),
+            (None, Some("2026-11-26T13:00:01Z"), "until"),
+            (Some("2026-11-19T10:59:59Z"), None, "since"),
+        ] {
+            let e = check_range(r(s, u), days, now).unwrap_err();
+            assert_eq!((e.status, e.field.as_deref()), (422, Some(field)), "{s:?} {u:?}: {}", e.message);
+            assert!(
+                e.message.contains("2026-11-19T11:00:00Z") && e.message.contains("2026-11-26T13:00:00Z"),
+                "{}",
+                e.message
+            );
+        }
     }
 
     #[test]
     fn a_reason_is_required() {
         assert_eq!(reason(Some(" customer fixed their endpoint ")).unwrap(), "customer fixed their endpoint");
+        assert_eq!(reason(Some("café — naïve ✓")).unwrap(), "café — naïve ✓");
         for bad in [None, Some(""), Some("   ")] {
             let e = reason(bad).unwrap_err();
             assert_eq!((e.status, e.field.as_deref()), (400, Some("reason")));
         }
         assert_eq!(reason(Some(&"x".repeat(1001))).unwrap_err().status, 400);
+        assert!(reason(Some(&"é".repeat(1000))).is_ok(), "characters, not bytes");
+        for bad in ["a\u{1b}[31mred", "a\rb", "a\nb", "a\tb", "a\0b", "a\u{7f}", "a\u{85}b", "a\u{2028}b", "a\u{202e}b"]
+        {
+            let e = reason(Some(bad)).unwrap_err();
+            assert_eq!((e.status, e.field.as_deref()), (400, Some("reason")), "{bad:?}");
+            assert!(!e.message.chars().any(char::is_control));
+        }
     }
 }

@@ -53,7 +53,11 @@ struct Answer {
 
 /// Where the page starts (the store's position) and how many items it
 /// examines, from the request; refused with the field named.
-pub(super) fn page_of(req: &Request<'_>, walk: Walk) -> Result<(Option<String>, usize), ApiError> {
+pub(super) fn page_of(
+    req: &Request<'_>,
+    walk: Walk,
+    key: &cursor::CursorKey,
+) -> Result<(Option<String>, usize), ApiError> {
     let body: Body = parse(req.body, true)?;
     let limit = match body.limit {
         None => MAX_REINDEX_PAGE,
@@ -63,19 +67,19 @@ pub(super) fn page_of(req: &Request<'_>, walk: Walk) -> Result<(Option<String>, 
     };
     let after = body
         .cursor
-        .map(|c| cursor::read(&c, walk.cursor_kind()).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+        .map(|c| cursor::read(key, &c, walk.cursor_kind()).map_err(|e| ApiError::invalid("cursor", e.to_string())))
         .transpose()?;
     Ok((after, limit))
 }
 
 /// The answer for what one page did.
-pub(super) fn answer(page: ReindexPage, walk: Walk) -> Response {
+pub(super) fn answer(page: ReindexPage, walk: Walk, key: &cursor::CursorKey) -> Response {
     Response::json(
         200,
         &Answer {
             reindexed: page.reindexed,
             examined: page.examined,
-            next_cursor: page.next.map(|n| cursor::issue(&n, walk.cursor_kind())),
+            next_cursor: page.next.map(|n| cursor::issue(key, &n, walk.cursor_kind())),
         },
     )
 }

@@ -103,8 +103,10 @@ impl Api {
             Some(id) => Some(stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?),
             None => None,
         };
+        let mut tenant = filter.tenant_id.clone().or_else(|| event.as_ref().and_then(|e| e.tenant_id.clone()));
         if let Some(id) = &filter.subscription_id {
             let sub = stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
+            tenant = tenant.or_else(|| sub.tenant_id.clone());
             // One event named with a subscription its routing would not
             // take is refused as `POST /v1/events/{id}/replay` refuses it
             // (`422 subscription_not_matching`), and no job is started.
@@ -119,8 +121,10 @@ impl Api {
             }
         }
         let subscription = filter.subscription_id.clone();
-        let job = bulk::start(&self.hookline, Job::new(JobSpec::Replay(filter), &reason, &self.actor(req), Utc::now()))
-            .await?;
+        let mut job = Job::new(JobSpec::Replay(filter), &reason, &self.actor(req), Utc::now());
+        job.tenant_id = tenant;
+        bulk::admit(&self.hookline, &mut job).await?;
+        let job = bulk::start(&self.hookline, job).await?;
         self.job_audit(shared::audit::Action::ReplayStarted, &job, subscription.as_ref()).await;
         Ok(Self::job_started(&job))
     }

@@ -407,7 +407,8 @@ impl Api {
         let after = match query_param(req.query, "cursor") {
             None => None,
             Some(c) => Some(SubscriptionId::new(
-                cursor::read(&c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))?,
+                cursor::read(&self.cursor_key(), &c, &filters)
+                    .map_err(|e| ApiError::invalid("cursor", e.to_string()))?,
             )),
         };
         let filter = match (tenant_id, event_type) {
@@ -429,7 +430,7 @@ impl Api {
                     .zip(healths)
                     .map(|(s, h)| self.with_health(shown(s, None), &s.id, h))
                     .collect(),
-                next_cursor: page.next_after.map(|a| cursor::issue(a.as_str(), &filters)),
+                next_cursor: page.next_after.map(|a| cursor::issue(&self.cursor_key(), a.as_str(), &filters)),
             },
         ))
     }
@@ -604,7 +605,7 @@ impl Api {
         if !manage::delete(&self.hookline, id, &self.actor(req)).await? {
             return Err(ApiError::not_found("subscription", id));
         }
-        Ok(Response { status: 204, content_type: "application/json", body: vec![] })
+        Ok(Response { status: 204, content_type: "application/json", body: vec![], retry_after: None })
     }
 
     pub(super) async fn verify_now(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
@@ -633,13 +634,13 @@ impl Api {
     /// stored items examined, the index entries of those stored without
     /// them written.
     pub(super) async fn reindex_subscriptions(&self, req: &Request<'_>) -> ApiResult {
-        let (after, limit) = reindex::page_of(req, Walk::Subscriptions)?;
+        let (after, limit) = reindex::page_of(req, Walk::Subscriptions, &self.cursor_key())?;
         let page = self.hookline.stores.subscriptions.reindex_page(after.as_deref(), limit).await?;
         if page.reindexed > 0 {
             self.hookline.subscription_cache.invalidate().await;
         }
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "subscriptions reindexed");
-        Ok(reindex::answer(page, Walk::Subscriptions))
+        Ok(reindex::answer(page, Walk::Subscriptions, &self.cursor_key()))
     }
 }
 

@@ -78,6 +78,9 @@ pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpRe
         .await;
     let mut headers = aws_lambda_events::http::HeaderMap::new();
     headers.insert("content-type", aws_lambda_events::http::HeaderValue::from_static(res.content_type));
+    if let Some(secs) = res.retry_after {
+        headers.insert("retry-after", aws_lambda_events::http::HeaderValue::from(secs));
+    }
     ApiGatewayV2httpResponse {
         status_code: res.status as i64,
         headers,

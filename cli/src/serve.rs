@@ -416,11 +416,13 @@ fn joined<'a>(headers: &'a header::HeaderMap, name: &str) -> Option<std::borrow:
 }
 
 fn to_http(r: api::Response) -> Response<Body> {
-    Response::builder()
+    let mut b = Response::builder()
         .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header(header::CONTENT_TYPE, r.content_type)
-        .body(Body::from(r.body))
-        .expect("valid response")
+        .header(header::CONTENT_TYPE, r.content_type);
+    if let Some(secs) = r.retry_after {
+        b = b.header(header::RETRY_AFTER, secs);
+    }
+    b.body(Body::from(r.body)).expect("valid response")
 }
 
 /// A `std::time::Duration` written as `--header-timeout` takes it.

@@ -209,15 +209,18 @@ const FILTERS: &[&str] = &[
     "action=\nactor=\nsubscription_id=\nsince=0\nuntil=0",
 ];
 
-/// Issues a cursor. The one place the fuzzer calls [`hookline_api::cursor::issue`]:
-/// when cursors are keyed by a server secret, only this and [`read_cursor`] change.
+/// The fuzzer's deployment secret for cursors (any fixed key: what is
+/// fuzzed is the reading, which must refuse whatever was not issued).
+const CURSOR_KEY: hookline_api::cursor::CursorKey = [0x5a; 32];
+
+/// Issues a cursor. The one place the fuzzer calls [`hookline_api::cursor::issue`].
 fn issue_cursor(after: &str, filters: &str) -> String {
-    hookline_api::cursor::issue(after, filters)
+    hookline_api::cursor::issue(&CURSOR_KEY, after, filters)
 }
 
 /// Reads a cursor (see [`issue_cursor`]).
 fn read_cursor(cursor: &str, filters: &str) -> Result<String, CursorError> {
-    hookline_api::cursor::read(cursor, filters)
+    hookline_api::cursor::read(&CURSOR_KEY, cursor, filters)
 }
 
 /// Cursors the API issues, for positions of every listing's shape.

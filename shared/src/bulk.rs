@@ -143,6 +143,17 @@ pub struct Job {
     pub reason: String,
     /// Who asked.
     pub actor: String,
+    /// The tenant the job works for (its filter's tenant, or its target
+    /// subscription's), whose running jobs are capped
+    /// ([`crate::stage::bulk::admit`]); `None`: no tenant (one shared
+    /// cap). Absent from jobs stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<crate::ids::TenantId>,
+    /// How many items the job was counted to take when it was created
+    /// ([`crate::stage::bulk::admit`]), shown by `GET /v1/jobs/{id}`;
+    /// absent from jobs stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
     /// Items listed so far.
     pub matched: u64,
     /// Items acted on.
@@ -185,6 +196,8 @@ impl Job {
             state: JobState::Running,
             reason: reason.to_string(),
             actor: actor.to_string(),
+            tenant_id: None,
+            items: None,
             matched: 0,
             done: 0,
             failed: 0,
@@ -287,6 +300,38 @@ impl Job {
             Some(plan) => Step::Act(plan),
             None => Step::Plan,
         }
+    }
+}
+
+/// The running jobs of one tenant ([`crate::stage::bulk::admit`]): one
+/// small record per tenant in the job store, rewritten on condition of its
+/// version, listing the jobs holding its slots. A slot is freed lazily: a
+/// tenant at its cap has each listed job read, and the ones no longer
+/// running (or never created, after a grace time) give their slots up.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TenantSlots {
+    /// The jobs holding a slot, each with when it took it.
+    pub jobs: Vec<Slot>,
+    /// Bumped by every write; 0: not stored yet.
+    pub version: u64,
+}
+
+/// One slot of [`TenantSlots`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    /// The job holding it.
+    pub job_id: String,
+    /// When it was taken (a job not stored this long after gives it up).
+    pub taken_at: DateTime<Utc>,
+}
+
+/// The key of a tenant's [`TenantSlots`] in the job store: `slots#t:` and
+/// the tenant, or `slots#none` for jobs without a tenant. Never a job id
+/// (those start `job_`).
+pub fn slots_key(tenant: Option<&crate::ids::TenantId>) -> String {
+    match tenant {
+        Some(t) => format!("slots#t:{t}"),
+        None => "slots#none".to_string(),
     }
 }
 

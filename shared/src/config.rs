@@ -154,6 +154,10 @@ settings! {
         "record the X-Actor request header in the audit trail after the credential (only where every caller is a trusted system acting for people)";
     BULK_PAGE_SIZE: "--bulk-page-size", Number { min: 1, max: 1000 }, Value("100"),
         "dead letters or events a bulk job handles per step";
+    JOBS_PER_TENANT: "--jobs-per-tenant", Number { min: 1, max: 1000 }, Value("4"),
+        "bulk and replay jobs running at once per tenant (one more is 429 with Retry-After)";
+    JOB_MAX_ITEMS: "--job-max-items", Number { min: 1, max: 10_000_000 }, Value("10000"),
+        "most dead letters or events one bulk or replay job may take (counted before it starts; a larger one is 422)";
 }
 
 /// The declaration of the setting named `key`.
@@ -338,6 +342,8 @@ impl Config {
             disable_after,
             trust_actor_header: r.switch(&TRUST_ACTOR_HEADER),
             bulk_page_size: r.number(&BULK_PAGE_SIZE) as usize,
+            jobs_per_tenant: r.number(&JOBS_PER_TENANT) as usize,
+            job_max_items: r.number(&JOB_MAX_ITEMS),
             max_body_bytes: MAX_BODY_BYTES,
             max_batch: MAX_BATCH,
             address_policy: AddressPolicy::PublicOnly,

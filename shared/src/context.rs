@@ -94,6 +94,12 @@ pub struct Config {
     /// Dead letters or events a bulk job handles per step
     /// (`BULK_PAGE_SIZE`).
     pub bulk_page_size: usize,
+    /// Most bulk and replay jobs running at once per tenant
+    /// (`JOBS_PER_TENANT`; [`crate::stage::bulk::admit`]).
+    pub jobs_per_tenant: usize,
+    /// Most items one bulk or replay job may take (`JOB_MAX_ITEMS`); a
+    /// larger one is refused, counted before it starts.
+    pub job_max_items: u64,
 }
 
 impl Default for Config {

@@ -11,7 +11,8 @@ use crate::ids::EventId;
 /// before its retention ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
-    /// The stored id: the producer's id for an event without a tenant, a
+    /// The stored id: the producer's id for an event without a tenant
+    /// (namespaced when it has the shape of an id Hookline makes), a
     /// hash of (tenant, producer id) for one with a tenant (see
     /// [`crate::ids::stored_event_id`]); a hash of (tenant, idempotency key)
     /// when the event has one ([`crate::ids::idempotent_event_id`]);

@@ -146,6 +146,24 @@ pub fn new_event_id() -> EventId {
     EventId(format!("evt_{}", uuid::Uuid::now_v7().simple()))
 }
 
+/// The prefixes of the stored event ids Hookline makes itself, each
+/// followed by exactly 32 lowercase hex digits: `tev_` (an event with a
+/// tenant, [`stored_event_id`]), `idk_` (an idempotency key,
+/// [`idempotent_event_id`]), `evt_` (generated, [`new_event_id`]), `hop_`
+/// (an operational event, [`operational_event_id`]) and `tnx_` (a
+/// tenantless producer id of one of these shapes, [`stored_event_id`]).
+pub const RESERVED_EVENT_ID_PREFIXES: &[&str] = &["tev_", "idk_", "evt_", "hop_", "tnx_"];
+
+/// Whether `id` has the shape of a stored id Hookline makes: a
+/// [`RESERVED_EVENT_ID_PREFIXES`] prefix and exactly 32 lowercase hex
+/// digits. A tenantless producer id of that shape is never stored as is
+/// ([`stored_event_id`]), so no producer can occupy such an id.
+pub fn has_reserved_shape(id: &str) -> bool {
+    id.len() == 36
+        && RESERVED_EVENT_ID_PREFIXES.iter().any(|p| id.starts_with(p))
+        && id[4..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// The id an event is stored under, from the producer's id and the event's
 /// tenant; `GET /v1/events/{id}`, the sagas and the `webhook-id` all use it.
 ///
@@ -156,11 +174,34 @@ pub fn new_event_id() -> EventId {
 /// deterministic, so a retry by the same tenant lands on the same key and is
 /// a duplicate; different for another tenant; 36 bytes whatever the lengths
 /// of the tenant and the id, so it fits every store key; and URL-safe.
+///
+/// The id spaces are disjoint: a tenantless producer id of the shape of an
+/// id Hookline makes ([`has_reserved_shape`]: `tev_`, `idk_`, `evt_`,
+/// `hop_`, `tnx_` + 32 lowercase hex) is not stored as is but under `tnx_`
+/// and 32 hex digits of a SHA-256 of ("tenantless-event", id), itself a
+/// reserved shape. So whatever a producer sends, it cannot occupy the
+/// stored id of another tenant's event, of an idempotency key, of a
+/// generated id or of an operational event (whose ids producers cannot
+/// compute: [`operational_event_id`]). Every other tenantless id is kept
+/// as is, so events stored before keep their ids.
 pub fn stored_event_id(tenant: Option<&str>, producer_id: &str) -> EventId {
     EventId(match tenant {
+        None if has_reserved_shape(producer_id) => {
+            format!("tnx_{}", &full_hex(&["tenantless-event", producer_id])[..32])
+        }
         None => producer_id.to_string(),
         Some(t) => format!("tev_{}", &full_hex(&["tenant-event", t, producer_id])[..32]),
     })
+}
+
+/// The id of one of Hookline's operational events (`hookline.…`,
+/// [`crate::stage::failing`]): `hop_` and the first 32 hex digits of
+/// `mac`, an HMAC under a server secret (`Keyring::mac`) of what caused
+/// the event. Deterministic per cause, so a retried emission is a
+/// duplicate; not computable by producers, who do not hold the secret; and
+/// of a reserved shape, so no producer id is ever stored under it.
+pub fn operational_event_id(mac: &[u8; 32]) -> EventId {
+    EventId(format!("hop_{}", mac[..16].iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
 /// The id an event is stored under when its producer deduplicates on an
@@ -335,6 +376,35 @@ mod tests {
         assert!(a[4..].bytes().all(|b| b.is_ascii_hexdigit()));
         let long = "x".repeat(256);
         assert_eq!(stored_event_id(Some(&long), &long).as_str().len(), 36);
+    }
+
+    /// A tenantless producer id of the shape of an id Hookline makes is
+    /// stored under its own namespace; any other keeps its id.
+    #[test]
+    fn tenantless_ids_never_occupy_reserved_ids() {
+        let victims = [
+            stored_event_id(Some("acme"), "e1"),
+            idempotent_event_id(Some("acme"), "k1"),
+            idempotent_event_id(None, "k1"),
+            new_event_id(),
+            operational_event_id(&[7; 32]),
+        ];
+        for v in &victims {
+            assert!(has_reserved_shape(v.as_str()), "{v}");
+            let stored = stored_event_id(None, v.as_str());
+            assert_ne!(&stored, v, "a tenantless post of {v} does not occupy it");
+            assert!(stored.as_str().starts_with("tnx_") && has_reserved_shape(stored.as_str()), "{stored}");
+            assert_eq!(stored, stored_event_id(None, v.as_str()), "deterministic: a retry is a duplicate");
+            // The namespace is reserved too: posting the namespaced id moves it again.
+            assert_ne!(stored_event_id(None, stored.as_str()), stored);
+        }
+        // Ordinary ids keep their text, also ones that merely start with a prefix.
+        for plain in ["e1", "evt_1", "evt_webhook_001", "tev_x", "hop_", "TEV_45c2096ee038506ff8601abf6d4379aa"] {
+            assert_eq!(stored_event_id(None, plain), plain);
+        }
+        assert!(!has_reserved_shape("tev_45C2096EE038506FF8601ABF6D4379AA"), "upper case is not Hookline's");
+        assert!(!has_reserved_shape("tev_45c2096ee038506ff8601abf6d4379aa0"));
+        assert_eq!(operational_event_id(&[0xab; 32]).as_str(), format!("hop_{}", "ab".repeat(16)));
     }
 
     #[test]

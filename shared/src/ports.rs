@@ -333,6 +333,13 @@ pub trait JobStore: Send + Sync {
     /// Replaces the job if its stored version is still `expected_version`
     /// (`job.version` is the new one); `false` if another write came first.
     async fn update(&self, job: &Job, expected_version: u64) -> StoreResult<bool>;
+    /// The running-job slots stored under `key` ([`crate::bulk::slots_key`]),
+    /// strongly consistent; `None` if none are stored.
+    async fn slots(&self, key: &str) -> StoreResult<Option<crate::bulk::TenantSlots>>;
+    /// Stores `slots` under `key` if the stored version is still
+    /// `expected_version` (0: none stored yet); `slots.version` is the new
+    /// one. `false` if another write came first.
+    async fn put_slots(&self, key: &str, slots: &crate::bulk::TenantSlots, expected_version: u64) -> StoreResult<bool>;
 }
 
 /// A message taken from a queue, invisible to others until its visibility

@@ -16,6 +16,13 @@ use crate::signing::Secret;
 /// How long a rotated-out secret keeps signing, so subscribers can roll over.
 pub const DEFAULT_ROTATION_OVERLAP: chrono::Duration = chrono::Duration::hours(24);
 
+/// Most secrets signing a delivery at once: the current one and the two
+/// most recently rotated out (each within its overlap). A rotation drops
+/// older ones, and a subscription stored with more signs with these three
+/// only, so a delivery carries at most three signatures however often the
+/// secret is rotated.
+pub const MAX_SIGNING_SECRETS: usize = 3;
+
 /// What body a subscriber receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -138,13 +145,21 @@ impl Subscription {
         self.rate_limit.map(|r| std::time::Duration::from_secs_f64(1.0 / r))
     }
 
-    /// The secrets that sign a delivery made at `now`.
+    /// The secrets that sign a delivery made at `now`: the current one
+    /// first, then rotated-out ones still in their overlap, at most
+    /// [`MAX_SIGNING_SECRETS`] in all.
     pub fn signing_secrets(&self, now: DateTime<Utc>) -> Vec<&Secret> {
-        self.signing_keys.iter().filter(|k| k.expires_at.is_none_or(|e| e > now)).map(|k| &k.secret).collect()
+        self.signing_keys
+            .iter()
+            .filter(|k| k.expires_at.is_none_or(|e| e > now))
+            .take(MAX_SIGNING_SECRETS)
+            .map(|k| &k.secret)
+            .collect()
     }
 
     /// Makes `new` the current secret; the old current one keeps signing until
-    /// `now + overlap`. Keys already past their end are dropped.
+    /// `now + overlap`. Keys already past their end are dropped, and so are
+    /// the oldest beyond [`MAX_SIGNING_SECRETS`] (they would not sign).
     pub fn rotate_secret(&mut self, new: Secret, now: DateTime<Utc>, overlap: chrono::Duration) {
         self.signing_keys.retain(|k| k.expires_at.is_none_or(|e| e > now));
         for k in &mut self.signing_keys {
@@ -153,6 +168,7 @@ impl Subscription {
             }
         }
         self.signing_keys.insert(0, SigningKey { secret: new, expires_at: None });
+        self.signing_keys.truncate(MAX_SIGNING_SECRETS);
     }
 
     /// The public view: everything but the secrets.
@@ -304,10 +320,27 @@ pub const RESERVED_HEADERS: &[&str] = &[
     "content-type",
     "user-agent",
     "traceparent",
+    // Representation metadata without the `content-` prefix (RFC 9110
+    // §8.8, RFC 9530, RFC 3230): they describe the body Hookline sends.
+    "digest",
+    "repr-digest",
+    "want-digest",
+    "want-repr-digest",
+    "want-content-digest",
+    "etag",
+    "last-modified",
+    "range",
+    "accept-ranges",
 ];
 
-/// Name prefixes of the headers Hookline signs and sets on every delivery.
-pub const RESERVED_HEADER_PREFIXES: &[&str] = &["webhook-", "hookline-"];
+/// Name prefixes of the headers Hookline signs and sets on every delivery
+/// (`webhook-`, `hookline-`), and of the representation and content
+/// headers (`content-`: `Content-Encoding`, `Content-Type`,
+/// `Content-Length`, `Content-Range`, `Content-Language`,
+/// `Content-Location`, `Content-Digest`, `Content-MD5`, …, RFC 9110 §8):
+/// they describe the body Hookline sends, and a subscription's value would
+/// misdescribe it (a `Content-Encoding: gzip` on a plain body).
+pub const RESERVED_HEADER_PREFIXES: &[&str] = &["webhook-", "hookline-", "content-"];
 
 /// Longest custom header value, in bytes.
 pub const MAX_HEADER_VALUE_BYTES: usize = 1024;
@@ -416,6 +449,34 @@ mod tests {
     }
 
     #[test]
+    fn rotations_keep_at_most_three_secrets_signing() {
+        let mut sub = crate::testkit::subscription();
+        sub.signing_keys = vec![SigningKey { secret: Secret::generate(), expires_at: None }];
+        let now = Utc::now();
+        let first = sub.signing_keys[0].secret.expose().to_string();
+        for i in 0..300 {
+            let at = now + chrono::Duration::seconds(i);
+            sub.rotate_secret(Secret::generate(), at, chrono::Duration::hours(24));
+            assert!(sub.signing_keys.len() <= MAX_SIGNING_SECRETS);
+            assert!(sub.signing_secrets(at).len() <= MAX_SIGNING_SECRETS);
+        }
+        let signing = sub.signing_secrets(now + chrono::Duration::seconds(300));
+        assert_eq!(signing.len(), MAX_SIGNING_SECRETS, "current and the two most recent within their overlap");
+        assert_eq!(signing[0].expose(), sub.signing_keys[0].secret.expose(), "the current one first");
+        assert!(signing.iter().all(|s| s.expose() != first), "the first secret was dropped long ago");
+        // One stored with more than the cap (before it existed) signs with three.
+        let mut old = sub.clone();
+        old.signing_keys = (0..10)
+            .map(|i| SigningKey {
+                secret: Secret::generate(),
+                expires_at: (i > 0).then(|| now + chrono::Duration::hours(1)),
+            })
+            .collect();
+        assert_eq!(old.signing_secrets(now).len(), MAX_SIGNING_SECRETS);
+        assert_eq!(old.signing_secrets(now)[0].expose(), old.signing_keys[0].secret.expose());
+    }
+
+    #[test]
     fn patterns() {
         assert!(validate_pattern("*").is_ok());
         assert!(validate_pattern("task.*").is_ok());
@@ -458,6 +519,17 @@ mod tests {
             "traceparent",
             "Expect",
             "User-Agent",
+            "Content-Encoding",
+            "content-encoding",
+            "Content-Range",
+            "Content-Language",
+            "Content-Location",
+            "Content-Digest",
+            "Content-MD5",
+            "Digest",
+            "Repr-Digest",
+            "ETag",
+            "Range",
         ] {
             assert!(matches!(check_custom_header(name, "v"), Err(HeaderError::Reserved(_))), "{name}");
         }

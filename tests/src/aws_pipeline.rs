@@ -275,13 +275,13 @@ fn queue_arn(url: &str) -> String {
 }
 
 impl crate::pipeline::Pipeline for AwsPipeline {
-    async fn call_with_headers(
+    async fn call_full(
         &self,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
         headers: &[(&str, &str)],
-    ) -> (u16, Value) {
+    ) -> (u16, Value, std::collections::HashMap<String, String>) {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         // API Gateway hands header names over in lower case.
         let mut header_map = serde_json::Map::from_iter([("content-type".to_string(), json!("application/json"))]);
@@ -309,13 +309,15 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         let res = tokio::spawn(crate::iam::as_function(function, async move { lambda::http(&api, req).await })).await;
         self.stats.record_invocation(function, 1, started.elapsed(), res.is_err());
         let Ok(res) = res else {
-            return (500, json!({"message": "Internal Server Error"}));
+            return (500, json!({"message": "Internal Server Error"}), Default::default());
         };
+        let response_headers =
+            res.headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
         let text = match res.body {
             Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),
         };
-        (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null))
+        (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null), response_headers)
     }
 
     async fn logs(&self) -> String {

@@ -51,6 +51,7 @@ pub mod aws_pipeline;
 pub mod cli_ops;
 pub mod conformance;
 pub mod emulator;
+pub mod guard_scenarios;
 pub mod iam;
 pub mod input_scenarios;
 pub mod lambda_driver;
@@ -147,6 +148,11 @@ macro_rules! both_backend_suites {
         /// A replay never crosses tenants (`hookline_tests::tenancy_scenarios`).
         mod tenancy {
             $crate::tenancy_scenario_tests!($backend);
+        }
+
+        /// Issue 24's guards (`hookline_tests::guard_scenarios`).
+        mod guard {
+            $crate::guard_scenario_tests!($backend);
         }
 
         /// Waits (`hookline_tests::wait_scenarios`).

@@ -10,15 +10,29 @@ use serde_json::Value;
 /// A Hookline under test.
 pub trait Pipeline: Sync {
     /// Calls the HTTP API (authenticated as the backend expects) with extra
-    /// request headers `(name, value)`; returns status and JSON body (`Null`
-    /// when not JSON).
+    /// request headers `(name, value)`; returns status, JSON body (`Null`
+    /// when not JSON) and the response headers (lower-case names).
+    fn call_full(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> impl Future<Output = (u16, Value, std::collections::HashMap<String, String>)> + Send;
+
+    /// [`Pipeline::call_full`] without the response headers.
     fn call_with_headers(
         &self,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
         headers: &[(&str, &str)],
-    ) -> impl Future<Output = (u16, Value)> + Send;
+    ) -> impl Future<Output = (u16, Value)> + Send {
+        async move {
+            let (status, body, _) = self.call_full(method, path, body, headers).await;
+            (status, body)
+        }
+    }
 
     /// Calls the HTTP API without extra headers.
     fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> impl Future<Output = (u16, Value)> + Send {
@@ -110,6 +124,8 @@ pub struct Settings {
     pub disable_after_secs: Option<u64>,
     /// `BULK_PAGE_SIZE`: items per page of a bulk job.
     pub bulk_page_size: Option<usize>,
+    /// `JOBS_PER_TENANT` and `JOB_MAX_ITEMS`: the bounds of bulk jobs.
+    pub job_bounds: Option<(usize, u64)>,
     /// A reconciler every second with a stall margin of 2 s. On `hookline
     /// serve` it runs on its own interval; the AWS pipeline has the 2 s
     /// margin always and runs the reconciler when the scenario calls
@@ -144,6 +160,12 @@ impl Settings {
         self
     }
 
+    /// At most `per_tenant` jobs running per tenant, of at most `max_items` each.
+    pub fn job_bounds(mut self, per_tenant: usize, max_items: u64) -> Self {
+        self.job_bounds = Some((per_tenant, max_items));
+        self
+    }
+
     /// See [`Settings::fast_reconcile`].
     pub fn fast_reconcile(mut self) -> Self {
         self.fast_reconcile = true;
@@ -167,6 +189,10 @@ impl Settings {
         }
         if let Some(n) = self.bulk_page_size {
             p.push(("BULK_PAGE_SIZE", n.to_string()));
+        }
+        if let Some((per_tenant, max_items)) = self.job_bounds {
+            p.push(("JOBS_PER_TENANT", per_tenant.to_string()));
+            p.push(("JOB_MAX_ITEMS", max_items.to_string()));
         }
         if self.fast_reconcile {
             p.push(("RECONCILE_STALL_MARGIN", "2s".to_string()));

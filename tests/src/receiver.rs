@@ -30,6 +30,11 @@ pub enum Behaviour {
     FailRandomly(f64, u16),
     /// `status` to deliveries whose body contains the text; else 200.
     FailMatching(String, u16),
+    /// 200 with the request's body as the response body (verifications
+    /// too): an endpoint that echoes what it gets.
+    EchoBody,
+    /// 200 with the request's headers as a JSON object (verifications too).
+    EchoHeaders,
 }
 
 /// One request the receiver got.
@@ -185,6 +190,14 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
         g.log.push(d);
         (b, n, status)
     };
+    if let Behaviour::EchoBody = behaviour {
+        return (StatusCode::OK, [("content-type", "application/json")], body).into_response();
+    }
+    if let Behaviour::EchoHeaders = behaviour {
+        let map: serde_json::Map<String, serde_json::Value> =
+            headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").into())).collect();
+        return (StatusCode::OK, axum::Json(serde_json::Value::Object(map))).into_response();
+    }
     if verification {
         return match behaviour {
             Behaviour::NoEcho => (StatusCode::OK, "ok").into_response(),
@@ -195,7 +208,9 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
     let status = |s: u16| StatusCode::from_u16(s).unwrap();
     let _open = Open::new(&inner, &path);
     match behaviour {
-        Behaviour::Ok | Behaviour::NoEcho => StatusCode::OK.into_response(),
+        Behaviour::Ok | Behaviour::NoEcho | Behaviour::EchoBody | Behaviour::EchoHeaders => {
+            StatusCode::OK.into_response()
+        }
         Behaviour::FailFirst(k, s) if n <= k => status(s).into_response(),
         Behaviour::FailFirst(..) => StatusCode::OK.into_response(),
         Behaviour::SlowFirst(k, delay) => {

@@ -221,6 +221,19 @@ impl Server {
         key: Option<&str>,
         headers: &[(&str, &str)],
     ) -> (u16, Value) {
+        let (status, body, _) = self.request_full(method, path, body, key, headers).await;
+        (status, body)
+    }
+
+    /// [`Server::request`] with the response headers (lower-case names).
+    async fn request_full(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        key: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value, std::collections::HashMap<String, String>) {
         let mut req = self.client.request(method.parse().unwrap(), format!("{}{}", self.base, path));
         if let Some(k) = key {
             req = req.bearer_auth(k);
@@ -234,20 +247,22 @@ impl Server {
         }
         let res = req.send().await.expect("request");
         let status = res.status().as_u16();
+        let response_headers =
+            res.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
         let bytes = res.bytes().await.unwrap_or_default();
-        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null), response_headers)
     }
 }
 
 impl crate::pipeline::Pipeline for Server {
-    async fn call_with_headers(
+    async fn call_full(
         &self,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
         headers: &[(&str, &str)],
-    ) -> (u16, Value) {
-        self.request(method, path, body, Some(&self.key), headers).await
+    ) -> (u16, Value, std::collections::HashMap<String, String>) {
+        self.request_full(method, path, body, Some(&self.key), headers).await
     }
 
     async fn logs(&self) -> String {

@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::Client;
 
 use super::{get_by_id, n, put_if_absent, written};
 use crate::item::{self, Attrs};
-use shared::bulk::Job;
+use shared::bulk::{Job, TenantSlots};
 use shared::ports::{JobStore, StoreResult};
 
 /// JobsTable: one item per bulk job ([`shared::bulk`]), rewritten on
@@ -45,6 +45,33 @@ impl JobStore for DynamoJobs {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(self.attrs(job)?.into_sdk()))
+            .condition_expression("#v = :v")
+            .expression_attribute_names("#v", "version")
+            .expression_attribute_values(":v", n(expected_version))
+            .send()
+            .await;
+        written("PutItem", &self.table, res)
+    }
+
+    /// An item of the table keyed `slots#…` (never a job id), read
+    /// strongly consistent.
+    async fn slots(&self, key: &str) -> StoreResult<Option<TenantSlots>> {
+        get_by_id(&self.client, &self.table, key).await?.map(|a| a.data()).transpose()
+    }
+
+    /// One `PutItem`, on condition that the item is absent (version 0) or
+    /// its `version` is still the expected one; it expires `retention`
+    /// after its last write, like a job.
+    async fn put_slots(&self, key: &str, slots: &TenantSlots, expected_version: u64) -> StoreResult<bool> {
+        let a = item::slots_to_attrs(key, slots, (chrono::Utc::now() + self.retention).timestamp())?;
+        if expected_version == 0 {
+            return put_if_absent(&self.client, &self.table, "id", a).await;
+        }
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(a.into_sdk()))
             .condition_expression("#v = :v")
             .expression_attribute_names("#v", "version")
             .expression_attribute_values(":v", n(expected_version))

@@ -472,6 +472,17 @@ pub fn job_to_attrs(j: &shared::bulk::Job, expires_at: i64) -> Result<Attrs, Sto
     Ok(a)
 }
 
+/// Encodes a tenant's running-job slots ([`shared::bulk::TenantSlots`]) as
+/// a Jobs item keyed `key` (`slots#…`, never a job id).
+pub fn slots_to_attrs(key: &str, slots: &shared::bulk::TenantSlots, expires_at: i64) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", key)
+        .put_n("version", slots.version)
+        .put_s("data", encode_json(slots)?)
+        .put_n("expires_at", expires_at);
+    Ok(a)
+}
+
 /// Decodes a Jobs item.
 pub fn job_from_attrs(a: &Attrs) -> Result<shared::bulk::Job, StoreError> {
     a.data()

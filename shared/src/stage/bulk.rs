@@ -10,7 +10,9 @@ use chrono::Utc;
 
 use super::requeue::{self, Audit, RequeueError};
 use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_STORE_IN_FLIGHT};
-use crate::bulk::{counts, ItemOutcome, Job, JobSpec, JobState, JobStep, PagePlan, ReplayFilter, Step};
+use crate::bulk::{
+    counts, slots_key, ItemOutcome, Job, JobSpec, JobState, JobStep, PagePlan, ReplayFilter, Slot, Step, TenantSlots,
+};
 use crate::context::Hookline;
 use crate::dead_letter::{DeadLetterQuery, DeadLetterState};
 use crate::envelope::LogSafe;
@@ -23,6 +25,115 @@ use crate::message::RequeueMessage;
 /// new message: well inside the requeue queue's visibility timeout (and a
 /// Lambda's timeout), so no other worker takes the same page meanwhile.
 pub const MESSAGE_BUDGET: Duration = Duration::from_secs(2);
+
+/// How long a slot taken for a job that is not stored (yet) is kept: the
+/// job is created right after its slot is taken, so one missing for longer
+/// was never created.
+pub const SLOT_GRACE: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Seconds a caller refused for [`AdmitError::TooManyJobs`] is told to
+/// wait (`Retry-After`).
+pub const RETRY_AFTER_SECS: u64 = 30;
+
+/// Why a job was not admitted ([`admit`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    /// The job's tenant already runs `cap` jobs (`JOBS_PER_TENANT`).
+    #[error("{} already has {cap} bulk or replay jobs running, the most allowed at once (JOBS_PER_TENANT = {cap}); retry when one has finished (GET /v1/jobs/{{id}})", tenant_name(.tenant.as_ref()))]
+    TooManyJobs {
+        /// The tenant, if any.
+        tenant: Option<crate::ids::TenantId>,
+        /// The cap.
+        cap: usize,
+    },
+    /// The filter takes more than `cap` items (`JOB_MAX_ITEMS`).
+    #[error("the filter takes more than {cap} items, the most one job may take (JOB_MAX_ITEMS = {cap}); narrow it (a shorter since/until range, a subscription_id, an event_type) and start several jobs")]
+    TooLarge {
+        /// The cap.
+        cap: u64,
+    },
+    /// The store failed; nothing was started.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn tenant_name(t: Option<&crate::ids::TenantId>) -> String {
+    match t {
+        Some(t) => format!("tenant {:?}", t.as_str()),
+        None => "jobs without a tenant".to_string(),
+    }
+}
+
+/// Admits a job before it is started ([`start`]): counts the items it will
+/// take (at most `JOB_MAX_ITEMS` + 1 listed, a page of `BULK_PAGE_SIZE`,
+/// at least 100, per query of the indexed listing its pages use, so no
+/// more is held in memory than a page) into `job.items`, refusing a larger
+/// one, then takes one of its tenant's `JOBS_PER_TENANT` slots
+/// ([`TenantSlots`]), refusing when all are held by running jobs. Nothing
+/// is written when it is refused.
+///
+/// # Errors
+///
+/// [`AdmitError`].
+pub async fn admit(h: &Hookline, job: &mut Job) -> Result<(), AdmitError> {
+    job.items = Some(count_items(h, job, h.config.job_max_items).await?);
+    take_slot(h, job, h.config.jobs_per_tenant).await
+}
+
+/// The items `job` would take now, listed with the queries its pages use,
+/// up to `cap` ([`AdmitError::TooLarge`] beyond).
+async fn count_items(h: &Hookline, job: &Job, cap: u64) -> Result<u64, AdmitError> {
+    if let JobSpec::Replay(ReplayFilter { event_id: Some(_), .. }) = &job.spec {
+        return Ok(1);
+    }
+    let mut n = 0u64;
+    let mut position: Option<String> = None;
+    loop {
+        let (items, next) = list(h, &job.spec, position.as_deref(), h.config.bulk_page_size.max(100)).await?;
+        n += items.len() as u64;
+        if n > cap {
+            return Err(AdmitError::TooLarge { cap });
+        }
+        match next {
+            Some(p) => position = Some(p),
+            None => return Ok(n),
+        }
+    }
+}
+
+/// Takes a slot of `job`'s tenant for it, on condition of the slots'
+/// version; at the cap, frees the slots of jobs no longer running first
+/// (at most `cap` reads).
+async fn take_slot(h: &Hookline, job: &Job, cap: usize) -> Result<(), AdmitError> {
+    let key = slots_key(job.tenant_id.as_ref());
+    for _ in 0..8 {
+        let now = Utc::now();
+        let cur = h.stores.jobs.slots(&key).await?.unwrap_or_default();
+        let mut held = cur.jobs.clone();
+        if held.len() >= cap {
+            let mut live = Vec::with_capacity(held.len());
+            for slot in held {
+                let running = match h.stores.jobs.get(&slot.job_id).await? {
+                    Some(j) => j.state == JobState::Running,
+                    None => now - slot.taken_at < SLOT_GRACE,
+                };
+                if running {
+                    live.push(slot);
+                }
+            }
+            held = live;
+            if held.len() >= cap {
+                return Err(AdmitError::TooManyJobs { tenant: job.tenant_id.clone(), cap });
+            }
+        }
+        held.push(Slot { job_id: job.id.clone(), taken_at: now });
+        let next = TenantSlots { jobs: held, version: cur.version + 1 };
+        if h.stores.jobs.put_slots(&key, &next, cur.version).await? {
+            return Ok(());
+        }
+    }
+    Err(StoreError::other(format!("the running jobs of {} kept changing", tenant_name(job.tenant_id.as_ref()))).into())
+}
 
 /// Stores a new job and sends the message of its first page. If the
 /// message cannot be sent, the job is marked failed (nothing was done) and
@@ -60,6 +171,13 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
                 (job, plan)
             }
             Step::Plan => {
+                // Failure injection (tests): planning fails for the jobs of
+                // one tenant, which stay running, their message received
+                // again after its visibility timeout.
+                let tenant = job.tenant_id.as_ref().map_or("", |t| t.as_str());
+                if h.failpoints.fails("bulk.plan", tenant) {
+                    return Err(StoreError::other(format!("failpoint bulk.plan@{tenant}")));
+                }
                 let (items, next) = plan_page(h, &job).await?;
                 let planned = job.planned(items, next, Utc::now());
                 if !h.stores.jobs.update(&planned, job.version).await? {
@@ -119,14 +237,24 @@ type Planned = (Vec<String>, Option<String>);
 /// Lists the job's next page. A store error is returned (the message is
 /// received again).
 async fn plan_page(h: &Hookline, job: &Job) -> Result<Planned, StoreError> {
-    match &job.spec {
+    if let JobSpec::Replay(ReplayFilter { event_id: Some(id), .. }) = &job.spec {
+        return Ok((vec![id.to_string()], None));
+    }
+    list(h, &job.spec, job.position.as_deref(), h.config.bulk_page_size).await
+}
+
+/// One page of `size` items of what `spec` takes, from `position`: the
+/// open dead letters of its query, or the events of its replay filter
+/// (oldest first).
+async fn list(h: &Hookline, spec: &JobSpec, position: Option<&str>, size: usize) -> Result<Planned, StoreError> {
+    match spec {
         JobSpec::Requeue(q) | JobSpec::Skip(q) => {
             // Only open dead letters are acted on.
             let q = DeadLetterQuery { state: Some(DeadLetterState::Open), ..q.clone() };
-            let page = h.stores.dead_letters.page(&q, h.config.bulk_page_size, job.position.as_deref()).await?;
+            let page = h.stores.dead_letters.page(&q, size, position).await?;
             Ok((page.items.into_iter().map(|d| d.id.into_string()).collect(), page.next))
         }
-        JobSpec::Replay(f) => plan_replay_page(h, job, f).await,
+        JobSpec::Replay(f) => list_events(h, f, position, size).await,
     }
 }
 
@@ -172,11 +300,13 @@ async fn act_on(h: &Hookline, job: &Job, items: &[String]) -> Result<Vec<ItemOut
     all_bounded(runs, cap).await.into_iter().collect()
 }
 
-/// The next page of a replay job's events, oldest first.
-async fn plan_replay_page(h: &Hookline, job: &Job, f: &ReplayFilter) -> Result<Planned, StoreError> {
-    if let Some(id) = &f.event_id {
-        return Ok((vec![id.to_string()], None));
-    }
+/// A page of a replay filter's events (range or partition), oldest first.
+async fn list_events(
+    h: &Hookline,
+    f: &ReplayFilter,
+    position: Option<&str>,
+    size: usize,
+) -> Result<Planned, StoreError> {
     // One event type given: the search narrows by it; several are checked
     // on the page's items, so an event of another type is neither planned
     // nor counted as matched.
@@ -192,7 +322,7 @@ async fn plan_replay_page(h: &Hookline, job: &Job, f: &ReplayFilter) -> Result<P
         outcome: None,
         order: Order::OldestFirst,
     };
-    let page = h.stores.events.search(&q, h.config.bulk_page_size, job.position.as_deref()).await?;
+    let page = h.stores.events.search(&q, size, position).await?;
     let ids = page.items.into_iter().filter(|e| f.takes(&e.event_type)).map(|e| e.id.into_string()).collect();
     Ok((ids, page.next))
 }
@@ -203,7 +333,7 @@ async fn plan_replay_page(h: &Hookline, job: &Job, f: &ReplayFilter) -> Result<P
 /// so a page done again creates nothing new. An event named by id whose type the
 /// filter's `event_types` does not take is left alone; the events of a
 /// partition or a range were planned by type already
-/// ([`plan_replay_page`]), so they are not read again for it.
+/// ([`list_events`]), so they are not read again for it.
 async fn replay_one(
     h: &Hookline,
     job: &Job,

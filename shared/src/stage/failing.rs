@@ -11,7 +11,10 @@
 //! like any event, through the same ingest function the API uses, without a
 //! tenant, so any subscription with `event_types: ["hookline.*"]` (an ops
 //! channel) receives them. Each has a stable id derived from what it
-//! reports, so a stage that retries after a crash stores it once:
+//! reports, so a stage that retries after a crash stores it once: `hop_`
+//! and an HMAC of its cause under a server secret
+//! ([`crate::ids::operational_event_id`], `Keyring::mac`), so producers
+//! cannot compute it and post an event under it first:
 //! - `hookline.subscription.disabled` `{subscription_id, reason, last_error, failing_since}`;
 //! - `hookline.subscription.enabled` `{subscription_id}`;
 //! - `hookline.dead_letter.created` `{dead_letter_id, subscription_id, event_id, event_type, last_error, attempts}`.
@@ -56,10 +59,26 @@ pub struct Cause {
     pub failing_since: Option<DateTime<Utc>>,
 }
 
-/// Publishes one operational event: a native envelope with `id`, `type`,
-/// `producer: "hookline"` and `data`, through [`ingest::ingest`] (stored
-/// and routed like any event). Publishing the same id again stores nothing.
-pub async fn publish(h: &Hookline, id: &str, event_type: &str, data: serde_json::Value) -> Result<(), StoreError> {
+/// The id of the operational event of `event_type` that `cause` (the
+/// parts naming what caused it) publishes: keyed with the deployment's
+/// secret ([`crate::keyring::Keyring::mac`]), the same for every retry.
+pub fn operational_id(h: &Hookline, event_type: &str, cause: &[&str]) -> crate::ids::EventId {
+    let mut parts = vec!["operational-event", event_type];
+    parts.extend_from_slice(cause);
+    crate::ids::operational_event_id(&h.keyring.mac(&parts))
+}
+
+/// Publishes one operational event: a native envelope with the id of its
+/// `cause` ([`operational_id`]), `type`, `producer: "hookline"` and
+/// `data`, through [`ingest::ingest`] (stored and routed like any event).
+/// Publishing the same cause again stores nothing.
+pub async fn publish(
+    h: &Hookline,
+    cause: &[&str],
+    event_type: &str,
+    data: serde_json::Value,
+) -> Result<(), StoreError> {
+    let id = operational_id(h, event_type, cause);
     let envelope = json!({"id": id, "type": event_type, "producer": "hookline", "data": data});
     let raw = serde_json::to_vec(&envelope).expect("json serializes");
     match ingest::ingest_operational(h, &raw).await {
@@ -152,14 +171,14 @@ async fn publish_disabled(
     cause: &Cause,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    let id = format!("hookline-disabled-{}-{}", sub.id, at.timestamp_millis());
+    let at = at.timestamp_millis().to_string();
     let data = json!({
         "subscription_id": sub.id,
         "reason": cause.reason,
         "last_error": cause.last_error,
         "failing_since": cause.failing_since,
     });
-    publish(h, &id, SUBSCRIPTION_DISABLED, data).await
+    publish(h, &[sub.id.as_str(), &at], SUBSCRIPTION_DISABLED, data).await
 }
 
 /// A subscription an operator re-activated (stored as `sub`, at
@@ -168,8 +187,8 @@ async fn publish_disabled(
 /// and its version). The audit record is the caller's (it knows the actor).
 pub async fn enabled(h: &Hookline, sub: &Subscription) -> Result<(), StoreError> {
     crate::stage::breaker::restart_failing_run(h, &sub.id).await?;
-    let id = format!("hookline-enabled-{}-{}", sub.id, sub.version);
-    publish(h, &id, SUBSCRIPTION_ENABLED, json!({"subscription_id": sub.id})).await
+    let version = sub.version.to_string();
+    publish(h, &[sub.id.as_str(), &version], SUBSCRIPTION_ENABLED, json!({"subscription_id": sub.id})).await
 }
 
 /// A dead letter was created (or its effect is run again): publishes
@@ -187,7 +206,7 @@ pub async fn dead_letter_created(h: &Hookline, dl: &DeadLetter) -> Result<(), St
         "last_error": dl.reason,
         "attempts": dl.attempts,
     });
-    publish(h, &format!("hookline-dead-letter-{}", dl.id), DEAD_LETTER_CREATED, data).await
+    publish(h, &[dl.id.as_str()], DEAD_LETTER_CREATED, data).await
 }
 
 #[cfg(test)]

@@ -120,7 +120,14 @@ async fn ingest_one(
             h.metrics.events_rejected.fetch_add(1, Relaxed);
         })?
         .with_idempotency_key(idempotency_key);
-    let record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
+    // An operational event keeps the id it was published with (a `hop_`
+    // id, [`crate::stage::failing::operational_id`]); every other id goes
+    // through the stored-id rule, which never yields a `hop_` id.
+    let operational_id = if operational { normalized.id.clone().map(crate::ids::EventId::new) } else { None };
+    let mut record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
+    if let Some(id) = operational_id {
+        record.id = id;
+    }
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
     h.failpoints.hit("ingest.after_insert");
     Ok(count(h, &record, inserted[0]))

@@ -1,7 +1,15 @@
 //! Verify: the callback handshake. A subscription is unverified until
 //! Hookline POSTs a signed `{"type": "hookline.verification", "challenge"}`
-//! to its URL and gets a 2xx whose body contains the challenge. Unverified
-//! subscriptions receive nothing else.
+//! to its URL and gets a 2xx whose body is the answer to the challenge
+//! ([`answers_challenge`]): exactly `{"challenge": "<challenge>"}`, or the
+//! bare challenge. Unverified subscriptions receive nothing else.
+//!
+//! The answer differs from anything in the request, so an endpoint that
+//! echoes the request back (its body, its headers, or both) does not
+//! verify: the request body always has a `type` member beside the
+//! challenge, so it is never exactly the answer; no header carries the
+//! challenge. Only a receiver that reads the challenge and answers it
+//! passes.
 
 use chrono::Utc;
 
@@ -80,12 +88,66 @@ async fn handshake(h: &Hookline, sub: &Subscription) -> Result<(), String> {
     match (res.error, res.status) {
         (Some(e), _) => Err(format!("verification request failed: {e}")),
         (None, Some(s)) if (200..300).contains(&s) => {
-            if res.body.contains(&challenge) {
+            if answers_challenge(&res.body, &challenge) {
                 Ok(())
             } else {
-                Err(format!("callback answered HTTP {s} without echoing the challenge"))
+                Err(format!(
+                    "callback answered HTTP {s} without answering the challenge: the body must be exactly {{\"challenge\": \"<the challenge>\"}}"
+                ))
             }
         }
         (None, s) => Err(format!("callback answered HTTP {} to the verification request", s.unwrap_or(0))),
+    }
+}
+
+/// Whether a verification response body answers `challenge`: after
+/// trimming whitespace, a JSON object whose only member is `"challenge"`
+/// with exactly that string, or the challenge alone. The request
+/// (`{"type": "hookline.verification", "challenge": …}` and headers
+/// without the challenge) is neither, so echoing it back does not answer.
+pub fn answers_challenge(body: &str, challenge: &str) -> bool {
+    let body = body.trim();
+    if body == challenge {
+        return true;
+    }
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(m)) => {
+            m.len() == 1 && m.get("challenge").and_then(|c| c.as_str()) == Some(challenge)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answers_challenge;
+
+    #[test]
+    fn only_the_answer_verifies_never_an_echo() {
+        let c = "chl_0123456789abcdef";
+        for ok in [
+            format!(r#"{{"challenge": "{c}"}}"#),
+            format!(r#"{{"challenge":"{c}"}}"#),
+            format!("  {{ \"challenge\" : \"{c}\" }}\n"),
+            c.to_string(),
+            format!("{c}\n"),
+        ] {
+            assert!(answers_challenge(&ok, c), "{ok}");
+        }
+        let request = format!(r#"{{"type": "hookline.verification", "challenge": "{c}"}}"#);
+        for bad in [
+            request.clone(),
+            format!(r#"{{"challenge": "{c}", "type": "hookline.verification"}}"#),
+            format!(r#"{{"body": {request}, "headers": {{"webhook-id": "msg_verify_1"}}}}"#),
+            format!(r#"{{"challenge": "{c}x"}}"#),
+            format!(r#"{{"challenge": ["{c}"]}}"#),
+            format!(r#"["{c}"]"#),
+            format!("challenge={c}"),
+            format!("ok {c}"),
+            r#"{"challenge": "chl_other"}"#.to_string(),
+            String::new(),
+        ] {
+            assert!(!answers_challenge(&bad, c), "{bad}");
+        }
     }
 }

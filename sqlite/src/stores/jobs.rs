@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::dead_letters::open_count;
 use crate::{encode, sql, stored, Db};
-use shared::bulk::Job;
+use shared::bulk::{Job, TenantSlots};
 use shared::data_key::WrappedDataKey;
 use shared::ports::{DataKeyStore, JobStore, StoreResult};
 
@@ -46,6 +46,34 @@ impl JobStore for SqliteJobs {
                     .map_err(sql)?
                     .execute(params![job.version as i64, encode(&job), job.id, expected_version as i64])
                     .map_err(sql)?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    /// A row of the jobs table keyed `slots#…` (never a job id).
+    async fn slots(&self, key: &str) -> StoreResult<Option<TenantSlots>> {
+        let key = key.to_string();
+        self.0.call(move |c, _| stored(c, "SELECT data FROM jobs WHERE id = ?1", [&key])).await
+    }
+
+    async fn put_slots(&self, key: &str, slots: &TenantSlots, expected_version: u64) -> StoreResult<bool> {
+        let (key, slots) = (key.to_string(), slots.clone());
+        self.0
+            .call(move |c, _| {
+                let n = if expected_version == 0 {
+                    c.prepare_cached(
+                        "INSERT INTO jobs (id, version, data) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .map_err(sql)?
+                    .execute(params![key, slots.version as i64, encode(&slots)])
+                    .map_err(sql)?
+                } else {
+                    c.prepare_cached("UPDATE jobs SET version = ?1, data = ?2 WHERE id = ?3 AND version = ?4")
+                        .map_err(sql)?
+                        .execute(params![slots.version as i64, encode(&slots), key, expected_version as i64])
+                        .map_err(sql)?
+                };
                 Ok(n == 1)
             })
             .await

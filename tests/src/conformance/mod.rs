@@ -68,6 +68,7 @@ macro_rules! for_each_conformance_case {
         $m!(dead_letters_open_count_follows_every_change);
         $m!(dead_letters_page_merges_many_across_shards);
         $m!(jobs_are_created_once_and_updated_on_their_version);
+        $m!(job_slots_are_written_on_their_version);
         $m!(queue_send_receive_delete);
         $m!(queue_delete_detached_deletes_without_waiting);
         $m!(queue_receive_respects_max);

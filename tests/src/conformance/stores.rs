@@ -829,3 +829,30 @@ pub async fn data_key_store_creates_once_and_replaces_only_what_it_read(store: &
     assert!(!store.replace(&first, &rec("dk1", "mk3")).await.unwrap(), "another process re-wrapped it first");
     assert_eq!(store.load().await.unwrap(), Some(rewrapped));
 }
+
+/// A tenant's running-job slots are created once and replaced only on the
+/// version read; they live beside the jobs without being one, and a job
+/// keeps its tenant and item count.
+pub async fn job_slots_are_written_on_their_version(s: &Stores) {
+    use shared::bulk::{slots_key, Slot, TenantSlots};
+    let tenant = shared::ids::TenantId::new("acme");
+    let key = slots_key(Some(&tenant));
+    assert_ne!(key, slots_key(None));
+    assert_eq!(s.jobs.slots(&key).await.unwrap(), None);
+    let one = TenantSlots { jobs: vec![Slot { job_id: "job_1".into(), taken_at: now() }], version: 1 };
+    assert!(s.jobs.put_slots(&key, &one, 0).await.unwrap());
+    assert!(!s.jobs.put_slots(&key, &one, 0).await.unwrap(), "created once");
+    assert_eq!(s.jobs.slots(&key).await.unwrap(), Some(one.clone()));
+    let mut two = one.clone();
+    two.jobs.push(Slot { job_id: "job_2".into(), taken_at: now() });
+    two.version = 2;
+    assert!(!s.jobs.put_slots(&key, &two, 5).await.unwrap(), "not on another version");
+    assert!(s.jobs.put_slots(&key, &two, 1).await.unwrap());
+    assert_eq!(s.jobs.slots(&key).await.unwrap(), Some(two));
+    assert_eq!(s.jobs.slots(&slots_key(None)).await.unwrap(), None, "another tenant's slots are apart");
+    let mut job = Job::new(JobSpec::Requeue(DeadLetterQuery::default()), "fixed", "key:ops", now());
+    job.tenant_id = Some(tenant);
+    job.items = Some(42);
+    assert!(s.jobs.create(&job).await.unwrap());
+    assert_eq!(s.jobs.get(&job.id).await.unwrap(), Some(job));
+}
