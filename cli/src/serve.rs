@@ -212,9 +212,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let key_file = args.key_file.clone().unwrap_or_else(|| hookline_sqlite::files::default_key_file(&args.db));
     let master_env = std::env::var(hookline_sqlite::files::MASTER_KEY_ENV).ok();
     let (master, master_source) = hookline_sqlite::files::master_keys(master_env.as_deref(), &key_file)?;
-    let backend =
-        Backend::open(&args.db, &master).await.with_context(|| format!("opening database {}", args.db.display()))?;
+    let opened = Backend::open(&args.db, &master).await;
     drop(master);
+    if let (Err(_), hookline_sqlite::files::KeySource::File { path, created: true }) = (&opened, &master_source) {
+        // A key made now for a database that already had its data key (the
+        // key file was lost or moved): not that database's key, so it goes.
+        let _ = std::fs::remove_file(path);
+    }
+    let backend = opened.with_context(|| format!("opening database {}", args.db.display()))?;
     let mut keys = api_keys(&args.api_key, args.api_keys.as_deref())?;
     let key_source = if keys.is_empty() {
         let secret = backend.settings.get_or_init("api_key", || shared::ids::random_token("hk_")).await?;

@@ -177,8 +177,9 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
         let key = json!({"id": {"S": id}});
         let got = p.moto.call("dynamodb", "DynamoDB_20120810.GetItem", json!({"TableName": table, "Key": key})).await;
         let item = &got["Item"];
-        let sub: shared::subscription::Subscription =
-            serde_json::from_str(item["data"]["S"].as_str().unwrap()).unwrap();
+        let sub = shared::sealed::open_subscription(item["data"]["S"].as_str().unwrap(), &p.hookline.keyring)
+            .unwrap()
+            .subscription;
         for e in hookline_aws::item::index_entries(&sub) {
             p.moto
                 .call(

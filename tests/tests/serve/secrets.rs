@@ -144,6 +144,14 @@ async fn a_wrong_or_exposed_key_file_stops_the_start_with_a_clear_error() {
     assert!(err.contains("not among this process's master keys"), "{err}");
     assert!(!err.contains(&wrong), "the key is not shown");
 
+    // The key file lost: a key made on this start is not the database's, so
+    // the start fails and leaves no new key file behind.
+    let lost = with_suffix(&s.db, ".lost-key");
+    let out = run(&lost);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("restore the key file"), "{err}");
+    assert!(!lost.exists(), "the key made for nothing is removed");
+
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = run(&key_file);
     let err = String::from_utf8_lossy(&out.stderr);
