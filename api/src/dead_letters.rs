@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::reindex::{self, Walk};
+use super::routes::Call;
+use super::scope::tenant_filter;
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
 use shared::audit::{Action, AuditRecord};
 use shared::bulk::{Job, JobFilter, JobKind, JobSpec, JobState};
@@ -144,7 +146,10 @@ impl Api {
         self.hookline.config.dead_letter_retention
     }
 
-    pub(super) async fn list_dead_letters(&self, req: &Request<'_>) -> ApiResult {
+    /// `GET /v1/dead-letters`; a tenant-bound caller's `tenant_id` is
+    /// forced to its own.
+    pub(super) async fn list_dead_letters(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let param = |name: &str| query_param(req.query, name).map(|v| name_value(name, v)).transpose();
         let state = match query_param(req.query, "state") {
             None => None,
@@ -156,7 +161,7 @@ impl Api {
         let q = DeadLetterQuery {
             subscription_id: param("subscription_id")?.map(SubscriptionId::new),
             event_type: param("event_type")?,
-            tenant_id: param("tenant_id")?.map(TenantId::new),
+            tenant_id: tenant_filter(&c.caller, param("tenant_id")?.map(TenantId::new), "tenant_id")?,
             state,
             since,
             until,
@@ -182,7 +187,8 @@ impl Api {
         Ok(Response::json(200, &dl))
     }
 
-    pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, req: &Request<'_>, requeue: bool) -> ApiResult {
+    pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, c: &Call<'_>, requeue: bool) -> ApiResult {
+        let req = &c.req;
         let body: ReasonBody = parse(req.body, true)?;
         let audit = Audit { actor: self.actor(req), reason: query::reason(body.reason.as_deref())? };
         let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
@@ -224,8 +230,11 @@ impl Api {
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
-    /// letters of the filter.
-    pub(super) async fn bulk_dead_letters(&self, req: &Request<'_>, kind: JobKind) -> ApiResult {
+    /// letters of the filter. A tenant-bound caller's filter is forced to
+    /// its tenant (`filter.tenant_id`), and a subscription it names must be
+    /// its own (`404` naming `filter.subscription_id`).
+    pub(super) async fn bulk_dead_letters(&self, c: &Call<'_>, kind: JobKind) -> ApiResult {
+        let req = &c.req;
         let body: BulkBody = parse(req.body, false)?;
         let reason = query::reason(body.reason.as_deref())?;
         let f = body.filter.unwrap_or_default();
@@ -237,17 +246,26 @@ impl Api {
         let q = DeadLetterQuery {
             subscription_id: named("subscription_id", f.subscription_id)?.map(SubscriptionId::new),
             event_type: named("event_type", f.event_type)?,
-            tenant_id: named("tenant_id", f.tenant_id)?.map(TenantId::new),
+            tenant_id: tenant_filter(
+                &c.caller,
+                named("tenant_id", f.tenant_id)?.map(TenantId::new),
+                "filter.tenant_id",
+            )?,
             state: None,
             since: range.since,
             until: range.until,
         };
         let subscription = q.subscription_id.clone();
+        if let Some(s) = &subscription {
+            self.visible_subscription(&c.caller, s, "filter.subscription_id").await?;
+        }
+        let tenant = q.tenant_id.clone();
         let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
-        let job = bulk::start(&self.hookline, Job::new(spec, &reason, &self.actor(req), Utc::now())).await?;
+        let job = Job { tenant_id: c.caller.tenant.clone(), ..Job::new(spec, &reason, &self.actor(req), Utc::now()) };
+        let job = bulk::start(&self.hookline, job).await?;
         let action =
             if kind == JobKind::Skip { Action::DeadLettersSkipStarted } else { Action::DeadLettersRequeueStarted };
-        self.job_audit(action, &job, subscription.as_ref()).await;
+        self.job_audit(action, &job, subscription.as_ref(), tenant.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 
@@ -258,11 +276,19 @@ impl Api {
     }
 
     /// The one audit record of a job's start: its actor, reason, id and
-    /// filter (and subscription, when the filter names one).
-    pub(super) async fn job_audit(&self, action: Action, job: &Job, subscription: Option<&SubscriptionId>) {
+    /// filter (and subscription, when the filter names one), of the
+    /// tenant that started it or else the one its filter names.
+    pub(super) async fn job_audit(
+        &self,
+        action: Action,
+        job: &Job,
+        subscription: Option<&SubscriptionId>,
+        tenant: Option<&TenantId>,
+    ) {
         let mut rec = AuditRecord::new(action, &job.actor)
             .reason(&job.reason)
             .job(&job.id)
+            .tenant(job.tenant_id.as_ref().or(tenant))
             .details(serde_json::json!({"filter": job.spec.filter()}));
         if let Some(s) = subscription {
             rec = rec.subscription(s);
@@ -279,7 +305,7 @@ impl Api {
 /// A dead letter's record with its subscription and event ids.
 fn with_dead_letter(rec: AuditRecord, dl: Option<&DeadLetter>) -> AuditRecord {
     match dl {
-        Some(d) => rec.subscription(&d.subscription_id).event(&d.event_id),
+        Some(d) => rec.subscription(&d.subscription_id).event(&d.event_id).tenant(d.tenant_id.as_ref()),
         None => rec,
     }
 }

@@ -143,6 +143,10 @@ pub struct Job {
     pub reason: String,
     /// Who asked.
     pub actor: String,
+    /// The tenant of the key that started it, when it is bound to one:
+    /// only that tenant's keys see the job ([`crate::access::Caller::sees`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<crate::ids::TenantId>,
     /// Items listed so far.
     pub matched: u64,
     /// Items acted on.
@@ -185,6 +189,7 @@ impl Job {
             state: JobState::Running,
             reason: reason.to_string(),
             actor: actor.to_string(),
+            tenant_id: None,
             matched: 0,
             done: 0,
             failed: 0,
@@ -341,6 +346,10 @@ pub struct ReplayFilter {
     /// Only events of these types (exact, or a pattern ending in `*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_types: Option<Vec<String>>,
+    /// Only to subscriptions of this tenant (none global): the tenant of
+    /// the key that started the job, when it is bound to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_to: Option<crate::ids::TenantId>,
 }
 
 impl ReplayFilter {

@@ -22,6 +22,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
             h,
             &r.event_id,
             r.subscription_id.as_ref(),
+            r.confined_to.as_ref(),
             &r.replay_key,
             &Audit { actor: r.actor, reason: r.reason },
         )
