@@ -8,8 +8,9 @@
 //!
 //! The rules: a bound caller's listings are forced to its tenant (another
 //! tenant named is a `403` naming the field); a resource of another tenant,
-//! or of none (global), is a `404` with nothing of it in the body, exactly
-//! as one that does not exist; an unbound caller sees everything.
+//! or of none (global), is a `404` with nothing of it in the body (not even
+//! the id asked for), exactly as one that does not exist; an unbound caller
+//! sees everything.
 
 use shared::access::Caller;
 use shared::ids::{DeadLetterId, EventId, SubscriptionId, TenantId};
@@ -21,7 +22,7 @@ use super::{Api, ApiError};
 /// `403 forbidden` naming `field`: it names a tenant the caller is not
 /// bound to.
 pub fn other_tenant(field: &str) -> ApiError {
-    ApiError::new(403, "forbidden", format!("`{field}` names another tenant than the one this key is bound to"))
+    ApiError::new(403, "forbidden", format!("`{field}` must name the tenant this key is bound to (or be left out)"))
         .on(field)
 }
 
@@ -38,6 +39,12 @@ pub fn tenant_filter(caller: &Caller, named: Option<TenantId>, field: &str) -> R
         (Some(mine), Some(t)) if &t != mine => Err(other_tenant(field)),
         (Some(mine), _) => Ok(Some(mine.clone())),
     }
+}
+
+/// The `404` for what a tenant-bound caller may not see, or that does not
+/// exist: the same answer for both, without the id.
+fn hidden(noun: &str) -> ApiError {
+    ApiError::new(404, "not_found", format!("no such {noun} for this key"))
 }
 
 impl Api {
@@ -62,7 +69,7 @@ impl Api {
         };
         match tenant {
             Some(t) if caller.sees(t.as_ref()) => Ok(()),
-            _ => Err(ApiError::not_found(kind.noun(), id)),
+            _ => Err(hidden(kind.noun())),
         }
     }
 
@@ -80,7 +87,7 @@ impl Api {
     ) -> Result<Subscription, ApiError> {
         match self.hookline.stores.subscriptions.get(id).await? {
             Some(s) if caller.sees(s.tenant_id.as_ref()) => Ok(s),
-            _ => Err(ApiError::not_found("subscription", id).on(field)),
+            _ => Err(hidden("subscription").on(field)),
         }
     }
 

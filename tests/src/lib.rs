@@ -53,6 +53,7 @@ pub mod conformance;
 pub mod emulator;
 pub mod iam;
 pub mod input_scenarios;
+pub mod isolation;
 pub mod lambda_driver;
 pub mod lane_scenarios;
 pub mod metering;
