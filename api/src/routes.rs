@@ -243,9 +243,48 @@ pub fn find(method: &str, segments: &[&str]) -> Found {
     }
 }
 
+/// The role × route table of docs/api.md, rendered from [`ROUTES`] (a
+/// test checks the doc holds it): for each route, its action, which roles
+/// may call it, and what a tenant-bound key may do with it.
+pub fn role_table() -> String {
+    let mut out = String::from("| route | action | producer | reader | operator | admin | tenant-bound key |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    for r in ROUTES {
+        let cells: Vec<&str> = shared::access::Role::ALL
+            .into_iter()
+            .map(|role| match r.action {
+                None => "open",
+                Some(a) if role.allows(a) => "yes",
+                Some(_) => "403",
+            })
+            .collect();
+        let (action, tenant) = match r.action {
+            None => ("none".to_string(), "open"),
+            Some(a) if !a.open_to_tenants() => (format!("{a:?}"), "403 (every tenant's)"),
+            Some(a) => (format!("{a:?}"), "its tenant's only"),
+        };
+        out.push_str(&format!(
+            "| `{} {}` | {action} | {} | {tenant} |\n",
+            r.method,
+            r.path,
+            cells.join(" | ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/api.md holds the role × route table as [`role_table`] renders
+    /// it, so the doc cannot drift from the routes.
+    #[test]
+    fn the_doc_holds_the_role_table() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md")).expect("docs/api.md");
+        let table = role_table();
+        assert!(doc.contains(&table), "docs/api.md#roles-and-tenants is out of date; it must hold:\n{table}");
+    }
 
     #[test]
     fn literal_segments_win_and_parameters_are_named() {
