@@ -263,12 +263,7 @@ pub fn role_table() -> String {
             Some(a) if !a.open_to_tenants() => (format!("{a:?}"), "403 (every tenant's)"),
             Some(a) => (format!("{a:?}"), "its tenant's only"),
         };
-        out.push_str(&format!(
-            "| `{} {}` | {action} | {} | {tenant} |\n",
-            r.method,
-            r.path,
-            cells.join(" | ")
-        ));
+        out.push_str(&format!("| `{} {}` | {action} | {} | {tenant} |\n", r.method, r.path, cells.join(" | ")));
     }
     out
 }

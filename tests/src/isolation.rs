@@ -456,6 +456,103 @@ pub async fn no_role_does_more_than_it_may(rig: &Rig) -> usize {
     checked
 }
 
+/// What a tenant-bound key may do, it does within its tenant: a
+/// subscription it creates is its tenant's; an event it posts without a
+/// tenant (native, or change feed, which has none) is its tenant's; a
+/// replay of its event goes to its tenant's subscriptions, not to the
+/// global ones that match; its listings hold its tenant's only; its audit
+/// records carry its tenant.
+pub async fn a_tenant_key_acts_within_its_tenant(rig: &Rig) {
+    let api = Api::with_keys(rig.container(Duration::from_secs(0)), keys(), Verification::Inline);
+    let post = |key: String, path: &'static str, body: Value| {
+        let api = &api;
+        async move { call(api, &key, "POST", path, None, &serde_json::to_vec(&body).unwrap()).await }
+    };
+    let get = |key: String, path: String, query: Option<&'static str>| {
+        let api = &api;
+        async move { call(api, &key, "GET", &path, query, b"").await }
+    };
+    let sub = |url: &str| json!({"callback_url": format!("http://127.0.0.1:9/{url}"), "event_types": ["*"]});
+    // A global subscription, by an admin of no tenant; one of A's, by A's admin.
+    let global = post(secret(Role::Admin, None), "/v1/subscriptions", sub("global")).await;
+    assert_eq!(global.status, 201, "{}", global.body_json());
+    let global = global.body_json()["id"].as_str().unwrap().to_string();
+    let own = post(secret(Role::Admin, Some(A)), "/v1/subscriptions", sub("a")).await;
+    assert_eq!((own.status, own.body_json()["tenant_id"].as_str()), (201, Some(A)), "{}", own.body_json());
+    let own = own.body_json()["id"].as_str().unwrap().to_string();
+    // Both routable (their callbacks do not answer the handshake here).
+    for id in [&global, &own] {
+        let mut s = rig.stores.subscriptions.get(&SubscriptionId::new(id.as_str())).await.unwrap().unwrap();
+        let version = s.version;
+        (s.verified, s.version) = (true, version + 1);
+        assert!(rig.stores.subscriptions.update(&s, version).await.unwrap());
+    }
+
+    // Events without a tenant become A's.
+    let producer = secret(Role::Producer, Some(A));
+    let native = post(producer.clone(), "/v1/events", json!({"type": "order.created", "id": "a-1", "data": {}})).await;
+    assert_eq!(native.status, 202, "{}", native.body_json());
+    let native = native.body_json()["event_id"].as_str().unwrap().to_string();
+    assert_eq!(native, shared::ids::stored_event_id(Some(A), "a-1").as_str(), "stored as A's event");
+    let feed: Value = serde_json::from_slice(&crate::fixture("change_feed_envelope.json")).unwrap();
+    let feed = post(producer.clone(), "/v1/events", feed).await;
+    assert_eq!(feed.status, 202, "{}", feed.body_json());
+    let reader = secret(Role::Reader, Some(A));
+    for id in [&native, feed.body_json()["event_id"].as_str().unwrap()] {
+        let e = get(reader.clone(), format!("/v1/events/{}", urlencoding(id)), None).await;
+        assert_eq!((e.status, e.body_json()["tenant_id"].as_str()), (200, Some(A)), "{}", e.body_json());
+    }
+    // Its own tenant named explicitly is fine too.
+    let named =
+        post(producer, "/v1/events/batch", json!([{"type": "order.created", "id": "a-2", "tenant_id": A, "data": {}}]))
+            .await;
+    assert_eq!(named.status, 202, "{}", named.body_json());
+
+    // A replay of A's event reaches A's subscription, not the global one.
+    let replayed = call(
+        &api,
+        &secret(Role::Operator, Some(A)),
+        "POST",
+        &format!("/v1/events/{}/replay", urlencoding(&native)),
+        None,
+        br#"{"reason": "redo"}"#,
+    )
+    .await;
+    assert_eq!(replayed.status, 202, "{}", replayed.body_json());
+    let targets: Vec<String> = replayed.body_json()["sagas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["subscription_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(targets, vec![own.clone()], "only A's subscription (the global one {global} matches too)");
+    // The same replay by a key of no tenant reaches both.
+    let unbound = call(
+        &api,
+        &secret(Role::Operator, None),
+        "POST",
+        &format!("/v1/events/{}/replay", urlencoding(&native)),
+        None,
+        br#"{"reason": "redo"}"#,
+    )
+    .await;
+    assert_eq!(unbound.body_json()["sagas"].as_array().map(Vec::len), Some(2), "{}", unbound.body_json());
+
+    // Listings: A's only, the global subscription left out.
+    let listed = get(reader.clone(), "/v1/subscriptions".into(), Some("event_type=order.created")).await;
+    let listed = listed.body_json();
+    let ids: Vec<&str> = listed["items"].as_array().unwrap().iter().filter_map(|s| s["id"].as_str()).collect();
+    assert_eq!(ids, vec![own.as_str()], "{listed}");
+    let listed = get(reader.clone(), "/v1/subscriptions".into(), None).await;
+    assert_eq!(listed.body_json()["items"].as_array().map(Vec::len), Some(1), "{}", listed.body_json());
+    // The audit trail: A's subscription's creation and the replay, of A.
+    let audit = get(reader, "/v1/audit".into(), None).await;
+    let records = audit.body_json()["items"].as_array().cloned().unwrap_or_default();
+    let actions: Vec<&str> = records.iter().map(|r| r["action"].as_str().unwrap_or("")).collect();
+    assert!(actions.contains(&"subscription.created") && actions.contains(&"event.replayed"), "{records:?}");
+    assert!(records.iter().all(|r| r["tenant_id"] == A), "{records:?}");
+}
+
 /// Both tests, for each backend's test binary: `isolation_tests!(sqlite)`
 /// or `isolation_tests!(aws)`.
 #[macro_export]
@@ -474,6 +571,13 @@ macro_rules! isolation_tests {
             let rig = hookline_tests::isolation_tests!(@rig $backend, "isolation");
             let (routes, cases) = hookline_tests::isolation::no_tenant_reaches_another_on_any_route(&rig).await;
             println!("isolation: {routes} routes, {cases} cases");
+        }
+
+        /// A tenant-bound key works within its tenant.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_tenant_key_acts_within_its_tenant() {
+            let rig = hookline_tests::isolation_tests!(@rig $backend, "own-tenant");
+            hookline_tests::isolation::a_tenant_key_acts_within_its_tenant(&rig).await;
         }
 
         /// Each role refused what it may not do, on every route.
