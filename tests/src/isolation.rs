@@ -503,10 +503,58 @@ pub async fn a_tenant_key_acts_within_its_tenant(rig: &Rig) {
         assert_eq!((e.status, e.body_json()["tenant_id"].as_str()), (200, Some(A)), "{}", e.body_json());
     }
     // Its own tenant named explicitly is fine too.
-    let named =
-        post(producer, "/v1/events/batch", json!([{"type": "order.created", "id": "a-2", "tenant_id": A, "data": {}}]))
-            .await;
+    let named = post(
+        producer.clone(),
+        "/v1/events/batch",
+        json!([{"type": "order.created", "id": "a-2", "tenant_id": A, "data": {}}]),
+    )
+    .await;
     assert_eq!(named.status, 202, "{}", named.body_json());
+
+    // Another tenant in an envelope: 403 naming the format's own field; in a
+    // batch, that item alone.
+    let refused =
+        post(producer.clone(), "/v1/events", json!({"type": "order.created", "tenant_id": B, "data": {}})).await;
+    assert_eq!((refused.status, refused.body_json()["error"]["field"].as_str()), (403, Some("tenant_id")));
+    let refused = post(producer.clone(), "/v1/events", fixture_of("domain_event_envelope.json", B)).await;
+    assert_eq!((refused.status, refused.body_json()["error"]["field"].as_str()), (403, Some("tenantId")));
+    let mixed = post(
+        producer.clone(),
+        "/v1/events/batch",
+        json!([{"type": "order.created", "id": "a-3", "data": {}}, {"type": "order.created", "id": "b-3", "tenant_id": B, "data": {}}]),
+    )
+    .await;
+    let mixed = mixed.body_json();
+    assert_eq!((mixed["accepted"].as_u64(), mixed["results"][1]["status"].as_u64()), (Some(1), Some(403)), "{mixed}");
+    assert_eq!(mixed["results"][1]["error"]["field"], "tenant_id", "{mixed}");
+    // A's admin cannot move its subscription to another tenant, nor make it global.
+    for body in [json!({"tenant_id": B}), json!({"tenant_id": null})] {
+        let patched = call(
+            &api,
+            &secret(Role::Admin, Some(A)),
+            "PATCH",
+            &format!("/v1/subscriptions/{own}"),
+            None,
+            &serde_json::to_vec(&body).unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (patched.status, patched.body_json()["error"]["field"].as_str()),
+            (403, Some("tenant_id")),
+            "{body}"
+        );
+    }
+    // A replay by time range is of A's events: the job's filter says so.
+    let now = chrono::Utc::now();
+    let job = post(
+        secret(Role::Operator, Some(A)),
+        "/v1/replays",
+        json!({"since": (now - chrono::Duration::hours(1)).to_rfc3339(), "until": now.to_rfc3339(), "reason": "r"}),
+    )
+    .await;
+    assert_eq!(job.status, 202, "{}", job.body_json());
+    let job = get(reader.clone(), format!("/v1/jobs/{}", job.body_json()["job_id"].as_str().unwrap()), None).await;
+    assert_eq!((job.status, job.body_json()["filter"]["tenant_id"].as_str()), (200, Some(A)), "{}", job.body_json());
 
     // A replay of A's event reaches A's subscription, not the global one.
     let replayed = call(
