@@ -211,6 +211,7 @@ impl Api {
             return no_route();
         }
         let caller = if open {
+            // An open route reads no credential; its handler ignores this.
             Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None }
         } else {
             match self.authenticate(&req).await {
