@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::reindex::{self, Walk};
+use super::routes::Call;
+use super::scope::tenant_filter;
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
 use shared::audit::{Action, AuditRecord};
 use shared::bulk::{Job, JobFilter, JobKind, JobSpec, JobState};
@@ -197,8 +199,12 @@ impl Api {
         self.hookline.config.dead_letter_retention
     }
 
-    pub(super) async fn list_dead_letters(&self, req: &Request<'_>) -> ApiResult {
-        let q = list_query(req, self.dead_letter_retention())?;
+    /// `GET /v1/dead-letters`; a tenant-bound caller's `tenant_id` is
+    /// forced to its own.
+    pub(super) async fn list_dead_letters(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
+        let mut q = list_query(req, self.dead_letter_retention())?;
+        q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "tenant_id")?;
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
@@ -222,7 +228,8 @@ impl Api {
         Ok(Response::json(200, &dl))
     }
 
-    pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, req: &Request<'_>, requeue: bool) -> ApiResult {
+    pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, c: &Call<'_>, requeue: bool) -> ApiResult {
+        let req = &c.req;
         let body: ReasonBody = parse(req.body, true)?;
         let audit = Audit { actor: self.actor(req), reason: query::reason(body.reason.as_deref())? };
         let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
@@ -264,24 +271,30 @@ impl Api {
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
-    /// letters of the filter.
-    pub(super) async fn bulk_dead_letters(&self, req: &Request<'_>, kind: JobKind) -> ApiResult {
-        let (reason, q) = bulk_request(req.body, self.dead_letter_retention())?;
+    /// letters of the filter. A tenant-bound caller's filter is forced to
+    /// its tenant (`filter.tenant_id`), and a subscription it names must be
+    /// its own (`404` naming `filter.subscription_id`).
+    pub(super) async fn bulk_dead_letters(&self, c: &Call<'_>, kind: JobKind) -> ApiResult {
+        let req = &c.req;
+        let (reason, mut q) = bulk_request(req.body, self.dead_letter_retention())?;
+        q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "filter.tenant_id")?;
         let subscription = q.subscription_id.clone();
-        // The job's tenant: the filter's, else the named subscription's.
-        let tenant = match (&q.tenant_id, &subscription) {
-            (Some(t), _) => Some(t.clone()),
-            (None, Some(id)) => self.hookline.stores.subscriptions.get(id).await?.and_then(|s| s.tenant_id),
-            (None, None) => None,
+        // A subscription the filter names must be the caller's to see.
+        let named = match &subscription {
+            Some(id) => Some(self.visible_subscription(&c.caller, id, "filter.subscription_id").await?),
+            None => None,
         };
+        // The job's tenant: the caller's when bound, else the filter's, else
+        // the named subscription's.
+        let tenant = q.tenant_id.clone().or_else(|| named.and_then(|s| s.tenant_id));
         let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
         let mut job = Job::new(spec, &reason, &self.actor(req), Utc::now());
-        job.tenant_id = tenant;
+        job.tenant_id = c.caller.tenant.clone().or_else(|| tenant.clone());
         bulk::admit(&self.hookline, &mut job).await?;
         let job = bulk::start(&self.hookline, job).await?;
         let action =
             if kind == JobKind::Skip { Action::DeadLettersSkipStarted } else { Action::DeadLettersRequeueStarted };
-        self.job_audit(action, &job, subscription.as_ref()).await;
+        self.job_audit(action, &job, subscription.as_ref(), tenant.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 
@@ -297,11 +310,19 @@ impl Api {
     }
 
     /// The one audit record of a job's start: its actor, reason, id and
-    /// filter (and subscription, when the filter names one).
-    pub(super) async fn job_audit(&self, action: Action, job: &Job, subscription: Option<&SubscriptionId>) {
+    /// filter (and subscription, when the filter names one), of the
+    /// tenant that started it or else the one its filter names.
+    pub(super) async fn job_audit(
+        &self,
+        action: Action,
+        job: &Job,
+        subscription: Option<&SubscriptionId>,
+        tenant: Option<&TenantId>,
+    ) {
         let mut rec = AuditRecord::new(action, &job.actor)
             .reason(&job.reason)
             .job(&job.id)
+            .tenant(job.tenant_id.as_ref().or(tenant))
             .details(serde_json::json!({"filter": job.spec.filter()}));
         if let Some(s) = subscription {
             rec = rec.subscription(s);
@@ -318,7 +339,7 @@ impl Api {
 /// A dead letter's record with its subscription and event ids.
 fn with_dead_letter(rec: AuditRecord, dl: Option<&DeadLetter>) -> AuditRecord {
     match dl {
-        Some(d) => rec.subscription(&d.subscription_id).event(&d.event_id),
+        Some(d) => rec.subscription(&d.subscription_id).event(&d.event_id).tenant(d.tenant_id.as_ref()),
         None => rec,
     }
 }

@@ -90,7 +90,9 @@ impl From<FieldError> for ApiError {
 impl From<&EnvelopeError> for ApiError {
     fn from(e: &EnvelopeError) -> Self {
         ApiError {
-            status: 400,
+            // A tenant-bound producer's event of another tenant is
+            // forbidden, not malformed.
+            status: if matches!(e, EnvelopeError::OtherTenant { .. }) { 403 } else { 400 },
             code: e.code().to_string(),
             message: e.to_string(),
             field: e.field().map(str::to_string),

@@ -4,7 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::routes::Call;
+use super::scope::tenant_filter;
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
+use shared::access::Caller;
 use shared::audit::{Action, AuditRecord};
 use shared::envelope::{self, Format};
 use shared::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
@@ -125,12 +128,15 @@ const MAX_PARTITION_KEY: usize = 1024;
 
 /// The filters of `GET /v1/events`, each checked (a bad one is a `400`, an
 /// impossible time range a `422`, naming it); newest first.
-pub fn event_query(req: &Request<'_>, retention: chrono::Duration) -> Result<EventQuery, ApiError> {
+/// A tenant-bound caller's `tenant_id` is forced to its own
+/// ([`tenant_filter`]).
+pub fn event_query(req: &Request<'_>, retention: chrono::Duration, caller: &Caller) -> Result<EventQuery, ApiError> {
     let event_type = match query_param(req.query, "event_type") {
         None => None,
         Some(t) => TypeFilter::parse(t.trim()).map_err(|e| ApiError::invalid("event_type", e))?,
     };
     let tenant_id = super::subscriptions::tenant(query_param(req.query, "tenant_id"))?;
+    let tenant_id = tenant_filter(caller, tenant_id, "tenant_id")?;
     let partition_key = query_param(req.query, "partition_key");
     if let Some(k) = &partition_key {
         if k.is_empty() || k.len() > MAX_PARTITION_KEY || k.chars().any(char::is_control) {
@@ -208,13 +214,20 @@ fn format(req: &Request<'_>) -> Result<Option<Format>, ApiError> {
 }
 
 impl Api {
-    pub(super) async fn post_event(&self, req: &Request<'_>) -> ApiResult {
+    /// `POST /v1/events`. A tenant-bound producer posts its tenant's events
+    /// only ([`envelope::Normalized::bind_tenant`]: another tenant is a
+    /// `403` naming the format's tenant field; none is its tenant).
+    pub(super) async fn post_event(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let key = idempotency_key(req)?;
-        let a = ingest::ingest(&self.hookline, req.body, format(req)?, key).await?;
+        let a = ingest::ingest(&self.hookline, req.body, format(req)?, key, c.caller.tenant.as_ref()).await?;
         Ok(Response::json(202, &Accepted { event_id: a.event_id, duplicate: a.duplicate }))
     }
 
-    pub(super) async fn post_batch(&self, req: &Request<'_>) -> ApiResult {
+    /// `POST /v1/events/batch`: each item as [`Api::post_event`] takes it
+    /// (an item of another tenant is refused with its own `403`).
+    pub(super) async fn post_batch(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         // One key cannot stand for many events, and ignoring it would let a
         // producer believe its retries of id-less items are safe.
         if req.idempotency_key.is_some() {
@@ -228,7 +241,7 @@ impl Api {
             )
             .on(IDEMPOTENCY_KEY));
         }
-        let results = ingest::ingest_batch(&self.hookline, req.body, format(req)?).await?;
+        let results = ingest::ingest_batch(&self.hookline, req.body, format(req)?, c.caller.tenant.as_ref()).await?;
         let accepted = results.iter().filter(|r| r.is_ok()).count();
         let answer = BatchAnswer {
             accepted,
@@ -238,7 +251,10 @@ impl Api {
                 .enumerate()
                 .map(|(index, r)| match r {
                     Ok(a) => BatchItem::Accepted { index, status: 202, event_id: a.event_id, duplicate: a.duplicate },
-                    Err(e) => BatchItem::Refused { index, status: 400, error: ApiError::from(&e) },
+                    Err(e) => {
+                        let error = ApiError::from(&e);
+                        BatchItem::Refused { index, status: error.status, error }
+                    }
                 })
                 .collect(),
         };
@@ -247,8 +263,9 @@ impl Api {
 
     /// `GET /v1/events`: one page of the events matching the filters,
     /// newest first ([`shared::ports::EventStore::search`]).
-    pub(super) async fn list_events(&self, req: &Request<'_>) -> ApiResult {
-        let q = event_query(req, self.hookline.config.retention)?;
+    pub(super) async fn list_events(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
+        let q = event_query(req, self.hookline.config.retention, &c.caller)?;
         let limit = query::limit(req)?;
         let filters = q.fingerprint();
         let after = query_param(req.query, "cursor")
@@ -334,11 +351,20 @@ impl Api {
         Ok(Response::json(200, &Deliveries { event_id: id, deliveries, next_cursor }))
     }
 
-    pub(super) async fn replay(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
+    /// `POST /v1/events/{id}/replay`. A tenant-bound caller replays only
+    /// into its tenant's subscriptions: one it names must be its own
+    /// (`404` naming `subscription_id`), and without one, the global
+    /// subscriptions are left out.
+    pub(super) async fn replay(&self, id: &EventId, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let body: ReplayBody = parse(req.body, true)?;
+        if let Some(s) = &body.subscription_id {
+            self.visible_subscription(&c.caller, s, "subscription_id").await?;
+        }
         let request = ReplayRequest {
             event_id: id.clone(),
             subscription_id: body.subscription_id,
+            confined_to: c.caller.tenant.clone(),
             replay_key: body.replay_key.unwrap_or_else(|| ids::random_token("")),
             actor: self.actor(req),
             reason: super::query::reason(body.reason.as_deref())?,
@@ -352,8 +378,12 @@ impl Api {
         if let ([(saga_id, _)], Some(_)) = (sagas.as_slice(), &request.subscription_id) {
             details["saga_id"] = serde_json::json!(saga_id);
         }
-        let mut rec =
-            AuditRecord::new(Action::EventReplayed, &request.actor).reason(&request.reason).event(id).details(details);
+        let tenant = self.hookline.stores.events.get(id).await.ok().flatten().and_then(|e| e.tenant_id);
+        let mut rec = AuditRecord::new(Action::EventReplayed, &request.actor)
+            .reason(&request.reason)
+            .event(id)
+            .tenant(tenant.as_ref().or(c.caller.tenant.as_ref()))
+            .details(details);
         if let Some(s) = &request.subscription_id {
             rec = rec.subscription(s);
         }
@@ -388,7 +418,14 @@ pub(crate) fn fuzz_bodies(body: &[u8]) -> usize {
 /// read them before any store call: `?format=` and the key of
 /// `POST /v1/events`, the filters of `GET /v1/events` ([`event_query`]).
 pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usize {
-    [format(req).is_ok(), idempotency_key(req).is_ok(), event_query(req, retention).is_ok(), query::limit(req).is_ok()]
+    // A tenant-bound reader: its forced filter is part of what is read.
+    let caller = Caller {
+        actor: "key:fuzz".into(),
+        role: shared::access::Role::Reader,
+        tenant: Some(shared::ids::TenantId::new("acme")),
+    };
+    let query = event_query(req, retention, &caller).is_ok();
+    [format(req).is_ok(), idempotency_key(req).is_ok(), query, query::limit(req).is_ok()]
         .iter()
         .filter(|ok| **ok)
         .count()

@@ -2,8 +2,11 @@
 //! server that carries it: `hookline serve` mounts it on axum, the `api` and
 //! `ingest` Lambdas feed it API Gateway events. One contract, one
 //! implementation, split by resource ([`events`], [`subscriptions`],
-//! [`dead_letters`]); request bodies are typed ([`body`]) and every refusal
-//! is one [`ApiError`]: `{"error": {"code", "message", "field"?}}`.
+//! [`dead_letters`]); every route is a row of one table ([`routes`]), and
+//! every request passes one access check and one tenant scoping
+//! ([`Api::handle`], [`scope`]) before its handler runs; request bodies are
+//! typed ([`body`]) and every refusal is one [`ApiError`]: `{"error":
+//! {"code", "message", "field"?}}`.
 
 mod audit;
 mod body;
@@ -15,21 +18,22 @@ pub mod fuzzing;
 pub mod query;
 mod reindex;
 mod replays;
+pub mod routes;
+pub mod scope;
 mod subscriptions;
 
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::json;
 
 pub use body::{parse, Patch};
 pub use error::{ApiError, ApiResult};
 
+use routes::{Call, Found};
 use shared::access::{Caller, Role};
-use shared::bulk::JobKind;
 use shared::context::Hookline;
 use shared::envelope::{show, MAX_ID_BYTES};
-use shared::ids::{DeadLetterId, EventId, SubscriptionId, TenantId};
+use shared::ids::TenantId;
 
 /// One HTTP request, as any server or API Gateway hands it over.
 #[derive(Debug, Clone, Copy)]
@@ -193,69 +197,67 @@ impl Api {
     }
 
     /// Answers one request. Never panics on input; every refusal names the
-    /// problem and writes nothing.
+    /// problem and writes nothing. Every request passes here, in this
+    /// order: the route ([`routes::ROUTES`]), the caller
+    /// ([`Api::authenticate`], `401`; except `/healthz`), the route's
+    /// [`shared::access::Action`] for its role and tenant binding (`403`
+    /// naming what it needs), then each resource the path names, resolved
+    /// as the caller's to see ([`Api::visible`], `404`), and only then the
+    /// handler, with the [`Caller`].
     pub async fn handle(&self, req: Request<'_>) -> Response {
         let Some(decoded) = path_segments(req.path) else {
             return Response::error(400, "invalid_path", "the path is not valid percent-encoded UTF-8", None);
         };
         let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
-        match (req.method, segments.as_slice()) {
-            ("GET", ["healthz"]) => return Response::json(200, &json!({"status": "ok"})),
-            ("GET", ["metrics"]) => return self.metrics().await,
-            (_, ["v1", ..]) => {}
-            _ => {
+        let found = routes::find(req.method, &segments);
+        let no_route =
+            || Response::error(404, "not_found", format!("no route for {} {}", req.method, show(req.path)), None);
+        // Outside /v1 an unknown path is a 404 before any credential is
+        // looked at (as before); under /v1 only a caller learns what exists.
+        let open = matches!(&found, Found::Route(r, _) if r.action.is_none());
+        if !open && !matches!(&found, Found::Route(..)) && segments.first() != Some(&"v1") {
+            return no_route();
+        }
+        let caller = if open {
+            // An open route reads no credential; its handler ignores this.
+            Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None }
+        } else {
+            match self.authenticate(&req).await {
+                Ok(c) => c,
+                Err(e) => return e.into(),
+            }
+        };
+        let (route, params) = match found {
+            Found::Route(r, p) => (r, p),
+            Found::OtherMethods(methods) => {
                 return Response::error(
-                    404,
-                    "not_found",
-                    format!("no route for {} {}", req.method, show(req.path)),
+                    405,
+                    "method_not_allowed",
+                    format!("{} does not take {} (it takes {})", show(req.path), show(req.method), methods.join(", ")),
                     None,
                 )
             }
-        }
-        let _caller = match self.authenticate(&req).await {
-            Ok(c) => c,
-            Err(e) => return e.into(),
+            Found::Nothing => return no_route(),
         };
+        if let Some(action) = route.action {
+            if let Err(denied) = caller.may(action) {
+                return Response::error(403, "forbidden", denied.to_string(), None);
+            }
+        }
         // No stored id is empty or longer than MAX_ID_BYTES (producer ids are
         // limited to it, every other id is shorter): such a segment names
         // nothing, and must not reach a store whose keys it cannot fit.
-        if segments[1..].iter().any(|s| s.is_empty() || s.len() > MAX_ID_BYTES) {
+        if params.iter().any(|(_, v)| v.is_empty() || v.len() > MAX_ID_BYTES) {
             return Response::error(404, "not_found", format!("nothing at {} {}", req.method, show(req.path)), None);
         }
-        // Path ids take their types here, at the edge; the stages and
-        // stores below only see typed ids.
-        let event = |id: &str| EventId::new(id);
-        let sub = |id: &str| SubscriptionId::new(id);
-        let dead = |id: &str| DeadLetterId::new(id);
-        let r = match (req.method, &segments[1..]) {
-            ("POST", ["events"]) => self.post_event(&req).await,
-            ("POST", ["events", "batch"]) => self.post_batch(&req).await,
-            ("GET", ["events"]) => self.list_events(&req).await,
-            ("GET", ["events", id]) => self.get_event(&event(id)).await,
-            ("GET", ["events", id, "deliveries"]) => self.get_deliveries(&event(id), &req).await,
-            ("POST", ["events", id, "replay"]) => self.replay(&event(id), &req).await,
-            ("POST", ["subscriptions"]) => self.create_subscription(&req).await,
-            ("POST", ["subscriptions", "reindex"]) => self.reindex_subscriptions(&req).await,
-            ("GET", ["subscriptions"]) => self.list_subscriptions(&req).await,
-            ("GET", ["subscriptions", id]) => self.get_subscription(&sub(id)).await,
-            ("PATCH", ["subscriptions", id]) => self.patch_subscription(&sub(id), &req).await,
-            ("DELETE", ["subscriptions", id]) => self.delete_subscription(&sub(id), &req).await,
-            ("POST", ["subscriptions", id, "verify"]) => self.verify_now(&sub(id), &req).await,
-            ("POST", ["subscriptions", id, "rotate-secret"]) => self.rotate_secret(&sub(id), &req).await,
-            ("POST", ["subscriptions", id, "lanes", key, "skip"]) => self.skip_lane(&sub(id), key, &req).await,
-            ("GET", ["dead-letters"]) => self.list_dead_letters(&req).await,
-            ("POST", ["dead-letters", "requeue"]) => self.bulk_dead_letters(&req, JobKind::Requeue).await,
-            ("POST", ["dead-letters", "skip"]) => self.bulk_dead_letters(&req, JobKind::Skip).await,
-            ("POST", ["dead-letters", "reindex"]) => self.reindex_dead_letters(&req).await,
-            ("POST", ["replays"]) => self.start_replay(&req).await,
-            ("GET", ["jobs", id]) => self.get_job(id).await,
-            ("GET", ["audit"]) => self.list_audit(&req).await,
-            ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
-            ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,
-            ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(&dead(id), &req, false).await,
-            _ => Err(ApiError::new(404, "not_found", format!("no route for {} {}", req.method, show(req.path)))),
-        };
-        r.unwrap_or_else(Response::from)
+        for (name, kind) in route.resources() {
+            let id = params.iter().find(|(n, _)| *n == name).map_or("", |(_, v)| v.as_str());
+            if let Err(e) = self.visible(&caller, kind, id).await {
+                return e.into();
+            }
+        }
+        let call = Call { req, caller, params };
+        (route.handler)(self, &call).await.unwrap_or_else(Response::from)
     }
 
     /// The credential behind `req`: the one place a request's [`Caller`]
@@ -285,7 +287,8 @@ impl Api {
         keys.iter().fold(None, |found, k| if constant_time_eq(given, k.secret.as_bytes()) { Some(k) } else { found })
     }
 
-    async fn metrics(&self) -> Response {
+    /// `GET /metrics`: the whole system's counters, Prometheus text.
+    pub(crate) async fn metrics(&self) -> Response {
         let h = &self.hookline;
         let mut queues = Vec::new();
         if let Ok(d) = h.stores.deliveries.depth().await {

@@ -6,7 +6,9 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::dead_letters::name_value;
-use super::{parse, query, Api, ApiError, ApiResult, Request};
+use super::routes::Call;
+use super::scope::tenant_filter;
+use super::{parse, query, Api, ApiError, ApiResult};
 use shared::bulk::{Job, JobSpec, ReplayFilter};
 use shared::ids::{EventId, SubscriptionId, TenantId};
 use shared::ports::TimeRange;
@@ -36,8 +38,9 @@ struct ReplaysBody {
 }
 
 /// Checks a body into the job's filter: exactly one of `event_id`,
-/// `partition_key`, or `since` with `until`; `tenant_id` only with a
-/// partition key; a range checked against the event retention (`422`).
+/// `partition_key`, or `since` with `until`; `tenant_id` with a partition
+/// key or a range (that tenant's events only); a range checked against the
+/// event retention (`422`).
 fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter, ApiError> {
     let by_range = b.since.is_some() || b.until.is_some();
     let ways = [b.event_id.is_some(), b.partition_key.is_some(), by_range].iter().filter(|w| **w).count();
@@ -48,8 +51,8 @@ fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter
             "give exactly one of event_id, partition_key (with tenant_id if any), or since and until",
         ));
     }
-    if b.tenant_id.is_some() && b.partition_key.is_none() {
-        return Err(ApiError::invalid("tenant_id", "tenant_id goes with partition_key"));
+    if b.tenant_id.is_some() && b.event_id.is_some() {
+        return Err(ApiError::invalid("tenant_id", "tenant_id goes with partition_key or since and until"));
     }
     let range = if by_range {
         let since = b.since.as_deref().ok_or_else(|| ApiError::invalid("since", "since goes with until"))?;
@@ -90,22 +93,37 @@ fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter
             .transpose()?
             .map(SubscriptionId::new),
         event_types,
+        confined_to: None,
     })
 }
 
 impl Api {
-    pub(super) async fn start_replay(&self, req: &Request<'_>) -> ApiResult {
+    /// `POST /v1/replays`. A tenant-bound caller replays its tenant's
+    /// events only (the event it names must be its own, `404` naming
+    /// `event_id`; a partition or a range is of its tenant, `tenant_id`
+    /// forced), into its tenant's subscriptions only (one it names must be
+    /// its own, `404` naming `subscription_id`; without one, the global
+    /// subscriptions are left out). The job is its tenant's.
+    pub(super) async fn start_replay(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let body: ReplaysBody = parse(req.body, false)?;
         let reason = query::reason(body.reason.as_deref())?;
-        let filter = filter_of(body, self.hookline.config.retention)?;
+        let mut filter = filter_of(body, self.hookline.config.retention)?;
+        if filter.event_id.is_none() {
+            filter.tenant_id = tenant_filter(&c.caller, filter.tenant_id.take(), "tenant_id")?;
+        }
+        filter.confined_to = c.caller.tenant.clone();
         let stores = &self.hookline.stores;
         let event = match &filter.event_id {
-            Some(id) => Some(stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?),
+            Some(id) => {
+                self.visible_event(&c.caller, id, "event_id").await?;
+                Some(stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?)
+            }
             None => None,
         };
         let mut tenant = filter.tenant_id.clone().or_else(|| event.as_ref().and_then(|e| e.tenant_id.clone()));
         if let Some(id) = &filter.subscription_id {
-            let sub = stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
+            let sub = self.visible_subscription(&c.caller, id, "subscription_id").await?;
             tenant = tenant.or_else(|| sub.tenant_id.clone());
             // One event named with a subscription its routing would not
             // take is refused as `POST /v1/events/{id}/replay` refuses it
@@ -121,11 +139,14 @@ impl Api {
             }
         }
         let subscription = filter.subscription_id.clone();
+        // The job works for the caller's tenant when it is bound to one,
+        // else for the tenant of what it replays (capped per tenant, seen
+        // by that tenant's keys).
         let mut job = Job::new(JobSpec::Replay(filter), &reason, &self.actor(req), Utc::now());
-        job.tenant_id = tenant;
+        job.tenant_id = c.caller.tenant.clone().or_else(|| tenant.clone());
         bulk::admit(&self.hookline, &mut job).await?;
         let job = bulk::start(&self.hookline, job).await?;
-        self.job_audit(shared::audit::Action::ReplayStarted, &job, subscription.as_ref()).await;
+        self.job_audit(shared::audit::Action::ReplayStarted, &job, subscription.as_ref(), tenant.as_ref()).await;
         Ok(Self::job_started(&job))
     }
 }

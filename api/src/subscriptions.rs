@@ -9,6 +9,8 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
 use super::reindex::{self, Walk};
+use super::routes::Call;
+use super::scope::tenant_filter;
 use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use shared::audit::{Action, AuditRecord};
 use shared::bounds::MAX_SUBSCRIPTION_PATTERNS;
@@ -300,7 +302,11 @@ fn dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, ApiError> {
 }
 
 impl Api {
-    pub(super) async fn create_subscription(&self, req: &Request<'_>) -> ApiResult {
+    /// `POST /v1/subscriptions`. A tenant-bound caller's subscription is
+    /// its tenant's (`tenant_id` absent or its own; another is a `403`): it
+    /// cannot create one of every tenant.
+    pub(super) async fn create_subscription(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let body: CreateBody = parse(req.body, false)?;
         let callback_url = self.check_url(&body.callback_url).await?;
         let now = Utc::now();
@@ -309,7 +315,7 @@ impl Api {
             id: ids::new_subscription_id(),
             callback_url,
             event_types: event_types(body.event_types)?,
-            tenant_id: tenant(body.tenant_id)?,
+            tenant_id: tenant_filter(&c.caller, tenant(body.tenant_id)?, "tenant_id")?,
             description: body.description,
             headers: headers(body.headers)?,
             retry_policy: retry_policy(body.retry_policy, &self.hookline.config)?,
@@ -379,7 +385,12 @@ impl Api {
     /// subscriptions an event of that type (and tenant) is in scope of, by
     /// the routing index (global ones and the tenant's, whatever their
     /// state). `limit` 1 to 1000 (100); `cursor` from the previous page.
-    pub(super) async fn list_subscriptions(&self, req: &Request<'_>) -> ApiResult {
+    ///
+    /// A tenant-bound caller lists its tenant's subscriptions only (the
+    /// filter `tenant_id` is forced to its tenant; another is a `403`), and
+    /// with `event_type` only its tenant's, not the global ones.
+    pub(super) async fn list_subscriptions(&self, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let limit = match query_param(req.query, "limit") {
             None => DEFAULT_PAGE,
             Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
@@ -390,6 +401,7 @@ impl Api {
             None => None,
             Some(t) => tenant(Some(t))?,
         };
+        let tenant_id = tenant_filter(&c.caller, tenant_id, "tenant_id")?;
         let event_type = query_param(req.query, "event_type");
         if let Some(t) = &event_type {
             if t.is_empty() || t.len() > MAX_EVENT_TYPE_LEN || t.chars().any(char::is_control) {
@@ -412,9 +424,12 @@ impl Api {
             )),
         };
         let filter = match (tenant_id, event_type) {
-            (tenant_id, Some(t)) => {
-                SubscriptionFilter::Routes(routing::keys_for(tenant_id.as_ref().map(|t| t.as_str()), &t))
-            }
+            (tenant_id, Some(t)) => SubscriptionFilter::Routes(
+                routing::keys_for(tenant_id.as_ref().map(|t| t.as_str()), &t)
+                    .into_iter()
+                    .filter(|k| c.caller.tenant.is_none() || k.scope != routing::Scope::Global)
+                    .collect(),
+            ),
             (Some(t), None) => SubscriptionFilter::Tenant(t),
             (None, None) => SubscriptionFilter::All,
         };
@@ -453,7 +468,8 @@ impl Api {
     /// ([`shared::stage::ordering::skip_lane`]), audited as `lane.skipped`.
     /// The partition is the subscription's tenant's, or `tenant_id`'s for a
     /// subscription of every tenant.
-    pub(super) async fn skip_lane(&self, id: &SubscriptionId, key: &str, req: &Request<'_>) -> ApiResult {
+    pub(super) async fn skip_lane(&self, id: &SubscriptionId, key: &str, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let body: LaneSkipBody = parse(req.body, true)?;
         let reason = super::query::reason(body.reason.as_deref())?;
         let sub = self.load_subscription(id).await?;
@@ -464,7 +480,11 @@ impl Api {
                 format!("subscription {id} is not ordered: it has no lanes"),
             ));
         }
-        let tenant = match (&sub.tenant_id, tenant(body.tenant_id)?) {
+        let named = match tenant(body.tenant_id)? {
+            None => None,
+            named => tenant_filter(&c.caller, named, "tenant_id")?,
+        };
+        let tenant = match (&sub.tenant_id, named) {
             (Some(own), Some(other)) if *own != other => {
                 return Err(ApiError::invalid("tenant_id", "the subscription has its own tenant"))
             }
@@ -495,6 +515,7 @@ impl Api {
         tracing::warn!(subscription_id = %id, partition_key = %key, details = %serde_json::Value::Object(details.clone()), "ordered lane skipped by ops");
         let rec = AuditRecord::new(Action::LaneSkipped, self.actor(req))
             .subscription(id)
+            .tenant(sub.tenant_id.as_ref())
             .reason(&reason)
             .details(serde_json::Value::Object(details.clone()));
         self.hookline.audit(rec).await;
@@ -517,7 +538,11 @@ impl Api {
         shown
     }
 
-    pub(super) async fn patch_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
+    /// `PATCH /v1/subscriptions/{id}`. A tenant-bound caller cannot move
+    /// the subscription to another tenant or make it global (`403` naming
+    /// `tenant_id`).
+    pub(super) async fn patch_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        let req = &c.req;
         let body: PatchBody = parse(req.body, false)?;
         // Every value is checked before anything is read or written.
         let new_url = match body.callback_url {
@@ -531,7 +556,10 @@ impl Api {
             Patch::Value(t) => Some(event_types(t)?),
         };
         let tenant_id = match body.tenant_id {
-            Patch::Value(t) => Patch::Value(tenant(Some(t))?.expect("a value stays a value")),
+            Patch::Value(t) => {
+                Patch::Value(tenant_filter(&c.caller, tenant(Some(t))?, "tenant_id")?.expect("a value stays a value"))
+            }
+            Patch::Null if c.caller.tenant.is_some() => return Err(super::scope::other_tenant("tenant_id")),
             Patch::Null => Patch::Null,
             Patch::Absent => Patch::Absent,
         };

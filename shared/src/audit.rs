@@ -22,7 +22,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{DeadLetterId, EventId, SubscriptionId};
+use crate::ids::{DeadLetterId, EventId, SubscriptionId, TenantId};
 use crate::time_range::TimeRange;
 
 /// The longest actor kept, in characters (an IAM ARN is at most 2,048
@@ -183,6 +183,11 @@ pub struct AuditRecord {
     /// The bulk job concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// The tenant whose resource it concerns (the subscription's, the
+    /// event's, the dead letter's; a job's starter's): only that tenant's
+    /// keys, and unbound ones, see the record. `None`: a global resource's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<TenantId>,
     /// Anything else worth keeping (the fields a PATCH changed, an error);
     /// a JSON object, never a secret.
     #[serde(default = "empty_object")]
@@ -216,6 +221,7 @@ impl AuditRecord {
             event_id: None,
             dead_letter_id: None,
             job_id: None,
+            tenant_id: None,
             details: empty_object(),
         }
     }
@@ -249,6 +255,12 @@ impl AuditRecord {
     /// About this dead letter.
     pub fn dead_letter(mut self, id: &DeadLetterId) -> Self {
         self.dead_letter_id = Some(id.clone());
+        self
+    }
+
+    /// Of this tenant's resource (`None` leaves it without one).
+    pub fn tenant(mut self, tenant: Option<&TenantId>) -> Self {
+        self.tenant_id = tenant.cloned();
         self
     }
 
@@ -301,6 +313,9 @@ pub struct AuditFilter {
     pub actor: Option<String>,
     /// Only records about this subscription.
     pub subscription_id: Option<SubscriptionId>,
+    /// Only records of this tenant's resources (a tenant-bound caller's
+    /// listing always has it).
+    pub tenant_id: Option<TenantId>,
     /// Only records whose `at` is in the range.
     pub range: TimeRange,
 }
@@ -311,6 +326,7 @@ impl AuditFilter {
         self.action.is_none_or(|a| a == r.action)
             && self.actor.as_deref().is_none_or(|a| a == r.actor)
             && self.subscription_id.as_ref().is_none_or(|s| Some(s) == r.subscription_id.as_ref())
+            && self.tenant_id.as_ref().is_none_or(|t| Some(t) == r.tenant_id.as_ref())
             && self.range.contains(r.at)
     }
 

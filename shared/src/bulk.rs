@@ -143,10 +143,13 @@ pub struct Job {
     pub reason: String,
     /// Who asked.
     pub actor: String,
-    /// The tenant the job works for (its filter's tenant, or its target
-    /// subscription's), whose running jobs are capped
-    /// ([`crate::stage::bulk::admit`]); `None`: no tenant (one shared
-    /// cap). Absent from jobs stored before it existed.
+    /// The tenant the job works for: the tenant of the key that started it
+    /// when that key is bound to one, else its filter's or its target
+    /// subscription's; `None`: no tenant. Its running jobs are capped
+    /// ([`crate::stage::bulk::admit`]; jobs without a tenant share one
+    /// cap), and a tenant-bound key sees only its tenant's jobs
+    /// ([`crate::access::Caller::sees`]). Absent from jobs stored before it
+    /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_id: Option<crate::ids::TenantId>,
     /// How many items the job was counted to take when it was created
@@ -386,6 +389,10 @@ pub struct ReplayFilter {
     /// Only events of these types (exact, or a pattern ending in `*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_types: Option<Vec<String>>,
+    /// Only to subscriptions of this tenant (none global): the tenant of
+    /// the key that started the job, when it is bound to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_to: Option<crate::ids::TenantId>,
 }
 
 impl ReplayFilter {

@@ -119,6 +119,10 @@ pub struct ReplayRequest {
     pub event_id: EventId,
     /// Only this subscription; every matching one when absent.
     pub subscription_id: Option<SubscriptionId>,
+    /// Only subscriptions of this tenant (none global): the tenant of the
+    /// key that asked, when it is bound to one ([`crate::access::Caller`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_to: Option<crate::ids::TenantId>,
     /// Makes a repeated request create nothing new.
     pub replay_key: String,
     /// Who asked.

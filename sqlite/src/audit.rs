@@ -1,5 +1,5 @@
-//! [`AuditStore`] on SQLite: the `audit` table (migration 10), one row per
-//! record; a page is one range of the index of its most selective filter,
+//! [`AuditStore`] on SQLite: the `audit` table (migrations 10 and 13), one
+//! row per record; a page is one range of the index of its most selective filter,
 //! newest first, the other filters checked in the same statement.
 
 use async_trait::async_trait;
@@ -20,8 +20,8 @@ impl AuditStore for SqliteAudit {
         self.0
             .call(move |c, _| {
                 c.prepare_cached(
-                    "INSERT INTO audit (id, pos, at, action, actor, subscription_id, data) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO audit (id, pos, at, action, actor, subscription_id, tenant_id, data) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING",
                 )
                 .map_err(sql)?
                 .execute(params![
@@ -31,6 +31,7 @@ impl AuditStore for SqliteAudit {
                     rec.action.as_str(),
                     rec.actor,
                     rec.subscription_id.as_ref().map(|s| s.as_str().to_string()),
+                    rec.tenant_id.as_ref().map(|t| t.as_str().to_string()),
                     encode(&rec)
                 ])
                 .map_err(sql)?;
@@ -47,6 +48,8 @@ impl AuditStore for SqliteAudit {
                 // The most selective filter picks the index; `pos` ranges it.
                 let index = if filter.subscription_id.is_some() {
                     "audit_by_subscription"
+                } else if filter.tenant_id.is_some() {
+                    "audit_by_tenant"
                 } else if filter.actor.is_some() {
                     "audit_by_actor"
                 } else if filter.action.is_some() {
@@ -59,6 +62,10 @@ impl AuditStore for SqliteAudit {
                 if let Some(s) = &filter.subscription_id {
                     args.push(Value::Text(s.as_str().to_string()));
                     q.push_str(&format!(" AND subscription_id = ?{}", args.len()));
+                }
+                if let Some(t) = &filter.tenant_id {
+                    args.push(Value::Text(t.as_str().to_string()));
+                    q.push_str(&format!(" AND tenant_id = ?{}", args.len()));
                 }
                 if let Some(a) = &filter.actor {
                     args.push(Value::Text(a.clone()));

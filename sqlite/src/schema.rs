@@ -234,4 +234,11 @@ CREATE TABLE lane_blocks (
 ) WITHOUT ROWID;
 CREATE INDEX lane_blocks_by_since ON lane_blocks (subscription_id, since);
 "#,
+    // 13: audit records carry the tenant of the resource they concern
+    // (`AuditRecord::tenant_id`); a tenant-bound key's listing is a range
+    // of this index (records written before have none: global).
+    r#"
+ALTER TABLE audit ADD COLUMN tenant_id TEXT;
+CREATE INDEX audit_by_tenant ON audit (tenant_id, pos) WHERE tenant_id IS NOT NULL;
+"#,
 ];

@@ -54,6 +54,7 @@ pub mod emulator;
 pub mod guard_scenarios;
 pub mod iam;
 pub mod input_scenarios;
+pub mod isolation;
 pub mod lambda_driver;
 pub mod lane_scenarios;
 pub mod metering;

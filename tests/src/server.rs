@@ -275,8 +275,10 @@ impl crate::pipeline::Pipeline for Server {
     }
 
     async fn metrics(&self) -> String {
+        // `/metrics` needs a key (a reader's or more, of no tenant).
         self.client
             .get(format!("{}/metrics", self.base))
+            .bearer_auth(&self.key)
             .send()
             .await
             .expect("metrics")

@@ -90,8 +90,8 @@ fn pages(db: &std::path::Path) -> Option<(i64, i64, i64)> {
     Some((q("PRAGMA page_count")?, q("PRAGMA freelist_count")?, q("PRAGMA page_size")?))
 }
 
-async fn purged_events(client: &reqwest::Client, base: &str) -> u64 {
-    let Ok(r) = client.get(format!("{base}/metrics")).send().await else { return 0 };
+async fn purged_events(client: &reqwest::Client, base: &str, key: &str) -> u64 {
+    let Ok(r) = client.get(format!("{base}/metrics")).bearer_auth(key).send().await else { return 0 };
     let text = r.text().await.unwrap_or_default();
     text.lines()
         .find_map(|l| l.strip_prefix("hookline_purged_total{table=\"events\"} "))
@@ -275,7 +275,7 @@ async fn main() -> anyhow::Result<()> {
             .map_or(0.0, |v| *v as f64 / 1000.0);
         let (db_len, wal_len) = (file_len(&db), file_len(&wal));
         let free = pages(&db).map(|(_, f, _)| f).unwrap_or(-1);
-        let purged = purged_events(&client, &base).await;
+        let purged = purged_events(&client, &base, key).await;
         let live = sent.load(Relaxed).saturating_sub(purged);
         let per_live = (db_len + wal_len) as f64 / 1024.0 / live.max(1) as f64;
         println!(

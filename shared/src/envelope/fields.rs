@@ -244,6 +244,15 @@ fn text_fields(format: Format) -> (&'static str, &'static str, &'static str) {
     }
 }
 
+/// The envelope field a format's tenant comes from (`tenant_id` for the
+/// change feed too, which has none: the field it would be).
+pub(super) fn tenant_field(format: Format) -> &'static str {
+    match text_fields(format).1 {
+        "" => "tenant_id",
+        f => f,
+    }
+}
+
 /// The envelope field a format's partition key comes from, named when the
 /// key is refused: the producer's own field. The change feed's key is
 /// `{entity_type}:{entity_id}`, and only `entity_id` can make it too long or

@@ -163,6 +163,14 @@ pub enum EnvelopeError {
          or name the format explicitly"
     )]
     Undetectable,
+    /// The envelope names a tenant other than the one the producer's key is
+    /// bound to ([`Normalized::bind_tenant`]); `field` is the format's tenant
+    /// field (`tenant_id`, `tenantId`).
+    #[error("`{field}` names another tenant than the one this key is bound to")]
+    OtherTenant {
+        /// The format's tenant field.
+        field: String,
+    },
 }
 
 impl EnvelopeError {
@@ -170,7 +178,9 @@ impl EnvelopeError {
     /// error; `None` when the error is not about one field.
     pub fn field(&self) -> Option<&str> {
         match self {
-            EnvelopeError::MissingField { field } | EnvelopeError::InvalidField { field, .. } => Some(field),
+            EnvelopeError::MissingField { field }
+            | EnvelopeError::InvalidField { field, .. }
+            | EnvelopeError::OtherTenant { field } => Some(field),
             _ => None,
         }
     }
@@ -184,6 +194,7 @@ impl EnvelopeError {
             EnvelopeError::InvalidField { .. } => "invalid_field",
             EnvelopeError::UnknownFormat(_) => "unknown_format",
             EnvelopeError::Undetectable => "unknown_envelope",
+            EnvelopeError::OtherTenant { .. } => "forbidden",
         }
     }
 
@@ -294,6 +305,30 @@ impl Normalized {
             self.idempotency_key = key.map(str::to_string);
         }
         self
+    }
+
+    /// The event as a producer bound to `tenant` may post it (`None`: an
+    /// unbound producer, anything goes): an envelope naming another tenant
+    /// is refused ([`EnvelopeError::OtherTenant`], naming the format's tenant
+    /// field); one naming none gets `tenant` (its stored id and routing are
+    /// then those of `tenant`'s event, as if it had named it; a change-feed
+    /// envelope, which has no tenant field, always does).
+    ///
+    /// # Errors
+    ///
+    /// [`EnvelopeError::OtherTenant`] for another tenant.
+    pub fn bind_tenant(mut self, tenant: Option<&crate::ids::TenantId>) -> Result<Self, EnvelopeError> {
+        let Some(tenant) = tenant else { return Ok(self) };
+        match &self.tenant_id {
+            Some(t) if t != tenant.as_str() => {
+                Err(EnvelopeError::OtherTenant { field: fields::tenant_field(self.format).to_string() })
+            }
+            Some(_) => Ok(self),
+            None => {
+                self.tenant_id = Some(tenant.as_str().to_string());
+                Ok(self)
+            }
+        }
     }
 }
 

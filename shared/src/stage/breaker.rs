@@ -137,8 +137,14 @@ async fn audit_flip(h: &Hookline, sub: &SubscriptionId, before: &Health, after: 
         audit::Action::BreakerOpened => format!("{} consecutive failures", after.consecutive_failures),
         _ => "a probe succeeded".to_string(),
     };
+    // Of the subscription's tenant (from the cache delivery keeps).
+    let tenant = match h.subscription_cache.get_many(h.stores.subscriptions.as_ref(), std::slice::from_ref(sub)).await {
+        Ok(subs) => subs.into_iter().flatten().next().and_then(|s| s.tenant_id.clone()),
+        Err(_) => None,
+    };
     let rec = audit::AuditRecord::new(action, audit::SYSTEM)
         .subscription(sub)
+        .tenant(tenant.as_ref())
         .reason(reason)
         .details(serde_json::json!({"last_error": after.last_error, "cool_down_ms": after.cool_down_ms}));
     h.audit(rec).await;

@@ -350,5 +350,5 @@ async fn replay_one(
             return Ok(());
         }
     }
-    requeue::replay(h, &event_id, f.subscription_id.as_ref(), &job.id, audit).await.map(|_| ())
+    requeue::replay(h, &event_id, f.subscription_id.as_ref(), f.confined_to.as_ref(), &job.id, audit).await.map(|_| ())
 }

@@ -144,6 +144,7 @@ pub async fn disable(h: &Hookline, id: &SubscriptionId, cause: &Cause) -> Result
             );
             let rec = AuditRecord::at(audit::Action::SubscriptionDisabled, audit::SYSTEM, now)
                 .subscription(id)
+                .tenant(sub.tenant_id.as_ref())
                 .reason(describe(cause, h.config.disable_after))
                 .details(json!({"disabled_reason": cause.reason, "last_error": cause.last_error, "failing_since": cause.failing_since}));
             h.audit(rec).await;

@@ -10,7 +10,7 @@ use crate::context::Hookline;
 use crate::envelope::{self, EnvelopeError, Format, LogSafe};
 use crate::error::StoreError;
 use crate::event::EventRecord;
-use crate::ids::EventId;
+use crate::ids::{EventId, TenantId};
 
 /// An accepted event.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,21 +60,24 @@ fn check_size(h: &Hookline, raw: &[u8]) -> Result<(), IngestError> {
 ///
 /// `idempotency_key` is the `Idempotency-Key` header of `POST /v1/events`,
 /// already checked: an envelope without an id is deduplicated on it (see
-/// [`envelope::Normalized::with_idempotency_key`]).
+/// [`envelope::Normalized::with_idempotency_key`]). `tenant` is the tenant
+/// the producer's key is bound to, if any
+/// ([`envelope::Normalized::bind_tenant`]).
 pub async fn ingest(
     h: &Hookline,
     raw: &[u8],
     format: Option<Format>,
     idempotency_key: Option<&str>,
+    tenant: Option<&TenantId>,
 ) -> Result<Accepted, IngestError> {
-    ingest_one(h, raw, format, None, None, idempotency_key, false).await
+    ingest_one(h, raw, format, None, None, idempotency_key, tenant, false).await
 }
 
 /// Accepts one of Hookline's own operational events (a native envelope
 /// typed `hookline.…`, [`crate::stage::failing`]): the same path as a
 /// producer's event, the reserved prefix allowed.
 pub(crate) async fn ingest_operational(h: &Hookline, raw: &[u8]) -> Result<Accepted, IngestError> {
-    ingest_one(h, raw, Some(Format::Native), None, None, None, true).await
+    ingest_one(h, raw, Some(Format::Native), None, None, None, None, true).await
 }
 
 /// Producers may not use the operational events' type prefix: a
@@ -101,9 +104,11 @@ pub async fn ingest_with_defaults(
     default_type: Option<&str>,
     default_producer: Option<&str>,
 ) -> Result<Accepted, IngestError> {
-    ingest_one(h, raw, format, default_type, default_producer, None, false).await
+    ingest_one(h, raw, format, default_type, default_producer, None, None, false).await
 }
 
+// Private: each public way in fixes most of these.
+#[allow(clippy::too_many_arguments)]
 async fn ingest_one(
     h: &Hookline,
     raw: &[u8],
@@ -111,11 +116,13 @@ async fn ingest_one(
     default_type: Option<&str>,
     default_producer: Option<&str>,
     idempotency_key: Option<&str>,
+    tenant: Option<&TenantId>,
     operational: bool,
 ) -> Result<Accepted, IngestError> {
     check_size(h, raw)?;
     let normalized = envelope::normalize_with_defaults(raw, format, default_type, default_producer)
         .and_then(|n| if operational { Ok(n) } else { check_not_operational(&n).map(|()| n) })
+        .and_then(|n| n.bind_tenant(tenant))
         .inspect_err(|_| {
             h.metrics.events_rejected.fetch_add(1, Relaxed);
         })?
@@ -147,7 +154,12 @@ fn count(h: &Hookline, record: &EventRecord, inserted: bool) -> Accepted {
 /// Accepts a JSON array of envelopes. Each valid item is stored; invalid
 /// items get their own error and do not stop the others. All valid items are
 /// stored in one write.
-pub async fn ingest_batch(h: &Hookline, raw: &[u8], format: Option<Format>) -> Result<Vec<ItemResult>, IngestError> {
+pub async fn ingest_batch(
+    h: &Hookline,
+    raw: &[u8],
+    format: Option<Format>,
+    tenant: Option<&TenantId>,
+) -> Result<Vec<ItemResult>, IngestError> {
     check_size(h, raw)?;
     let items: Vec<&RawValue> = match serde_json::from_slice(raw) {
         Ok(items) => items,
@@ -171,7 +183,10 @@ pub async fn ingest_batch(h: &Hookline, raw: &[u8], format: Option<Format>) -> R
     let mut records = Vec::new();
     let mut results: Vec<Option<ItemResult>> = Vec::with_capacity(items.len());
     for item in &items {
-        match envelope::normalize(item.get().as_bytes(), format).and_then(|n| check_not_operational(&n).map(|()| n)) {
+        match envelope::normalize(item.get().as_bytes(), format)
+            .and_then(|n| check_not_operational(&n).map(|()| n))
+            .and_then(|n| n.bind_tenant(tenant))
+        {
             Ok(n) => {
                 records.push(EventRecord::from_normalized(n, now, h.config.retention));
                 results.push(None);

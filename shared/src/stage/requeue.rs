@@ -18,7 +18,7 @@ use crate::message::{RequeueMessage, RequeueRequest};
 use crate::context::Hookline;
 use crate::envelope::LogSafe;
 use crate::error::StoreError;
-use crate::ids::{self, DeadLetterId, EventId, SagaId, SubscriptionId};
+use crate::ids::{self, DeadLetterId, EventId, SagaId, SubscriptionId, TenantId};
 use crate::routing;
 use crate::saga::{Origin, OriginKind, Saga};
 
@@ -99,7 +99,7 @@ pub async fn request_replay(h: &Hookline, req: &ReplayRequest) -> Result<Vec<(Sa
         .get(&req.event_id)
         .await?
         .ok_or_else(|| RequeueError::NotFound(format!("event {}", req.event_id)))?;
-    let targets = replay_targets(h, &event, req.subscription_id.as_ref()).await?;
+    let targets = replay_targets(h, &event, req.subscription_id.as_ref(), req.confined_to.as_ref()).await?;
     let msg = RequeueMessage::Replay { replay: req.clone() };
     h.stores.requeues.send_now(&[msg]).await?;
     Ok(targets.into_iter().map(|s| (ids::replay_saga_id(&req.event_id, &s.id, &req.replay_key), s.id)).collect())
@@ -109,8 +109,10 @@ async fn replay_targets(
     h: &Hookline,
     event: &crate::event::EventRecord,
     only: Option<&SubscriptionId>,
+    confined_to: Option<&TenantId>,
 ) -> Result<Vec<crate::subscription::Subscription>, RequeueError> {
     let store = h.stores.subscriptions.as_ref();
+    let confined = |s: &crate::subscription::Subscription| confined_to.is_none_or(|t| s.tenant_id.as_ref() == Some(t));
     Ok(match only {
         Some(id) => {
             let s = store.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("subscription {id}")))?;
@@ -121,6 +123,9 @@ async fn replay_targets(
                 event: event.id.clone(),
                 reason,
             })?;
+            if !confined(&s) {
+                return Err(RequeueError::NotFound(format!("subscription {id}")));
+            }
             vec![s]
         }
         None => {
@@ -130,7 +135,7 @@ async fn replay_targets(
             ids.sort();
             ids.dedup();
             let subs: Vec<_> = store.get_many(&ids).await?.into_iter().flatten().collect();
-            routing::matching(&subs, event).cloned().collect()
+            routing::matching(&subs, event).filter(|s| confined(s)).cloned().collect()
         }
     })
 }
@@ -237,17 +242,19 @@ pub async fn skip_as(
 /// every subscription that matches now). `replay_key` makes a retried replay
 /// request create nothing new. A subscription given whose routing would not
 /// take the event (another tenant's, or no matching pattern) is
-/// [`RequeueError::NotRouted`], and nothing is created.
+/// [`RequeueError::NotRouted`], and nothing is created. `confined_to`: only
+/// subscriptions of that tenant (a replay asked by a tenant-bound key).
 pub async fn replay(
     h: &Hookline,
     event_id: &EventId,
     subscription_id: Option<&SubscriptionId>,
+    confined_to: Option<&TenantId>,
     replay_key: &str,
     audit: &Audit,
 ) -> Result<Vec<Saga>, RequeueError> {
     let event =
         h.stores.events.get(event_id).await?.ok_or_else(|| RequeueError::NotFound(format!("event {event_id}")))?;
-    let targets = replay_targets(h, &event, subscription_id).await?;
+    let targets = replay_targets(h, &event, subscription_id, confined_to).await?;
     let now = Utc::now();
     let sagas: Vec<Saga> = targets
         .iter()

@@ -22,6 +22,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
             h,
             &r.event_id,
             r.subscription_id.as_ref(),
+            r.confined_to.as_ref(),
             &r.replay_key,
             &Audit { actor: r.actor, reason: r.reason },
         )
@@ -61,7 +62,10 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
                     // audit record, under an id of the dead letter so a
                     // redrive done again records it once.
                     if let Some(o) = saga.origin.as_ref().filter(|o| o.actor == audit.actor) {
+                        let tenant =
+                            h.stores.dead_letters.get(&dead_letter_id).await.ok().flatten().and_then(|d| d.tenant_id);
                         let rec = AuditRecord::at(Action::DeadLetterRequeued, &o.actor, o.at)
+                            .tenant(tenant.as_ref())
                             .with_id(format!("aud_redrive_{dead_letter_id}"))
                             .reason(&o.reason)
                             .dead_letter(&dead_letter_id)

@@ -66,7 +66,8 @@ pub async fn create(h: &Hookline, sub: &Subscription, actor: &str) -> Result<(),
     h.stores.subscriptions.create(sub).await?;
     h.subscription_cache.invalidate().await;
     tracing::info!(subscription_id = %sub.id, "subscription created");
-    h.audit(AuditRecord::new(Action::SubscriptionCreated, actor).subscription(&sub.id)).await;
+    h.audit(AuditRecord::new(Action::SubscriptionCreated, actor).subscription(&sub.id).tenant(sub.tenant_id.as_ref()))
+        .await;
     Ok(())
 }
 
@@ -110,6 +111,7 @@ pub async fn change<E>(
             let action = if enabling { Action::SubscriptionEnabled } else { Action::SubscriptionUpdated };
             let rec = AuditRecord::new(action, actor)
                 .subscription(id)
+                .tenant(sub.tenant_id.as_ref())
                 .details(serde_json::json!({"changed": changed_fields(&before, &sub)}));
             h.audit(rec).await;
             if enabling {
@@ -144,6 +146,7 @@ pub async fn rotate_secret(
             tracing::info!(subscription_id = %id, "signing secret rotated");
             let rec = AuditRecord::new(Action::SubscriptionSecretRotated, actor)
                 .subscription(id)
+                .tenant(sub.tenant_id.as_ref())
                 .details(serde_json::json!({"overlap_seconds": overlap.num_seconds()}));
             h.audit(rec).await;
             return Ok((sub, secret));
@@ -156,11 +159,13 @@ pub async fn rotate_secret(
 /// lanes let go, so its waiting sagas end instead of waiting for good (a
 /// failure there is left to the reconciler, which finds them).
 pub async fn delete(h: &Hookline, id: &SubscriptionId, actor: &str) -> Result<bool, StoreError> {
+    // Read first: the record of the deletion carries the tenant.
+    let tenant = h.stores.subscriptions.get(id).await?.and_then(|s| s.tenant_id);
     if !h.stores.subscriptions.delete(id).await? {
         return Ok(false);
     }
     h.subscription_cache.invalidate().await;
-    h.audit(AuditRecord::new(Action::SubscriptionDeleted, actor).subscription(id)).await;
+    h.audit(AuditRecord::new(Action::SubscriptionDeleted, actor).subscription(id).tenant(tenant.as_ref())).await;
     if let Err(e) = ordering::release_deleted(h, id).await {
         tracing::error!(subscription_id = %id, error = %e, "a deleted subscription's blocked lanes were not all let go; the reconciler finds their waiting sagas");
     }

@@ -64,7 +64,7 @@ pub async fn verify_as(
                 Err(e) => audit::AuditRecord::new(audit::Action::SubscriptionVerificationFailed, actor)
                     .details(serde_json::json!({"error": e})),
             };
-            h.audit(rec.subscription(subscription_id)).await;
+            h.audit(rec.subscription(subscription_id).tenant(cur.tenant_id.as_ref())).await;
             return Ok(Some(cur));
         }
     }

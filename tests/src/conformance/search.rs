@@ -298,6 +298,10 @@ pub async fn audit_pages_newest_first_with_every_filter(s: &Stores) {
         if i % 5 == 0 {
             r = r.dead_letter(&DeadLetterId::new(format!("dl_{i}"))).event(&ev(&format!("ev_{i}"))).job("job_1");
         }
+        // Records of two tenants' resources, and of none (global).
+        if i % 3 != 0 {
+            r = r.tenant(Some(&shared::ids::TenantId::new(format!("tenant-{}", (i / 3) % 2 + 1))));
+        }
         s.audit.append(&r).await.unwrap();
         all.push(r);
     }
@@ -331,6 +335,25 @@ pub async fn audit_pages_newest_first_with_every_filter(s: &Stores) {
             range: TimeRange { since: Some(t0 + chrono::Duration::seconds(4)), until: Some(mid) },
             ..Default::default()
         },
+        // A tenant-bound caller's listings: its tenant always, alone and
+        // with every other filter.
+        AuditFilter { tenant_id: Some(shared::ids::TenantId::new("tenant-1")), ..Default::default() },
+        AuditFilter {
+            tenant_id: Some(shared::ids::TenantId::new("tenant-2")),
+            actor: Some("key:a".into()),
+            ..Default::default()
+        },
+        AuditFilter {
+            tenant_id: Some(shared::ids::TenantId::new("tenant-1")),
+            subscription_id: sub0.clone(),
+            range: TimeRange { since: Some(t0 + chrono::Duration::seconds(2)), until: None },
+            ..Default::default()
+        },
+        AuditFilter {
+            tenant_id: Some(shared::ids::TenantId::new("tenant-2")),
+            action: Some(Action::BreakerOpened),
+            ..Default::default()
+        },
     ];
     for f in &filters {
         let want = expect(f);
@@ -342,6 +365,7 @@ pub async fn audit_pages_newest_first_with_every_filter(s: &Stores) {
     for nothing in [
         AuditFilter { actor: Some("key:nobody".into()), ..Default::default() },
         AuditFilter { subscription_id: Some(sub("sub_none")), ..Default::default() },
+        AuditFilter { tenant_id: Some(shared::ids::TenantId::new("tenant-none")), ..Default::default() },
         AuditFilter { range: TimeRange { since: None, until: Some(t0) }, ..Default::default() },
     ] {
         let p = s.audit.page(&nothing, 10, None).await.unwrap();

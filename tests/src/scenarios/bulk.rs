@@ -295,7 +295,7 @@ pub async fn replay_job_by_event_id_and_bad_input<P: Pipeline>(s: &P) {
         (json!({"since": t(-1), "until": t(-2), "reason": "x"}), 422, Some("until")),
         (json!({"since": t(-24 * 400), "until": t(-1), "reason": "x"}), 422, Some("since")),
         (json!({"event_id": "evt_none", "reason": "x"}), 404, None),
-        (json!({"event_id": id, "subscription_id": "sub_none", "reason": "x"}), 404, None),
+        (json!({"event_id": id, "subscription_id": "sub_none", "reason": "x"}), 404, Some("subscription_id")),
     ] {
         let (st, v) = s.post("/v1/replays", &body).await;
         assert_eq!((st, v["error"]["field"].as_str()), (status, field), "{body}: {v}");

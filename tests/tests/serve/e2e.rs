@@ -97,3 +97,22 @@ async fn named_keys_and_a_trusted_actor_header_are_the_audit_actor() {
     let (_, v) = untrusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.created")).await;
     assert_eq!(v["items"][0]["actor"], "key:default", "the header is ignored unless trusted: {v}");
 }
+
+/// Over real HTTP: `/metrics` needs a key (it spans every tenant: a reader
+/// or more, of no tenant), `/healthz` stays open, and a known path with
+/// another method is a 405 (issue 24; the route-by-route isolation suite
+/// is `stages::no_tenant_reaches_another_on_any_route`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_need_a_key_and_healthz_stays_open() {
+    let s = Server::start("metrics-key");
+    let (st, v) = s.call_with_key("GET", "/metrics", None, None).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (401, Some("unauthorized")), "{v}");
+    let (st, _) = s.call_with_key("GET", "/metrics", None, Some("wrong")).await;
+    assert_eq!(st, 401);
+    let (st, _) = s.call_with_key("GET", "/metrics", None, Some(&s.key)).await;
+    assert_eq!(st, 200);
+    let (st, v) = s.call_with_key("GET", "/healthz", None, None).await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
+    let (st, v) = s.call_with_key("PUT", "/v1/events", Some(b"{}"), Some(&s.key)).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (405, Some("method_not_allowed")), "{v}");
+}

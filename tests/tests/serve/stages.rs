@@ -13,3 +13,5 @@ macro_rules! case {
 }
 
 hookline_tests::for_each_stage_scenario!(case);
+
+hookline_tests::isolation_tests!(sqlite);

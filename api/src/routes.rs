@@ -1,0 +1,311 @@
+//! The route table: every route of the API as data (method, path pattern,
+//! the [`Action`] it performs, its handler), walked by [`Api::handle`] and
+//! by the tests that must cover every route (the isolation suite, the
+//! role × route table of docs/api.md). Adding a route is adding a row here;
+//! the access check and the tenant scoping then apply to it without a line
+//! in its handler.
+//!
+//! A pattern's `{…}` segments are parameters. Those named after a resource
+//! kind ([`Resource`]: `{event}`, `{subscription}`, `{dead_letter}`, `{job}`)
+//! are ids the routing layer resolves before the handler runs: for a
+//! tenant-bound caller, a resource of another tenant (or without one) is a
+//! `404`, as if it did not exist ([`super::scope`]). Other parameters
+//! (`{partition_key}`) are plain values.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use shared::access::{Action, Caller};
+use shared::bulk::JobKind;
+use shared::ids::{DeadLetterId, EventId, SubscriptionId};
+
+use super::{Api, ApiResult, Request};
+
+/// What a handler returns: its answer, later.
+pub type Answer<'a> = Pin<Box<dyn Future<Output = ApiResult> + Send + 'a>>;
+
+/// A route's handler: runs once the caller was authenticated, allowed the
+/// route's action, and the resources the path names were resolved as its
+/// to see.
+pub type Handler = for<'a> fn(&'a Api, &'a Call<'a>) -> Answer<'a>;
+
+/// A kind of resource a path parameter can name, resolved (and scoped to
+/// the caller's tenant) before the handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// `{event}`: a stored event.
+    Event,
+    /// `{subscription}`: a subscription.
+    Subscription,
+    /// `{dead_letter}`: a dead letter.
+    DeadLetter,
+    /// `{job}`: a bulk or replay job.
+    Job,
+}
+
+impl Resource {
+    /// The kind a parameter name stands for, if it names a resource.
+    pub fn of_param(name: &str) -> Option<Resource> {
+        match name {
+            "event" => Some(Resource::Event),
+            "subscription" => Some(Resource::Subscription),
+            "dead_letter" => Some(Resource::DeadLetter),
+            "job" => Some(Resource::Job),
+            _ => None,
+        }
+    }
+
+    /// As errors name it (`event e1 not found`).
+    pub fn noun(self) -> &'static str {
+        match self {
+            Resource::Event => "event",
+            Resource::Subscription => "subscription",
+            Resource::DeadLetter => "dead letter",
+            Resource::Job => "job",
+        }
+    }
+}
+
+/// One route of the API.
+pub struct Route {
+    /// `GET`, `POST`, `PATCH`, `DELETE`.
+    pub method: &'static str,
+    /// The path pattern, e.g. `/v1/events/{event}/replay` (module docs).
+    pub path: &'static str,
+    /// What it does, as far as access goes; `None`: open to anyone
+    /// (`/healthz` only).
+    pub action: Option<Action>,
+    /// What answers it.
+    pub handler: Handler,
+}
+
+impl Route {
+    /// The pattern's segments.
+    pub fn segments(&self) -> impl Iterator<Item = &'static str> {
+        self.path.trim_matches('/').split('/')
+    }
+
+    /// The names of its parameters, in path order.
+    pub fn params(&self) -> impl Iterator<Item = &'static str> {
+        self.segments().filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+    }
+
+    /// The resources its path names, with their parameter names.
+    pub fn resources(&self) -> impl Iterator<Item = (&'static str, Resource)> {
+        self.params().filter_map(|p| Resource::of_param(p).map(|r| (p, r)))
+    }
+
+    /// The parameters of a path (already split and decoded) this route's
+    /// pattern matches, by name; `None` when it does not match.
+    pub fn matches(&self, segments: &[&str]) -> Option<Vec<(&'static str, String)>> {
+        let pattern: Vec<&'static str> = self.segments().collect();
+        if pattern.len() != segments.len() {
+            return None;
+        }
+        let mut params = Vec::new();
+        for (p, s) in pattern.iter().zip(segments) {
+            match p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                Some(name) => params.push((name, (*s).to_string())),
+                None if p == s => {}
+                None => return None,
+            }
+        }
+        Some(params)
+    }
+}
+
+/// One request on its way to a handler: the request, who makes it, and the
+/// path's parameters (resources already resolved as the caller's).
+pub struct Call<'a> {
+    /// The request.
+    pub req: Request<'a>,
+    /// Who makes it.
+    pub caller: Caller,
+    /// The path's parameters, by name.
+    pub params: Vec<(&'static str, String)>,
+}
+
+impl Call<'_> {
+    /// The parameter `name` (the route's pattern has it).
+    pub fn param(&self, name: &str) -> &str {
+        self.params.iter().find(|(n, _)| *n == name).map_or("", |(_, v)| v.as_str())
+    }
+
+    /// `{event}`.
+    fn event(&self) -> EventId {
+        EventId::new(self.param("event"))
+    }
+
+    /// `{subscription}`.
+    fn subscription(&self) -> SubscriptionId {
+        SubscriptionId::new(self.param("subscription"))
+    }
+
+    /// `{dead_letter}`.
+    fn dead_letter(&self) -> DeadLetterId {
+        DeadLetterId::new(self.param("dead_letter"))
+    }
+}
+
+/// Shorthand for a row.
+const fn route(method: &'static str, path: &'static str, action: Option<Action>, handler: Handler) -> Route {
+    Route { method, path, action, handler }
+}
+
+use Action::*;
+
+/// Every route of the API. A path matching several patterns takes the
+/// first: literal segments come before parameters at the same place
+/// (`/v1/subscriptions/reindex` before `/v1/subscriptions/{subscription}`).
+pub static ROUTES: &[Route] = &[
+    route("GET", "/healthz", None, |_, _| {
+        Box::pin(async { Ok(super::Response::json(200, &serde_json::json!({"status": "ok"}))) })
+    }),
+    route("GET", "/metrics", Some(ReadMetrics), |api, _| Box::pin(async { Ok(api.metrics().await) })),
+    route("POST", "/v1/events", Some(PostEvents), |api, c| Box::pin(api.post_event(c))),
+    route("POST", "/v1/events/batch", Some(PostEvents), |api, c| Box::pin(api.post_batch(c))),
+    route("GET", "/v1/events", Some(Read), |api, c| Box::pin(api.list_events(c))),
+    route("GET", "/v1/events/{event}", Some(Read), |api, c| Box::pin(async { api.get_event(&c.event()).await })),
+    route("GET", "/v1/events/{event}/deliveries", Some(Read), |api, c| {
+        Box::pin(async { api.get_deliveries(&c.event(), &c.req).await })
+    }),
+    route("POST", "/v1/events/{event}/replay", Some(Recover), |api, c| {
+        Box::pin(async { api.replay(&c.event(), c).await })
+    }),
+    route("POST", "/v1/subscriptions", Some(ManageSubscriptions), |api, c| Box::pin(api.create_subscription(c))),
+    route("POST", "/v1/subscriptions/reindex", Some(Rebuild), |api, c| Box::pin(api.reindex_subscriptions(&c.req))),
+    route("GET", "/v1/subscriptions", Some(Read), |api, c| Box::pin(api.list_subscriptions(c))),
+    route("GET", "/v1/subscriptions/{subscription}", Some(Read), |api, c| {
+        Box::pin(async { api.get_subscription(&c.subscription()).await })
+    }),
+    route("PATCH", "/v1/subscriptions/{subscription}", Some(ManageSubscriptions), |api, c| {
+        Box::pin(async { api.patch_subscription(&c.subscription(), c).await })
+    }),
+    route("DELETE", "/v1/subscriptions/{subscription}", Some(ManageSubscriptions), |api, c| {
+        Box::pin(async { api.delete_subscription(&c.subscription(), &c.req).await })
+    }),
+    route("POST", "/v1/subscriptions/{subscription}/verify", Some(Recover), |api, c| {
+        Box::pin(async { api.verify_now(&c.subscription(), &c.req).await })
+    }),
+    route("POST", "/v1/subscriptions/{subscription}/rotate-secret", Some(ManageSubscriptions), |api, c| {
+        Box::pin(async { api.rotate_secret(&c.subscription(), &c.req).await })
+    }),
+    route("POST", "/v1/subscriptions/{subscription}/lanes/{partition_key}/skip", Some(Recover), |api, c| {
+        Box::pin(async { api.skip_lane(&c.subscription(), c.param("partition_key"), c).await })
+    }),
+    route("GET", "/v1/dead-letters", Some(Read), |api, c| Box::pin(api.list_dead_letters(c))),
+    route("POST", "/v1/dead-letters/requeue", Some(Recover), |api, c| {
+        Box::pin(api.bulk_dead_letters(c, JobKind::Requeue))
+    }),
+    route("POST", "/v1/dead-letters/skip", Some(Recover), |api, c| Box::pin(api.bulk_dead_letters(c, JobKind::Skip))),
+    route("POST", "/v1/dead-letters/reindex", Some(Rebuild), |api, c| Box::pin(api.reindex_dead_letters(&c.req))),
+    route("GET", "/v1/dead-letters/{dead_letter}", Some(Read), |api, c| {
+        Box::pin(async { api.get_dead_letter(&c.dead_letter()).await })
+    }),
+    route("POST", "/v1/dead-letters/{dead_letter}/requeue", Some(Recover), |api, c| {
+        Box::pin(async { api.resolve_dead_letter(&c.dead_letter(), c, true).await })
+    }),
+    route("POST", "/v1/dead-letters/{dead_letter}/skip", Some(Recover), |api, c| {
+        Box::pin(async { api.resolve_dead_letter(&c.dead_letter(), c, false).await })
+    }),
+    route("POST", "/v1/replays", Some(Recover), |api, c| Box::pin(api.start_replay(c))),
+    route("GET", "/v1/jobs/{job}", Some(Read), |api, c| Box::pin(api.get_job(c.param("job")))),
+    route("GET", "/v1/audit", Some(Read), |api, c| Box::pin(api.list_audit(c))),
+];
+
+/// What a request's path and method come to.
+pub enum Found {
+    /// This route, with the path's parameters.
+    Route(&'static Route, Vec<(&'static str, String)>),
+    /// The path is a route's, but not with this method: the methods it has.
+    OtherMethods(Vec<&'static str>),
+    /// No route has this path.
+    Nothing,
+}
+
+/// The route a request takes.
+pub fn find(method: &str, segments: &[&str]) -> Found {
+    let mut methods = Vec::new();
+    for r in ROUTES {
+        if let Some(params) = r.matches(segments) {
+            if r.method == method {
+                return Found::Route(r, params);
+            }
+            if !methods.contains(&r.method) {
+                methods.push(r.method);
+            }
+        }
+    }
+    if methods.is_empty() {
+        Found::Nothing
+    } else {
+        Found::OtherMethods(methods)
+    }
+}
+
+/// The role × route table of docs/api.md, rendered from [`ROUTES`] (a
+/// test checks the doc holds it): for each route, its action, which roles
+/// may call it, and what a tenant-bound key may do with it.
+pub fn role_table() -> String {
+    let mut out = String::from("| route | action | producer | reader | operator | admin | tenant-bound key |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    for r in ROUTES {
+        let cells: Vec<&str> = shared::access::Role::ALL
+            .into_iter()
+            .map(|role| match r.action {
+                None => "open",
+                Some(a) if role.allows(a) => "yes",
+                Some(_) => "403",
+            })
+            .collect();
+        let (action, tenant) = match r.action {
+            None => ("none".to_string(), "open"),
+            Some(a) if !a.open_to_tenants() => (format!("{a:?}"), "403 (every tenant's)"),
+            Some(a) => (format!("{a:?}"), "its tenant's only"),
+        };
+        out.push_str(&format!("| `{} {}` | {action} | {} | {tenant} |\n", r.method, r.path, cells.join(" | ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/api.md holds the role × route table as [`role_table`] renders
+    /// it, so the doc cannot drift from the routes.
+    #[test]
+    fn the_doc_holds_the_role_table() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md")).expect("docs/api.md");
+        let table = role_table();
+        assert!(doc.contains(&table), "docs/api.md#roles-and-tenants is out of date; it must hold:\n{table}");
+    }
+
+    #[test]
+    fn literal_segments_win_and_parameters_are_named() {
+        let take = |m: &str, p: &[&str]| match find(m, p) {
+            Found::Route(r, params) => (r.path, params),
+            _ => panic!("no route for {m} {p:?}"),
+        };
+        assert_eq!(take("POST", &["v1", "subscriptions", "reindex"]).0, "/v1/subscriptions/reindex");
+        assert_eq!(take("POST", &["v1", "dead-letters", "requeue"]).0, "/v1/dead-letters/requeue");
+        let (path, params) = take("POST", &["v1", "subscriptions", "s1", "lanes", "p/1", "skip"]);
+        assert_eq!(path, "/v1/subscriptions/{subscription}/lanes/{partition_key}/skip");
+        assert_eq!(params, [("subscription", "s1".to_string()), ("partition_key", "p/1".to_string())]);
+        assert!(matches!(find("PUT", &["v1", "events"]), Found::OtherMethods(m) if m == ["POST", "GET"]));
+        assert!(matches!(find("GET", &["v1", "nothing"]), Found::Nothing));
+    }
+
+    #[test]
+    fn every_route_is_one_method_and_pattern_and_only_healthz_is_open() {
+        for (i, a) in ROUTES.iter().enumerate() {
+            for b in &ROUTES[i + 1..] {
+                assert!((a.method, a.path) != (b.method, b.path), "{} {} twice", a.method, a.path);
+            }
+            assert_eq!(a.action.is_none(), a.path == "/healthz", "{} {}", a.method, a.path);
+            for p in a.params() {
+                assert!(Resource::of_param(p).is_some() || p == "partition_key", "unknown parameter {p}");
+            }
+        }
+    }
+}
