@@ -53,6 +53,8 @@ pub struct Stores {
     pub jobs: Arc<dyn crate::ports::JobStore>,
     /// The audit trail ([`crate::audit`]).
     pub audit: Arc<dyn crate::ports::AuditStore>,
+    /// API keys and principal grants ([`crate::api_key`]).
+    pub keys: Arc<dyn crate::ports::KeyStore>,
 }
 
 /// Settings that are the same for every stage.

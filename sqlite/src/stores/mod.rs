@@ -4,12 +4,14 @@
 mod dead_letters;
 mod events;
 mod jobs;
+mod keys;
 mod sagas;
 mod subscriptions;
 
 pub use dead_letters::SqliteDeadLetters;
 pub use events::SqliteEvents;
 pub use jobs::{SqliteJobs, SqliteSettings};
+pub use keys::SqliteKeys;
 pub use sagas::{SqliteAttempts, SqliteSagas};
 pub use subscriptions::SqliteSubscriptions;
 
