@@ -11,6 +11,7 @@ pub mod cursor;
 mod dead_letters;
 mod error;
 mod events;
+mod keys;
 pub mod query;
 mod reindex;
 mod replays;
@@ -25,6 +26,7 @@ pub use body::{parse, Patch};
 pub use error::{ApiError, ApiResult};
 
 use shared::access::{Caller, Role};
+use shared::api_key::{check_actor_header, principal_lookup, secret_lookup, KeyCache, KEY_CACHE_TTL};
 use shared::bulk::JobKind;
 use shared::context::Hookline;
 use shared::envelope::{show, MAX_ID_BYTES};
@@ -51,10 +53,15 @@ pub struct Request<'a> {
     /// The caller's IAM principal (the user or role ARN API Gateway
     /// authorized), on AWS; `None` behind `hookline serve`.
     pub principal: Option<&'a str>,
-    /// The `X-Actor` header: the person or system acting through a shared
-    /// credential. Recorded only where the API was told to trust it
-    /// ([`Api::trusting_actor_header`]); otherwise ignored.
-    pub actor_header: Option<&'a str>,
+    /// The `X-Actor` header's bytes: the person or system acting through
+    /// a shared credential. Recorded only where the API was told to trust
+    /// it ([`Api::trusting_actor_header`]), and then checked
+    /// ([`shared::api_key::check_actor_header`]: a bad one is a 400 naming
+    /// `X-Actor`, never cut or dropped); otherwise ignored.
+    pub actor_header: Option<&'a [u8]>,
+    /// Who is calling, once [`Api::handle`] authenticated the request
+    /// ([`Api::authenticate`]); servers leave it `None`.
+    pub caller: Option<&'a Caller>,
     /// The body.
     pub body: &'a [u8],
 }
@@ -118,10 +125,14 @@ pub struct ApiKey {
 /// Who authenticates callers.
 #[derive(Clone)]
 pub enum Auth {
-    /// `Authorization: Bearer <key>` checked here (`hookline serve`), against
-    /// any of these keys.
+    /// `Authorization: Bearer <key>` checked here (`hookline serve`): one of
+    /// these keys (from the environment or a keys file), or a key of the
+    /// key store ([`shared::ports::KeyStore`]), found by the keyed hash of
+    /// the secret.
     Bearer(Arc<[ApiKey]>),
-    /// API Gateway already authorized the caller (IAM); nothing to check here.
+    /// API Gateway authenticated the caller's IAM signature; the principal
+    /// it names gets its role and tenant from a grant in the key store (or
+    /// is an admin listed in `ADMIN_PRINCIPALS`); any other is refused.
     Gateway,
 }
 
@@ -130,6 +141,9 @@ pub enum Auth {
 pub struct Api {
     hookline: Arc<Hookline>,
     auth: Auth,
+    /// Keys read from the key store, trusted for
+    /// [`shared::api_key::KEY_CACHE_TTL`].
+    keys: Arc<KeyCache>,
     verification: Verification,
     trust_actor_header: bool,
 }
@@ -145,12 +159,14 @@ impl Api {
     /// An API answering requests that carry any of these keys; each caller
     /// is known by its key's name.
     pub fn with_keys(hookline: Arc<Hookline>, keys: Vec<ApiKey>, verification: Verification) -> Self {
-        Api { hookline, auth: Auth::Bearer(keys.into()), verification, trust_actor_header: false }
+        let keys_cache = Arc::new(KeyCache::new(KEY_CACHE_TTL));
+        Api { hookline, auth: Auth::Bearer(keys.into()), keys: keys_cache, verification, trust_actor_header: false }
     }
 
     /// An API behind API Gateway, which authorizes callers itself.
     pub fn behind_gateway(hookline: Arc<Hookline>, verification: Verification) -> Self {
-        Api { hookline, auth: Auth::Gateway, verification, trust_actor_header: false }
+        let keys = Arc::new(KeyCache::new(KEY_CACHE_TTL));
+        Api { hookline, auth: Auth::Gateway, keys, verification, trust_actor_header: false }
     }
 
     /// Records the `X-Actor` header as the actor (after the credential's
@@ -162,21 +178,12 @@ impl Api {
         self
     }
 
-    /// Who makes an (authorized) request, as the audit trail records it:
-    /// `key:<name>` for an API key, the IAM principal's ARN on AWS (or
-    /// `iam:unknown` when API Gateway passed none), then ` as <X-Actor>`
-    /// when that header is trusted and present.
+    /// Who makes an (authenticated) request, as the audit trail records
+    /// it: its [`Caller`]'s actor (`key:<name>` for an API key, the IAM
+    /// principal's ARN on AWS, then `` as `<X-Actor>` `` when that header is
+    /// trusted and present), as [`Api::authenticate`] found it.
     pub fn actor(&self, req: &Request<'_>) -> String {
-        let base = match &self.auth {
-            Auth::Gateway => req.principal.map_or_else(|| "iam:unknown".to_string(), str::to_string),
-            Auth::Bearer(_) => self
-                .matching_key(req.authorization)
-                .map_or_else(|| "key:unknown".to_string(), |k| format!("key:{}", k.name)),
-        };
-        match req.actor_header.map(str::trim).filter(|a| self.trust_actor_header && !a.is_empty()) {
-            Some(a) => format!("{base} as {}", show(a)),
-            None => base,
-        }
+        req.caller.map_or_else(|| "unknown".to_string(), |c| c.actor.clone())
     }
 
     /// The context behind the API.
@@ -204,10 +211,11 @@ impl Api {
                 )
             }
         }
-        let _caller = match self.authenticate(&req).await {
+        let caller = match self.authenticate(&req).await {
             Ok(c) => c,
             Err(e) => return e.into(),
         };
+        let req = Request { caller: Some(&caller), ..req };
         // No stored id is empty or longer than MAX_ID_BYTES (producer ids are
         // limited to it, every other id is shorter): such a segment names
         // nothing, and must not reach a store whose keys it cannot fit.
@@ -245,6 +253,12 @@ impl Api {
             ("GET", ["dead-letters", id]) => self.get_dead_letter(&dead(id)).await,
             ("POST", ["dead-letters", id, "requeue"]) => self.resolve_dead_letter(&dead(id), &req, true).await,
             ("POST", ["dead-letters", id, "skip"]) => self.resolve_dead_letter(&dead(id), &req, false).await,
+            // Action::ManageKeys: every /v1/keys route (api/src/keys.rs).
+            ("POST", ["keys"]) => self.create_key(&caller, &req).await,
+            ("GET", ["keys"]) => self.list_keys(&caller, &req).await,
+            ("GET", ["keys", id]) => self.get_key(&caller, id).await,
+            ("DELETE", ["keys", id]) => self.revoke_key(&caller, id).await,
+            ("POST", ["keys", id, "rotate"]) => self.rotate_key(&caller, id, &req).await,
             _ => Err(ApiError::new(404, "not_found", format!("no route for {} {}", req.method, show(req.path)))),
         };
         r.unwrap_or_else(Response::from)
@@ -253,28 +267,98 @@ impl Api {
     /// The credential behind `req`: the one place a request's [`Caller`]
     /// comes from (its role and tenant binding).
     ///
+    /// `hookline serve`: `Authorization: Bearer <secret>`, one of the
+    /// static keys (every one compared in constant time) or a key of the
+    /// key store, found by the keyed hash of the secret
+    /// ([`shared::api_key::secret_lookup`]), so no secret is compared at
+    /// all there. Behind API Gateway: the IAM principal it authenticated,
+    /// an admin when listed in `ADMIN_PRINCIPALS`, else by its grant in the
+    /// key store. A key read from the store is cached for
+    /// [`KEY_CACHE_TTL`]: a request whose key is cached reads nothing.
+    ///
     /// # Errors
     ///
-    /// `401 unauthorized` when no credential of ours is presented.
+    /// `401 unauthorized` when no credential of ours is presented, `403
+    /// forbidden` for an IAM principal without a grant, `400` naming
+    /// `X-Actor` for a bad trusted `X-Actor` header, `503` when the key
+    /// store cannot be read.
     pub async fn authenticate(&self, req: &Request<'_>) -> Result<Caller, ApiError> {
+        let mut caller = match &self.auth {
+            Auth::Gateway => self.principal_caller(req.principal).await?,
+            Auth::Bearer(keys) => self.bearer_caller(keys, req.authorization).await?,
+        };
+        if let Some(a) = self.actor_header(req)? {
+            caller.actor = format!("{} as `{a}`", caller.actor);
+        }
+        Ok(caller)
+    }
+
+    /// The trusted `X-Actor` value, checked; `None` when not trusted, absent
+    /// or blank.
+    fn actor_header(&self, req: &Request<'_>) -> Result<Option<String>, ApiError> {
+        let Some(raw) = req.actor_header.filter(|_| self.trust_actor_header) else { return Ok(None) };
+        let bad = |m: String| ApiError::invalid("X-Actor", format!("X-Actor {m}"));
+        let text = std::str::from_utf8(raw).map_err(|_| bad("must be printable ASCII (spaces allowed) without backticks".to_string()))?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        check_actor_header(text).map_err(|e| bad(e.to_string()))?;
+        Ok(Some(text.to_string()))
+    }
+
+    /// The caller a bearer secret authenticates: a static key's, or a stored
+    /// key's that admits it now.
+    async fn bearer_caller(&self, keys: &[ApiKey], header: Option<&str>) -> Result<Caller, ApiError> {
         let unauthorized =
             || ApiError::new(401, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)");
-        match &self.auth {
-            // API Gateway authorized an IAM principal.
-            Auth::Gateway => Ok(Caller { actor: self.actor(req), role: Role::Admin, tenant: None }),
-            Auth::Bearer(_) => {
-                let key = self.matching_key(req.authorization).ok_or_else(unauthorized)?;
-                Ok(Caller { actor: self.actor(req), role: key.role, tenant: key.tenant.clone() })
-            }
+        let given = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|g| !g.is_empty());
+        let given = given.ok_or_else(unauthorized)?;
+        // Every static key is compared, so timing tells nothing about which matched.
+        let fixed = keys
+            .iter()
+            .fold(None, |found, k| if constant_time_eq(given.as_bytes(), k.secret.as_bytes()) { Some(k) } else { found });
+        if let Some(k) = fixed {
+            return Ok(Caller { actor: format!("key:{}", k.name), role: k.role, tenant: k.tenant.clone() });
+        }
+        let lookup = secret_lookup(&self.hookline.keyring, given);
+        let found = self.keys.find(self.hookline.stores.keys.as_ref(), &lookup).await?;
+        match found {
+            Some(k) if k.principal.is_none() && k.admits(&lookup, chrono::Utc::now()) => Ok(k.caller()),
+            _ => Err(unauthorized()),
         }
     }
 
-    /// The API key an `Authorization` header carries, if it is one of ours.
-    fn matching_key(&self, header: Option<&str>) -> Option<&ApiKey> {
-        let Auth::Bearer(keys) = &self.auth else { return None };
-        let given = header.and_then(|h| h.strip_prefix("Bearer "))?.trim().as_bytes();
-        // Every key is compared, so timing tells nothing about which matched.
-        keys.iter().fold(None, |found, k| if constant_time_eq(given, k.secret.as_bytes()) { Some(k) } else { found })
+    /// The caller an IAM principal is: an admin of `ADMIN_PRINCIPALS`, or
+    /// what its grant says. An assumed role's session
+    /// (`arn:aws:sts::<account>:assumed-role/<role>/<session>`) is also
+    /// found by a grant to its role (`arn:aws:iam::<account>:role/<role>`).
+    async fn principal_caller(&self, principal: Option<&str>) -> Result<Caller, ApiError> {
+        let Some(arn) = principal.filter(|p| !p.is_empty()) else {
+            return Err(ApiError::new(403, "forbidden", "API Gateway passed no IAM principal for this request"));
+        };
+        let admins = &self.hookline.config.admin_principals;
+        let candidates = principal_candidates(arn);
+        if candidates.iter().any(|c| admins.iter().any(|a| a == c)) {
+            return Ok(Caller { actor: arn.to_string(), role: Role::Admin, tenant: None });
+        }
+        let now = chrono::Utc::now();
+        for c in &candidates {
+            let lookup = principal_lookup(c);
+            if let Some(k) = self.keys.find(self.hookline.stores.keys.as_ref(), &lookup).await? {
+                if k.admits(&lookup, now) {
+                    return Ok(Caller { actor: arn.to_string(), ..k.caller() });
+                }
+            }
+        }
+        Err(ApiError::new(
+            403,
+            "forbidden",
+            format!(
+                "the IAM principal {} has no grant: an admin creates one (POST /v1/keys with principal) or lists it in ADMIN_PRINCIPALS",
+                show(arn)
+            ),
+        ))
     }
 
     async fn metrics(&self) -> Response {
@@ -337,6 +421,22 @@ fn path_segments(path: &str) -> Option<Vec<String>> {
     path.trim_matches('/').split('/').map(|seg| String::from_utf8(percent_decode_bytes(seg, false)).ok()).collect()
 }
 
+/// The ARNs a principal's grant may be stored under: its own, and for an
+/// assumed role's session the role's.
+fn principal_candidates(arn: &str) -> Vec<String> {
+    let mut out = vec![arn.to_string()];
+    if let Some(rest) = arn.strip_prefix("arn:") {
+        // arn:<partition>:sts::<account>:assumed-role/<role>/<session>
+        let parts: Vec<&str> = rest.splitn(5, ':').collect();
+        if let [partition, "sts", "", account, resource] = parts.as_slice() {
+            if let Some(role) = resource.strip_prefix("assumed-role/").and_then(|r| r.rsplit_once('/')).map(|(r, _)| r) {
+                out.push(format!("arn:{partition}:iam::{account}:role/{role}"));
+            }
+        }
+    }
+    out
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -364,6 +464,19 @@ mod tests {
         assert_eq!(seg("/v1/events/100%"), ["v1", "events", "100%"], "a lone % stays");
         assert_eq!(seg("/v1/events/%zz%4"), ["v1", "events", "%zz%4"]);
         assert_eq!(path_segments("/v1/events/%FF"), None, "not UTF-8");
+    }
+
+    #[test]
+    fn an_assumed_role_is_also_found_by_its_role() {
+        assert_eq!(principal_candidates("arn:aws:iam::1:user/a"), ["arn:aws:iam::1:user/a"]);
+        assert_eq!(
+            principal_candidates("arn:aws:sts::123:assumed-role/ops/alice"),
+            ["arn:aws:sts::123:assumed-role/ops/alice", "arn:aws:iam::123:role/ops"]
+        );
+        assert_eq!(
+            principal_candidates("arn:aws-cn:sts::9:assumed-role/a/b/c"),
+            ["arn:aws-cn:sts::9:assumed-role/a/b/c", "arn:aws-cn:iam::9:role/a/b"]
+        );
     }
 
     #[test]

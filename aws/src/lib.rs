@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoKeys, DynamoSagas, DynamoSubscriptions,
+    DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoApiKeys, DynamoSagas, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
@@ -55,8 +55,8 @@ pub struct AwsNames {
     pub jobs_table: String,
     /// `AUDIT_TABLE`: the audit trail ([`shared::audit`]).
     pub audit_table: String,
-    /// `KEYS_TABLE`: API keys and principal grants ([`shared::api_key`]).
-    pub keys_table: String,
+    /// `API_KEYS_TABLE`: API keys and principal grants ([`shared::api_key`]).
+    pub api_keys_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -114,7 +114,7 @@ impl AwsNames {
             order_table: req("ORDER_TABLE"),
             jobs_table: req("JOBS_TABLE"),
             audit_table: req("AUDIT_TABLE"),
-            keys_table: req("KEYS_TABLE"),
+            api_keys_table: req("API_KEYS_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -225,7 +225,7 @@ impl AwsBackend {
             order: Arc::new(order),
             jobs: Arc::new(DynamoJobs::new(dynamodb.clone(), &names.jobs_table, settings.dead_letter_retention)),
             audit: Arc::new(audit::DynamoAudit::new(dynamodb.clone(), &names.audit_table, settings.audit_retention)),
-            keys: Arc::new(DynamoKeys::new(dynamodb.clone(), &names.keys_table)),
+            keys: Arc::new(DynamoApiKeys::new(dynamodb.clone(), &names.api_keys_table)),
         };
         AwsBackend {
             stores,

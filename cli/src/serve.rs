@@ -368,7 +368,8 @@ async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout
             authorization: auth,
             idempotency_key: idempotency_key.as_deref(),
             principal: None,
-            actor_header: parts.headers.get("x-actor").and_then(|v| v.to_str().ok()),
+            actor_header: parts.headers.get("x-actor").map(|v| v.as_bytes()),
+            caller: None,
             body: &body,
         })
         .await;

@@ -34,6 +34,8 @@ pub enum Kind {
     Duration,
     /// On or off: `true`, `1`, `yes`, `on` or `false`, `0`, `no`, `off`.
     Switch,
+    /// IAM principal ARNs separated by commas (AWS only).
+    Principals,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Kind::Number { min, max } => format!("{min} to {max}"),
             Kind::Duration => "a duration".to_string(),
             Kind::Switch => "true or false".to_string(),
+            Kind::Principals => "IAM ARNs, comma-separated".to_string(),
         }
     }
 }
@@ -154,6 +157,8 @@ settings! {
         "record the X-Actor request header in the audit trail after the credential (only where every caller is a trusted system acting for people)";
     BULK_PAGE_SIZE: "--bulk-page-size", Number { min: 1, max: 1000 }, Value("100"),
         "dead letters or events a bulk job handles per step";
+    ADMIN_PRINCIPALS: "--admin-principals", Kind::Principals, Value(""),
+        "IAM principals (user or role ARNs) that are admins without a grant in the key store: the bootstrap of an AWS deployment (`hookline serve` refuses any)";
 }
 
 /// The declaration of the setting named `key`.
@@ -178,11 +183,12 @@ pub struct ConfigError {
 }
 
 /// A value parsed by its declaration.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Parsed {
     Number(u64),
     Duration(chrono::Duration),
     Switch(bool),
+    Principals(Vec<String>),
 }
 
 /// Parses `text` as `s` declares.
@@ -198,6 +204,17 @@ fn parse(s: &Setting, text: &str) -> Result<Parsed, String> {
             "false" | "0" | "no" | "off" => Ok(Parsed::Switch(false)),
             _ => Err(format!("must be true or false, got {text:?}")),
         },
+        Kind::Principals => text
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                crate::api_key::check_principal(p)
+                    .map(|()| p.to_string())
+                    .map_err(|e| format!("{}: {e}", crate::envelope::show(p)))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Parsed::Principals),
     }
 }
 
@@ -241,7 +258,7 @@ impl Values {
 
     /// The given value of `s`, or else its declared default.
     fn get(&self, s: &Setting) -> Option<Parsed> {
-        self.given.get(s.key).or_else(|| self.defaults.get(s.key)).copied()
+        self.given.get(s.key).or_else(|| self.defaults.get(s.key)).cloned()
     }
 
     /// A number setting (0 only when its declaration is broken, which is
@@ -338,6 +355,10 @@ impl Config {
             disable_after,
             trust_actor_header: r.switch(&TRUST_ACTOR_HEADER),
             bulk_page_size: r.number(&BULK_PAGE_SIZE) as usize,
+            admin_principals: match r.get(&ADMIN_PRINCIPALS) {
+                Some(Parsed::Principals(p)) => p,
+                _ => Vec::new(),
+            },
             max_body_bytes: MAX_BODY_BYTES,
             max_batch: MAX_BATCH,
             address_policy: AddressPolicy::PublicOnly,

@@ -96,6 +96,9 @@ pub struct Config {
     /// Dead letters or events a bulk job handles per step
     /// (`BULK_PAGE_SIZE`).
     pub bulk_page_size: usize,
+    /// IAM principals that are admins without a grant (`ADMIN_PRINCIPALS`;
+    /// AWS only: the API behind API Gateway).
+    pub admin_principals: Vec<String>,
 }
 
 impl Default for Config {
@@ -114,7 +117,7 @@ pub const SUBSCRIPTION_CACHE_ENTRIES: usize = 10_000;
 
 /// A map of at most `cap` entries, each stamped with when it was filled;
 /// inserting beyond `cap` drops the entries filled first.
-struct Bounded<K, V> {
+pub(crate) struct Bounded<K, V> {
     cap: usize,
     map: HashMap<K, (Instant, u64, V)>,
     /// Fill order: (key, fill number); a key filled again leaves a stale
@@ -124,16 +127,16 @@ struct Bounded<K, V> {
 }
 
 impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
-    fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Bounded { cap: cap.max(1), map: HashMap::new(), order: VecDeque::new(), fills: 0 }
     }
 
     /// The value of `k` if it was filled less than `ttl` ago.
-    fn fresh(&self, k: &K, ttl: Duration) -> Option<&V> {
+    pub(crate) fn fresh(&self, k: &K, ttl: Duration) -> Option<&V> {
         self.map.get(k).filter(|(at, _, _)| at.elapsed() < ttl).map(|(_, _, v)| v)
     }
 
-    fn insert(&mut self, k: K, v: V) {
+    pub(crate) fn insert(&mut self, k: K, v: V) {
         self.fills += 1;
         self.order.push_back((k.clone(), self.fills));
         self.map.insert(k, (Instant::now(), self.fills, v));
@@ -149,6 +152,11 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
             let map = &self.map;
             self.order.retain(|(k, n)| map.get(k).is_some_and(|(_, m, _)| m == n));
         }
+    }
+
+    /// Forgets `k` (its stale pair in `order` is skipped later).
+    pub(crate) fn remove(&mut self, k: &K) {
+        self.map.remove(k);
     }
 
     fn clear(&mut self) {

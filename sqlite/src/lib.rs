@@ -584,7 +584,7 @@ impl Backend {
             limits: Arc::new(limits::SqliteLimits(db.clone())),
             order: Arc::new(ordering::SqliteOrder(db.clone())),
             jobs: Arc::new(stores::SqliteJobs(db.clone())),
-            keys: Arc::new(stores::SqliteKeys(db.clone())),
+            keys: Arc::new(stores::SqliteApiKeys(db.clone())),
             audit: Arc::new(audit::SqliteAudit(db.clone())),
         };
         Ok(Backend {

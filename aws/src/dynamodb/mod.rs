@@ -10,14 +10,14 @@
 mod dead_letters;
 mod events;
 mod jobs;
-mod keys;
+mod api_keys;
 mod sagas;
 mod subscriptions;
 
 pub use dead_letters::{DynamoDeadLetters, DEAD_LETTER_QUERIES_PER_PAGE};
 pub use events::{DynamoEvents, MAX_SEARCH_QUERIES};
 pub use jobs::DynamoJobs;
-pub use keys::DynamoKeys;
+pub use api_keys::DynamoApiKeys;
 pub use sagas::{DynamoAttempts, DynamoSagas};
 pub use subscriptions::DynamoSubscriptions;
 

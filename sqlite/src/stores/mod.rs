@@ -4,14 +4,14 @@
 mod dead_letters;
 mod events;
 mod jobs;
-mod keys;
+mod api_keys;
 mod sagas;
 mod subscriptions;
 
 pub use dead_letters::SqliteDeadLetters;
 pub use events::SqliteEvents;
 pub use jobs::{SqliteJobs, SqliteSettings};
-pub use keys::SqliteKeys;
+pub use api_keys::SqliteApiKeys;
 pub use sagas::{SqliteAttempts, SqliteSagas};
 pub use subscriptions::SqliteSubscriptions;
 

@@ -10,13 +10,13 @@
 //! and calls [`for_each_conformance_case!`](crate::for_each_conformance_case),
 //! which expands it once per case.
 
-mod keys;
+mod api_keys;
 mod queues;
 mod records;
 mod search;
 mod stores;
 
-pub use keys::*;
+pub use api_keys::*;
 pub use queues::*;
 pub use records::*;
 pub use search::*;

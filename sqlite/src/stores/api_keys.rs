@@ -14,7 +14,7 @@ use shared::ports::{KeyStore, Page, StoreResult};
 /// or empty for none) and `name` that are unique together);
 /// `api_key_lookups`: one row per credential, naming its key.
 #[derive(Clone)]
-pub struct SqliteKeys(pub Db);
+pub struct SqliteApiKeys(pub Db);
 
 /// A key's tenant as the `scope` column holds it (tenant ids are never empty).
 fn scope(tenant: Option<&TenantId>) -> String {
@@ -34,7 +34,7 @@ fn credential_taken(c: &Connection, key: &ApiKeyRecord) -> StoreResult<bool> {
 }
 
 #[async_trait]
-impl KeyStore for SqliteKeys {
+impl KeyStore for SqliteApiKeys {
     /// Checked and written in one call of the single writer, so nothing
     /// comes between the check and the write; the unique index on (scope,
     /// name) and the lookup key back it up.

@@ -1,4 +1,4 @@
-//! KeysTable: API keys and principal grants ([`shared::api_key`]).
+//! ApiKeysTable: API keys and principal grants ([`shared::api_key`]).
 
 use std::collections::HashMap;
 
@@ -14,7 +14,7 @@ use shared::error::StoreError;
 use shared::ids::{ApiKeyId, TenantId};
 use shared::ports::{KeyStore, Page, StoreResult};
 
-/// KeysTable (partition key `id`): per key, its record (`id` = the key id),
+/// ApiKeysTable (partition key `id`): per key, its record (`id` = the key id),
 /// one item per credential (`lookup#…`, holding a copy of the record, so a
 /// request's key is one strongly consistent `GetItem`) and one holding its
 /// name within its tenant (`name#…`). A key and its items are written in
@@ -22,7 +22,7 @@ use shared::ports::{KeyStore, Page, StoreResult};
 /// credential fails the whole write. Listing queries GSI
 /// [`item::KEY_INDEX`]; nothing scans the table.
 #[derive(Clone)]
-pub struct DynamoKeys {
+pub struct DynamoApiKeys {
     client: Client,
     table: String,
 }
@@ -31,10 +31,10 @@ pub struct DynamoKeys {
 /// `None` when the transaction was written.
 type Refused = Option<Vec<bool>>;
 
-impl DynamoKeys {
+impl DynamoApiKeys {
     /// The adapter over `table`.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoKeys { client, table: table.into() }
+        DynamoApiKeys { client, table: table.into() }
     }
 
     fn put(&self, attrs: Attrs, condition: &str, values: &[(&str, AttributeValue)]) -> StoreResult<TransactWriteItem> {
@@ -82,7 +82,7 @@ impl DynamoKeys {
 }
 
 #[async_trait]
-impl KeyStore for DynamoKeys {
+impl KeyStore for DynamoApiKeys {
     /// One transaction: the key, its name and each credential, each only if
     /// absent.
     async fn create(&self, key: &ApiKeyRecord) -> StoreResult<Result<(), KeyConflict>> {
