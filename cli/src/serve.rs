@@ -305,18 +305,18 @@ async fn admin_key(h: &Hookline, backend: &Backend, db: &std::path::Path) -> any
     let id = backend.settings.get_or_init("admin_key_id", || shared::ids::new_api_key_id().into_string()).await?;
     let id = shared::ids::ApiKeyId::new(id);
     if h.stores.keys.get(&id).await?.is_some() {
-        return Ok(format!("generated on the first run: in {} (admin, named `admin`)", path.display()));
+        return Ok(format!("generated on the first run: in {} (admin, named `default`)", path.display()));
     }
     let secret = generate_secret();
     let credential =
         StoredCredential { lookup: secret_lookup(&h.keyring, &secret), prefix: display_prefix(&secret), until: None };
-    let mut key = ApiKeyRecord::new("admin", shared::access::Role::Admin, None, credential, "system", chrono::Utc::now());
+    let mut key = ApiKeyRecord::new("default", shared::access::Role::Admin, None, credential, "system", chrono::Utc::now());
     key.id = id;
     // The file first: a key nobody can read back is no use.
     keys::write_private(&path, &secret)?;
     match h.stores.keys.create(&key).await? {
         Ok(()) => {}
-        Err(e) => anyhow::bail!("storing the generated admin key: {e} (a key named `admin` without a tenant exists?)"),
+        Err(e) => anyhow::bail!("storing the generated admin key: {e} (a key named `default` without a tenant exists?)"),
     }
     Ok(format!("{secret}  (admin, generated now and shown once; also in {}, mode 0600)", path.display()))
 }
