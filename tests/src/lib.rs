@@ -53,6 +53,7 @@ pub mod conformance;
 pub mod emulator;
 pub mod iam;
 pub mod input_scenarios;
+pub mod key_scenarios;
 pub mod lambda_driver;
 pub mod lane_scenarios;
 pub mod metering;
@@ -147,6 +148,11 @@ macro_rules! both_backend_suites {
         /// A replay never crosses tenants (`hookline_tests::tenancy_scenarios`).
         mod tenancy {
             $crate::tenancy_scenario_tests!($backend);
+        }
+
+        /// Keys and grants, the X-Actor header (`hookline_tests::key_scenarios`).
+        mod key_scenarios {
+            $crate::key_scenario_tests!($backend);
         }
 
         /// Waits (`hookline_tests::wait_scenarios`).

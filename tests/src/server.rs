@@ -69,9 +69,19 @@ fn free_port() -> u16 {
 }
 
 impl Server {
-    /// Starts `hookline serve --dev` on a new database with short timeouts.
+    /// Starts `hookline serve --dev` on a new database with short timeouts,
+    /// its admin key given in `HOOKLINE_API_KEY` (a fresh random one, kept
+    /// across restarts).
     pub fn start(tag: &str) -> Server {
         Self::start_with(tag, &[])
+    }
+
+    /// Starts without a key given, so serve generates its admin key on the
+    /// first run (the test's key is read from `<db>.admin-key`).
+    pub fn start_generating_its_key(tag: &str) -> Server {
+        let dir = std::sync::Arc::new(TempDir::new(tag));
+        let db = dir.0.join("hookline.db");
+        Self::spawn(db, free_port(), Vec::new(), vec![("HOOKLINE_API_KEY".into(), String::new())], dir, None)
     }
 
     /// Starts with extra arguments.
@@ -114,6 +124,10 @@ impl Server {
         dir: std::sync::Arc<TempDir>,
         failpoint: Option<&str>,
     ) -> Server {
+        let mut extra_env = extra_env;
+        if !extra_env.iter().any(|(k, _)| k == "HOOKLINE_API_KEY") {
+            extra_env.push(("HOOKLINE_API_KEY".into(), shared::api_key::generate_secret()));
+        }
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
             .arg("--dev")
@@ -144,7 +158,7 @@ impl Server {
         assert!(banner, "hookline serve did not print its API key line");
         // The environment's admin key when one is given; else the one
         // generated on the first run, which serve wrote beside the database.
-        let key = match extra_env.iter().find(|(k, _)| k == "HOOKLINE_API_KEY") {
+        let key = match extra_env.iter().find(|(k, _)| k == "HOOKLINE_API_KEY").filter(|(_, v)| !v.is_empty()) {
             Some((_, v)) => v.trim().to_string(),
             None => std::fs::read_to_string(Self::admin_key_path(&db)).map(|k| k.trim().to_string()).unwrap_or_default(),
         };
