@@ -155,7 +155,8 @@ impl AwsPipeline {
         let config = settings.aws_config(TEST_SETTINGS);
         let hookline =
             Arc::new(Hookline::new(backend.stores.clone(), config, Arc::new(shared::keyring::Keyring::ephemeral())));
-        let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
+        let api = Api::behind_gateway(hookline.clone(), Verification::Inline)
+            .trusting_actor_header(hookline.config.trust_actor_header);
         let moto = Moto::from_env();
         let q = |logical: &str| {
             let url =
