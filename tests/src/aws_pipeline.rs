@@ -281,6 +281,20 @@ impl AwsPipeline {
         body: Option<&[u8]>,
         headers: &[(&str, &str)],
     ) -> (u16, Value) {
+        self.call_through(&self.api, principal, method, path, body, headers).await
+    }
+
+    /// [`AwsPipeline::call_as_principal`] through `api`: another container's
+    /// API over the same tables (its own caches).
+    pub async fn call_through(
+        &self,
+        api: &Api,
+        principal: &str,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         // API Gateway hands header names over in lower case.
         let mut header_map = serde_json::Map::from_iter([("content-type".to_string(), json!("application/json"))]);
@@ -301,7 +315,7 @@ impl AwsPipeline {
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
         // A crashed invocation is a 500 to the caller, as API Gateway answers.
-        let api = self.api.clone();
+        let api = api.clone();
         let function = http_function(method, path);
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();

@@ -9,6 +9,7 @@ mod cli_ops;
 mod crash;
 mod e2e;
 mod input;
+mod keys;
 mod ports;
 mod stages;
 mod template_policies;
