@@ -216,7 +216,7 @@ impl Api {
     }
 
     /// `DELETE /v1/keys/{id}` (`ManageKeys`): revoked at once in this
-    /// process, within [`shared::api_key::KEY_CACHE_TTL`] in every other.
+    /// process, within [`shared::context::KEY_CACHE_TTL`] in every other.
     /// Revoking a revoked key changes nothing.
     pub(super) async fn revoke_key(&self, caller: &Caller, id: &str) -> ApiResult {
         let k = self.key_of(caller, id).await?;

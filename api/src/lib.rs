@@ -26,7 +26,8 @@ pub use body::{parse, Patch};
 pub use error::{ApiError, ApiResult};
 
 use shared::access::{Caller, Role};
-use shared::api_key::{check_actor_header, principal_lookup, secret_lookup, KeyCache, KEY_CACHE_TTL};
+use shared::api_key::{check_actor_header, principal_lookup, secret_lookup};
+use shared::context::{KeyCache, KEY_CACHE_TTL};
 use shared::bulk::JobKind;
 use shared::context::Hookline;
 use shared::envelope::{show, MAX_ID_BYTES};
@@ -142,7 +143,7 @@ pub struct Api {
     hookline: Arc<Hookline>,
     auth: Auth,
     /// Keys read from the key store, trusted for
-    /// [`shared::api_key::KEY_CACHE_TTL`].
+    /// [`shared::context::KEY_CACHE_TTL`].
     keys: Arc<KeyCache>,
     verification: Verification,
     trust_actor_header: bool,

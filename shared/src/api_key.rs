@@ -292,60 +292,6 @@ impl ApiKeyRecord {
     }
 }
 
-/// How long a process trusts a key it read: a revocation, expiry or
-/// rotation made elsewhere applies within this (in the process that made
-/// it, at once).
-pub const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Most credentials one [`KeyCache`] holds (the oldest filled are dropped).
-pub const KEY_CACHE_ENTRIES: usize = 4096;
-
-/// Keys found by credential, kept for [`KEY_CACHE_TTL`] per process so a
-/// request costs no store read while its key is cached. Only keys found
-/// are kept: a credential that finds nothing is looked up again each time
-/// (a key created elsewhere works at once, and a guess is never
-/// remembered).
-pub struct KeyCache {
-    ttl: std::time::Duration,
-    found: std::sync::Mutex<crate::context::Bounded<String, std::sync::Arc<ApiKeyRecord>>>,
-}
-
-impl KeyCache {
-    /// An empty cache trusting what it read for `ttl`.
-    pub fn new(ttl: std::time::Duration) -> Self {
-        KeyCache { ttl, found: std::sync::Mutex::new(crate::context::Bounded::new(KEY_CACHE_ENTRIES)) }
-    }
-
-    /// The key holding the credential `lookup`, from the cache or (one
-    /// read) the store.
-    ///
-    /// # Errors
-    ///
-    /// The store's, when it had to be read and failed.
-    pub async fn find(
-        &self,
-        store: &dyn crate::ports::KeyStore,
-        lookup: &str,
-    ) -> crate::ports::StoreResult<Option<std::sync::Arc<ApiKeyRecord>>> {
-        if let Some(k) = self.found.lock().expect("key cache").fresh(&lookup.to_string(), self.ttl) {
-            return Ok(Some(k.clone()));
-        }
-        let found = store.find(lookup).await?.map(std::sync::Arc::new);
-        if let Some(k) = &found {
-            self.found.lock().expect("key cache").insert(lookup.to_string(), k.clone());
-        }
-        Ok(found)
-    }
-
-    /// Forgets every credential of `key` (this process changed it).
-    pub fn forget(&self, key: &ApiKeyRecord) {
-        let mut found = self.found.lock().expect("key cache");
-        for c in &key.credentials {
-            found.remove(&c.lookup);
-        }
-    }
-}
-
 /// Why a key could not be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum KeyConflict {

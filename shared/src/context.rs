@@ -117,7 +117,7 @@ pub const SUBSCRIPTION_CACHE_ENTRIES: usize = 10_000;
 
 /// A map of at most `cap` entries, each stamped with when it was filled;
 /// inserting beyond `cap` drops the entries filled first.
-pub(crate) struct Bounded<K, V> {
+struct Bounded<K, V> {
     cap: usize,
     map: HashMap<K, (Instant, u64, V)>,
     /// Fill order: (key, fill number); a key filled again leaves a stale
@@ -127,16 +127,16 @@ pub(crate) struct Bounded<K, V> {
 }
 
 impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
-    pub(crate) fn new(cap: usize) -> Self {
+    fn new(cap: usize) -> Self {
         Bounded { cap: cap.max(1), map: HashMap::new(), order: VecDeque::new(), fills: 0 }
     }
 
     /// The value of `k` if it was filled less than `ttl` ago.
-    pub(crate) fn fresh(&self, k: &K, ttl: Duration) -> Option<&V> {
+    fn fresh(&self, k: &K, ttl: Duration) -> Option<&V> {
         self.map.get(k).filter(|(at, _, _)| at.elapsed() < ttl).map(|(_, _, v)| v)
     }
 
-    pub(crate) fn insert(&mut self, k: K, v: V) {
+    fn insert(&mut self, k: K, v: V) {
         self.fills += 1;
         self.order.push_back((k.clone(), self.fills));
         self.map.insert(k, (Instant::now(), self.fills, v));
@@ -155,7 +155,7 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
     }
 
     /// Forgets `k` (its stale pair in `order` is skipped later).
-    pub(crate) fn remove(&mut self, k: &K) {
+    fn remove(&mut self, k: &K) {
         self.map.remove(k);
     }
 
@@ -166,6 +166,60 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// How long a process trusts a key it read: a revocation, expiry or
+/// rotation made elsewhere applies within this (in the process that made
+/// it, at once).
+pub const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Most credentials one [`KeyCache`] holds (the oldest filled are dropped).
+pub const KEY_CACHE_ENTRIES: usize = 4096;
+
+/// Keys found by credential, kept for [`KEY_CACHE_TTL`] per process so a
+/// request costs no store read while its key is cached. Only keys found
+/// are kept: a credential that finds nothing is looked up again each time
+/// (a key created elsewhere works at once, and a guess is never
+/// remembered).
+pub struct KeyCache {
+    ttl: std::time::Duration,
+    found: std::sync::Mutex<Bounded<String, Arc<crate::api_key::ApiKeyRecord>>>,
+}
+
+impl KeyCache {
+    /// An empty cache trusting what it read for `ttl`.
+    pub fn new(ttl: std::time::Duration) -> Self {
+        KeyCache { ttl, found: std::sync::Mutex::new(Bounded::new(KEY_CACHE_ENTRIES)) }
+    }
+
+    /// The key holding the credential `lookup`, from the cache or (one
+    /// read) the store.
+    ///
+    /// # Errors
+    ///
+    /// The store's, when it had to be read and failed.
+    pub async fn find(
+        &self,
+        store: &dyn crate::ports::KeyStore,
+        lookup: &str,
+    ) -> crate::ports::StoreResult<Option<Arc<crate::api_key::ApiKeyRecord>>> {
+        if let Some(k) = self.found.lock().expect("key cache").fresh(&lookup.to_string(), self.ttl) {
+            return Ok(Some(k.clone()));
+        }
+        let found = store.find(lookup).await?.map(Arc::new);
+        if let Some(k) = &found {
+            self.found.lock().expect("key cache").insert(lookup.to_string(), k.clone());
+        }
+        Ok(found)
+    }
+
+    /// Forgets every credential of `key` (this process changed it).
+    pub fn forget(&self, key: &crate::api_key::ApiKeyRecord) {
+        let mut found = self.found.lock().expect("key cache");
+        for c in &key.credentials {
+            found.remove(&c.lookup);
+        }
     }
 }
 

@@ -101,7 +101,7 @@ async fn the_bootstrap_admins_come_from_the_setting() {
 }
 
 /// A revoked grant stops working at once in the container that revoked it
-/// and within the cache's TTL (`shared::api_key::KEY_CACHE_TTL`, 10 s) in
+/// and within the cache's TTL (`shared::context::KEY_CACHE_TTL`, 10 s) in
 /// every other: another container's API, which read the grant just before,
 /// keeps it no longer than that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,9 +125,9 @@ async fn a_revoked_grant_stops_working_within_the_cache_ttl() {
             break;
         }
         assert_eq!(st, 200);
-        assert!(revoked_at.elapsed() < shared::api_key::KEY_CACHE_TTL + Duration::from_secs(2), "still admitted");
+        assert!(revoked_at.elapsed() < shared::context::KEY_CACHE_TTL + Duration::from_secs(2), "still admitted");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let took = revoked_at.elapsed();
-    assert!(took + Duration::from_secs(1) >= shared::api_key::KEY_CACHE_TTL / 2, "it was cached: {took:?}");
+    assert!(took + Duration::from_secs(1) >= shared::context::KEY_CACHE_TTL / 2, "it was cached: {took:?}");
 }
