@@ -109,7 +109,10 @@ impl Api {
         let role = Role::parse(&body.role)
             .ok_or_else(|| ApiError::invalid("role", "role must be one of producer, reader, operator, admin"))?;
         if !caller.role.may_grant(role) {
-            return Err(beyond("role", format!("a {} key may not create a {} key", caller.role.as_str(), role.as_str())));
+            return Err(beyond(
+                "role",
+                format!("a {} key may not create a {} key", caller.role.as_str(), role.as_str()),
+            ));
         }
         let tenant = match (body.tenant_id, &caller.tenant) {
             (Some(t), _) if t.is_empty() || t.len() > MAX_ID_BYTES || t.chars().any(char::is_control) => {
@@ -203,10 +206,7 @@ impl Api {
         // Keys of roles the caller may not grant are not its to see.
         let items: Vec<_> =
             page.items.iter().filter(|k| caller.role.may_grant(k.role)).map(|k| shown(k, None, now)).collect();
-        Ok(Response::json(
-            200,
-            &json!({"items": items, "next_cursor": page.next.map(|n| cursor::issue(&n, &filters))}),
-        ))
+        Ok(Response::json(200, &json!({"items": items, "next_cursor": page.next.map(|n| cursor::issue(&n, &filters))})))
     }
 
     /// `GET /v1/keys/{id}` (`ManageKeys`).

@@ -27,9 +27,9 @@ pub use error::{ApiError, ApiResult};
 
 use shared::access::{Caller, Role};
 use shared::api_key::{check_actor_header, principal_lookup, secret_lookup};
-use shared::context::{KeyCache, KEY_CACHE_TTL};
 use shared::bulk::JobKind;
 use shared::context::Hookline;
+use shared::context::{KeyCache, KEY_CACHE_TTL};
 use shared::envelope::{show, MAX_ID_BYTES};
 use shared::ids::{DeadLetterId, EventId, SubscriptionId, TenantId};
 
@@ -299,7 +299,8 @@ impl Api {
     fn actor_header(&self, req: &Request<'_>) -> Result<Option<String>, ApiError> {
         let Some(raw) = req.actor_header.filter(|_| self.trust_actor_header) else { return Ok(None) };
         let bad = |m: String| ApiError::invalid("X-Actor", format!("X-Actor {m}"));
-        let text = std::str::from_utf8(raw).map_err(|_| bad("must be printable ASCII (spaces allowed) without backticks".to_string()))?;
+        let text = std::str::from_utf8(raw)
+            .map_err(|_| bad("must be printable ASCII (spaces allowed) without backticks".to_string()))?;
         let text = text.trim();
         if text.is_empty() {
             return Ok(None);
@@ -316,9 +317,13 @@ impl Api {
         let given = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|g| !g.is_empty());
         let given = given.ok_or_else(unauthorized)?;
         // Every static key is compared, so timing tells nothing about which matched.
-        let fixed = keys
-            .iter()
-            .fold(None, |found, k| if constant_time_eq(given.as_bytes(), k.secret.as_bytes()) { Some(k) } else { found });
+        let fixed = keys.iter().fold(None, |found, k| {
+            if constant_time_eq(given.as_bytes(), k.secret.as_bytes()) {
+                Some(k)
+            } else {
+                found
+            }
+        });
         if let Some(k) = fixed {
             return Ok(Caller { actor: format!("key:{}", k.name), role: k.role, tenant: k.tenant.clone() });
         }
@@ -430,7 +435,8 @@ fn principal_candidates(arn: &str) -> Vec<String> {
         // arn:<partition>:sts::<account>:assumed-role/<role>/<session>
         let parts: Vec<&str> = rest.splitn(5, ':').collect();
         if let [partition, "sts", "", account, resource] = parts.as_slice() {
-            if let Some(role) = resource.strip_prefix("assumed-role/").and_then(|r| r.rsplit_once('/')).map(|(r, _)| r) {
+            if let Some(role) = resource.strip_prefix("assumed-role/").and_then(|r| r.rsplit_once('/')).map(|(r, _)| r)
+            {
                 out.push(format!("arn:{partition}:iam::{account}:role/{role}"));
             }
         }

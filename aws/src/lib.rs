@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoApiKeys, DynamoSagas, DynamoSubscriptions,
+    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoSagas, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;

@@ -310,13 +310,16 @@ async fn admin_key(h: &Hookline, backend: &Backend, db: &std::path::Path) -> any
     let secret = generate_secret();
     let credential =
         StoredCredential { lookup: secret_lookup(&h.keyring, &secret), prefix: display_prefix(&secret), until: None };
-    let mut key = ApiKeyRecord::new("default", shared::access::Role::Admin, None, credential, "system", chrono::Utc::now());
+    let mut key =
+        ApiKeyRecord::new("default", shared::access::Role::Admin, None, credential, "system", chrono::Utc::now());
     key.id = id;
     // The file first: a key nobody can read back is no use.
     keys::write_private(&path, &secret)?;
     match h.stores.keys.create(&key).await? {
         Ok(()) => {}
-        Err(e) => anyhow::bail!("storing the generated admin key: {e} (a key named `default` without a tenant exists?)"),
+        Err(e) => {
+            anyhow::bail!("storing the generated admin key: {e} (a key named `default` without a tenant exists?)")
+        }
     }
     Ok(format!("{secret}  (admin, generated now and shown once; also in {}, mode 0600)", path.display()))
 }

@@ -517,10 +517,7 @@ pub trait KeyStore: Send + Sync {
     /// Stores a new key with its name and credentials.
     /// `Ok(Err(KeyConflict::Name | Credential))` when another key holds
     /// either; nothing is written then.
-    async fn create(
-        &self,
-        key: &crate::api_key::ApiKeyRecord,
-    ) -> StoreResult<Result<(), crate::api_key::KeyConflict>>;
+    async fn create(&self, key: &crate::api_key::ApiKeyRecord) -> StoreResult<Result<(), crate::api_key::KeyConflict>>;
     /// The key holding the credential `lookup`
     /// ([`crate::api_key::secret_lookup`], [`crate::api_key::principal_lookup`]):
     /// one read, strongly consistent.

@@ -160,7 +160,9 @@ impl Server {
         // generated on the first run, which serve wrote beside the database.
         let key = match extra_env.iter().find(|(k, _)| k == "HOOKLINE_API_KEY").filter(|(_, v)| !v.is_empty()) {
             Some((_, v)) => v.trim().to_string(),
-            None => std::fs::read_to_string(Self::admin_key_path(&db)).map(|k| k.trim().to_string()).unwrap_or_default(),
+            None => {
+                std::fs::read_to_string(Self::admin_key_path(&db)).map(|k| k.trim().to_string()).unwrap_or_default()
+            }
         };
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});

@@ -118,7 +118,12 @@ impl KeyStore for DynamoApiKeys {
         get_by_id(&self.client, &self.table, id.as_str()).await?.map(|a| a.data()).transpose()
     }
 
-    async fn page(&self, tenant: Option<&TenantId>, limit: usize, after: Option<&str>) -> StoreResult<Page<ApiKeyRecord>> {
+    async fn page(
+        &self,
+        tenant: Option<&TenantId>,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<ApiKeyRecord>> {
         let mut items: Vec<ApiKeyRecord> = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         let want = limit + 1;
@@ -132,7 +137,9 @@ impl KeyStore for DynamoApiKeys {
                 .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start.take());
             q = match after {
-                Some(a) => q.key_condition_expression("scope = :s AND kid > :a").expression_attribute_values(":a", s(a)),
+                Some(a) => {
+                    q.key_condition_expression("scope = :s AND kid > :a").expression_attribute_values(":a", s(a))
+                }
                 None => q.key_condition_expression("scope = :s"),
             };
             let page = q.send().await.map_err(|e| backend("Query", &self.table, e))?;

@@ -7,17 +7,17 @@
 //!
 //! Item layouts are in [`super::item`] and `infra/README.md`.
 
+mod api_keys;
 mod dead_letters;
 mod events;
 mod jobs;
-mod api_keys;
 mod sagas;
 mod subscriptions;
 
+pub use api_keys::DynamoApiKeys;
 pub use dead_letters::{DynamoDeadLetters, DEAD_LETTER_QUERIES_PER_PAGE};
 pub use events::{DynamoEvents, MAX_SEARCH_QUERIES};
 pub use jobs::DynamoJobs;
-pub use api_keys::DynamoApiKeys;
 pub use sagas::{DynamoAttempts, DynamoSagas};
 pub use subscriptions::DynamoSubscriptions;
 

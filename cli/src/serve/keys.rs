@@ -152,7 +152,10 @@ pub fn write_private(path: &Path, secret: &str) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    fn keys(env: Option<&str>, file: Option<&str>) -> anyhow::Result<Vec<(String, String, Role, Option<String>)>> {
+    /// A key as (name, secret, role, tenant).
+    type Flat = (String, String, Role, Option<String>);
+
+    fn keys(env: Option<&str>, file: Option<&str>) -> anyhow::Result<Vec<Flat>> {
         let f = file.map(|t| (Path::new("keys.json"), t));
         Ok(static_keys(env, f)?
             .into_iter()
@@ -184,10 +187,13 @@ mod tests {
     #[test]
     fn bad_or_duplicate_keys_are_refused_without_showing_secrets() {
         let bad = |file: &str| keys(None, Some(file)).unwrap_err().to_string();
-        let e = bad(r#"[{"name": "a", "role": "admin", "secret": "s1"}, {"name": "b", "role": "admin", "secret": "s1"}]"#);
+        let e =
+            bad(r#"[{"name": "a", "role": "admin", "secret": "s1"}, {"name": "b", "role": "admin", "secret": "s1"}]"#);
         assert!(e.contains("same secret") && !e.contains("s1"), "{e}");
-        assert!(bad(r#"[{"name": "a", "role": "admin", "secret": "s1"}, {"name": "a", "role": "admin", "secret": "s2"}]"#)
-            .contains("twice"));
+        assert!(bad(
+            r#"[{"name": "a", "role": "admin", "secret": "s1"}, {"name": "a", "role": "admin", "secret": "s2"}]"#
+        )
+        .contains("twice"));
         assert!(bad(r#"[{"name": "a b", "role": "admin", "secret": "s"}]"#).contains("name"));
         assert!(bad(r#"[{"name": "a", "role": "root", "secret": "s"}]"#).contains("role"));
         assert!(bad(r#"[{"name": "a", "role": "admin", "secret": "s s"}]"#).contains("secret"));

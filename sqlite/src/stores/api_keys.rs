@@ -87,7 +87,12 @@ impl KeyStore for SqliteApiKeys {
         self.0.call(move |c, _| stored(c, "SELECT data FROM api_keys WHERE id = ?1", [&id])).await
     }
 
-    async fn page(&self, tenant: Option<&TenantId>, limit: usize, after: Option<&str>) -> StoreResult<Page<ApiKeyRecord>> {
+    async fn page(
+        &self,
+        tenant: Option<&TenantId>,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<ApiKeyRecord>> {
         let (sc, after) = (scope(tenant), after.unwrap_or("").to_string());
         self.0
             .call(move |c, _| {
@@ -130,7 +135,9 @@ impl KeyStore for SqliteApiKeys {
                     .map_err(sql)?;
                 let kept: Vec<&str> = key.credentials.iter().map(|c| c.lookup.as_str()).collect();
                 let mut ins = c
-                    .prepare_cached("INSERT INTO api_key_lookups (lookup, key_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING")
+                    .prepare_cached(
+                        "INSERT INTO api_key_lookups (lookup, key_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                    )
                     .map_err(sql)?;
                 for l in &kept {
                     ins.execute(params![l, key.id.as_str()]).map_err(sql)?;

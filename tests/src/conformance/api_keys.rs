@@ -13,7 +13,14 @@ fn cred(lookup: &str) -> StoredCredential {
 }
 
 fn key(name: &str, tenant: Option<&str>, lookup: &str) -> ApiKeyRecord {
-    ApiKeyRecord::new(name, Role::Reader, tenant.map(TenantId::new), cred(lookup), "key:root", Utc::now().trunc_subsecs(3))
+    ApiKeyRecord::new(
+        name,
+        Role::Reader,
+        tenant.map(TenantId::new),
+        cred(lookup),
+        "key:root",
+        Utc::now().trunc_subsecs(3),
+    )
 }
 
 /// A lookup unique to this run (the AWS suite shares tables between cases).

@@ -78,8 +78,7 @@ async fn named_keys_and_a_trusted_actor_header_are_the_audit_actor() {
     let file = dir.0.join("keys.json");
     std::fs::write(&file, r#"[{"name": "ops", "role": "admin", "secret": "sekret-ops"}]"#).unwrap();
     set_mode(&file, 0o600);
-    let mut trusted =
-        Server::start_with("keys", &["--api-keys-file", file.to_str().unwrap(), "--trust-actor-header"]);
+    let mut trusted = Server::start_with("keys", &["--api-keys-file", file.to_str().unwrap(), "--trust-actor-header"]);
     trusted.key = "sekret-ops".into();
     let body = json!({"callback_url": r.url("/k", Behaviour::Ok), "event_types": ["k"]}).to_string();
     let (st, sub) = trusted
