@@ -492,6 +492,22 @@ mod declaration {
     }
 
     #[test]
+    fn admin_principals_are_a_list_of_arns() {
+        let c = |v: &str| {
+            let v = v.to_string();
+            Config::from_lookup(move |q| (q == "ADMIN_PRINCIPALS").then(|| v.clone()))
+        };
+        assert!(Config::default().admin_principals.is_empty(), "none by default");
+        let arns = c(" arn:aws:iam::1:role/ops , arn:aws:iam::1:user/alice,").unwrap().admin_principals;
+        assert_eq!(arns, ["arn:aws:iam::1:role/ops", "arn:aws:iam::1:user/alice"]);
+        let e = c("arn:aws:iam::1:role/ops,alice").unwrap_err();
+        assert_eq!(e.problems.len(), 1);
+        assert_eq!(e.problems[0].0, "ADMIN_PRINCIPALS");
+        assert!(e.problems[0].1.contains("`alice`"), "{:?}", e.problems);
+        assert!(c("arn:aws:iam::1:user/a b").is_err(), "no spaces inside an ARN");
+    }
+
+    #[test]
     fn switches_and_the_bulk_page_size_are_read() {
         let c = |k: &str, v: &str| {
             let (k, v) = (k.to_string(), v.to_string());
