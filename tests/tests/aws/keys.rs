@@ -131,3 +131,35 @@ async fn a_revoked_grant_stops_working_within_the_cache_ttl() {
     let took = revoked_at.elapsed();
     assert!(took + Duration::from_secs(1) >= shared::context::KEY_CACHE_TTL / 2, "it was cached: {took:?}");
 }
+
+/// What authenticating costs, metered: a principal's first request in a
+/// container reads its grant with one strongly consistent `GetItem` of
+/// ApiKeysTable (1 read request unit: the item is well under 4 KB); its
+/// requests within the cache's TTL read nothing; a bootstrap admin never
+/// reads a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_costs_one_cached_grant_read() {
+    let meter = hookline_tests::metering::Meter::new();
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let p = AwsPipeline::start_with_clients("key-cost", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk)).await;
+    let cred = p.credential(Role::Reader, None).await;
+    let grant_reads = |since: &hookline_tests::metering::MeterCounts| {
+        let c = meter.snapshot().since(since);
+        let u = c.dynamodb.get(&("ApiKeysTable".to_string(), "GetItem".to_string())).cloned().unwrap_or_default();
+        (u.requests, u.rru)
+    };
+    let before = meter.snapshot();
+    // A route that reads nothing of ApiKeysTable itself.
+    let (st, v) = p.call_as(&cred, "GET", "/v1/subscriptions?limit=1", None, &[]).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(grant_reads(&before), (1, 1.0), "the first request reads the grant once");
+    let before = meter.snapshot();
+    for _ in 0..5 {
+        let (st, _) = p.call_as(&cred, "GET", "/v1/subscriptions?limit=1", None, &[]).await;
+        assert_eq!(st, 200);
+    }
+    assert_eq!(grant_reads(&before).0, 0, "cached: no read");
+    let before = meter.snapshot();
+    p.get("/v1/subscriptions?limit=1").await;
+    assert_eq!(grant_reads(&before).0, 0, "a bootstrap admin reads no grant");
+}
