@@ -231,7 +231,7 @@ impl Api {
     pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, c: &Call<'_>, requeue: bool) -> ApiResult {
         let req = &c.req;
         let body: ReasonBody = parse(req.body, true)?;
-        let audit = Audit { actor: self.actor(req), reason: query::reason(body.reason.as_deref())? };
+        let audit = Audit { actor: c.caller.actor.clone(), reason: query::reason(body.reason.as_deref())? };
         let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
         if requeue {
             let saga_id = requeue::request_requeue(&self.hookline, id, &audit).await?;
@@ -288,7 +288,7 @@ impl Api {
         // the named subscription's.
         let tenant = q.tenant_id.clone().or_else(|| named.and_then(|s| s.tenant_id));
         let spec = JobSpec::dead_letters(kind, q).expect("the routes ask for requeue or skip");
-        let mut job = Job::new(spec, &reason, &self.actor(req), Utc::now());
+        let mut job = Job::new(spec, &reason, &c.caller.actor, Utc::now());
         job.tenant_id = c.caller.tenant.clone().or_else(|| tenant.clone());
         bulk::admit(&self.hookline, &mut job).await?;
         let job = bulk::start(&self.hookline, job).await?;

@@ -366,7 +366,7 @@ impl Api {
             subscription_id: body.subscription_id,
             confined_to: c.caller.tenant.clone(),
             replay_key: body.replay_key.unwrap_or_else(|| ids::random_token("")),
-            actor: self.actor(req),
+            actor: c.caller.actor.clone(),
             reason: super::query::reason(body.reason.as_deref())?,
         };
         let sagas = requeue::request_replay(&self.hookline, &request).await?;

@@ -15,6 +15,7 @@ mod dead_letters;
 mod error;
 mod events;
 pub mod fuzzing;
+mod keys;
 pub mod query;
 mod reindex;
 mod replays;
@@ -31,7 +32,9 @@ pub use error::{ApiError, ApiResult};
 
 use routes::{Call, Found};
 use shared::access::{Caller, Role};
+use shared::api_key::{check_actor_header, principal_lookup, secret_lookup};
 use shared::context::Hookline;
+use shared::context::{KeyCache, KEY_CACHE_TTL};
 use shared::envelope::{show, MAX_ID_BYTES};
 use shared::ids::TenantId;
 
@@ -56,10 +59,12 @@ pub struct Request<'a> {
     /// The caller's IAM principal (the user or role ARN API Gateway
     /// authorized), on AWS; `None` behind `hookline serve`.
     pub principal: Option<&'a str>,
-    /// The `X-Actor` header: the person or system acting through a shared
-    /// credential. Recorded only where the API was told to trust it
-    /// ([`Api::trusting_actor_header`]); otherwise ignored.
-    pub actor_header: Option<&'a str>,
+    /// The `X-Actor` header's bytes: the person or system acting through
+    /// a shared credential. Recorded only where the API was told to trust
+    /// it ([`Api::trusting_actor_header`]), and then checked
+    /// ([`shared::api_key::check_actor_header`]: a bad one is a 400 naming
+    /// `X-Actor`, never cut or dropped); otherwise ignored.
+    pub actor_header: Option<&'a [u8]>,
     /// The body.
     pub body: &'a [u8],
 }
@@ -130,10 +135,14 @@ pub struct ApiKey {
 /// Who authenticates callers.
 #[derive(Clone)]
 pub enum Auth {
-    /// `Authorization: Bearer <key>` checked here (`hookline serve`), against
-    /// any of these keys.
+    /// `Authorization: Bearer <key>` checked here (`hookline serve`): one of
+    /// these keys (from the environment or a keys file), or a key of the
+    /// key store ([`shared::ports::KeyStore`]), found by the keyed hash of
+    /// the secret.
     Bearer(Arc<[ApiKey]>),
-    /// API Gateway already authorized the caller (IAM); nothing to check here.
+    /// API Gateway authenticated the caller's IAM signature; the principal
+    /// it names gets its role and tenant from a grant in the key store (or
+    /// is an admin listed in `ADMIN_PRINCIPALS`); any other is refused.
     Gateway,
 }
 
@@ -142,6 +151,9 @@ pub enum Auth {
 pub struct Api {
     hookline: Arc<Hookline>,
     auth: Auth,
+    /// Keys read from the key store, trusted for
+    /// [`shared::context::KEY_CACHE_TTL`].
+    keys: Arc<KeyCache>,
     verification: Verification,
     trust_actor_header: bool,
 }
@@ -157,12 +169,14 @@ impl Api {
     /// An API answering requests that carry any of these keys; each caller
     /// is known by its key's name.
     pub fn with_keys(hookline: Arc<Hookline>, keys: Vec<ApiKey>, verification: Verification) -> Self {
-        Api { hookline, auth: Auth::Bearer(keys.into()), verification, trust_actor_header: false }
+        let keys_cache = Arc::new(KeyCache::new(KEY_CACHE_TTL));
+        Api { hookline, auth: Auth::Bearer(keys.into()), keys: keys_cache, verification, trust_actor_header: false }
     }
 
     /// An API behind API Gateway, which authorizes callers itself.
     pub fn behind_gateway(hookline: Arc<Hookline>, verification: Verification) -> Self {
-        Api { hookline, auth: Auth::Gateway, verification, trust_actor_header: false }
+        let keys = Arc::new(KeyCache::new(KEY_CACHE_TTL));
+        Api { hookline, auth: Auth::Gateway, keys, verification, trust_actor_header: false }
     }
 
     /// Records the `X-Actor` header as the actor (after the credential's
@@ -172,23 +186,6 @@ impl Api {
     pub fn trusting_actor_header(mut self, trust: bool) -> Self {
         self.trust_actor_header = trust;
         self
-    }
-
-    /// Who makes an (authorized) request, as the audit trail records it:
-    /// `key:<name>` for an API key, the IAM principal's ARN on AWS (or
-    /// `iam:unknown` when API Gateway passed none), then ` as <X-Actor>`
-    /// when that header is trusted and present.
-    pub fn actor(&self, req: &Request<'_>) -> String {
-        let base = match &self.auth {
-            Auth::Gateway => req.principal.map_or_else(|| "iam:unknown".to_string(), str::to_string),
-            Auth::Bearer(_) => self
-                .matching_key(req.authorization)
-                .map_or_else(|| "key:unknown".to_string(), |k| format!("key:{}", k.name)),
-        };
-        match req.actor_header.map(str::trim).filter(|a| self.trust_actor_header && !a.is_empty()) {
-            Some(a) => format!("{base} as {}", show(a)),
-            None => base,
-        }
     }
 
     /// The context behind the API.
@@ -263,28 +260,103 @@ impl Api {
     /// The credential behind `req`: the one place a request's [`Caller`]
     /// comes from (its role and tenant binding).
     ///
+    /// `hookline serve`: `Authorization: Bearer <secret>`, one of the
+    /// static keys (every one compared in constant time) or a key of the
+    /// key store, found by the keyed hash of the secret
+    /// ([`shared::api_key::secret_lookup`]), so no secret is compared at
+    /// all there. Behind API Gateway: the IAM principal it authenticated,
+    /// an admin when listed in `ADMIN_PRINCIPALS`, else by its grant in the
+    /// key store. A key read from the store is cached for
+    /// [`KEY_CACHE_TTL`]: a request whose key is cached reads nothing.
+    ///
     /// # Errors
     ///
-    /// `401 unauthorized` when no credential of ours is presented.
+    /// `401 unauthorized` when no credential of ours is presented, `403
+    /// forbidden` for an IAM principal without a grant, `400` naming
+    /// `X-Actor` for a bad trusted `X-Actor` header, `503` when the key
+    /// store cannot be read.
     pub async fn authenticate(&self, req: &Request<'_>) -> Result<Caller, ApiError> {
+        let mut caller = match &self.auth {
+            Auth::Gateway => self.principal_caller(req.principal).await?,
+            Auth::Bearer(keys) => self.bearer_caller(keys, req.authorization).await?,
+        };
+        if let Some(a) = self.actor_header(req)? {
+            caller.actor = format!("{} as `{a}`", caller.actor);
+        }
+        Ok(caller)
+    }
+
+    /// The trusted `X-Actor` value, checked; `None` when not trusted, absent
+    /// or blank.
+    fn actor_header(&self, req: &Request<'_>) -> Result<Option<String>, ApiError> {
+        let Some(raw) = req.actor_header.filter(|_| self.trust_actor_header) else { return Ok(None) };
+        let bad = |m: String| ApiError::invalid("X-Actor", format!("X-Actor {m}"));
+        let text = std::str::from_utf8(raw)
+            .map_err(|_| bad("must be printable ASCII (spaces allowed) without backticks".to_string()))?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        check_actor_header(text).map_err(|e| bad(e.to_string()))?;
+        Ok(Some(text.to_string()))
+    }
+
+    /// The caller a bearer secret authenticates: a static key's, or a stored
+    /// key's that admits it now.
+    async fn bearer_caller(&self, keys: &[ApiKey], header: Option<&str>) -> Result<Caller, ApiError> {
         let unauthorized =
             || ApiError::new(401, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)");
-        match &self.auth {
-            // API Gateway authorized an IAM principal.
-            Auth::Gateway => Ok(Caller { actor: self.actor(req), role: Role::Admin, tenant: None }),
-            Auth::Bearer(_) => {
-                let key = self.matching_key(req.authorization).ok_or_else(unauthorized)?;
-                Ok(Caller { actor: self.actor(req), role: key.role, tenant: key.tenant.clone() })
+        let given = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|g| !g.is_empty());
+        let given = given.ok_or_else(unauthorized)?;
+        // Every static key is compared, so timing tells nothing about which matched.
+        let fixed = keys.iter().fold(None, |found, k| {
+            if constant_time_eq(given.as_bytes(), k.secret.as_bytes()) {
+                Some(k)
+            } else {
+                found
             }
+        });
+        if let Some(k) = fixed {
+            return Ok(Caller { actor: format!("key:{}", k.name), role: k.role, tenant: k.tenant.clone() });
+        }
+        let lookup = secret_lookup(&self.hookline.keyring, given);
+        let found = self.keys.find(self.hookline.stores.keys.as_ref(), &lookup).await?;
+        match found {
+            Some(k) if k.principal.is_none() && k.admits(&lookup, chrono::Utc::now()) => Ok(k.caller()),
+            _ => Err(unauthorized()),
         }
     }
 
-    /// The API key an `Authorization` header carries, if it is one of ours.
-    fn matching_key(&self, header: Option<&str>) -> Option<&ApiKey> {
-        let Auth::Bearer(keys) = &self.auth else { return None };
-        let given = header.and_then(|h| h.strip_prefix("Bearer "))?.trim().as_bytes();
-        // Every key is compared, so timing tells nothing about which matched.
-        keys.iter().fold(None, |found, k| if constant_time_eq(given, k.secret.as_bytes()) { Some(k) } else { found })
+    /// The caller an IAM principal is: an admin of `ADMIN_PRINCIPALS`, or
+    /// what its grant says. An assumed role's session
+    /// (`arn:aws:sts::<account>:assumed-role/<role>/<session>`) is also
+    /// found by a grant to its role (`arn:aws:iam::<account>:role/<role>`).
+    async fn principal_caller(&self, principal: Option<&str>) -> Result<Caller, ApiError> {
+        let Some(arn) = principal.filter(|p| !p.is_empty()) else {
+            return Err(ApiError::new(403, "forbidden", "API Gateway passed no IAM principal for this request"));
+        };
+        let admins = &self.hookline.config.admin_principals;
+        let candidates = principal_candidates(arn);
+        if candidates.iter().any(|c| admins.iter().any(|a| a == c)) {
+            return Ok(Caller { actor: arn.to_string(), role: Role::Admin, tenant: None });
+        }
+        let now = chrono::Utc::now();
+        for c in &candidates {
+            let lookup = principal_lookup(c);
+            if let Some(k) = self.keys.find(self.hookline.stores.keys.as_ref(), &lookup).await? {
+                if k.admits(&lookup, now) {
+                    return Ok(Caller { actor: arn.to_string(), ..k.caller() });
+                }
+            }
+        }
+        Err(ApiError::new(
+            403,
+            "forbidden",
+            format!(
+                "the IAM principal {} has no grant: an admin creates one (POST /v1/keys with principal) or lists it in ADMIN_PRINCIPALS",
+                show(arn)
+            ),
+        ))
     }
 
     /// `GET /metrics`: the whole system's counters, Prometheus text.
@@ -348,6 +420,23 @@ fn path_segments(path: &str) -> Option<Vec<String>> {
     path.trim_matches('/').split('/').map(|seg| String::from_utf8(percent_decode_bytes(seg, false)).ok()).collect()
 }
 
+/// The ARNs a principal's grant may be stored under: its own, and for an
+/// assumed role's session the role's.
+fn principal_candidates(arn: &str) -> Vec<String> {
+    let mut out = vec![arn.to_string()];
+    if let Some(rest) = arn.strip_prefix("arn:") {
+        // arn:<partition>:sts::<account>:assumed-role/<role>/<session>
+        let parts: Vec<&str> = rest.splitn(5, ':').collect();
+        if let [partition, "sts", "", account, resource] = parts.as_slice() {
+            if let Some(role) = resource.strip_prefix("assumed-role/").and_then(|r| r.rsplit_once('/')).map(|(r, _)| r)
+            {
+                out.push(format!("arn:{partition}:iam::{account}:role/{role}"));
+            }
+        }
+    }
+    out
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -375,6 +464,19 @@ mod tests {
         assert_eq!(seg("/v1/events/100%"), ["v1", "events", "100%"], "a lone % stays");
         assert_eq!(seg("/v1/events/%zz%4"), ["v1", "events", "%zz%4"]);
         assert_eq!(path_segments("/v1/events/%FF"), None, "not UTF-8");
+    }
+
+    #[test]
+    fn an_assumed_role_is_also_found_by_its_role() {
+        assert_eq!(principal_candidates("arn:aws:iam::1:user/a"), ["arn:aws:iam::1:user/a"]);
+        assert_eq!(
+            principal_candidates("arn:aws:sts::123:assumed-role/ops/alice"),
+            ["arn:aws:sts::123:assumed-role/ops/alice", "arn:aws:iam::123:role/ops"]
+        );
+        assert_eq!(
+            principal_candidates("arn:aws-cn:sts::9:assumed-role/a/b/c"),
+            ["arn:aws-cn:sts::9:assumed-role/a/b/c", "arn:aws-cn:iam::9:role/a/b"]
+        );
     }
 
     #[test]

@@ -142,7 +142,7 @@ impl Api {
         // The job works for the caller's tenant when it is bound to one,
         // else for the tenant of what it replays (capped per tenant, seen
         // by that tenant's keys).
-        let mut job = Job::new(JobSpec::Replay(filter), &reason, &self.actor(req), Utc::now());
+        let mut job = Job::new(JobSpec::Replay(filter), &reason, &c.caller.actor, Utc::now());
         job.tenant_id = c.caller.tenant.clone().or_else(|| tenant.clone());
         bulk::admit(&self.hookline, &mut job).await?;
         let job = bulk::start(&self.hookline, job).await?;

@@ -41,6 +41,8 @@ pub enum Resource {
     DeadLetter,
     /// `{job}`: a bulk or replay job.
     Job,
+    /// `{key}`: an API key or principal grant.
+    Key,
 }
 
 impl Resource {
@@ -51,6 +53,7 @@ impl Resource {
             "subscription" => Some(Resource::Subscription),
             "dead_letter" => Some(Resource::DeadLetter),
             "job" => Some(Resource::Job),
+            "key" => Some(Resource::Key),
             _ => None,
         }
     }
@@ -62,6 +65,7 @@ impl Resource {
             Resource::Subscription => "subscription",
             Resource::DeadLetter => "dead letter",
             Resource::Job => "job",
+            Resource::Key => "key",
         }
     }
 }
@@ -182,13 +186,13 @@ pub static ROUTES: &[Route] = &[
         Box::pin(async { api.patch_subscription(&c.subscription(), c).await })
     }),
     route("DELETE", "/v1/subscriptions/{subscription}", Some(ManageSubscriptions), |api, c| {
-        Box::pin(async { api.delete_subscription(&c.subscription(), &c.req).await })
+        Box::pin(async { api.delete_subscription(&c.subscription(), c).await })
     }),
     route("POST", "/v1/subscriptions/{subscription}/verify", Some(Recover), |api, c| {
-        Box::pin(async { api.verify_now(&c.subscription(), &c.req).await })
+        Box::pin(async { api.verify_now(&c.subscription(), c).await })
     }),
     route("POST", "/v1/subscriptions/{subscription}/rotate-secret", Some(ManageSubscriptions), |api, c| {
-        Box::pin(async { api.rotate_secret(&c.subscription(), &c.req).await })
+        Box::pin(async { api.rotate_secret(&c.subscription(), c).await })
     }),
     route("POST", "/v1/subscriptions/{subscription}/lanes/{partition_key}/skip", Some(Recover), |api, c| {
         Box::pin(async { api.skip_lane(&c.subscription(), c.param("partition_key"), c).await })
@@ -211,6 +215,17 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/replays", Some(Recover), |api, c| Box::pin(api.start_replay(c))),
     route("GET", "/v1/jobs/{job}", Some(Read), |api, c| Box::pin(api.get_job(c.param("job")))),
     route("GET", "/v1/audit", Some(Read), |api, c| Box::pin(api.list_audit(c))),
+    route("POST", "/v1/keys", Some(ManageKeys), |api, c| Box::pin(async { api.create_key(&c.caller, &c.req).await })),
+    route("GET", "/v1/keys", Some(ManageKeys), |api, c| Box::pin(async { api.list_keys(&c.caller, &c.req).await })),
+    route("GET", "/v1/keys/{key}", Some(ManageKeys), |api, c| {
+        Box::pin(async { api.get_key(&c.caller, c.param("key")).await })
+    }),
+    route("DELETE", "/v1/keys/{key}", Some(ManageKeys), |api, c| {
+        Box::pin(async { api.revoke_key(&c.caller, c.param("key")).await })
+    }),
+    route("POST", "/v1/keys/{key}/rotate", Some(ManageKeys), |api, c| {
+        Box::pin(async { api.rotate_key(&c.caller, c.param("key"), &c.req).await })
+    }),
 ];
 
 /// What a request's path and method come to.

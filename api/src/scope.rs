@@ -66,6 +66,7 @@ impl Api {
             Resource::Subscription => stores.subscriptions.get(&SubscriptionId::new(id)).await?.map(|s| s.tenant_id),
             Resource::DeadLetter => stores.dead_letters.get(&DeadLetterId::new(id)).await?.map(|d| d.tenant_id),
             Resource::Job => stores.jobs.get(id).await?.map(|j| j.tenant_id),
+            Resource::Key => stores.keys.get(&shared::ids::ApiKeyId::new(id)).await?.map(|k| k.tenant),
         };
         match tenant {
             Some(t) if caller.sees(t.as_ref()) => Ok(()),

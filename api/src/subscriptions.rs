@@ -337,7 +337,7 @@ impl Api {
             version: 1,
         };
         payload_fits(&sub)?;
-        let actor = self.actor(req);
+        let actor = c.caller.actor.clone();
         manage::create(&self.hookline, &sub, &actor).await?;
         let sub = self.start_verification(sub, &actor).await;
         Ok(Response::json(201, &shown(&sub, Some(&secret))))
@@ -513,7 +513,7 @@ impl Api {
             .chain(details.as_object().cloned().into_iter().flatten())
             .collect::<serde_json::Map<_, _>>();
         tracing::warn!(subscription_id = %id, partition_key = %key, details = %serde_json::Value::Object(details.clone()), "ordered lane skipped by ops");
-        let rec = AuditRecord::new(Action::LaneSkipped, self.actor(req))
+        let rec = AuditRecord::new(Action::LaneSkipped, c.caller.actor.clone())
             .subscription(id)
             .tenant(sub.tenant_id.as_ref())
             .reason(&reason)
@@ -592,7 +592,7 @@ impl Api {
         };
         // Applied to the stored subscription, again to its new version if
         // another writer changed it meanwhile (`manage::change`).
-        let actor = self.actor(req);
+        let actor = c.caller.actor.clone();
         let changed = manage::change(&self.hookline, id, &actor, |sub| {
             if let Some(u) = &new_url {
                 sub.callback_url = u.clone();
@@ -629,28 +629,28 @@ impl Api {
         Ok(Response::json(200, &shown(&sub, None)))
     }
 
-    pub(super) async fn delete_subscription(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
-        if !manage::delete(&self.hookline, id, &self.actor(req)).await? {
+    pub(super) async fn delete_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        if !manage::delete(&self.hookline, id, &c.caller.actor).await? {
             return Err(ApiError::not_found("subscription", id));
         }
         Ok(Response { status: 204, content_type: "application/json", body: vec![], retry_after: None })
     }
 
-    pub(super) async fn verify_now(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
-        let sub = verify::verify_as(&self.hookline, id, &self.actor(req))
+    pub(super) async fn verify_now(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        let sub = verify::verify_as(&self.hookline, id, &c.caller.actor)
             .await?
             .ok_or_else(|| ApiError::not_found("subscription", id))?;
         Ok(Response::json(200, &shown(&sub, None)))
     }
 
-    pub(super) async fn rotate_secret(&self, id: &SubscriptionId, req: &Request<'_>) -> ApiResult {
-        let body: RotateBody = parse(req.body, true)?;
+    pub(super) async fn rotate_secret(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        let body: RotateBody = parse(c.req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,
             Some(n) if (0..=7 * 86_400).contains(&n) => chrono::Duration::seconds(n),
             Some(_) => return Err(ApiError::invalid("overlap_seconds", "must be an integer between 0 and 604800")),
         };
-        let (sub, secret) = manage::rotate_secret(&self.hookline, id, &self.actor(req), overlap)
+        let (sub, secret) = manage::rotate_secret(&self.hookline, id, &c.caller.actor, overlap)
             .await
             .map_err(|e| managed(e.map_refused(|never| match never {}), id))?;
         Ok(Response::json(200, &shown(&sub, Some(&secret))))

@@ -72,7 +72,7 @@ pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpRe
                 .as_ref()
                 .and_then(|a| a.iam.as_ref())
                 .and_then(|i| i.user_arn.as_deref()),
-            actor_header: req.headers.get("x-actor").and_then(|v| v.to_str().ok()),
+            actor_header: req.headers.get("x-actor").map(|v| v.as_bytes()),
             body: &body,
         })
         .await;

@@ -20,7 +20,9 @@ pub mod stream_failures;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use dynamodb::{DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoSagas, DynamoSubscriptions};
+pub use dynamodb::{
+    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoSagas, DynamoSubscriptions,
+};
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
 
@@ -58,6 +60,8 @@ pub struct AwsNames {
     pub jobs_table: String,
     /// `AUDIT_TABLE`: the audit trail ([`shared::audit`]).
     pub audit_table: String,
+    /// `API_KEYS_TABLE`: API keys and principal grants ([`shared::api_key`]).
+    pub api_keys_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -117,6 +121,7 @@ impl AwsNames {
             order_table: req("ORDER_TABLE"),
             jobs_table: req("JOBS_TABLE"),
             audit_table: req("AUDIT_TABLE"),
+            api_keys_table: req("API_KEYS_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -239,6 +244,7 @@ impl AwsBackend {
             order: Arc::new(order),
             jobs: Arc::new(DynamoJobs::new(dynamodb.clone(), &names.jobs_table, settings.dead_letter_retention)),
             audit: Arc::new(audit::DynamoAudit::new(dynamodb.clone(), &names.audit_table, settings.audit_retention)),
+            keys: Arc::new(DynamoApiKeys::new(dynamodb.clone(), &names.api_keys_table)),
         };
         AwsBackend {
             stores,

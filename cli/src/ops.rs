@@ -4,7 +4,7 @@
 //! codes that tell success, not found and invalid input apart).
 //!
 //! One module per resource ([`subscriptions`], [`events`],
-//! [`dead_letters`], [`replay`], [`audit`]); the HTTP client and the exit
+//! [`dead_letters`], [`replay`], [`audit`], [`keys`]); the HTTP client and the exit
 //! codes in [`client`], SigV4 signing and the URL encoding it needs in
 //! [`sigv4`], printing in [`output`], bulk jobs in [`jobs`].
 
@@ -26,6 +26,7 @@ pub mod client;
 mod dead_letters;
 mod events;
 mod jobs;
+mod keys;
 mod output;
 mod replay;
 pub mod sigv4;
@@ -114,6 +115,9 @@ pub enum OpsCommand {
     /// Bulk jobs (requeue, skip, replay): their progress.
     #[command(subcommand, after_help = examples!("hookline jobs show job_123 --wait"))]
     Jobs(audit::JobsCommand),
+    /// API keys and (AWS) IAM principal grants: create, list, show, revoke, rotate.
+    #[command(subcommand, after_help = examples!("hookline keys create --name ci --role producer --tenant acme"))]
+    Keys(keys::Command),
     /// Show an event and its deliveries (the same as `events show`).
     #[command(hide = true)]
     Inspect(events::ShowArgs),
@@ -128,6 +132,7 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
         OpsCommand::Replay(a) => replay::run(a).await,
         OpsCommand::Audit(a) => audit::run(a).await,
         OpsCommand::Jobs(c) => audit::run_jobs(c).await,
+        OpsCommand::Keys(c) => keys::run(c).await,
         OpsCommand::Inspect(a) => events::show(a).await,
     }
 }

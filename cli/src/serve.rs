@@ -5,6 +5,7 @@
 //! ([`hookline_sqlite::runtime`]), which call the same stage functions a
 //! Lambda handler calls.
 
+mod keys;
 mod listener;
 
 use std::net::SocketAddr;
@@ -42,16 +43,18 @@ pub struct ServeArgs {
     /// database's path with `.key` appended.
     #[arg(long, value_name = "FILE", env = "HOOKLINE_KEY_FILE")]
     key_file: Option<PathBuf>,
-    /// API key: `SECRET` (named `default`) or `NAME=SECRET`, repeatable, so
-    /// each caller has its own key and the audit trail names it
-    /// (`key:<NAME>`). Also `HOOKLINE_API_KEYS` (comma-separated
-    /// `NAME=SECRET` pairs) and `HOOKLINE_API_KEY` (one key). Without any,
-    /// a key named `default` is generated on first run and stored.
-    #[arg(long, value_name = "[NAME=]SECRET", env = "HOOKLINE_API_KEY", hide_env_values = true, action = clap::ArgAction::Append)]
+    /// Refused: a key on the command line shows in the process list (use
+    /// `HOOKLINE_API_KEY` or `--api-keys-file`).
+    #[arg(long, hide = true, value_name = "SECRET", num_args = 0..=1, action = clap::ArgAction::Append)]
     api_key: Vec<String>,
-    /// Named API keys from the environment: `name=secret,name2=secret2`.
-    #[arg(long, hide = true, env = "HOOKLINE_API_KEYS", hide_env_values = true)]
-    api_keys: Option<String>,
+    /// Named API keys: a JSON array of `{"name", "role", "tenant_id"?,
+    /// "secret"}`, readable only by its owner (refused if other users may
+    /// read it). Besides `HOOKLINE_API_KEY` (one admin secret, named
+    /// `default`) and the keys created with `hookline keys create`.
+    /// Without either, an admin key is generated on the first run, shown
+    /// once and written to `<db>.admin-key`.
+    #[arg(long, value_name = "PATH", env = "HOOKLINE_API_KEYS_FILE")]
+    api_keys_file: Option<PathBuf>,
     /// Local development: allow http:// callbacks to loopback addresses.
     #[arg(long)]
     dev: bool,
@@ -149,6 +152,7 @@ fn setting_arg(s: &'static Setting) -> clap::Arg {
         Kind::Duration => arg.value_name("DURATION"),
         // `--trust-actor-header` alone turns it on.
         Kind::Switch => arg.value_name("BOOL").num_args(0..=1).require_equals(true).default_missing_value("true"),
+        Kind::Principals => arg.value_name("ARNS"),
     };
     match s.older_spelling_of {
         Some(of) => arg.hide(true).conflicts_with(of),
@@ -220,14 +224,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(path);
     }
     let backend = opened.with_context(|| format!("opening database {}", args.db.display()))?;
-    let mut keys = api_keys(&args.api_key, args.api_keys.as_deref())?;
-    let key_source = if keys.is_empty() {
-        let secret = backend.settings.get_or_init("api_key", || shared::ids::random_token("hk_")).await?;
-        keys.push(api::ApiKey { name: "default".into(), secret, role: shared::access::Role::Admin, tenant: None });
-        "stored in the database"
-    } else {
-        "from --api-key / HOOKLINE_API_KEY(S)"
-    };
+    if !args.api_key.is_empty() {
+        anyhow::bail!(keys::NO_KEYS_ON_THE_COMMAND_LINE);
+    }
+    if std::env::var_os("HOOKLINE_API_KEYS").is_some() {
+        anyhow::bail!(keys::NO_KEY_PAIRS);
+    }
+    if !settings.admin_principals.is_empty() {
+        anyhow::bail!(
+            "--admin-principals (ADMIN_PRINCIPALS) names IAM principals, which only an AWS deployment has; \
+             hookline serve's callers present keys"
+        );
+    }
+    let file = args.api_keys_file.as_deref().map(|p| keys::read_keys_file(p).map(|t| (p, t))).transpose()?;
+    let env_key = std::env::var("HOOKLINE_API_KEY").ok();
+    let static_keys = keys::static_keys(env_key.as_deref(), file.as_ref().map(|(p, t)| (*p, t.as_str())))?;
     let config = Config {
         address_policy: if args.dev { AddressPolicy::AllowLoopback } else { AddressPolicy::PublicOnly },
         ..settings
@@ -236,13 +247,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Test builds only (the `failpoints` feature): HOOKLINE_FAILPOINT, read once.
     h.failpoints = shared::failpoint::Failpoints::from_env();
     let h = Arc::new(h);
-    let key_names: Vec<String> = keys.iter().map(|k| k.name.clone()).collect();
-    let shown_key = match keys.as_slice() {
-        [only] => only.secret.clone(),
-        _ => format!("{} named keys: {}", keys.len(), key_names.join(", ")),
+    let shown_key = if static_keys.is_empty() {
+        admin_key(&h, &backend, &args.db).await?
+    } else {
+        let names: Vec<&str> = static_keys.iter().map(|k| k.name.as_str()).collect();
+        format!("{} (HOOKLINE_API_KEY / --api-keys-file), and the key store", names.join(", "))
     };
-    let api =
-        Api::with_keys(h.clone(), keys, Verification::Background).trusting_actor_header(h.config.trust_actor_header);
+    let api = Api::with_keys(h.clone(), static_keys, Verification::Background)
+        .trusting_actor_header(h.config.trust_actor_header);
 
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
@@ -259,7 +271,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             hookline_sqlite::files::KeySource::File { path, created: false } => path.display().to_string(),
         }
     );
-    println!("  API key       {shown_key}  ({key_source})");
+    println!("  API key       {shown_key}");
     if h.config.trust_actor_header {
         println!("  audit         X-Actor header trusted (recorded after the key's name)");
     }
@@ -317,34 +329,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The API keys of `--api-key` (each `SECRET`, named `default`, or
-/// `NAME=SECRET`) and `HOOKLINE_API_KEYS` (`NAME=SECRET` pairs, comma
-/// separated). Names are unique, secrets non-empty.
-fn api_keys(flags: &[String], env: Option<&str>) -> anyhow::Result<Vec<api::ApiKey>> {
-    let mut keys: Vec<api::ApiKey> = Vec::new();
-    let pairs = env.into_iter().flat_map(|e| e.split(',')).map(|p| (p, true));
-    for (given, must_be_named) in flags.iter().map(|f| (f.as_str(), false)).chain(pairs) {
-        let given = given.trim();
-        if given.is_empty() {
-            continue;
-        }
-        let named = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
-        let (name, secret) = match given.split_once('=') {
-            Some((n, s)) if named(n.trim()) && (must_be_named || !s.trim().is_empty()) => {
-                (n.trim().to_string(), s.trim().to_string())
-            }
-            _ if must_be_named => anyhow::bail!("HOOKLINE_API_KEYS: expected name=secret pairs separated by commas"),
-            _ => ("default".to_string(), given.to_string()),
-        };
-        if secret.is_empty() {
-            anyhow::bail!("--api-key {name}=: the secret is empty");
-        }
-        if keys.iter().any(|k| k.name == name) {
-            anyhow::bail!("--api-key: the name {name:?} is given twice");
-        }
-        keys.push(api::ApiKey { name, secret, role: shared::access::Role::Admin, tenant: None });
+/// Without static keys: the admin key generated on the first run (its id
+/// kept in the settings, the key in the key store, hashed). Made now if
+/// there is none: its secret written to `<db>.admin-key` (0600) and shown
+/// this once; later runs name the file. What the startup banner says.
+async fn admin_key(h: &Hookline, backend: &Backend, db: &std::path::Path) -> anyhow::Result<String> {
+    use shared::api_key::{display_prefix, generate_secret, secret_lookup, ApiKeyRecord, StoredCredential};
+    let path = keys::admin_key_path(db);
+    let id = backend.settings.get_or_init("admin_key_id", || shared::ids::new_api_key_id().into_string()).await?;
+    let id = shared::ids::ApiKeyId::new(id);
+    if h.stores.keys.get(&id).await?.is_some() {
+        return Ok(format!("generated on the first run: in {} (admin, named `default`)", path.display()));
     }
-    Ok(keys)
+    let secret = generate_secret();
+    let credential =
+        StoredCredential { lookup: secret_lookup(&h.keyring, &secret), prefix: display_prefix(&secret), until: None };
+    let mut key =
+        ApiKeyRecord::new("default", shared::access::Role::Admin, None, credential, "system", chrono::Utc::now());
+    key.id = id;
+    // The file first: a key nobody can read back is no use.
+    keys::write_private(&path, &secret)?;
+    match h.stores.keys.create(&key).await? {
+        Ok(()) => {}
+        Err(e) => {
+            anyhow::bail!("storing the generated admin key: {e} (a key named `default` without a tenant exists?)")
+        }
+    }
+    Ok(format!("{secret}  (admin, generated now and shown once; also in {}, mode 0600)", path.display()))
 }
 
 fn init_logging() {
@@ -402,7 +413,7 @@ async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout
             authorization: auth,
             idempotency_key: idempotency_key.as_deref(),
             principal: None,
-            actor_header: parts.headers.get("x-actor").and_then(|v| v.to_str().ok()),
+            actor_header: parts.headers.get("x-actor").map(|v| v.as_bytes()),
             body: &body,
         })
         .await;
@@ -491,29 +502,11 @@ fn connection_cap(wanted: usize, open_files: Option<u64>) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::api_keys;
-
-    fn named(flags: &[&str], env: Option<&str>) -> Vec<(String, String)> {
-        let flags: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-        api_keys(&flags, env).unwrap().into_iter().map(|k| (k.name, k.secret)).collect()
-    }
-
     #[test]
-    fn api_keys_are_named_or_default() {
-        assert_eq!(named(&["hk_1"], None), [("default".to_string(), "hk_1".to_string())]);
-        assert_eq!(
-            named(&["ops=s1", "console=s2"], None),
-            [("ops".into(), "s1".into()), ("console".into(), "s2".into())]
-        );
-        assert_eq!(named(&[], Some("a=1, b=2")), [("a".into(), "1".into()), ("b".into(), "2".into())]);
-        // A secret ending in `=` (base64) is one unnamed key.
-        assert_eq!(named(&["abc="], None), [("default".into(), "abc=".into())]);
-        assert!(named(&[], None).is_empty());
-        let flags = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(api_keys(&flags(&["a=1", "a=2"]), None).err().unwrap().to_string().contains("twice"));
-        assert!(api_keys(&flags(&["x", "y"]), None).is_err(), "two unnamed keys are both `default`");
-        assert!(api_keys(&[], Some("nameless")).is_err());
-        assert!(api_keys(&[], Some("a=")).is_err());
+    fn an_api_key_on_the_command_line_is_refused_with_the_reason() {
+        assert!(super::keys::NO_KEYS_ON_THE_COMMAND_LINE.contains("process list"));
+        assert!(super::keys::NO_KEYS_ON_THE_COMMAND_LINE.contains("HOOKLINE_API_KEY"));
+        assert!(!parse(&["--api-key", "x"]).unwrap().api_key.is_empty(), "parsed, to be refused by run");
     }
 
     /// `hookline serve` as clap builds it.

@@ -89,11 +89,20 @@ pub enum Action {
     /// head that would never leave).
     #[serde(rename = "lane.skipped")]
     LaneSkipped,
+    /// `key.created`: an API key or principal grant (never its secret).
+    #[serde(rename = "key.created")]
+    KeyCreated,
+    /// `key.rotated`: a new secret, the old one kept for the overlap.
+    #[serde(rename = "key.rotated")]
+    KeyRotated,
+    /// `key.revoked`.
+    #[serde(rename = "key.revoked")]
+    KeyRevoked,
 }
 
 impl Action {
     /// Every action, in the order the docs list them.
-    pub const ALL: [Action; 17] = [
+    pub const ALL: [Action; 20] = [
         Action::SubscriptionCreated,
         Action::SubscriptionUpdated,
         Action::SubscriptionDeleted,
@@ -111,6 +120,9 @@ impl Action {
         Action::BreakerOpened,
         Action::BreakerClosed,
         Action::LaneSkipped,
+        Action::KeyCreated,
+        Action::KeyRotated,
+        Action::KeyRevoked,
     ];
 
     /// The one spelling (`subscription.created`, …).
@@ -133,6 +145,9 @@ impl Action {
             Action::BreakerOpened => "breaker.opened",
             Action::BreakerClosed => "breaker.closed",
             Action::LaneSkipped => "lane.skipped",
+            Action::KeyCreated => "key.created",
+            Action::KeyRotated => "key.rotated",
+            Action::KeyRevoked => "key.revoked",
         }
     }
 }

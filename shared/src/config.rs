@@ -34,6 +34,8 @@ pub enum Kind {
     Duration,
     /// On or off: `true`, `1`, `yes`, `on` or `false`, `0`, `no`, `off`.
     Switch,
+    /// IAM principal ARNs separated by commas (AWS only).
+    Principals,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Kind::Number { min, max } => format!("{min} to {max}"),
             Kind::Duration => "a duration".to_string(),
             Kind::Switch => "true or false".to_string(),
+            Kind::Principals => "IAM ARNs, comma-separated".to_string(),
         }
     }
 }
@@ -158,6 +161,8 @@ settings! {
         "bulk and replay jobs running at once per tenant (one more is 429 with Retry-After)";
     JOB_MAX_ITEMS: "--job-max-items", Number { min: 1, max: 10_000_000 }, Value("10000"),
         "most dead letters or events one bulk or replay job may take (counted before it starts; a larger one is 422)";
+    ADMIN_PRINCIPALS: "--admin-principals", Kind::Principals, Value(""),
+        "IAM principals (user or role ARNs) that are admins without a grant in the key store: the bootstrap of an AWS deployment (`hookline serve` refuses any)";
 }
 
 /// The declaration of the setting named `key`.
@@ -182,11 +187,12 @@ pub struct ConfigError {
 }
 
 /// A value parsed by its declaration.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Parsed {
     Number(u64),
     Duration(chrono::Duration),
     Switch(bool),
+    Principals(Vec<String>),
 }
 
 /// Parses `text` as `s` declares.
@@ -202,6 +208,17 @@ fn parse(s: &Setting, text: &str) -> Result<Parsed, String> {
             "false" | "0" | "no" | "off" => Ok(Parsed::Switch(false)),
             _ => Err(format!("must be true or false, got {text:?}")),
         },
+        Kind::Principals => text
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                crate::api_key::check_principal(p)
+                    .map(|()| p.to_string())
+                    .map_err(|e| format!("{}: {e}", crate::envelope::show(p)))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Parsed::Principals),
     }
 }
 
@@ -245,7 +262,7 @@ impl Values {
 
     /// The given value of `s`, or else its declared default.
     fn get(&self, s: &Setting) -> Option<Parsed> {
-        self.given.get(s.key).or_else(|| self.defaults.get(s.key)).copied()
+        self.given.get(s.key).or_else(|| self.defaults.get(s.key)).cloned()
     }
 
     /// A number setting (0 only when its declaration is broken, which is
@@ -344,6 +361,10 @@ impl Config {
             bulk_page_size: r.number(&BULK_PAGE_SIZE) as usize,
             jobs_per_tenant: r.number(&JOBS_PER_TENANT) as usize,
             job_max_items: r.number(&JOB_MAX_ITEMS),
+            admin_principals: match r.get(&ADMIN_PRINCIPALS) {
+                Some(Parsed::Principals(p)) => p,
+                _ => Vec::new(),
+            },
             max_body_bytes: MAX_BODY_BYTES,
             max_batch: MAX_BATCH,
             address_policy: AddressPolicy::PublicOnly,
@@ -474,6 +495,22 @@ mod declaration {
         assert_eq!((c.retention, c.dead_letter_retention), (chrono::Duration::days(30), chrono::Duration::days(60)));
         assert_eq!((c.audit_retention, c.disable_after), (chrono::Duration::days(365), chrono::Duration::days(5)));
         assert_eq!((c.trust_actor_header, c.bulk_page_size), (false, 100));
+    }
+
+    #[test]
+    fn admin_principals_are_a_list_of_arns() {
+        let c = |v: &str| {
+            let v = v.to_string();
+            Config::from_lookup(move |q| (q == "ADMIN_PRINCIPALS").then(|| v.clone()))
+        };
+        assert!(Config::default().admin_principals.is_empty(), "none by default");
+        let arns = c(" arn:aws:iam::1:role/ops , arn:aws:iam::1:user/alice,").unwrap().admin_principals;
+        assert_eq!(arns, ["arn:aws:iam::1:role/ops", "arn:aws:iam::1:user/alice"]);
+        let e = c("arn:aws:iam::1:role/ops,alice").unwrap_err();
+        assert_eq!(e.problems.len(), 1);
+        assert_eq!(e.problems[0].0, "ADMIN_PRINCIPALS");
+        assert!(e.problems[0].1.contains("`alice`"), "{:?}", e.problems);
+        assert!(c("arn:aws:iam::1:user/a b").is_err(), "no spaces inside an ARN");
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub struct Stores {
     pub jobs: Arc<dyn crate::ports::JobStore>,
     /// The audit trail ([`crate::audit`]).
     pub audit: Arc<dyn crate::ports::AuditStore>,
+    /// API keys and principal grants ([`crate::api_key`]).
+    pub keys: Arc<dyn crate::ports::KeyStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -100,6 +102,9 @@ pub struct Config {
     /// Most items one bulk or replay job may take (`JOB_MAX_ITEMS`); a
     /// larger one is refused, counted before it starts.
     pub job_max_items: u64,
+    /// IAM principals that are admins without a grant (`ADMIN_PRINCIPALS`;
+    /// AWS only: the API behind API Gateway).
+    pub admin_principals: Vec<String>,
 }
 
 impl Default for Config {
@@ -155,6 +160,11 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
         }
     }
 
+    /// Forgets `k` (its stale pair in `order` is skipped later).
+    fn remove(&mut self, k: &K) {
+        self.map.remove(k);
+    }
+
     fn clear(&mut self) {
         self.map.clear();
         self.order.clear();
@@ -162,6 +172,60 @@ impl<K: Eq + Hash + Clone, V> Bounded<K, V> {
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// How long a process trusts a key it read: a revocation, expiry or
+/// rotation made elsewhere applies within this (in the process that made
+/// it, at once).
+pub const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Most credentials one [`KeyCache`] holds (the oldest filled are dropped).
+pub const KEY_CACHE_ENTRIES: usize = 4096;
+
+/// Keys found by credential, kept for [`KEY_CACHE_TTL`] per process so a
+/// request costs no store read while its key is cached. Only keys found
+/// are kept: a credential that finds nothing is looked up again each time
+/// (a key created elsewhere works at once, and a guess is never
+/// remembered).
+pub struct KeyCache {
+    ttl: std::time::Duration,
+    found: std::sync::Mutex<Bounded<String, Arc<crate::api_key::ApiKeyRecord>>>,
+}
+
+impl KeyCache {
+    /// An empty cache trusting what it read for `ttl`.
+    pub fn new(ttl: std::time::Duration) -> Self {
+        KeyCache { ttl, found: std::sync::Mutex::new(Bounded::new(KEY_CACHE_ENTRIES)) }
+    }
+
+    /// The key holding the credential `lookup`, from the cache or (one
+    /// read) the store.
+    ///
+    /// # Errors
+    ///
+    /// The store's, when it had to be read and failed.
+    pub async fn find(
+        &self,
+        store: &dyn crate::ports::KeyStore,
+        lookup: &str,
+    ) -> crate::ports::StoreResult<Option<Arc<crate::api_key::ApiKeyRecord>>> {
+        if let Some(k) = self.found.lock().expect("key cache").fresh(&lookup.to_string(), self.ttl) {
+            return Ok(Some(k.clone()));
+        }
+        let found = store.find(lookup).await?.map(Arc::new);
+        if let Some(k) = &found {
+            self.found.lock().expect("key cache").insert(lookup.to_string(), k.clone());
+        }
+        Ok(found)
+    }
+
+    /// Forgets every credential of `key` (this process changed it).
+    pub fn forget(&self, key: &crate::api_key::ApiKeyRecord) {
+        let mut found = self.found.lock().expect("key cache");
+        for c in &key.credentials {
+            found.remove(&c.lookup);
+        }
     }
 }
 

@@ -112,6 +112,11 @@ id_type!(
     TenantId
 );
 id_type!(
+    /// An API key's or principal grant's id (`key_…`, [`new_api_key_id`]):
+    /// what `/v1/keys/{id}` names; never the secret.
+    ApiKeyId
+);
+id_type!(
     /// The Standard Webhooks `webhook-id` of a delivery (`msg_…`,
     /// [`webhook_id`]): the same for every saga of one event to one
     /// subscription, so subscribers can dedupe.
@@ -224,6 +229,11 @@ pub fn idempotent_event_id(tenant: Option<&str>, key: &str) -> EventId {
         Some(t) => full_hex(&["tenant-idempotency-key", t, key]),
     };
     EventId(format!("idk_{}", &hex[..32]))
+}
+
+/// A fresh API key id (time-ordered, random: it says nothing of the secret).
+pub fn new_api_key_id() -> ApiKeyId {
+    ApiKeyId(format!("key_{}", uuid::Uuid::now_v7().simple()))
 }
 
 /// A fresh subscription id.

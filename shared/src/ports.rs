@@ -562,3 +562,41 @@ pub trait AuditStore: Send + Sync {
         after: Option<&str>,
     ) -> StoreResult<Page<crate::audit::AuditRecord>>;
 }
+
+/// API keys and principal grants ([`crate::api_key`]): found by credential
+/// in one read (each request), listed by tenant through an index, changed
+/// only on condition of their version. Names are unique per tenant and
+/// credentials over all keys, both enforced by the store's writes (a
+/// unique index, conditional puts), not by a read before.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Stores a new key with its name and credentials.
+    /// `Ok(Err(KeyConflict::Name | Credential))` when another key holds
+    /// either; nothing is written then.
+    async fn create(&self, key: &crate::api_key::ApiKeyRecord) -> StoreResult<Result<(), crate::api_key::KeyConflict>>;
+    /// The key holding the credential `lookup`
+    /// ([`crate::api_key::secret_lookup`], [`crate::api_key::principal_lookup`]):
+    /// one read, strongly consistent.
+    async fn find(&self, lookup: &str) -> StoreResult<Option<crate::api_key::ApiKeyRecord>>;
+    /// One key by id (strongly consistent).
+    async fn get(&self, id: &crate::ids::ApiKeyId) -> StoreResult<Option<crate::api_key::ApiKeyRecord>>;
+    /// Up to `limit` keys of `tenant` (`None`: the keys bound to no tenant),
+    /// in id order, after the position `after`, through an index. May lag a
+    /// write briefly on DynamoDB (a global secondary index).
+    async fn page(
+        &self,
+        tenant: Option<&crate::ids::TenantId>,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<crate::api_key::ApiKeyRecord>>;
+    /// Replaces the key if its stored version is still `expected_version`
+    /// (name and tenant unchanged; credentials added and dropped as in
+    /// `key.credentials`). `Ok(Err(Changed))` when another write came first
+    /// or the key is gone, `Ok(Err(Credential))` when a new credential is
+    /// another key's.
+    async fn update(
+        &self,
+        key: &crate::api_key::ApiKeyRecord,
+        expected_version: u64,
+    ) -> StoreResult<Result<(), crate::api_key::KeyConflict>>;
+}

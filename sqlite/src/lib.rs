@@ -615,6 +615,7 @@ impl Backend {
             limits: Arc::new(limits::SqliteLimits(db.clone())),
             order: Arc::new(ordering::SqliteOrder(db.clone())),
             jobs: Arc::new(stores::SqliteJobs(db.clone())),
+            keys: Arc::new(stores::SqliteApiKeys(db.clone())),
             audit: Arc::new(audit::SqliteAudit(db.clone())),
         };
         Ok(Backend {
@@ -832,6 +833,30 @@ mod tests {
         );
         c.execute("INSERT INTO outbox_events (key) VALUES ('e4')", []).unwrap();
         assert_eq!(rows("SELECT seq, key, NULL FROM outbox_events WHERE key = 'e4'"), vec![(6, s("e4"), None)]);
+    }
+
+    /// Migration 13 deletes the generated API key earlier versions kept in
+    /// clear in `settings`, and leaves the other settings alone.
+    #[test]
+    fn migration_13_deletes_the_api_key_kept_in_clear() {
+        let c = Connection::open_in_memory().unwrap();
+        for m in &MIGRATIONS[..12] {
+            c.execute_batch(m).unwrap();
+        }
+        c.execute_batch(
+            "PRAGMA user_version = 12;
+             INSERT INTO settings (key, value) VALUES ('api_key', 'hk_in_clear'), ('other', 'kept');",
+        )
+        .unwrap();
+        migrate(&c).unwrap();
+        let keys: Vec<String> = c
+            .prepare("SELECT key FROM settings ORDER BY key")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(keys, ["other"]);
     }
 
     #[tokio::test]

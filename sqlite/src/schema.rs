@@ -241,4 +241,24 @@ CREATE INDEX lane_blocks_by_since ON lane_blocks (subscription_id, since);
 ALTER TABLE audit ADD COLUMN tenant_id TEXT;
 CREATE INDEX audit_by_tenant ON audit (tenant_id, pos) WHERE tenant_id IS NOT NULL;
 "#,
+    // 14: API keys and principal grants (`shared::api_key`): one row per
+    // key, unique by (scope = tenant or '', name) and listed per scope in
+    // id order; one row per credential (a secret's keyed hash, a principal
+    // ARN) naming its key, so a request finds its key in one read. The
+    // generated API key was kept in clear in `settings`: it is deleted
+    // (`hookline serve` generates an admin key, stored hashed, instead).
+    r#"
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    data TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX api_keys_by_name ON api_keys (scope, name);
+CREATE INDEX api_keys_by_scope ON api_keys (scope, id);
+CREATE TABLE api_key_lookups (lookup TEXT PRIMARY KEY, key_id TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX api_key_lookups_by_key ON api_key_lookups (key_id);
+DELETE FROM settings WHERE key = 'api_key';
+"#,
 ];

@@ -92,8 +92,16 @@ fn prefix(tag: &str) -> String {
 /// would give them: delivery timeouts short enough for a hung endpoint to
 /// cost a test little, and the stall margin the test's reconciler runs with
 /// (`Pipeline::reconcile`: a job older than this is checked against its saga).
-const TEST_SETTINGS: &[(&str, &str)] =
-    &[("CONNECT_TIMEOUT_MS", "1000"), ("DELIVERY_TIMEOUT_MS", "1500"), ("RECONCILE_STALL_MARGIN", "2s")];
+/// [`TEST_PRINCIPAL`] is a bootstrap admin (`ADMIN_PRINCIPALS`), as a
+/// deployment names its operators' role (a test checks the two agree).
+const TEST_SETTINGS: &[(&str, &str)] = &[
+    ("CONNECT_TIMEOUT_MS", "1000"),
+    ("DELIVERY_TIMEOUT_MS", "1500"),
+    ("RECONCILE_STALL_MARGIN", "2s"),
+    // TEST_PRINCIPAL, and the principal the CLI's gateway stand-in names
+    // (`crate::cli_ops::PRINCIPAL`).
+    ("ADMIN_PRINCIPALS", "arn:aws:iam::123456789012:user/hookline-test-operator,arn:aws:iam::123456789012:user/ops"),
+];
 
 impl AwsPipeline {
     /// Creates the template's tables and queues under a fresh prefix and
@@ -160,7 +168,8 @@ impl AwsPipeline {
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default(), keyring);
         let config = settings.aws_config(TEST_SETTINGS);
         let hookline = Arc::new(Hookline::new(backend.stores.clone(), config, backend.keyring.clone()));
-        let api = Api::behind_gateway(hookline.clone(), Verification::Inline);
+        let api = Api::behind_gateway(hookline.clone(), Verification::Inline)
+            .trusting_actor_header(hookline.config.trust_actor_header);
         let moto = Moto::from_env();
         let q = |logical: &str| {
             let url =
@@ -274,9 +283,27 @@ fn queue_arn(url: &str) -> String {
     format!("arn:aws:sqs:us-east-1:{account}:{name}")
 }
 
-impl crate::pipeline::Pipeline for AwsPipeline {
-    async fn call_full(
+impl AwsPipeline {
+    /// Calls the HTTP API as API Gateway hands a request signed by
+    /// `principal` (IAM authorization) to the API function.
+    pub async fn call_as_principal(
         &self,
+        principal: &str,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let (status, value, _) = self.call_through(&self.api, principal, method, path, body, headers).await;
+        (status, value)
+    }
+
+    /// [`AwsPipeline::call_as_principal`] through `api`: another container's
+    /// API over the same tables (its own caches).
+    pub async fn call_through(
+        &self,
+        api: &Api,
+        principal: &str,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
@@ -296,13 +323,13 @@ impl crate::pipeline::Pipeline for AwsPipeline {
                                "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0,
                                // IAM authorization, as API Gateway passes it on.
                                "authorizer": {"iam": {"accessKey": "AKIATEST", "accountId": "123456789012", "callerId": "AIDATEST",
-                                                      "principalOrgId": null, "userArn": TEST_PRINCIPAL, "userId": "AIDATEST"}}},
+                                                      "principalOrgId": null, "userArn": principal, "userId": "AIDATEST"}}},
             "body": body.map(|b| String::from_utf8_lossy(b).into_owned()),
             "isBase64Encoded": false,
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
         // A crashed invocation is a 500 to the caller, as API Gateway answers.
-        let api = self.api.clone();
+        let api = api.clone();
         let function = http_function(method, path);
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
@@ -318,6 +345,45 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             _ => String::new(),
         };
         (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null), response_headers)
+    }
+}
+
+impl crate::pipeline::Pipeline for AwsPipeline {
+    async fn credential(&self, role: shared::access::Role, tenant: Option<&str>) -> crate::pipeline::Credential {
+        let name = crate::pipeline::unique_name(role.as_str());
+        let principal = format!("arn:aws:iam::123456789012:user/{name}");
+        let body = json!({"name": name, "role": role.as_str(), "tenant_id": tenant, "principal": principal});
+        let (st, v) = self.call("POST", "/v1/keys", Some(body.to_string().as_bytes())).await;
+        assert_eq!(st, 201, "POST /v1/keys {body}: {v}");
+        assert!(v.get("secret").is_none(), "a grant has no secret: {v}");
+        crate::pipeline::Credential {
+            id: v["id"].as_str().expect("key id").to_string(),
+            actor: principal.clone(),
+            secret: None,
+            principal: Some(principal),
+        }
+    }
+
+    async fn call_as(
+        &self,
+        cred: &crate::pipeline::Credential,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let principal = cred.principal.as_deref().expect("an AWS credential is a principal");
+        self.call_as_principal(principal, method, path, body, headers).await
+    }
+
+    async fn call_full(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value, std::collections::HashMap<String, String>) {
+        self.call_through(&self.api, TEST_PRINCIPAL, method, path, body, headers).await
     }
 
     async fn logs(&self) -> String {

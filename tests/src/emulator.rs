@@ -442,6 +442,7 @@ impl Created {
             order_table: table("OrderTable"),
             jobs_table: table("JobsTable"),
             audit_table: table("AuditTable"),
+            api_keys_table: table("ApiKeysTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

@@ -37,6 +37,8 @@ const B_HEADER: &str = "b-header-secret-91e";
 /// In B's event: its producer id and a value of its body.
 const B_PRODUCER_ID: &str = "b-evt-producer-4a7";
 const B_BODY: &str = "b-body-marker-0c3";
+/// The name of B's key.
+const B_KEY_NAME: &str = "b-key-name-6e8";
 
 /// The secret of the key of `role` bound to `tenant` (`None`: unbound).
 fn secret(role: Role, tenant: Option<&str>) -> String {
@@ -80,6 +82,8 @@ struct OfB {
     event: EventId,
     dead_letter: DeadLetterId,
     job: String,
+    /// A key bound to B (its id).
+    key: String,
 }
 
 impl OfB {
@@ -95,6 +99,8 @@ impl OfB {
             self.event.to_string(),
             self.dead_letter.to_string(),
             self.job.clone(),
+            self.key.clone(),
+            B_KEY_NAME.to_string(),
         ]
     }
 }
@@ -133,6 +139,7 @@ fn path_of(route: &Route, b: &OfB) -> String {
             "{subscription}" => b.subscription.to_string(),
             "{dead_letter}" => b.dead_letter.to_string(),
             "{job}" => b.job.clone(),
+            "{key}" => b.key.clone(),
             "{partition_key}" => "p1".to_string(),
             s if s.starts_with('{') => panic!("{} {}: no value for the parameter {s}", route.method, route.path),
             s => s.to_string(),
@@ -238,6 +245,15 @@ fn attacks(route: &Route, b: &OfB, a_event: &EventId) -> Vec<Attack> {
             attack(path.clone(), Some(&format!("subscription_id={}", b.subscription)), Value::Null, Clean),
             attack(path, None, Value::Null, Clean),
         ],
+        ("POST", "/v1/keys") => {
+            vec![attack(path, None, json!({"name": "taken", "role": "reader", "tenant_id": B}), Refused)]
+        }
+        ("GET", "/v1/keys") => vec![
+            attack(path.clone(), Some(&format!("tenant_id={B}")), Value::Null, Refused),
+            attack(path, None, Value::Null, Clean),
+        ],
+        ("GET", "/v1/keys/{key}") | ("DELETE", "/v1/keys/{key}") => vec![attack(path, None, Value::Null, Refused)],
+        ("POST", "/v1/keys/{key}/rotate") => vec![attack(path, None, json!({}), Refused)],
         (m, p) => panic!("no isolation case for {m} {p}: add its attacks to tests/src/isolation.rs"),
     }
 }
@@ -263,7 +279,8 @@ async fn snapshot(rig: &Rig, b: &OfB) -> String {
     let dl = s.dead_letters.get(&b.dead_letter).await.unwrap();
     let job = s.jobs.get(&b.job).await.unwrap();
     let sagas = s.sagas.page_for_event(&b.event, 100, None).await.unwrap().items.len();
-    format!("{sub:?}\n{event:?}\n{dl:?}\n{job:?}\nsagas={sagas}")
+    let key = s.keys.get(&shared::ids::ApiKeyId::new(&b.key)).await.unwrap();
+    format!("{sub:?}\n{event:?}\n{dl:?}\n{job:?}\n{key:?}\nsagas={sagas}")
 }
 
 /// Takes every message on the requeue queue (replays, requeues, job pages).
@@ -333,7 +350,18 @@ async fn setup(rig: &Rig, api: &Api) -> (OfB, EventId) {
     .await;
     assert_eq!(job.status, 202, "{}", job.body_json());
     let job = job.body_json()["job_id"].as_str().unwrap().to_string();
-    (OfB { subscription, event, dead_letter: dl.id, job }, a_event)
+    let key = call(
+        api,
+        &root,
+        "POST",
+        "/v1/keys",
+        None,
+        &serde_json::to_vec(&json!({"name": B_KEY_NAME, "role": "operator", "tenant_id": B})).unwrap(),
+    )
+    .await;
+    assert_eq!(key.status, 201, "{}", key.body_json());
+    let key = key.body_json()["id"].as_str().unwrap().to_string();
+    (OfB { subscription, event, dead_letter: dl.id, job, key }, a_event)
 }
 
 /// The route-by-route isolation test; answers (routes, cases) walked.

@@ -55,6 +55,7 @@ pub mod guard_scenarios;
 pub mod iam;
 pub mod input_scenarios;
 pub mod isolation;
+pub mod key_scenarios;
 pub mod lambda_driver;
 pub mod lane_scenarios;
 pub mod metering;
@@ -154,6 +155,11 @@ macro_rules! both_backend_suites {
         /// Issue 24's guards (`hookline_tests::guard_scenarios`).
         mod guard {
             $crate::guard_scenario_tests!($backend);
+        }
+
+        /// Keys and grants, the X-Actor header (`hookline_tests::key_scenarios`).
+        mod key_scenarios {
+            $crate::key_scenario_tests!($backend);
         }
 
         /// Waits (`hookline_tests::wait_scenarios`).

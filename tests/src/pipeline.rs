@@ -7,8 +7,43 @@ use std::future::Future;
 
 use serde_json::Value;
 
+/// A credential made for a test ([`Pipeline::credential`]): an API key
+/// behind `hookline serve`, an IAM principal with a grant on AWS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The key's or grant's id (`key_…`), for `/v1/keys/{id}`.
+    pub id: String,
+    /// Who the audit trail records for its calls.
+    pub actor: String,
+    /// The secret (`Authorization: Bearer`), behind `hookline serve`.
+    pub secret: Option<String>,
+    /// The IAM principal ARN API Gateway passes on, on AWS.
+    pub principal: Option<String>,
+}
+
+/// A name no other test uses (key names, principal ARNs).
+pub fn unique_name(tag: &str) -> String {
+    format!("{tag}-{}", shared::ids::random_token("").get(..12).unwrap_or_default())
+}
+
 /// A Hookline under test.
 pub trait Pipeline: Sync {
+    /// A new credential of `role`, bound to `tenant` when given, made by the
+    /// pipeline's own (admin) credential through `POST /v1/keys`: a secret
+    /// key behind `hookline serve`, a grant for a fresh IAM principal on AWS.
+    fn credential(&self, role: shared::access::Role, tenant: Option<&str>) -> impl Future<Output = Credential> + Send;
+
+    /// Calls the HTTP API as `cred` (as [`Pipeline::call_with_headers`] does
+    /// with the pipeline's own credential).
+    fn call_as(
+        &self,
+        cred: &Credential,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> impl Future<Output = (u16, Value)> + Send;
+
     /// Calls the HTTP API (authenticated as the backend expects) with extra
     /// request headers `(name, value)`; returns status, JSON body (`Null`
     /// when not JSON) and the response headers (lower-case names).

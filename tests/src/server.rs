@@ -69,9 +69,19 @@ fn free_port() -> u16 {
 }
 
 impl Server {
-    /// Starts `hookline serve --dev` on a new database with short timeouts.
+    /// Starts `hookline serve --dev` on a new database with short timeouts,
+    /// its admin key given in `HOOKLINE_API_KEY` (a fresh random one, kept
+    /// across restarts).
     pub fn start(tag: &str) -> Server {
         Self::start_with(tag, &[])
+    }
+
+    /// Starts without a key given, so serve generates its admin key on the
+    /// first run (the test's key is read from `<db>.admin-key`).
+    pub fn start_generating_its_key(tag: &str) -> Server {
+        let dir = std::sync::Arc::new(TempDir::new(tag));
+        let db = dir.0.join("hookline.db");
+        Self::spawn(db, free_port(), Vec::new(), vec![("HOOKLINE_API_KEY".into(), String::new())], dir, None)
     }
 
     /// Starts with extra arguments.
@@ -80,6 +90,22 @@ impl Server {
         let db = dir.0.join("hookline.db");
         let extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         Self::spawn(db, free_port(), extra_args, Vec::new(), dir, None)
+    }
+
+    /// Starts with extra arguments and environment variables (kept across
+    /// restarts), e.g. `HOOKLINE_API_KEY`; the key is that variable's when
+    /// given.
+    pub fn start_with_env(tag: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let dir = std::sync::Arc::new(TempDir::new(tag));
+        let db = dir.0.join("hookline.db");
+        let extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Self::spawn(db, free_port(), extra_args, env, dir, None)
+    }
+
+    /// The directory of its database (for files a test writes beside it).
+    pub fn dir(&self) -> &Path {
+        &self._dir.0
     }
 
     /// Starts with these settings (as flags and environment variables,
@@ -98,6 +124,10 @@ impl Server {
         dir: std::sync::Arc<TempDir>,
         failpoint: Option<&str>,
     ) -> Server {
+        let mut extra_env = extra_env;
+        if !extra_env.iter().any(|(k, _)| k == "HOOKLINE_API_KEY") {
+            extra_env.push(("HOOKLINE_API_KEY".into(), shared::api_key::generate_secret()));
+        }
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
             .arg("--dev")
@@ -117,15 +147,23 @@ impl Server {
         let mut child = cmd.spawn().expect("spawn hookline serve");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let mut key = String::new();
+        let mut banner = false;
         for line in lines.by_ref() {
             let line = line.expect("read serve output");
-            if let Some(rest) = line.trim().strip_prefix("API key") {
-                key = rest.split_whitespace().next().unwrap_or("").to_string();
+            if line.trim().starts_with("API key") {
+                banner = true;
                 break;
             }
         }
-        assert!(!key.is_empty(), "hookline serve did not print its API key");
+        assert!(banner, "hookline serve did not print its API key line");
+        // The environment's admin key when one is given; else the one
+        // generated on the first run, which serve wrote beside the database.
+        let key = match extra_env.iter().find(|(k, _)| k == "HOOKLINE_API_KEY").filter(|(_, v)| !v.is_empty()) {
+            Some((_, v)) => v.trim().to_string(),
+            None => {
+                std::fs::read_to_string(Self::admin_key_path(&db)).map(|k| k.trim().to_string()).unwrap_or_default()
+            }
+        };
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         let server = Server {
@@ -141,6 +179,13 @@ impl Server {
         };
         server.wait_healthy();
         server
+    }
+
+    /// Where serve writes the admin key it generates: `<db>.admin-key`.
+    pub fn admin_key_path(db: &Path) -> PathBuf {
+        let mut p = db.as_os_str().to_owned();
+        p.push(".admin-key");
+        PathBuf::from(p)
     }
 
     fn wait_healthy(&self) {
@@ -255,6 +300,30 @@ impl Server {
 }
 
 impl crate::pipeline::Pipeline for Server {
+    async fn credential(&self, role: shared::access::Role, tenant: Option<&str>) -> crate::pipeline::Credential {
+        let name = crate::pipeline::unique_name(role.as_str());
+        let body = serde_json::json!({"name": name, "role": role.as_str(), "tenant_id": tenant});
+        let (st, v) = self.call("POST", "/v1/keys", Some(body.to_string().as_bytes())).await;
+        assert_eq!(st, 201, "POST /v1/keys {body}: {v}");
+        crate::pipeline::Credential {
+            id: v["id"].as_str().expect("key id").to_string(),
+            actor: format!("key:{name}"),
+            secret: Some(v["secret"].as_str().expect("a new key's secret").to_string()),
+            principal: None,
+        }
+    }
+
+    async fn call_as(
+        &self,
+        cred: &crate::pipeline::Credential,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        self.request(method, path, body, cred.secret.as_deref(), headers).await
+    }
+
     async fn call_full(
         &self,
         method: &str,
@@ -269,7 +338,7 @@ impl crate::pipeline::Pipeline for Server {
         std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default()
     }
 
-    /// The key the server generated is named `default`.
+    /// The key the server generated (or `HOOKLINE_API_KEY`) is named `default`.
     fn actor(&self) -> String {
         "key:default".into()
     }

@@ -7,12 +7,14 @@
 //!
 //! Item layouts are in [`super::item`] and `infra/README.md`.
 
+mod api_keys;
 mod dead_letters;
 mod events;
 mod jobs;
 mod sagas;
 mod subscriptions;
 
+pub use api_keys::DynamoApiKeys;
 pub use dead_letters::{DynamoDeadLetters, DEAD_LETTER_QUERIES_PER_PAGE};
 pub use events::{DynamoEvents, MAX_SEARCH_QUERIES};
 pub use jobs::DynamoJobs;

@@ -488,6 +488,46 @@ pub fn job_from_attrs(a: &Attrs) -> Result<shared::bulk::Job, StoreError> {
     a.data()
 }
 
+// -------------------------------------------------------------------- keys
+
+/// GSI of the Keys table listing each tenant's keys in id order: partition
+/// `scope` ([`key_scope`]), sort `kid`; only key items carry them.
+pub const KEY_INDEX: &str = "by_scope";
+
+/// A key's `scope`: `t#<tenant>`, or `-` for the keys bound to no tenant.
+pub fn key_scope(tenant: Option<&shared::ids::TenantId>) -> String {
+    tenant.map_or_else(|| "-".to_string(), |t| format!("t#{t}"))
+}
+
+/// The item of a key: `id` (the key id), `version`, `scope` and `kid` (its
+/// place in [`KEY_INDEX`]), the record as JSON in `data`.
+pub fn api_key_to_attrs(k: &shared::api_key::ApiKeyRecord) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", k.id.as_str())
+        .put_n("version", k.version)
+        .put_s("scope", key_scope(k.tenant.as_ref()))
+        .put_s("kid", k.id.as_str())
+        .put_s("data", encode_json(k)?);
+    Ok(a)
+}
+
+/// The item a credential is found under: `id` = `lookup#<lookup>`, the key's
+/// id in `key_id` and a copy of its record in `data` (so a request reads
+/// one item).
+pub fn api_key_lookup_to_attrs(lookup: &str, k: &shared::api_key::ApiKeyRecord) -> Result<Attrs, StoreError> {
+    let mut a = Attrs::new();
+    a.put_s("id", format!("lookup#{lookup}")).put_s("key_id", k.id.as_str()).put_s("data", encode_json(k)?);
+    Ok(a)
+}
+
+/// The item that holds a name for its key within its tenant: `id` =
+/// `name#<scope>#<name>`, `key_id`.
+pub fn api_key_name_to_attrs(k: &shared::api_key::ApiKeyRecord) -> Attrs {
+    let mut a = Attrs::new();
+    a.put_s("id", format!("name#{}#{}", key_scope(k.tenant.as_ref()), k.name)).put_s("key_id", k.id.as_str());
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

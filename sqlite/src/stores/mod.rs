@@ -1,12 +1,14 @@
 //! SQLite implementations of the store ports. Records are stored as JSON
 //! beside the columns that conditions and lookups need.
 
+mod api_keys;
 mod dead_letters;
 mod events;
 mod jobs;
 mod sagas;
 mod subscriptions;
 
+pub use api_keys::SqliteApiKeys;
 pub use dead_letters::SqliteDeadLetters;
 pub use events::SqliteEvents;
 pub use jobs::{SqliteJobs, SqliteSettings, DATA_KEY_SETTING};

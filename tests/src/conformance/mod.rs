@@ -10,11 +10,13 @@
 //! and calls [`for_each_conformance_case!`](crate::for_each_conformance_case),
 //! which expands it once per case.
 
+mod api_keys;
 mod queues;
 mod records;
 mod search;
 mod stores;
 
+pub use api_keys::*;
 pub use queues::*;
 pub use records::*;
 pub use search::*;
@@ -69,6 +71,9 @@ macro_rules! for_each_conformance_case {
         $m!(dead_letters_page_merges_many_across_shards);
         $m!(jobs_are_created_once_and_updated_on_their_version);
         $m!(job_slots_are_written_on_their_version);
+        $m!(keys_are_unique_by_name_per_tenant_and_by_credential);
+        $m!(keys_update_on_their_version_adding_and_dropping_credentials);
+        $m!(keys_page_by_tenant);
         $m!(queue_send_receive_delete);
         $m!(queue_delete_detached_deletes_without_waiting);
         $m!(queue_receive_respects_max);

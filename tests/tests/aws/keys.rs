@@ -1,210 +1,165 @@
-//! Secrets at rest on AWS, in the emulator under the strict checker: the
-//! data key wrapped by the template's KMS key in KeysTable, loaded by each
-//! container at cold start (its KeysTable and KMS requests checked against
-//! that function's role), subscriptions' items holding no secret in clear,
-//! and items from before sealing read and sealed again. (`hookline serve`'s
-//! key file and database files: `tests/tests/serve/secrets.rs`.)
+//! AWS only: callers sign with IAM, and API Gateway names their principal;
+//! Hookline maps it to a role and a tenant through a grant in ApiKeysTable
+//! (`POST /v1/keys` with `principal`), or an admin of `ADMIN_PRINCIPALS`.
+//! `hookline serve` has no principals (its keys are secrets: the shared
+//! key scenarios, `hookline_tests::key_scenarios`, run on both).
 
-use aws_sdk_dynamodb::types::AttributeValue;
-use hookline_tests::aws_pipeline::AwsPipeline;
-use hookline_tests::pipeline::Pipeline;
-use hookline_tests::{Behaviour, Delivery, Receiver};
+use std::time::{Duration, Instant};
+
+use hookline_api::{Api, Verification};
+use hookline_tests::aws_pipeline::{AwsPipeline, TEST_PRINCIPAL};
+use hookline_tests::pipeline::{unique_name, Pipeline};
 use serde_json::json;
-use shared::ports::SubscriptionStore as _;
-use shared::signing::{self, Secret};
+use shared::access::Role;
 
-fn verifies(d: &Delivery, secret: &str) -> bool {
-    signing::verify(
-        &[Secret::parse(secret).unwrap()],
-        d.header("webhook-id"),
-        d.header("webhook-timestamp"),
-        d.header("webhook-signature"),
-        &d.body,
-        chrono::Utc::now().timestamp(),
-        300,
-    )
-    .is_ok()
-}
-
-/// The raw `data` attribute of a Subscriptions item.
-async fn stored_data(p: &AwsPipeline, id: &str) -> String {
-    let out = p
-        .backend
-        .dynamodb
-        .get_item()
-        .table_name(&p.backend.names.subscriptions_table)
-        .key("id", AttributeValue::S(id.into()))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap();
-    match out.item().and_then(|i| i.get("data")) {
-        Some(AttributeValue::S(d)) => d.clone(),
-        other => panic!("no data attribute: {other:?}"),
-    }
-}
-
-/// A subscription with an `Authorization` header and a rotated secret: its
-/// item holds neither secret nor the header in clear; containers of other
-/// functions (each loading the data key at cold start: KeysTable GetItem,
-/// KMS Decrypt, checked against their roles) share the one data key and
-/// open what the API container sealed.
+/// A principal without a grant is refused (403, saying how to grant it) by
+/// the API and by ingest (`POST /v1/events`), and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subscription_items_hold_no_secret_and_every_container_shares_the_data_key() {
-    let p = AwsPipeline::start("sealed").await;
-    let strict = p.strict.clone().expect("a strict pipeline");
-    let r = Receiver::start().await;
-    let token = format!("Bearer tok-{}", shared::ids::random_token("x"));
-    let (id, first) = p
-        .subscribe(json!({
-            "callback_url": r.url("/sealed", Behaviour::Ok),
-            "event_types": ["*"],
-            "headers": {"Authorization": token},
-        }))
-        .await;
-    let (st, v) = p.post(&format!("/v1/subscriptions/{id}/rotate-secret"), &json!({})).await;
+async fn an_unmapped_principal_is_refused_by_the_api_and_ingest() {
+    let p = AwsPipeline::start("unmapped").await;
+    let stranger = format!("arn:aws:iam::123456789012:user/{}", unique_name("stranger"));
+    let event = br#"{"type": "unmapped.test", "id": "evt-unmapped", "data": {}}"#;
+    for (method, path, body) in [
+        ("POST", "/v1/events", Some(&event[..])),
+        ("GET", "/v1/subscriptions", None),
+        ("GET", "/v1/keys", None),
+        ("POST", "/v1/keys", Some(&br#"{"name": "me", "role": "admin", "principal": "arn:aws:iam::1:user/me"}"#[..])),
+    ] {
+        let (st, v) = p.call_as_principal(&stranger, method, path, body, &[]).await;
+        assert_eq!(st, 403, "{method} {path}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("no grant") && message.contains("ADMIN_PRINCIPALS"), "{v}");
+    }
+    let (st, v) = p.get("/v1/events/evt-unmapped").await;
+    assert_eq!(st, 404, "the refused event was not stored: {v}");
+}
+
+/// A grant gives its principal its role and tenant: a reader reads and
+/// manages no keys; a tenant-bound admin granted to a role is that role's
+/// sessions too (`assumed-role/<role>/<session>`), sees its tenant's keys
+/// only, and its actions are recorded under the session's ARN. Secret keys
+/// are refused on AWS, naming `principal`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_gives_its_principal_a_role_and_a_tenant() {
+    let p = AwsPipeline::start("granted").await;
+    let reader = p.credential(Role::Reader, None).await;
+    let (st, v) = p.call_as(&reader, "GET", "/v1/subscriptions", None, &[]).await;
     assert_eq!(st, 200, "{v}");
-    let second = v["secret"].as_str().unwrap().to_string();
-    let (_, ev) = p.post("/v1/events", &json!({"type": "sealed.test", "data": 1})).await;
-    p.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    let d = r.deliveries("/sealed").pop().expect("a delivery");
-    assert!(verifies(&d, &first) && verifies(&d, &second));
-    assert_eq!(d.header("authorization"), token);
+    let (st, v) = p.call_as(&reader, "GET", "/v1/keys", None, &[]).await;
+    assert_eq!(st, 403, "a reader manages no keys: {v}");
 
-    let data = stored_data(&p, &id).await;
-    assert!(data.contains(&id), "the item read is the subscription's");
-    for secret in [first.as_str(), second.as_str(), token.as_str()] {
-        let body = secret.trim_start_matches("whsec_").trim_start_matches("Bearer ");
-        assert!(!data.contains(body), "a secret stored in clear: {data}");
-    }
-    assert!(!data.contains("whsec_") && data.contains(shared::keyring::SEALED_PREFIX), "{data}");
+    let role_name = unique_name("ops");
+    let role_arn = format!("arn:aws:iam::123456789012:role/{role_name}");
+    let tenant = unique_name("acme");
+    let body = json!({"name": role_name, "role": "admin", "tenant_id": tenant, "principal": role_arn});
+    let (st, v) = p.post("/v1/keys", &body).await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!((v["principal"].as_str(), v.get("secret")), (Some(role_arn.as_str()), None), "{v}");
+    let (st, v) = p.post("/v1/keys", &body).await;
+    assert_eq!(st, 409, "one grant per principal (and name): {v}");
 
-    // The wrapped data key: the KMS key's ARN, a ciphertext, never the key.
-    let keys = p
-        .backend
-        .dynamodb
-        .get_item()
-        .table_name(&p.backend.names.keys_table)
-        .key("id", AttributeValue::S(hookline_aws::keys::DATA_KEY_ITEM.into()))
-        .send()
-        .await
-        .unwrap();
-    let item = keys.item().expect("the data key item");
-    assert_eq!(item["wrapped_by"], AttributeValue::S(p.backend.names.kms_key_id.clone()));
-    assert_eq!(item["key_id"], AttributeValue::S(p.hookline.keyring.current_id().to_string()));
+    let session = format!("arn:aws:sts::123456789012:assumed-role/{role_name}/alice");
+    let made = json!({"name": "ci", "role": "producer", "principal": format!("{role_arn}-ci")}).to_string();
+    let (st, v) = p.call_as_principal(&session, "POST", "/v1/keys", Some(made.as_bytes()), &[]).await;
+    assert_eq!(st, 201, "the role's session acts with the role's grant: {v}");
+    assert_eq!(v["tenant_id"].as_str(), Some(tenant.as_str()), "{v}");
+    assert_eq!(v["created_by"].as_str(), Some(session.as_str()), "recorded as the session: {v}");
+    let (st, v) = p.call_as_principal(&session, "GET", "/v1/keys", None, &[]).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["items"].as_array().unwrap().iter().all(|k| k["tenant_id"] == tenant.as_str()), "{v}");
+    let (st, v) = p.call_as_principal(&session, "GET", &format!("/v1/keys/{}", reader.id), None, &[]).await;
+    assert_eq!(st, 404, "a global grant is not the tenant's: {v}");
 
-    // Two more containers, as their functions' cold starts load the key.
-    let sdk = hookline_tests::emulator::aws_config().await;
-    let checked = strict.iam_checked();
-    for function in ["DeliveryFunction", "IngestFunction"] {
-        let ring = strict.data_key(&sdk, &p.backend.names, function).await;
-        assert_eq!(ring.current_id(), p.hookline.keyring.current_id(), "{function}");
-        assert_eq!(ring.derive("cursor"), p.hookline.keyring.derive("cursor"), "{function}: the same data key");
-        let store = hookline_aws::DynamoSubscriptions::new(
-            p.backend.dynamodb.clone(),
-            p.backend.names.subscriptions_table.clone(),
-            ring,
-        );
-        let sub = store.get(&shared::ids::SubscriptionId::new(&id)).await.unwrap().unwrap();
-        let secrets: Vec<&str> = sub.signing_keys.iter().map(|k| k.secret.expose()).collect();
-        assert_eq!(secrets, [second.as_str(), first.as_str()], "{function} opens both secrets");
-        assert_eq!(sub.headers["Authorization"], token);
-    }
-    assert!(strict.iam_checked() >= checked + 4, "GetItem and Decrypt of each container were checked");
+    let (st, v) = p.post("/v1/keys", &json!({"name": "secret-key", "role": "reader"})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("principal")), "{v}");
+    let (st, v) = p.post("/v1/keys", &json!({"name": "bad", "role": "reader", "principal": "user/x"})).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("principal")), "{v}");
 }
 
-/// An item written before sealing (its secret in clear) is read as it is,
-/// and the reconciler's re-seal step (`reseal_page`: a `Query` of the
-/// listing index, never a `Scan`; its position in KeysTable; checked against
-/// the reconciler's role) seals it without changing what it holds; once the
-/// pass is done, a step seals nothing more.
+/// The bootstrap admins are the `ADMIN_PRINCIPALS` setting (the test
+/// pipeline's principal among them): admins without any grant stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn items_from_before_sealing_are_read_and_sealed_again() {
-    let p = AwsPipeline::start("reseal").await;
-    let mut sub = hookline_tests::conformance::subscription("sub_clear", 1);
-    sub.headers.insert("Authorization".into(), "Bearer old-clear-token".into());
-    let mut attrs = hookline_aws::item::subscription_to_attrs(&sub, &p.hookline.keyring).unwrap();
-    attrs.put_s("data", serde_json::to_string(&sub).unwrap());
-    p.backend
-        .dynamodb
-        .put_item()
-        .table_name(&p.backend.names.subscriptions_table)
-        .set_item(Some(attrs.into_sdk()))
-        .send()
-        .await
-        .unwrap();
-    assert!(stored_data(&p, "sub_clear").await.contains("old-clear-token"));
-    let store = &p.backend.stores.subscriptions;
-    assert_eq!(store.get(&sub.id).await.unwrap().as_ref(), Some(&sub), "a clear item opens");
-    let step = || {
-        hookline_tests::iam::as_function(
-            "ReconcilerFunction",
-            hookline_aws::keys::reseal_step(&p.backend.dynamodb, &p.backend.names.keys_table, store.as_ref()),
-        )
+async fn the_bootstrap_admins_come_from_the_setting() {
+    let p = AwsPipeline::start("bootstrap").await;
+    assert!(p.hookline.config.admin_principals.iter().any(|a| a == TEST_PRINCIPAL));
+    assert!(p.hookline.config.admin_principals.iter().any(|a| a == hookline_tests::cli_ops::PRINCIPAL));
+    let (st, v) = p.get(&format!("/v1/keys?limit=1000&tenant_id={}", unique_name("none"))).await;
+    assert_eq!((st, v["items"].as_array().map(Vec::len)), (200, Some(0)), "no grant stored: {v}");
+    let (st, v) = p.get("/v1/keys").await;
+    assert_eq!(st, 200, "an admin by the setting alone: {v}");
+    // Without the setting, the same principal is a stranger.
+    let mut config = p.hookline.config.clone();
+    config.admin_principals.clear();
+    let bare = std::sync::Arc::new(shared::context::Hookline::new(
+        p.hookline.stores.clone(),
+        config,
+        p.hookline.keyring.clone(),
+    ));
+    let api = Api::behind_gateway(bare, Verification::Inline);
+    let (st, v, _) = p.call_through(&api, TEST_PRINCIPAL, "GET", "/v1/keys", None, &[]).await;
+    assert_eq!(st, 403, "{v}");
+}
+
+/// A revoked grant stops working at once in the container that revoked it
+/// and within the cache's TTL (`shared::context::KEY_CACHE_TTL`, 10 s) in
+/// every other: another container's API, which read the grant just before,
+/// keeps it no longer than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_grant_stops_working_within_the_cache_ttl() {
+    let p = AwsPipeline::start("revoked").await;
+    let cred = p.credential(Role::Reader, None).await;
+    let principal = cred.principal.clone().unwrap();
+    let other = Api::behind_gateway(p.hookline.clone(), Verification::Inline);
+    let (st, v, _) = p.call_through(&other, &principal, "GET", "/v1/subscriptions", None, &[]).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = p.call("DELETE", &format!("/v1/keys/{}", cred.id), None).await;
+    assert_eq!(st, 200, "{v}");
+    let revoked_at = Instant::now();
+    let (st, v) = p.call_as(&cred, "GET", "/v1/subscriptions", None, &[]).await;
+    assert_eq!(st, 403, "refused at once where it was revoked: {v}");
+    let (st, _, _) = p.call_through(&other, &principal, "GET", "/v1/subscriptions", None, &[]).await;
+    assert_eq!(st, 200, "the other container still trusts what it read");
+    loop {
+        let (st, _, _) = p.call_through(&other, &principal, "GET", "/v1/subscriptions", None, &[]).await;
+        if st == 403 {
+            break;
+        }
+        assert_eq!(st, 200);
+        assert!(revoked_at.elapsed() < shared::context::KEY_CACHE_TTL + Duration::from_secs(2), "still admitted");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let took = revoked_at.elapsed();
+    assert!(took + Duration::from_secs(1) >= shared::context::KEY_CACHE_TTL / 2, "it was cached: {took:?}");
+}
+
+/// What authenticating costs, metered: a principal's first request in a
+/// container reads its grant with one strongly consistent `GetItem` of
+/// ApiKeysTable (1 read request unit: the item is well under 4 KB); its
+/// requests within the cache's TTL read nothing; a bootstrap admin never
+/// reads a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_costs_one_cached_grant_read() {
+    let meter = hookline_tests::metering::Meter::new();
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let p = AwsPipeline::start_with_clients("key-cost", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk)).await;
+    let cred = p.credential(Role::Reader, None).await;
+    let grant_reads = |since: &hookline_tests::metering::MeterCounts| {
+        let c = meter.snapshot().since(since);
+        let u = c.dynamodb.get(&("ApiKeysTable".to_string(), "GetItem".to_string())).cloned().unwrap_or_default();
+        (u.requests, u.rru)
     };
-    assert_eq!(step().await.unwrap(), 1);
-    let data = stored_data(&p, "sub_clear").await;
-    assert!(!data.contains("old-clear-token") && !data.contains("whsec_"), "{data}");
-    assert_eq!(store.get(&sub.id).await.unwrap().as_ref(), Some(&sub), "the same subscription");
-    assert_eq!(step().await.unwrap(), 0, "the pass is recorded as done");
-}
-
-/// Moving the data key to another KMS key (`KMS_KEY_ID` changed): the next
-/// container decrypts with the key the item names and re-wraps under the
-/// new one; the data key stays, so everything sealed still opens. A role
-/// without grants on the new key is refused by the strict checker (the
-/// template must grant it first: docs/aws.md#secrets-at-rest).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn moving_to_another_kms_key_rewraps_the_same_data_key() {
-    let p = AwsPipeline::start("kms-move").await;
-    let sub = hookline_tests::conformance::subscription("sub_moved", 1);
-    p.backend.stores.subscriptions.create(&sub).await.unwrap();
-    let moto = hookline_tests::lambda_driver::Moto::from_env();
-    let created = moto.call("kms", "TrentService.CreateKey", json!({"Description": "another key"})).await;
-    let new_key = created["KeyMetadata"]["Arn"].as_str().unwrap().to_string();
-    let sdk = hookline_tests::emulator::aws_config().await;
-    let names = &p.backend.names;
-
-    // Under the template's roles, no function may use a key it does not grant.
-    let other = hookline_tests::strict::Strict::new();
-    let open = hookline_aws::keys::open_data_key(
-        other.dynamodb_client(&sdk),
-        other.kms_client(&sdk),
-        &names.keys_table,
-        &new_key,
-    );
-    assert!(hookline_tests::iam::as_function("DeliveryFunction", open).await.is_err());
-    assert!(
-        other.violations().iter().any(|v| v.contains("kms:Encrypt") && v.contains(&new_key)),
-        "{:?}",
-        other.violations()
-    );
-
-    // Granted (here: outside any role), the move re-wraps.
-    let moved = hookline_aws::keys::open_data_key(
-        aws_sdk_dynamodb::Client::new(&sdk),
-        aws_sdk_kms::Client::new(&sdk),
-        &names.keys_table,
-        &new_key,
-    )
-    .await
-    .unwrap();
-    assert_eq!(moved.current_id(), p.hookline.keyring.current_id());
-    assert_eq!(moved.derive("cursor"), p.hookline.keyring.derive("cursor"), "the same data key");
-    let item = p
-        .backend
-        .dynamodb
-        .get_item()
-        .table_name(&names.keys_table)
-        .key("id", AttributeValue::S(hookline_aws::keys::DATA_KEY_ITEM.into()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(item.item().unwrap()["wrapped_by"], AttributeValue::S(new_key.clone()), "re-wrapped");
-    let store = hookline_aws::DynamoSubscriptions::new(
-        p.backend.dynamodb.clone(),
-        names.subscriptions_table.clone(),
-        std::sync::Arc::new(moved),
-    );
-    assert_eq!(store.get(&sub.id).await.unwrap(), Some(sub), "what was sealed before the move opens");
+    let before = meter.snapshot();
+    // A route that reads nothing of ApiKeysTable itself.
+    let (st, v) = p.call_as(&cred, "GET", "/v1/subscriptions?limit=1", None, &[]).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(grant_reads(&before), (1, 1.0), "the first request reads the grant once");
+    let before = meter.snapshot();
+    for _ in 0..5 {
+        let (st, _) = p.call_as(&cred, "GET", "/v1/subscriptions?limit=1", None, &[]).await;
+        assert_eq!(st, 200);
+    }
+    assert_eq!(grant_reads(&before).0, 0, "cached: no read");
+    let before = meter.snapshot();
+    p.get("/v1/subscriptions?limit=1").await;
+    assert_eq!(grant_reads(&before).0, 0, "a bootstrap admin reads no grant");
 }

@@ -11,6 +11,7 @@ mod e2e;
 mod input;
 mod keys;
 mod ports;
+mod secrets;
 mod stages;
 mod template_policies;
 mod waits;

@@ -70,6 +70,8 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["sqs:SendMessage"], &["IngestDLQ"]);
     // A partitioned event's number, in the transaction of its put.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["OrderTable"]);
+    // POST /v1/events authenticates its caller: the grant of its principal.
+    grant(&mut g, &["dynamodb:GetItem"], &["ApiKeysTable"]);
     m.insert("IngestFunction", g);
 
     // router: reads the Events stream and Subscriptions; writes Sagas
@@ -245,6 +247,10 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
         &["OrderTable"],
     );
     grant(&mut g, &["sqs:SendMessage"], &["RetriesQueue"]);
+    // Callers' grants: read per request (cached), managed by /v1/keys in
+    // conditional transactions (PutItem, DeleteItem), listed by tenant.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["ApiKeysTable"]);
+    grant(&mut g, &["dynamodb:Query"], &["ApiKeysTable/index/*"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem

@@ -1,0 +1,298 @@
+//! `/v1/keys`: API keys (`hookline serve`) and principal grants (AWS),
+//! managed through the API ([`shared::api_key`]). Every route is the action
+//! [`shared::access::Action::ManageKeys`]. A caller never hands out more
+//! than it has: a role it may grant ([`shared::access::Role::may_grant`])
+//! and, when bound to a tenant, only keys of that tenant; it sees, rotates
+//! and revokes only keys it could have created. A secret is shown once, in
+//! the answer that created it; listings show its first characters only
+//! (of a generated one).
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Auth, Request, Response};
+use shared::access::{Action, Caller, Role};
+use shared::api_key::{
+    check_name, check_principal, display_prefix, generate_secret, principal_lookup, secret_lookup, ApiKeyRecord,
+    KeyConflict, StoredCredential,
+};
+use shared::audit::{Action as Audited, AuditRecord};
+use shared::envelope::MAX_ID_BYTES;
+use shared::ids::{ApiKeyId, TenantId};
+
+/// The longest `expires_in_seconds`: ten years.
+const MAX_EXPIRES_IN_SECONDS: i64 = 10 * 366 * 86_400;
+
+/// The longest `overlap_seconds` of a rotation: seven days.
+const MAX_OVERLAP_SECONDS: i64 = 7 * 86_400;
+
+/// `POST /v1/keys`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    name: String,
+    role: String,
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    expires_in_seconds: Option<i64>,
+    #[serde(default)]
+    principal: Option<String>,
+}
+
+/// `POST /v1/keys/{id}/rotate`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotateBody {
+    #[serde(default)]
+    overlap_seconds: Option<i64>,
+}
+
+/// A key as the API shows it: never a secret or its hash.
+fn shown(k: &ApiKeyRecord, secret: Option<&str>, now: DateTime<Utc>) -> serde_json::Value {
+    let current = k.credentials.first();
+    let mut v = json!({
+        "id": k.id,
+        "name": k.name,
+        "role": k.role,
+        "tenant_id": k.tenant,
+        "state": k.state(now),
+        "created_at": k.created_at,
+        "created_by": k.created_by,
+        "expires_at": k.expires_at,
+        "revoked_at": k.revoked_at,
+    });
+    if let Some(p) = &k.principal {
+        v["principal"] = json!(p);
+    } else {
+        v["prefix"] = json!(current.and_then(|c| c.prefix.clone()));
+        // The secret a rotation replaced, while it still works.
+        let previous = k.credentials.iter().skip(1).find_map(|c| c.until.filter(|u| now < *u));
+        v["previous_secret_until"] = json!(previous);
+    }
+    if let Some(s) = secret {
+        v["secret"] = json!(s);
+    }
+    v
+}
+
+/// The 403 of a caller asking for more than it has, naming `field`.
+fn beyond(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::new(403, "forbidden", message).on(field)
+}
+
+impl Api {
+    /// Whether this caller may manage keys at all (the role table of
+    /// [`shared::access`]), as a 403.
+    fn may_manage_keys(caller: &Caller) -> Result<(), ApiError> {
+        caller.may(Action::ManageKeys).map_err(|d| ApiError::new(403, "forbidden", d.to_string()))
+    }
+
+    /// The stored key `id` if this caller may see it: of its tenant (when
+    /// bound), and of a role it may grant; otherwise 404, as if absent.
+    async fn key_of(&self, caller: &Caller, id: &str) -> Result<ApiKeyRecord, ApiError> {
+        Self::may_manage_keys(caller)?;
+        let k = self.hookline.stores.keys.get(&ApiKeyId::new(id)).await?;
+        k.filter(|k| caller.sees(k.tenant.as_ref()) && caller.role.may_grant(k.role))
+            .ok_or_else(|| ApiError::not_found("key", id))
+    }
+
+    /// `POST /v1/keys` (`ManageKeys`): `{name, role, tenant_id?,
+    /// expires_in_seconds?, principal?}` → 201 with the key and, for a
+    /// secret key, its secret (shown this once). A secret key on `hookline
+    /// serve`, a principal grant behind API Gateway.
+    pub(super) async fn create_key(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
+        Self::may_manage_keys(caller)?;
+        let body: CreateBody = parse(req.body, false)?;
+        check_name(&body.name).map_err(|e| ApiError::invalid("name", format!("name {e}")))?;
+        let role = Role::parse(&body.role)
+            .ok_or_else(|| ApiError::invalid("role", "role must be one of producer, reader, operator, admin"))?;
+        if !caller.role.may_grant(role) {
+            return Err(beyond(
+                "role",
+                format!("a {} key may not create a {} key", caller.role.as_str(), role.as_str()),
+            ));
+        }
+        let tenant = match (body.tenant_id, &caller.tenant) {
+            (Some(t), _) if t.is_empty() || t.len() > MAX_ID_BYTES || t.chars().any(char::is_control) => {
+                return Err(ApiError::invalid(
+                    "tenant_id",
+                    format!("tenant_id must be 1 to {MAX_ID_BYTES} bytes without control characters"),
+                ))
+            }
+            (Some(t), Some(mine)) if t != mine.as_str() => {
+                return Err(beyond("tenant_id", "a key bound to a tenant may only create keys of its tenant"))
+            }
+            (Some(t), _) => Some(TenantId::new(t)),
+            (None, mine) => mine.clone(),
+        };
+        let now = Utc::now();
+        let expires_at = match body.expires_in_seconds {
+            None => None,
+            Some(n) if (1..=MAX_EXPIRES_IN_SECONDS).contains(&n) => Some(now + chrono::Duration::seconds(n)),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "expires_in_seconds",
+                    format!("expires_in_seconds must be an integer between 1 and {MAX_EXPIRES_IN_SECONDS}"),
+                ))
+            }
+        };
+        let behind_gateway = matches!(self.auth, Auth::Gateway);
+        let (credential, principal, secret) = match (body.principal, behind_gateway) {
+            (Some(_), false) => {
+                return Err(ApiError::invalid(
+                    "principal",
+                    "principal grants are for AWS deployments (IAM); hookline serve's keys are secrets: leave principal out",
+                ))
+            }
+            (None, true) => {
+                return Err(ApiError::invalid(
+                    "principal",
+                    "on AWS callers sign requests with IAM: give the principal (user or role ARN) this grant is for",
+                ))
+            }
+            (Some(p), true) => {
+                check_principal(&p).map_err(|e| ApiError::invalid("principal", format!("principal {e}")))?;
+                (StoredCredential { lookup: principal_lookup(&p), prefix: None, until: None }, Some(p), None)
+            }
+            (None, false) => {
+                let s = generate_secret();
+                let c = StoredCredential {
+                    lookup: secret_lookup(&self.hookline.keyring, &s),
+                    prefix: display_prefix(&s),
+                    until: None,
+                };
+                (c, None, Some(s))
+            }
+        };
+        let mut key = ApiKeyRecord::new(body.name, role, tenant, credential, caller.actor.clone(), now);
+        key.expires_at = expires_at;
+        key.principal = principal;
+        match self.hookline.stores.keys.create(&key).await? {
+            Ok(()) => {}
+            Err(KeyConflict::Name) => {
+                return Err(ApiError::new(409, "conflict", "a key with this name exists in this tenant").on("name"))
+            }
+            Err(KeyConflict::Credential) => {
+                return Err(ApiError::new(409, "conflict", "this principal already has a grant").on("principal"))
+            }
+            Err(KeyConflict::Changed) => return Err(ApiError::conflict("the key could not be stored; try again")),
+        }
+        self.audit_key(Audited::KeyCreated, caller, &key).await;
+        Ok(Response::json(201, &shown(&key, secret.as_deref(), now)))
+    }
+
+    /// `GET /v1/keys` (`ManageKeys`): one page of the keys of `tenant_id`
+    /// (a bound caller: its own tenant; an unbound one: the tenant asked
+    /// for, or without it the keys bound to no tenant), in id order.
+    pub(super) async fn list_keys(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
+        Self::may_manage_keys(caller)?;
+        let limit = query::limit(req)?;
+        let asked = query_param(req.query, "tenant_id").map(TenantId::new);
+        let tenant = match (&caller.tenant, asked) {
+            (Some(mine), Some(t)) if &t != mine => {
+                return Err(beyond("tenant_id", "a key bound to a tenant lists only its tenant's keys"))
+            }
+            (Some(mine), _) => Some(mine.clone()),
+            (None, t) => t,
+        };
+        let filters = format!("keys\ntenant={}", tenant.as_ref().map_or("", |t| t.as_str()));
+        let after = query_param(req.query, "cursor")
+            .map(|c| {
+                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
+            })
+            .transpose()?;
+        let page = self.hookline.stores.keys.page(tenant.as_ref(), limit, after.as_deref()).await?;
+        let now = Utc::now();
+        // Keys of roles the caller may not grant are not its to see.
+        let items: Vec<_> =
+            page.items.iter().filter(|k| caller.role.may_grant(k.role)).map(|k| shown(k, None, now)).collect();
+        Ok(Response::json(
+            200,
+            &json!({"items": items, "next_cursor": page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters))}),
+        ))
+    }
+
+    /// `GET /v1/keys/{id}` (`ManageKeys`).
+    pub(super) async fn get_key(&self, caller: &Caller, id: &str) -> ApiResult {
+        let k = self.key_of(caller, id).await?;
+        Ok(Response::json(200, &shown(&k, None, Utc::now())))
+    }
+
+    /// `DELETE /v1/keys/{id}` (`ManageKeys`): revoked at once in this
+    /// process, within [`shared::context::KEY_CACHE_TTL`] in every other.
+    /// Revoking a revoked key changes nothing.
+    pub(super) async fn revoke_key(&self, caller: &Caller, id: &str) -> ApiResult {
+        let k = self.key_of(caller, id).await?;
+        let now = Utc::now();
+        if k.revoked_at.is_some() {
+            return Ok(Response::json(200, &shown(&k, None, now)));
+        }
+        let revoked = k.revoked(now);
+        self.changed(&k, &revoked).await?;
+        self.audit_key(Audited::KeyRevoked, caller, &revoked).await;
+        Ok(Response::json(200, &shown(&revoked, None, now)))
+    }
+
+    /// `POST /v1/keys/{id}/rotate` (`ManageKeys`, `{overlap_seconds?}`): a
+    /// new secret, shown once; the old one keeps working for the overlap
+    /// (default: the subscriptions' rotation overlap; 0 ends it now).
+    pub(super) async fn rotate_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
+        let body: RotateBody = parse(req.body, true)?;
+        let overlap = match body.overlap_seconds {
+            None => self.hookline.config.rotation_overlap,
+            Some(n) if (0..=MAX_OVERLAP_SECONDS).contains(&n) => chrono::Duration::seconds(n),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "overlap_seconds",
+                    format!("overlap_seconds must be an integer between 0 and {MAX_OVERLAP_SECONDS}"),
+                ))
+            }
+        };
+        let k = self.key_of(caller, id).await?;
+        if k.principal.is_some() {
+            return Err(ApiError::new(409, "conflict", "a principal grant has no secret to rotate"));
+        }
+        if k.revoked_at.is_some() {
+            return Err(ApiError::new(409, "conflict", "the key is revoked"));
+        }
+        let now = Utc::now();
+        let secret = generate_secret();
+        let new = StoredCredential {
+            lookup: secret_lookup(&self.hookline.keyring, &secret),
+            prefix: display_prefix(&secret),
+            until: None,
+        };
+        let rotated = k.rotated(new, now, overlap);
+        self.changed(&k, &rotated).await?;
+        self.audit_key(Audited::KeyRotated, caller, &rotated).await;
+        Ok(Response::json(200, &shown(&rotated, Some(&secret), now)))
+    }
+
+    /// Stores `next` on condition of `before`'s version and forgets the key
+    /// in this process's cache.
+    async fn changed(&self, before: &ApiKeyRecord, next: &ApiKeyRecord) -> Result<(), ApiError> {
+        match self.hookline.stores.keys.update(next, before.version).await? {
+            Ok(()) => {
+                self.keys.forget(before);
+                Ok(())
+            }
+            Err(KeyConflict::Changed) => Err(ApiError::conflict("the key changed meanwhile; read it and try again")),
+            Err(KeyConflict::Credential | KeyConflict::Name) => {
+                Err(ApiError::conflict("the new secret collided with another key's; try again"))
+            }
+        }
+    }
+
+    async fn audit_key(&self, action: Audited, caller: &Caller, k: &ApiKeyRecord) {
+        let rec = AuditRecord::new(action, caller.actor.clone()).details(json!({
+            "key_id": k.id,
+            "name": k.name,
+            "role": k.role,
+            "tenant_id": k.tenant,
+            "principal": k.principal,
+        }));
+        self.hookline.audit(rec).await;
+    }
+}

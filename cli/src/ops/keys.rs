@@ -1,0 +1,136 @@
+//! `hookline keys`: API keys (`hookline serve`) and IAM principal grants
+//! (AWS) through `/v1/keys`. A new or rotated secret is printed once.
+
+use serde_json::{json, Value};
+
+use super::output::{field, View};
+use super::{act, list, show, Common, PageArgs};
+use crate::table::col;
+
+/// `hookline keys …`.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Create a key (prints its secret, shown only this once) or, on AWS, a
+    /// grant for an IAM principal.
+    #[command(after_help = examples!(
+        "hookline keys create --name ci --role producer --tenant acme",
+        "hookline keys create --name ops --role operator --expires-in-seconds 7776000",
+        "hookline keys create --name alice --role admin --principal arn:aws:iam::123456789012:role/ops   # AWS"
+    ))]
+    Create {
+        /// Unique within its tenant: letters, digits, `. _ - @`; the audit
+        /// trail records its callers as `key:<name>`.
+        #[arg(long)]
+        name: String,
+        /// producer, reader, operator or admin (at most your own).
+        #[arg(long)]
+        role: String,
+        /// Bind it to this tenant (a tenant-bound caller: its own, always).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// It stops working this many seconds from now.
+        #[arg(long, value_name = "SECONDS")]
+        expires_in_seconds: Option<i64>,
+        /// AWS: the IAM user or role ARN this grant is for (no secret).
+        #[arg(long, value_name = "ARN")]
+        principal: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List keys without their secrets: your tenant's, or (unbound) the
+    /// keys of `--tenant`, or those bound to no tenant.
+    #[command(after_help = examples!("hookline keys list", "hookline keys list --tenant acme --output json"))]
+    List {
+        /// The keys of this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Show one key (never its secret).
+    #[command(after_help = examples!("hookline keys show key_123"))]
+    Show {
+        /// Key id.
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Revoke a key: refused everywhere within 10 seconds.
+    #[command(after_help = examples!("hookline keys revoke key_123"))]
+    Revoke {
+        /// Key id.
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A new secret for a key (printed once); the old one keeps working for
+    /// the overlap (default 24 h; 0 ends it now).
+    #[command(after_help = examples!("hookline keys rotate key_123 --overlap-seconds 3600"))]
+    Rotate {
+        /// Key id.
+        id: String,
+        /// How long the old secret keeps working, 0-604800.
+        #[arg(long, value_name = "SECONDS")]
+        overlap_seconds: Option<i64>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+const VIEW: View = View {
+    columns: &[col("id", 40), col("name", 24), col("role", 8), col("tenant", 20), col("prefix", 9), col("state", 8)],
+    row: |k| {
+        vec![
+            field(k, "id"),
+            field(k, "name"),
+            field(k, "role"),
+            field(k, "tenant_id"),
+            field(k, "prefix"),
+            field(k, "state"),
+        ]
+    },
+    states: &[5],
+};
+
+/// Runs a keys command.
+pub async fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Create { name, role, tenant, expires_in_seconds, principal, common } => {
+            let mut body = json!({"name": name, "role": role});
+            let mut set = |k: &str, v: Option<Value>| {
+                if let Some(v) = v {
+                    body[k] = v;
+                }
+            };
+            set("tenant_id", tenant.map(Value::from));
+            set("expires_in_seconds", expires_in_seconds.map(Value::from));
+            set("principal", principal.map(Value::from));
+            let v = act(&common, "POST", &["v1", "keys"], Some(body)).await?;
+            secret_note(&common, &v);
+            Ok(())
+        }
+        Command::List { tenant, page, common } => {
+            list(&common, &["v1", "keys"], vec![("tenant_id", tenant)], &page, &VIEW, "keys").await
+        }
+        Command::Show { id, common } => show(&common, &["v1", "keys", &id], &[]).await,
+        Command::Revoke { id, common } => act(&common, "DELETE", &["v1", "keys", &id], None).await.map(drop),
+        Command::Rotate { id, overlap_seconds, common } => {
+            let body = match overlap_seconds {
+                Some(s) => json!({"overlap_seconds": s}),
+                None => json!({}),
+            };
+            let v = act(&common, "POST", &["v1", "keys", &id, "rotate"], Some(body)).await?;
+            secret_note(&common, &v);
+            Ok(())
+        }
+    }
+}
+
+/// On a terminal: a reminder that the secret is not shown again.
+fn secret_note(common: &Common, v: &Value) {
+    if !common.out().json() && v["secret"].is_string() {
+        eprintln!("keep the secret now: it is not shown again (hookline keys rotate issues a new one)");
+    }
+}
