@@ -19,7 +19,7 @@ use shared::stage::requeue::{self, Audit};
 
 /// `POST /v1/dead-letters/{id}/requeue` and `…/skip`: why (required). An
 /// `actor` member is still accepted, for clients written before the audit
-/// trail, and ignored: the actor is who authenticated ([`Api::actor`]),
+/// trail, and ignored: the actor is who authenticated ([`Caller::actor`](shared::access::Caller::actor)),
 /// never what a body claims.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

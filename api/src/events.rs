@@ -166,7 +166,7 @@ struct ReplayBody {
     #[serde(default)]
     reason: Option<String>,
     /// Accepted for old clients and ignored: the actor is who
-    /// authenticated ([`Api::actor`]).
+    /// authenticated ([`Caller::actor`](shared::access::Caller::actor)).
     #[serde(default)]
     #[allow(dead_code)]
     actor: Option<serde::de::IgnoredAny>,

@@ -179,7 +179,7 @@ impl Subscription {
             "event_types": self.event_types,
             "tenant_id": self.tenant_id,
             "description": self.description,
-            "headers": self.headers,
+            "headers": self.headers.iter().map(|(k, v)| (k.clone(), shown_header_value(k, v))).collect::<std::collections::BTreeMap<_, _>>(),
             "retry_policy": self.retry_policy,
             "dead_letter_on": self.dead_letter_on,
             "payload_format": self.payload_format,
@@ -342,6 +342,36 @@ pub const RESERVED_HEADERS: &[&str] = &[
 /// misdescribe it (a `Content-Encoding: gzip` on a plain body).
 pub const RESERVED_HEADER_PREFIXES: &[&str] = &["webhook-", "hookline-", "content-"];
 
+/// Name fragments of custom headers whose values are credentials: a
+/// header whose name, in ASCII lower case, holds one of them is shown as
+/// [`HIDDEN_HEADER_VALUE`] after it is set (`Authorization`, `X-Api-Key`,
+/// `X-Team-Token`, `Cookie`, …). Its value is sealed at rest like every
+/// header value; it is sent as set.
+pub const CREDENTIAL_HEADER_FRAGMENTS: &[&str] =
+    &["auth", "token", "secret", "key", "password", "cookie", "signature", "credential", "session"];
+
+/// What the API shows for the value of a credential header
+/// ([`CREDENTIAL_HEADER_FRAGMENTS`]), and what it refuses as a new value (a
+/// client writing back what it read would otherwise store the mask).
+pub const HIDDEN_HEADER_VALUE: &str = "[hidden]";
+
+/// Whether a custom header's value is a credential, never shown after it
+/// is set ([`CREDENTIAL_HEADER_FRAGMENTS`]).
+pub fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    CREDENTIAL_HEADER_FRAGMENTS.iter().any(|f| lower.contains(f))
+}
+
+/// A custom header's value as the API shows it: hidden for a credential
+/// header ([`is_credential_header`]), else as set.
+fn shown_header_value(name: &str, value: &str) -> String {
+    if is_credential_header(name) && !value.is_empty() {
+        HIDDEN_HEADER_VALUE.to_string()
+    } else {
+        value.to_string()
+    }
+}
+
 /// Longest custom header value, in bytes.
 pub const MAX_HEADER_VALUE_BYTES: usize = 1024;
 
@@ -364,6 +394,10 @@ pub enum HeaderError {
         /// What is wrong with the value.
         reason: TextError,
     },
+    /// The value is [`HIDDEN_HEADER_VALUE`]: what the API shows in place of
+    /// a credential, written back.
+    #[error("the value of header {} is {HIDDEN_HEADER_VALUE:?}, which is what Hookline shows in place of a credential: send the real value, or leave the header out of the change", show(.0))]
+    Hidden(String),
     /// The value is longer than [`MAX_HEADER_VALUE_BYTES`].
     #[error("the value of header {} is {len} bytes long; the maximum is {MAX_HEADER_VALUE_BYTES}", show(.name))]
     TooLong {
@@ -409,6 +443,9 @@ pub fn check_custom_header(name: &str, value: &str) -> Result<(), HeaderError> {
     if value.len() > MAX_HEADER_VALUE_BYTES {
         return Err(HeaderError::TooLong { name: name.to_string(), len: value.len() });
     }
+    if value == HIDDEN_HEADER_VALUE {
+        return Err(HeaderError::Hidden(name.to_string()));
+    }
     check_header_value(value).map_err(|reason| HeaderError::Value { name: name.to_string(), reason })
 }
 
@@ -422,6 +459,24 @@ pub fn validate_header_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_header_values_are_never_shown_and_their_mask_is_not_a_value() {
+        for name in ["Authorization", "X-Api-Key", "X-Team-Token", "Cookie", "X-Hub-Signature", "x-client-secret"] {
+            assert!(is_credential_header(name), "{name}");
+            assert_eq!(shown_header_value(name, "s3cr3t"), HIDDEN_HEADER_VALUE);
+        }
+        for name in ["X-Team", "Accept-Language", "X-Request-Source"] {
+            assert!(!is_credential_header(name), "{name}");
+            assert_eq!(shown_header_value(name, "ops"), "ops");
+        }
+        assert_eq!(shown_header_value("Authorization", ""), "", "nothing to hide");
+        assert_eq!(
+            check_custom_header("Authorization", HIDDEN_HEADER_VALUE),
+            Err(HeaderError::Hidden("Authorization".into()))
+        );
+        assert!(check_custom_header("Authorization", "Bearer x").is_ok());
+    }
 
     #[test]
     fn dead_letter_on_lists_distinct_failure_statuses() {

@@ -47,6 +47,18 @@ async fn a_grant_gives_its_principal_a_role_and_a_tenant() {
     assert_eq!(st, 200, "{v}");
     let (st, v) = p.call_as(&reader, "GET", "/v1/keys", None, &[]).await;
     assert_eq!(st, 403, "a reader manages no keys: {v}");
+    // Through the ingest function too: a reader posts nothing.
+    let event = json!({"type": "order.created", "id": unique_name("e"), "data": {}}).to_string();
+    let (st, v) = p.call_as(&reader, "POST", "/v1/events", Some(event.as_bytes()), &[]).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (403, Some("forbidden")), "a reader posts no events: {v}");
+    let producer = p.credential(Role::Producer, Some("acme")).await;
+    let (st, v) = p.call_as(&producer, "POST", "/v1/events", Some(event.as_bytes()), &[]).await;
+    assert_eq!(st, 202, "a producer posts: {v}");
+    let other = json!({"type": "order.created", "id": unique_name("e"), "tenant_id": "globex", "data": {}}).to_string();
+    let (st, v) = p.call_as(&producer, "POST", "/v1/events", Some(other.as_bytes()), &[]).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (403, Some("tenant_id")), "not for another tenant: {v}");
+    let (st, v) = p.call_as(&producer, "GET", "/v1/subscriptions", None, &[]).await;
+    assert_eq!(st, 403, "a producer reads nothing: {v}");
 
     let role_name = unique_name("ops");
     let role_arn = format!("arn:aws:iam::123456789012:role/{role_name}");

@@ -89,7 +89,7 @@ async fn named_keys_and_a_trusted_actor_header_are_the_audit_actor() {
     let (st, _) = trusted.call("DELETE", &format!("/v1/subscriptions/{id}"), None).await;
     assert_eq!(st, 204);
     let (_, v) = trusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.created")).await;
-    assert_eq!(v["items"][0]["actor"], "key:ops as `alice@example.com`", "shown quoted (Api::actor): {v}");
+    assert_eq!(v["items"][0]["actor"], "key:ops as `alice@example.com`", "shown quoted (Caller::actor): {v}");
     let (_, v) = trusted.get(&format!("/v1/audit?subscription_id={id}&action=subscription.deleted")).await;
     assert_eq!(v["items"][0]["actor"], "key:ops", "{v}");
     let (st, _) = trusted.call_with_key("GET", "/v1/audit", None, Some("not-a-key")).await;
