@@ -159,7 +159,7 @@ async fn list(
         q.push(("cursor", cursor.clone()));
         let answer = client.get(path, &q).await.map_err(|e| match (e.downcast::<OpsError>(), &cursor) {
             (Ok(api), Some(c)) if printer.count > 0 => {
-                api.with_hint(format!("stopped after {} {what}; resume with --cursor {c}", printer.count)).into()
+                api.with_hint(format!("stopped after {} {what}; resume with --cursor={c}", printer.count)).into()
             }
             (Ok(api), _) => api.into(),
             (Err(e), _) => e,
@@ -218,7 +218,7 @@ async fn reindex(what: &str, args: ReindexArgs) -> anyhow::Result<()> {
     loop {
         let body = json!({"cursor": cursor, "limit": limit});
         let page = client.send_json("POST", &["v1", what, "reindex"], Some(body)).await.map_err(|e| {
-            let resume = cursor.as_deref().map(|c| format!(" --cursor {c}")).unwrap_or_default();
+            let resume = cursor.as_deref().map(|c| format!(" --cursor={c}")).unwrap_or_default();
             let hint = format!(
                 "reindex stopped after {requests} pages ({reindexed} reindexed); \
                  resume with: hookline {what} reindex{resume}"

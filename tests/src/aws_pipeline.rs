@@ -400,7 +400,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         let req = json!({
             "version": "2.0", "routeKey": "GET /metrics", "rawPath": path, "rawQueryString": "", "headers": {},
             "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
-                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
+                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0,
+                               // `/metrics` needs a caller too (a bootstrap admin here).
+                               "authorizer": {"iam": {"accessKey": "AKIATEST", "accountId": "123456789012", "callerId": "AIDATEST",
+                                                      "principalOrgId": null, "userArn": TEST_PRINCIPAL, "userId": "AIDATEST"}}},
             "isBase64Encoded": false,
         });
         self.stats.record_api_gateway();

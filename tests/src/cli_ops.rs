@@ -44,7 +44,7 @@ impl Run {
     /// The cursor of the next-page command printed on stderr.
     pub fn next_cursor(&self) -> Option<String> {
         let line = self.err.lines().find(|l| l.ends_with("(or --all for every page)"))?;
-        let rest = line.split(" --cursor ").nth(1)?;
+        let rest = line.split(" --cursor=").nth(1)?;
         Some(rest.split_whitespace().next()?.trim_matches('\'').to_string())
     }
 
@@ -239,8 +239,9 @@ pub async fn subscriptions_commands(env: &[(&str, &str)]) {
     let first = hookline(&["subscriptions", "list", "--tenant", "acme", "--limit", "2"], &env);
     assert_eq!(first.ok().lines().len(), 2);
     let cursor = first.next_cursor().unwrap_or_else(|| panic!("a next-page hint: {}", first.err));
-    assert!(first.err.contains("hookline subscriptions list --tenant acme --limit 2 --cursor "), "{}", first.err);
-    let second = hookline(&["subscriptions", "list", "--tenant", "acme", "--limit", "2", "--cursor", &cursor], &env);
+    assert!(first.err.contains("hookline subscriptions list --tenant acme --limit 2 --cursor="), "{}", first.err);
+    let second =
+        hookline(&["subscriptions", "list", "--tenant", "acme", "--limit", "2", &format!("--cursor={cursor}")], &env);
     let mut walked: Vec<String> =
         first.lines().iter().chain(second.ok().lines().iter()).map(|v| v["id"].as_str().unwrap().to_string()).collect();
     assert_eq!(second.lines().len(), 1);
@@ -576,7 +577,7 @@ pub async fn audit_command(s: &impl Pipeline, env: &[(&str, &str)], actor: &str)
     let run = hookline(&["audit", "--subscription", &sub, "--limit", "1"], &env);
     assert_eq!(run.ok().lines().len(), 1);
     let c = run.next_cursor().unwrap_or_else(|| panic!("a next-page hint: {}", run.err));
-    let rest = hookline(&["audit", "--subscription", &sub, "--cursor", &c, "--all"], &env).ok().lines();
+    let rest = hookline(&["audit", "--subscription", &sub, &format!("--cursor={c}"), "--all"], &env).ok().lines();
     assert_eq!(rest.len(), all.len() - 1, "the rest after the first page");
     let run = hookline(&["audit", "--subscription", "sub_nope"], &env);
     assert_eq!((run.ok().out.as_str(), run.err.as_str()), ("", ""), "an empty result is not an error");
@@ -614,7 +615,7 @@ pub async fn lists_bulk_jobs_and_replays(s: &impl Pipeline, env: &[(&str, &str)]
     let mut walked = first.lines();
     let mut cursor = first.next_cursor();
     while let Some(c) = cursor {
-        let page = hookline(&["dead-letters", "list", "--limit", "2", "--cursor", &c], &env);
+        let page = hookline(&["dead-letters", "list", "--limit", "2", &format!("--cursor={c}")], &env);
         walked.extend(page.ok().lines());
         cursor = page.next_cursor();
     }

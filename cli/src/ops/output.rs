@@ -199,8 +199,9 @@ pub fn next_page_command(args: &[String], cursor: &str, fixed: &[(&str, &str)]) 
         }
         out.push(quote(a));
     }
-    out.push("--cursor".into());
-    out.push(quote(cursor));
+    // One word, `--cursor=…`: a cursor may begin with `-`, which would
+    // read as a flag after a separate `--cursor`.
+    out.push(quote(&format!("--cursor={cursor}")));
     out.join(" ")
 }
 
@@ -235,15 +236,16 @@ mod tests {
                 .to_vec();
         assert_eq!(
             next_page_command(&args, "c1", &[]),
-            "hookline events list --event-type 'order.*' --tenant 'a b' --cursor c1"
+            "hookline events list --event-type 'order.*' --tenant 'a b' --cursor=c1"
         );
         let args: Vec<String> =
             ["events", "list", "--since", "2h", "--until=1h", "--limit", "5"].map(String::from).to_vec();
         assert_eq!(
             next_page_command(&args, "c2", &[("--since", "2026-11-26T10:00:00Z"), ("--until", "2026-11-26T11:00:00Z")]),
-            "hookline events list --since 2026-11-26T10:00:00Z --until 2026-11-26T11:00:00Z --limit 5 --cursor c2",
+            "hookline events list --since 2026-11-26T10:00:00Z --until 2026-11-26T11:00:00Z --limit 5 --cursor=c2",
             "relative times become the times the first page was asked for"
         );
         assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(next_page_command(&[], "-9x", &[]), "hookline --cursor=-9x", "a cursor beginning with '-'");
     }
 }
