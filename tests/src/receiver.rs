@@ -58,6 +58,29 @@ impl Delivery {
         self.headers.get(name).map(String::as_str).unwrap_or("")
     }
 
+    /// Checks its Standard Webhooks signature against one secret, now (as
+    /// a subscriber would: five minutes of tolerance).
+    ///
+    /// # Errors
+    ///
+    /// Why the signature does not verify.
+    pub fn verify(&self, secret: &shared::signing::Secret) -> Result<(), shared::signing::VerifyError> {
+        shared::signing::verify(
+            std::slice::from_ref(secret),
+            self.header("webhook-id"),
+            self.header("webhook-timestamp"),
+            self.header("webhook-signature"),
+            &self.body,
+            chrono::Utc::now().timestamp(),
+            300,
+        )
+    }
+
+    /// Whether it is signed by the secret `whsec_…`.
+    pub fn signed_by(&self, secret: &str) -> bool {
+        shared::signing::Secret::parse(secret).is_ok_and(|s| self.verify(&s).is_ok())
+    }
+
     /// Is this the verification handshake?
     pub fn is_verification(&self) -> bool {
         self.header("hookline-event-type") == "hookline.verification"
