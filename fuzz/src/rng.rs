@@ -50,7 +50,7 @@ mod tests {
         let b: Vec<u64> = (0..4).scan(Rng::new(7), |r, _| Some(r.next_u64())).collect();
         assert_eq!(a, b);
         assert_ne!(a, (0..4).scan(Rng::new(8), |r, _| Some(r.next_u64())).collect::<Vec<_>>());
-        // SplitMix64's published first output for seed 0.
+        // SplitMix64's published first output when seeded with zero.
         assert_eq!(Rng::new(0).next_u64(), 0xe220_a839_7b1d_cdaf);
     }
 }
