@@ -1,6 +1,7 @@
 //! `/v1/keys`: API keys (`hookline serve`) and principal grants (AWS),
 //! managed through the API ([`shared::api_key`]). Every route is the action
-//! [`shared::access::Action::ManageKeys`]. A caller never hands out more
+//! [`shared::access::Action::ManageKeys`], checked by the route table before
+//! these handlers run. A caller never hands out more
 //! than it has: a role it may grant ([`shared::access::Role::may_grant`])
 //! and, when bound to a tenant, only keys of that tenant; it sees, rotates
 //! and revokes only keys it could have created. A secret is shown once, in
@@ -11,14 +12,14 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::scope::tenant_filter;
 use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Auth, Request, Response};
-use shared::access::{Action, Caller, Role};
+use shared::access::{Caller, Role};
 use shared::api_key::{
     check_name, check_principal, display_prefix, generate_secret, principal_lookup, secret_lookup, ApiKeyRecord,
     KeyConflict, StoredCredential,
 };
 use shared::audit::{Action as Audited, AuditRecord};
-use shared::envelope::MAX_ID_BYTES;
 use shared::ids::{ApiKeyId, TenantId};
 
 /// The longest `expires_in_seconds`: ten years.
@@ -83,16 +84,9 @@ fn beyond(field: &str, message: impl Into<String>) -> ApiError {
 }
 
 impl Api {
-    /// Whether this caller may manage keys at all (the role table of
-    /// [`shared::access`]), as a 403.
-    fn may_manage_keys(caller: &Caller) -> Result<(), ApiError> {
-        caller.may(Action::ManageKeys).map_err(|d| ApiError::new(403, "forbidden", d.to_string()))
-    }
-
     /// The stored key `id` if this caller may see it: of its tenant (when
     /// bound), and of a role it may grant; otherwise 404, as if absent.
     async fn key_of(&self, caller: &Caller, id: &str) -> Result<ApiKeyRecord, ApiError> {
-        Self::may_manage_keys(caller)?;
         let k = self.hookline.stores.keys.get(&ApiKeyId::new(id)).await?;
         k.filter(|k| caller.sees(k.tenant.as_ref()) && caller.role.may_grant(k.role))
             .ok_or_else(|| ApiError::not_found("key", id))
@@ -103,7 +97,6 @@ impl Api {
     /// secret key, its secret (shown this once). A secret key on `hookline
     /// serve`, a principal grant behind API Gateway.
     pub(super) async fn create_key(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
-        Self::may_manage_keys(caller)?;
         let body: CreateBody = parse(req.body, false)?;
         check_name(&body.name).map_err(|e| ApiError::invalid("name", format!("name {e}")))?;
         let role = Role::parse(&body.role)
@@ -114,19 +107,8 @@ impl Api {
                 format!("a {} key may not create a {} key", caller.role.as_str(), role.as_str()),
             ));
         }
-        let tenant = match (body.tenant_id, &caller.tenant) {
-            (Some(t), _) if t.is_empty() || t.len() > MAX_ID_BYTES || t.chars().any(char::is_control) => {
-                return Err(ApiError::invalid(
-                    "tenant_id",
-                    format!("tenant_id must be 1 to {MAX_ID_BYTES} bytes without control characters"),
-                ))
-            }
-            (Some(t), Some(mine)) if t != mine.as_str() => {
-                return Err(beyond("tenant_id", "a key bound to a tenant may only create keys of its tenant"))
-            }
-            (Some(t), _) => Some(TenantId::new(t)),
-            (None, mine) => mine.clone(),
-        };
+        // A bound caller's keys are of its tenant (another: 403 naming it).
+        let tenant = tenant_filter(caller, super::subscriptions::tenant(body.tenant_id)?, "tenant_id")?;
         let now = Utc::now();
         let expires_at = match body.expires_in_seconds {
             None => None,
@@ -187,16 +169,9 @@ impl Api {
     /// (a bound caller: its own tenant; an unbound one: the tenant asked
     /// for, or without it the keys bound to no tenant), in id order.
     pub(super) async fn list_keys(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
-        Self::may_manage_keys(caller)?;
         let limit = query::limit(req)?;
         let asked = query_param(req.query, "tenant_id").map(TenantId::new);
-        let tenant = match (&caller.tenant, asked) {
-            (Some(mine), Some(t)) if &t != mine => {
-                return Err(beyond("tenant_id", "a key bound to a tenant lists only its tenant's keys"))
-            }
-            (Some(mine), _) => Some(mine.clone()),
-            (None, t) => t,
-        };
+        let tenant = tenant_filter(caller, asked, "tenant_id")?;
         let filters = format!("keys\ntenant={}", tenant.as_ref().map_or("", |t| t.as_str()));
         let after = query_param(req.query, "cursor")
             .map(|c| {
