@@ -64,3 +64,12 @@ impl Api {
         ))
     }
 }
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi()]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
+}

@@ -2,6 +2,7 @@
 //! error that names the field by its path, and [`Patch`] for fields a PATCH
 //! may leave alone, clear, or set.
 
+use super::error::ErrorCode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
@@ -54,17 +55,20 @@ impl<T> Patch<T> {
 /// Parses a JSON body into `T`. An empty body is `{}` when `empty_ok`.
 /// Errors: malformed JSON → 400 `malformed_json` (line and column); not an
 /// object → 400 `not_an_object`; an unknown field → 400 `unknown_field`; a
-/// missing one → 400 `missing_field`; a wrong type → 400 `invalid_field`,
+/// missing one → 400 `missing_field`; a wrong type → 400 `invalid_type`,
 /// each naming the field by its path.
 pub fn parse<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, ApiError> {
     let body: &[u8] = if empty_ok && body.iter().all(u8::is_ascii_whitespace) { b"{}" } else { body };
     let malformed = |e: serde_json::Error| {
-        ApiError::new(400, "malformed_json", format!("malformed JSON at line {}, column {}: {e}", e.line(), e.column()))
+        ApiError::new(
+            ErrorCode::MalformedJson,
+            format!("malformed JSON at line {}, column {}: {e}", e.line(), e.column()),
+        )
     };
     // A struct also deserializes from a JSON array: only objects are bodies.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(malformed)?;
-        return Err(ApiError::new(400, "not_an_object", "the request body must be a JSON object"));
+        return Err(ApiError::new(ErrorCode::NotAnObject, "the request body must be a JSON object"));
     }
     let mut de = serde_json::Deserializer::from_slice(body);
     let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
@@ -82,7 +86,7 @@ pub fn parse<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, ApiE
         }
         if let Some(name) = quoted(&text, "missing field `") {
             let field = in_field(&name);
-            return ApiError::new(400, "missing_field", format!("missing required field `{field}`")).on(field);
+            return ApiError::new(ErrorCode::MissingField, format!("missing required field `{field}`")).on(field);
         }
         if let Some(name) = quoted(&text, "unknown field `") {
             // The path already ends at the unknown field.
@@ -90,13 +94,15 @@ pub fn parse<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, ApiE
                 if path == name || path.ends_with(&format!(".{name}")) { path.clone() } else { in_field(&name) };
             let known = text.split_once(", expected ").map(|(_, k)| format!("; expected {k}")).unwrap_or_default();
             let known = known.split(" at line ").next().unwrap_or_default().to_string();
-            return ApiError::new(400, "unknown_field", format!("unknown field {}{known}", show(&field))).on(field);
+            return ApiError::new(ErrorCode::UnknownField, format!("unknown field {}{known}", show(&field))).on(field);
         }
         if path == "." || path.is_empty() {
-            return ApiError::new(400, "not_an_object", "the request body must be a JSON object");
+            return ApiError::new(ErrorCode::NotAnObject, "the request body must be a JSON object");
         }
+        // Read, but not as the field's type (a string for a number, a name
+        // that is none of an enum's): could not be parsed.
         let message = text.split(" at line ").next().unwrap_or(&text).to_string();
-        ApiError::invalid(path, message)
+        ApiError::unreadable(path, message)
     })
 }
 
@@ -148,9 +154,9 @@ mod tests {
     #[test]
     fn errors_name_the_field_by_its_path() {
         let e = err(r#"{"name": "a", "inner": {"n": "x"}}"#);
-        assert_eq!((e.status, e.code.as_str(), e.field.as_deref()), (400, "invalid_field", Some("inner.n")), "{e:?}");
+        assert_eq!((e.status(), e.code.as_str(), e.field.as_deref()), (400, "invalid_type", Some("inner.n")), "{e:?}");
         let e = err(r#"{"name": "a", "tags": ["ok", 3]}"#);
-        assert_eq!((e.code.as_str(), e.field.as_deref()), ("invalid_field", Some("tags[1]")), "{e:?}");
+        assert_eq!((e.code.as_str(), e.field.as_deref()), ("invalid_type", Some("tags[1]")), "{e:?}");
         let e = err(r#"{"name": "a", "inner": {"n": 1, "m": 2}}"#);
         assert_eq!((e.code.as_str(), e.field.as_deref()), ("unknown_field", Some("inner.m")), "{e:?}");
         let e = err(r#"{"nam": "a"}"#);
@@ -161,12 +167,12 @@ mod tests {
             ("missing_field", Some("name"), "missing required field `name`")
         );
         let e = err(r#"{"name": "a""#);
-        assert_eq!(e.code, "malformed_json");
+        assert_eq!(e.code, ErrorCode::MalformedJson);
         assert!(e.message.contains("line 1"), "{e:?}");
         let e = err(r#"[1]"#);
-        assert_eq!(e.code, "not_an_object");
+        assert_eq!(e.code, ErrorCode::NotAnObject);
         let e = err(r#"{"name": "a"} x"#);
-        assert_eq!(e.code, "malformed_json", "trailing characters: {e:?}");
+        assert_eq!(e.code, ErrorCode::MalformedJson, "trailing characters: {e:?}");
     }
 
     #[test]
@@ -178,7 +184,7 @@ mod tests {
             reason: Option<String>,
         }
         assert_eq!(parse::<Optional>(b"  ", true).unwrap().reason, None);
-        assert_eq!(parse::<Optional>(b"  ", false).unwrap_err().code, "malformed_json");
-        assert_eq!(parse::<Body>(b"", true).unwrap_err().code, "missing_field");
+        assert_eq!(parse::<Optional>(b"  ", false).unwrap_err().code, ErrorCode::MalformedJson);
+        assert_eq!(parse::<Body>(b"", true).unwrap_err().code, ErrorCode::MissingField);
     }
 }

@@ -2,6 +2,7 @@
 //! one, requeue or skip one, or start a bulk job that requeues or skips
 //! every open one a filter takes; `/v1/jobs/{id}` follows a job.
 
+use super::error::ErrorCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -249,7 +250,7 @@ impl Api {
                 .await?
                 .ok_or_else(|| ApiError::not_found("dead letter", id))?;
             if dl.state != DeadLetterState::Open {
-                return Err(ApiError::new(409, "conflict", format!("dead letter {id} is already {}", dl.state)));
+                return Err(ApiError::new(ErrorCode::Conflict, format!("dead letter {id} is already {}", dl.state)));
             }
             requeue::skip(&self.hookline, id, &audit).await?;
             let dl = self.hookline.stores.dead_letters.get(id).await.ok().flatten();
@@ -362,4 +363,13 @@ pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
 pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> Result<(), ApiError> {
     list_query(req, retention)?;
     query::limit(req).map(|_| ())
+}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi()]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
 }

@@ -2,73 +2,122 @@
 //! "field"?}}` with a status. The stage and store errors convert into it, so
 //! handlers use `?`; nothing else builds error bodies.
 
-use serde::Serialize;
-
 use super::Response;
+use hookline_wire::{ErrorBody, ErrorDetail, FieldIssue};
 use shared::envelope::{show, EnvelopeError};
 use shared::error::StoreError;
 use shared::stage::ingest::IngestError;
 use shared::stage::requeue::RequeueError;
 use shared::subscription::FieldError;
 
-/// A refused request: HTTP status, a stable code, a message for people and,
-/// when one field is to blame, its path (`event_types[1]`, `headers.X-Team`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+pub use hookline_wire::ErrorCode;
+
+/// A refused request: a code from the one table ([`ErrorCode`], which
+/// fixes the status), a message for people and, when fields are to blame,
+/// each of them (`event_types[1]`, `headers.X-Team`, a query parameter).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// HTTP status.
-    #[serde(skip)]
-    pub status: u16,
-    /// Stable, machine-readable code (`invalid_field`, `not_found`, …).
-    pub code: String,
+    /// Stable, machine-readable code; the status is its.
+    pub code: ErrorCode,
     /// What is wrong, for people.
     pub message: String,
-    /// The offending field, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The offending field, when there is one (the first of `issues`).
     pub field: Option<String>,
+    /// Every bad field, when several are to blame (empty, or one per field
+    /// with the first repeating `code`/`message`/`field`).
+    pub issues: Vec<FieldIssue>,
     /// Seconds for the `Retry-After` header of the response (a `429`).
-    #[serde(skip)]
     pub retry_after: Option<u64>,
 }
-
-/// The code of a `422` for a replay naming a subscription whose routing
-/// would not take the event (another tenant's, or a type none of its
-/// patterns matches); nothing is written.
-pub const SUBSCRIPTION_NOT_MATCHING: &str = "subscription_not_matching";
 
 /// What every handler returns.
 pub type ApiResult = Result<Response, ApiError>;
 
 impl ApiError {
-    /// An error with a status, code and message.
-    pub fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
-        ApiError { status, code: code.to_string(), message: message.into(), field: None, retry_after: None }
+    /// An error with a code (which fixes its status) and a message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), field: None, issues: Vec::new(), retry_after: None }
+    }
+
+    /// The HTTP status of this error: its code's.
+    pub fn status(&self) -> u16 {
+        self.code.status()
     }
 
     /// The same error, blaming `field`.
     pub fn on(mut self, field: impl Into<String>) -> Self {
-        self.field = Some(field.into());
+        let field = field.into();
+        self.issues = vec![FieldIssue { field: field.clone(), code: self.code, message: self.message.clone() }];
+        self.field = Some(field);
         self
+    }
+
+    /// One error for several bad fields: the first's code, message and
+    /// field, and every one of them in `errors`. `None` when `issues` is
+    /// empty.
+    pub fn fields(issues: Vec<FieldIssue>) -> Option<Self> {
+        let first = issues.first()?.clone();
+        let message = match issues.len() {
+            1 => first.message.clone(),
+            n => {
+                format!("{} (and {} more bad field{}: see errors)", first.message, n - 1, if n > 2 { "s" } else { "" })
+            }
+        };
+        Some(ApiError { code: first.code, message, field: Some(first.field), issues, retry_after: None })
+    }
+
+    /// This error's issues: its own, or one for its field.
+    pub fn into_issues(self) -> Vec<FieldIssue> {
+        match (self.issues.is_empty(), self.field) {
+            (false, _) => self.issues,
+            (true, Some(field)) => vec![FieldIssue { field, code: self.code, message: self.message }],
+            (true, None) => Vec::new(),
+        }
     }
 
     /// 404 for `what` (`event`, `subscription`, …) `id` (any id type).
     pub fn not_found(what: &str, id: impl AsRef<str>) -> Self {
-        ApiError::new(404, "not_found", format!("{what} {} not found", show(id.as_ref())))
+        ApiError::new(ErrorCode::NotFound, format!("{what} {} not found", show(id.as_ref())))
     }
 
-    /// 400: a field has a wrong value.
+    /// 422 `invalid_field`: a value of `field` was read and breaks a rule.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError::new(400, "invalid_field", message).on(field)
+        ApiError::new(ErrorCode::InvalidField, message).on(field)
+    }
+
+    /// 400 `invalid_type`: a value of `field` could not be read as its type.
+    pub fn unreadable(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::InvalidType, message).on(field)
     }
 
     /// 409: the record changed under the request.
     pub fn conflict(message: &str) -> Self {
-        ApiError::new(409, "conflict", message)
+        ApiError::new(ErrorCode::Conflict, message)
+    }
+
+    /// The wire body: `{"error": {code, message, field?, errors}}`.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message.clone(),
+                field: self.field.clone(),
+                errors: self.issues.clone(),
+            },
+        }
+    }
+}
+
+impl serde::Serialize for ApiError {
+    /// As the error detail (inside a batch answer's item, say).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.body().error.serialize(s)
     }
 }
 
 impl From<ApiError> for Response {
     fn from(e: ApiError) -> Response {
-        Response { retry_after: e.retry_after, ..Response::json(e.status, &serde_json::json!({ "error": e })) }
+        Response { retry_after: e.retry_after, ..Response::json(e.status(), &e.body()) }
     }
 }
 
@@ -77,7 +126,7 @@ impl From<StoreError> for ApiError {
     /// only retry.
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "store error");
-        ApiError::new(503, "unavailable", "storage is unavailable; nothing was written, retry the request")
+        ApiError::new(ErrorCode::Unavailable, "storage is unavailable; nothing was written, retry the request")
     }
 }
 
@@ -89,14 +138,21 @@ impl From<FieldError> for ApiError {
 
 impl From<&EnvelopeError> for ApiError {
     fn from(e: &EnvelopeError) -> Self {
-        ApiError {
+        let code = match e {
+            EnvelopeError::MalformedJson { .. } => ErrorCode::MalformedJson,
+            EnvelopeError::NotAnObject => ErrorCode::NotAnObject,
+            EnvelopeError::MissingField { .. } => ErrorCode::MissingField,
+            EnvelopeError::InvalidField { .. } => ErrorCode::InvalidField,
+            EnvelopeError::UnknownFormat(_) => ErrorCode::UnknownFormat,
+            EnvelopeError::Undetectable => ErrorCode::UnknownEnvelope,
             // A tenant-bound producer's event of another tenant is
             // forbidden, not malformed.
-            status: if matches!(e, EnvelopeError::OtherTenant { .. }) { 403 } else { 400 },
-            code: e.code().to_string(),
-            message: e.to_string(),
-            field: e.field().map(str::to_string),
-            retry_after: None,
+            EnvelopeError::OtherTenant { .. } => ErrorCode::Forbidden,
+        };
+        let err = ApiError::new(code, e.to_string());
+        match e.field() {
+            Some(f) => err.on(f),
+            None => err,
         }
     }
 }
@@ -105,8 +161,8 @@ impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         match e {
             IngestError::Envelope(e) => (&e).into(),
-            IngestError::TooLarge { .. } => ApiError::new(413, "payload_too_large", e.to_string()),
-            IngestError::BadBatch(m) => ApiError::new(400, "invalid_batch", m),
+            IngestError::TooLarge { .. } => ApiError::new(ErrorCode::PayloadTooLarge, e.to_string()),
+            IngestError::BadBatch(m) => ApiError::new(ErrorCode::InvalidBatch, m),
             IngestError::Store(e) => e.into(),
         }
     }
@@ -119,9 +175,9 @@ impl From<shared::stage::bulk::AdmitError> for ApiError {
         use shared::stage::bulk::{AdmitError, RETRY_AFTER_SECS};
         match e {
             AdmitError::TooManyJobs { .. } => {
-                ApiError { retry_after: Some(RETRY_AFTER_SECS), ..ApiError::new(429, "too_many_jobs", e.to_string()) }
+                ApiError { retry_after: Some(RETRY_AFTER_SECS), ..ApiError::new(ErrorCode::TooManyJobs, e.to_string()) }
             }
-            AdmitError::TooLarge { .. } => ApiError::new(422, "job_too_large", e.to_string()).on("filter"),
+            AdmitError::TooLarge { .. } => ApiError::new(ErrorCode::JobTooLarge, e.to_string()).on("filter"),
             AdmitError::Store(e) => e.into(),
         }
     }
@@ -130,13 +186,13 @@ impl From<shared::stage::bulk::AdmitError> for ApiError {
 impl From<RequeueError> for ApiError {
     fn from(e: RequeueError) -> Self {
         match e {
-            RequeueError::NotFound(what) => ApiError::new(404, "not_found", format!("{what} not found")),
-            RequeueError::AlreadyResolved { .. } => ApiError::new(409, "conflict", e.to_string()),
+            RequeueError::NotFound(what) => ApiError::new(ErrorCode::NotFound, format!("{what} not found")),
+            RequeueError::AlreadyResolved { .. } => ApiError::new(ErrorCode::Conflict, e.to_string()),
             // The request is well formed, but names a subscription that may
             // not receive this event: a replay never crosses tenants or
             // patterns.
             RequeueError::NotRouted { .. } => {
-                ApiError::new(422, SUBSCRIPTION_NOT_MATCHING, e.to_string()).on("subscription_id")
+                ApiError::new(ErrorCode::SubscriptionNotMatching, e.to_string()).on("subscription_id")
             }
             RequeueError::Store(e) => e.into(),
         }
@@ -154,13 +210,13 @@ mod tests {
     #[test]
     fn refused_jobs_answer_429_with_retry_after_or_422() {
         let e = ApiError::from(AdmitError::TooManyJobs { tenant: Some(shared::ids::TenantId::new("acme")), cap: 4 });
-        assert_eq!((e.status, e.code.as_str(), e.retry_after), (429, "too_many_jobs", Some(30)));
+        assert_eq!((e.status(), e.code.as_str(), e.retry_after), (429, "too_many_jobs", Some(30)));
         assert!(e.message.contains("\"acme\"") && e.message.contains("JOBS_PER_TENANT = 4"), "{}", e.message);
         let r = Response::from(e);
         assert_eq!((r.status, r.retry_after), (429, Some(30)));
         let e = ApiError::from(AdmitError::TooLarge { cap: 10_000 });
         assert_eq!(
-            (e.status, e.code.as_str(), e.field.as_deref(), e.retry_after),
+            (e.status(), e.code.as_str(), e.field.as_deref(), e.retry_after),
             (422, "job_too_large", Some("filter"), None)
         );
         assert!(e.message.contains("JOB_MAX_ITEMS = 10000") && e.message.contains("narrow"), "{}", e.message);

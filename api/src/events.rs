@@ -1,6 +1,7 @@
 //! `/v1/events`: ingest one envelope or a batch, find events by their
 //! filters, read an event and its deliveries, replay it.
 
+use super::error::ErrorCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -195,7 +196,7 @@ fn idempotency_key<'a>(req: &Request<'a>) -> Result<Option<&'a str>, ApiError> {
     req.idempotency_key
         .map(|v| {
             envelope::check_idempotency_key(v).map_err(|e| {
-                ApiError::new(400, "invalid_header", format!("invalid header `{IDEMPOTENCY_KEY}`: {e}"))
+                ApiError::new(ErrorCode::InvalidHeader, format!("invalid header `{IDEMPOTENCY_KEY}`: {e}"))
                     .on(IDEMPOTENCY_KEY)
             })
         })
@@ -232,8 +233,7 @@ impl Api {
         // producer believe its retries of id-less items are safe.
         if req.idempotency_key.is_some() {
             return Err(ApiError::new(
-                400,
-                "invalid_header",
+                ErrorCode::InvalidHeader,
                 format!(
                     "`{IDEMPOTENCY_KEY}` is not taken by a batch; give each envelope its own id \
                      (or post it alone to /v1/events with the header)"
@@ -253,7 +253,7 @@ impl Api {
                     Ok(a) => BatchItem::Accepted { index, status: 202, event_id: a.event_id, duplicate: a.duplicate },
                     Err(e) => {
                         let error = ApiError::from(&e);
-                        BatchItem::Refused { index, status: error.status, error }
+                        BatchItem::Refused { index, status: error.status(), error }
                     }
                 })
                 .collect(),
@@ -429,4 +429,13 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usiz
         .iter()
         .filter(|ok| **ok)
         .count()
+}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi()]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
 }

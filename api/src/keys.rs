@@ -8,6 +8,7 @@
 //! the answer that created it; listings show its first characters only
 //! (of a generated one).
 
+use super::error::ErrorCode;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
@@ -80,7 +81,7 @@ fn shown(k: &ApiKeyRecord, secret: Option<&str>, now: DateTime<Utc>) -> serde_js
 
 /// The 403 of a caller asking for more than it has, naming `field`.
 fn beyond(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::new(403, "forbidden", message).on(field)
+    ApiError::new(ErrorCode::Forbidden, message).on(field)
 }
 
 impl Api {
@@ -154,10 +155,10 @@ impl Api {
         match self.hookline.stores.keys.create(&key).await? {
             Ok(()) => {}
             Err(KeyConflict::Name) => {
-                return Err(ApiError::new(409, "conflict", "a key with this name exists in this tenant").on("name"))
+                return Err(ApiError::new(ErrorCode::Conflict, "a key with this name exists in this tenant").on("name"))
             }
             Err(KeyConflict::Credential) => {
-                return Err(ApiError::new(409, "conflict", "this principal already has a grant").on("principal"))
+                return Err(ApiError::new(ErrorCode::Conflict, "this principal already has a grant").on("principal"))
             }
             Err(KeyConflict::Changed) => return Err(ApiError::conflict("the key could not be stored; try again")),
         }
@@ -227,10 +228,10 @@ impl Api {
         };
         let k = self.key_of(caller, id).await?;
         if k.principal.is_some() {
-            return Err(ApiError::new(409, "conflict", "a principal grant has no secret to rotate"));
+            return Err(ApiError::new(ErrorCode::Conflict, "a principal grant has no secret to rotate"));
         }
         if k.revoked_at.is_some() {
-            return Err(ApiError::new(409, "conflict", "the key is revoked"));
+            return Err(ApiError::new(ErrorCode::Conflict, "the key is revoked"));
         }
         let now = Utc::now();
         let secret = generate_secret();
@@ -270,4 +271,13 @@ impl Api {
         }));
         self.hookline.audit(rec).await;
     }
+}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi()]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
 }

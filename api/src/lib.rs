@@ -16,6 +16,7 @@ mod error;
 mod events;
 pub mod fuzzing;
 mod keys;
+pub mod openapi;
 pub mod query;
 mod reindex;
 mod replays;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use body::{parse, Patch};
-pub use error::{ApiError, ApiResult};
+pub use error::{ApiError, ApiResult, ErrorCode};
 
 use routes::{Call, Found};
 use shared::access::{Caller, Role};
@@ -95,8 +96,8 @@ impl Response {
 
     /// An error response in the API's error shape (for servers refusing a
     /// request before it reaches the API, e.g. an oversized body).
-    pub fn error(status: u16, code: &str, message: impl Into<String>, field: Option<&str>) -> Self {
-        let e = ApiError::new(status, code, message);
+    pub fn error(code: ErrorCode, message: impl Into<String>, field: Option<&str>) -> Self {
+        let e = ApiError::new(code, message);
         match field {
             Some(f) => e.on(f).into(),
             None => e.into(),
@@ -203,12 +204,12 @@ impl Api {
     /// handler, with the [`Caller`].
     pub async fn handle(&self, req: Request<'_>) -> Response {
         let Some(decoded) = path_segments(req.path) else {
-            return Response::error(400, "invalid_path", "the path is not valid percent-encoded UTF-8", None);
+            return Response::error(ErrorCode::InvalidPath, "the path is not valid percent-encoded UTF-8", None);
         };
         let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
         let found = routes::find(req.method, &segments);
         let no_route =
-            || Response::error(404, "not_found", format!("no route for {} {}", req.method, show(req.path)), None);
+            || Response::error(ErrorCode::NotFound, format!("no route for {} {}", req.method, show(req.path)), None);
         // Outside /v1 an unknown path is a 404 before any credential is
         // looked at (as before); under /v1 only a caller learns what exists.
         let open = matches!(&found, Found::Route(r, _) if r.action.is_none());
@@ -228,8 +229,7 @@ impl Api {
             Found::Route(r, p) => (r, p),
             Found::OtherMethods(methods) => {
                 return Response::error(
-                    405,
-                    "method_not_allowed",
+                    ErrorCode::MethodNotAllowed,
                     format!("{} does not take {} (it takes {})", show(req.path), show(req.method), methods.join(", ")),
                     None,
                 )
@@ -238,14 +238,14 @@ impl Api {
         };
         if let Some(action) = route.action {
             if let Err(denied) = caller.may(action) {
-                return Response::error(403, "forbidden", denied.to_string(), None);
+                return Response::error(ErrorCode::Forbidden, denied.to_string(), None);
             }
         }
         // No stored id is empty or longer than MAX_ID_BYTES (producer ids are
         // limited to it, every other id is shorter): such a segment names
         // nothing, and must not reach a store whose keys it cannot fit.
         if params.iter().any(|(_, v)| v.is_empty() || v.len() > MAX_ID_BYTES) {
-            return Response::error(404, "not_found", format!("nothing at {} {}", req.method, show(req.path)), None);
+            return Response::error(ErrorCode::NotFound, format!("nothing at {} {}", req.method, show(req.path)), None);
         }
         for (name, kind) in route.resources() {
             let id = params.iter().find(|(n, _)| *n == name).map_or("", |(_, v)| v.as_str());
@@ -305,7 +305,7 @@ impl Api {
     /// key's that admits it now.
     async fn bearer_caller(&self, keys: &[ApiKey], header: Option<&str>) -> Result<Caller, ApiError> {
         let unauthorized =
-            || ApiError::new(401, "unauthorized", "missing or wrong API key (Authorization: Bearer <key>)");
+            || ApiError::new(ErrorCode::Unauthorized, "missing or wrong API key (Authorization: Bearer <key>)");
         let given = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|g| !g.is_empty());
         let given = given.ok_or_else(unauthorized)?;
         // Every static key is compared, so timing tells nothing about which matched.
@@ -333,7 +333,7 @@ impl Api {
     /// found by a grant to its role (`arn:aws:iam::<account>:role/<role>`).
     async fn principal_caller(&self, principal: Option<&str>) -> Result<Caller, ApiError> {
         let Some(arn) = principal.filter(|p| !p.is_empty()) else {
-            return Err(ApiError::new(403, "forbidden", "API Gateway passed no IAM principal for this request"));
+            return Err(ApiError::new(ErrorCode::Forbidden, "API Gateway passed no IAM principal for this request"));
         };
         let admins = &self.hookline.config.admin_principals;
         let candidates = principal_candidates(arn);
@@ -349,9 +349,7 @@ impl Api {
                 }
             }
         }
-        Err(ApiError::new(
-            403,
-            "forbidden",
+        Err(ApiError::new(ErrorCode::Forbidden,
             format!(
                 "the IAM principal {} has no grant: an admin creates one (POST /v1/keys with principal) or lists it in ADMIN_PRINCIPALS",
                 show(arn)

@@ -184,8 +184,17 @@ mod tests {
         let inverted =
             serde_json::json!({"since": now.to_rfc3339(), "until": (now - chrono::Duration::hours(1)).to_rfc3339()});
         let e = filter_of(body(inverted), days).unwrap_err();
-        assert_eq!((e.status, e.field.as_deref()), (422, Some("until")));
+        assert_eq!((e.status(), e.field.as_deref()), (422, Some("until")));
         let f = filter_of(body(serde_json::json!({"partition_key": "p", "tenant_id": "t"})), days).unwrap();
         assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_ref().map(|t| t.as_str())), (Some("p"), Some("t")));
     }
+}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi()]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
 }

@@ -12,6 +12,7 @@
 //! the id asked for), exactly as one that does not exist; an unbound caller
 //! sees everything.
 
+use super::error::ErrorCode;
 use shared::access::Caller;
 use shared::ids::{DeadLetterId, EventId, SubscriptionId, TenantId};
 use shared::subscription::Subscription;
@@ -22,7 +23,7 @@ use super::{Api, ApiError};
 /// `403 forbidden` naming `field`: it names a tenant the caller is not
 /// bound to.
 pub fn other_tenant(field: &str) -> ApiError {
-    ApiError::new(403, "forbidden", format!("`{field}` must name the tenant this key is bound to (or be left out)"))
+    ApiError::new(ErrorCode::Forbidden, format!("`{field}` must name the tenant this key is bound to (or be left out)"))
         .on(field)
 }
 
@@ -44,7 +45,7 @@ pub fn tenant_filter(caller: &Caller, named: Option<TenantId>, field: &str) -> R
 /// The `404` for what a tenant-bound caller may not see, or that does not
 /// exist: the same answer for both, without the id.
 fn hidden(noun: &str) -> ApiError {
-    ApiError::new(404, "not_found", format!("no such {noun} for this key"))
+    ApiError::new(ErrorCode::NotFound, format!("no such {noun} for this key"))
 }
 
 impl Api {
@@ -115,7 +116,7 @@ mod tests {
         assert_eq!(tenant_filter(&acme, None, "tenant_id").unwrap(), t("acme"));
         assert_eq!(tenant_filter(&acme, t("acme"), "tenant_id").unwrap(), t("acme"));
         let e = tenant_filter(&acme, t("globex"), "filter.tenant_id").unwrap_err();
-        assert_eq!((e.status, e.field.as_deref()), (403, Some("filter.tenant_id")));
+        assert_eq!((e.status(), e.field.as_deref()), (403, Some("filter.tenant_id")));
         assert_eq!(tenant_filter(&root, t("globex"), "tenant_id").unwrap(), t("globex"));
         assert_eq!(tenant_filter(&root, None, "tenant_id").unwrap(), None);
     }

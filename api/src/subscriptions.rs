@@ -3,6 +3,7 @@
 //! blocked lanes (shown by `GET`, skipped by ops). Bodies are typed; a PATCH
 //! tells absent, `null` and a value apart ([`Patch`]).
 
+use super::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use chrono::Utc;
@@ -243,7 +244,7 @@ fn rate_limit(r: f64) -> Result<f64, ApiError> {
 
 /// A delivery limit out of its range: `422 invalid_limit` naming the field.
 fn limit_error(e: FieldError) -> ApiError {
-    ApiError::new(422, "invalid_limit", e.to_string()).on(e.field)
+    ApiError::new(ErrorCode::InvalidLimit, e.to_string()).on(e.field)
 }
 
 /// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
@@ -267,7 +268,7 @@ fn headers(h: Option<BTreeMap<String, String>>) -> Result<BTreeMap<String, Strin
     }
     for (k, v) in &h {
         check_custom_header(k, v)
-            .map_err(|e| ApiError::new(422, "invalid_header", e.to_string()).on(format!("headers.{k}")))?;
+            .map_err(|e| ApiError::new(ErrorCode::InvalidHeader, e.to_string()).on(format!("headers.{k}")))?;
     }
     Ok(h)
 }
@@ -284,13 +285,13 @@ fn retry_policy(p: Option<RetryPolicyInput>, config: &Config) -> Result<RetryPol
     let scheduled = p.schedule_ms.is_some();
     let p = p.resolve().map_err(|e| {
         if scheduled {
-            ApiError::new(422, "invalid_retry_schedule", e.to_string()).on(e.field)
+            ApiError::new(ErrorCode::InvalidRetrySchedule, e.to_string()).on(e.field)
         } else {
             e.into()
         }
     })?;
     p.check_fits_retention(config.retention)
-        .map_err(|e| ApiError::new(422, "retry_schedule_too_long", e.to_string()).on(e.field()))?;
+        .map_err(|e| ApiError::new(ErrorCode::RetryScheduleTooLong, e.to_string()).on(e.field()))?;
     Ok(p)
 }
 
@@ -298,7 +299,7 @@ fn retry_policy(p: Option<RetryPolicyInput>, config: &Config) -> Result<RetryPol
 /// `422 invalid_dead_letter_on` naming the field or the entry at fault.
 fn dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, ApiError> {
     subscription::validate_dead_letter_on(statuses)
-        .map_err(|e| ApiError::new(422, "invalid_dead_letter_on", e.to_string()).on(e.field))
+        .map_err(|e| ApiError::new(ErrorCode::InvalidDeadLetterOn, e.to_string()).on(e.field))
 }
 
 impl Api {
@@ -348,7 +349,7 @@ impl Api {
     async fn check_url(&self, url: &str) -> Result<String, ApiError> {
         let policy = self.hookline.config.address_policy;
         let refused =
-            |e: &dyn std::fmt::Display| ApiError::new(422, "invalid_callback_url", e.to_string()).on("callback_url");
+            |e: &dyn std::fmt::Display| ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()).on("callback_url");
         let parsed = ssrf::check_callback_url(url, policy).map_err(|e| refused(&e))?;
         ssrf::check_callback_resolves(&parsed, policy).await.map_err(|e| refused(&e))?;
         Ok(url.trim().to_string())
@@ -475,8 +476,7 @@ impl Api {
         let sub = self.load_subscription(id).await?;
         if sub.ordering != shared::ordering::Ordering::Partition {
             return Err(ApiError::new(
-                409,
-                "not_ordered",
+                ErrorCode::NotOrdered,
                 format!("subscription {id} is not ordered: it has no lanes"),
             ));
         }
@@ -496,9 +496,9 @@ impl Api {
         let skipped = match shared::stage::ordering::skip_lane(&self.hookline, &lane).await {
             Ok(s) => s,
             Err(LaneSkipError::Store(e)) => return Err(e.into()),
-            Err(e @ LaneSkipError::NotBlocked) => return Err(ApiError::new(409, "lane_not_blocked", e.to_string())),
+            Err(e @ LaneSkipError::NotBlocked) => return Err(ApiError::new(ErrorCode::LaneNotBlocked, e.to_string())),
             Err(e @ LaneSkipError::DeadLetter(_)) => {
-                return Err(ApiError::new(409, "lane_held_by_dead_letter", e.to_string()))
+                return Err(ApiError::new(ErrorCode::LaneHeldByDeadLetter, e.to_string()))
             }
         };
         let details = match &skipped {
@@ -680,7 +680,7 @@ pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
     let create = || -> Result<(), ApiError> {
         let b: CreateBody = parse(body, false)?;
         ssrf::check_callback_url(&b.callback_url, config.address_policy)
-            .map_err(|e| ApiError::new(422, "invalid_callback_url", e.to_string()))?;
+            .map_err(|e| ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()))?;
         event_types(b.event_types)?;
         tenant(b.tenant_id)?;
         headers(b.headers)?;
@@ -695,7 +695,7 @@ pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
         let b: PatchBody = parse(body, false)?;
         if let Patch::Value(u) = &b.callback_url {
             ssrf::check_callback_url(u, config.address_policy)
-                .map_err(|e| ApiError::new(422, "invalid_callback_url", e.to_string()))?;
+                .map_err(|e| ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()))?;
         }
         if let Patch::Value(t) = b.event_types {
             event_types(t)?;
@@ -731,4 +731,13 @@ pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
     };
     let rotate = || parse::<RotateBody>(body, true).map(|_| ());
     [create(), patch(), skip(), rotate()].iter().filter(|r| r.is_ok()).count()
+}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi()]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
 }

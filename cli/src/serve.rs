@@ -386,16 +386,14 @@ async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout
         Ok(Ok(b)) => b,
         Ok(Err(_)) => {
             return to_http(api::Response::error(
-                413,
-                "payload_too_large",
+                api::ErrorCode::PayloadTooLarge,
                 format!("request body exceeds the limit of {max_body} bytes"),
                 None,
             ))
         }
         Err(_) => {
             let mut res = to_http(api::Response::error(
-                408,
-                "request_timeout",
+                api::ErrorCode::RequestTimeout,
                 format!("the request body did not arrive within {}", ShowStd(body_timeout)),
                 None,
             ));
