@@ -117,7 +117,11 @@ impl serde::Serialize for ApiError {
 
 impl From<ApiError> for Response {
     fn from(e: ApiError) -> Response {
-        Response { retry_after: e.retry_after, ..Response::json(e.status(), &e.body()) }
+        let r = Response::json(e.status(), &e.body());
+        match e.retry_after {
+            Some(secs) => r.with_header("retry-after", secs.to_string()),
+            None => r,
+        }
     }
 }
 
@@ -213,13 +217,13 @@ mod tests {
         assert_eq!((e.status(), e.code.as_str(), e.retry_after), (429, "too_many_jobs", Some(30)));
         assert!(e.message.contains("\"acme\"") && e.message.contains("JOBS_PER_TENANT = 4"), "{}", e.message);
         let r = Response::from(e);
-        assert_eq!((r.status, r.retry_after), (429, Some(30)));
+        assert_eq!((r.status, r.header("retry-after")), (429, Some("30")));
         let e = ApiError::from(AdmitError::TooLarge { cap: 10_000 });
         assert_eq!(
             (e.status(), e.code.as_str(), e.field.as_deref(), e.retry_after),
             (422, "job_too_large", Some("filter"), None)
         );
         assert!(e.message.contains("JOB_MAX_ITEMS = 10000") && e.message.contains("narrow"), "{}", e.message);
-        assert_eq!(Response::from(ApiError::invalid("x", "y")).retry_after, None);
+        assert_eq!(Response::from(ApiError::invalid("x", "y")).header("retry-after"), None);
     }
 }

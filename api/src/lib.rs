@@ -1,10 +1,10 @@
-//! The HTTP API as a function from request to response, independent of the
-//! server that carries it: `hookline serve` mounts it on axum, the `api` and
-//! `ingest` Lambdas feed it API Gateway events. One contract, one
-//! implementation, split by resource ([`events`], [`subscriptions`],
-//! [`dead_letters`]); every route is a row of one table ([`routes`]), and
-//! every request passes one access check and one tenant scoping
-//! ([`Api::handle`], [`scope`]) before its handler runs; request bodies are
+//! The HTTP API, independent of the server that carries it: one axum router
+//! ([`http::router`]) serves `hookline serve` and the `api` and `ingest`
+//! Lambdas (which convert API Gateway events to HTTP requests). One
+//! contract, one implementation, split by resource ([`events`],
+//! [`subscriptions`], [`dead_letters`]); every route is a row of one table
+//! ([`routes`]), and every request passes one access check and one tenant
+//! scoping ([`Api::handle`], [`scope`]) before its handler runs; request bodies are
 //! typed ([`body`]) and every refusal is one [`ApiError`]: `{"error":
 //! {"code", "message", "field"?}}`.
 
@@ -15,6 +15,7 @@ mod dead_letters;
 mod error;
 mod events;
 pub mod fuzzing;
+pub mod http;
 mod keys;
 pub mod openapi;
 pub mod query;
@@ -45,9 +46,8 @@ pub struct Request<'a> {
     /// `GET`, `POST`, …
     pub method: &'a str,
     /// The path without query string, as the client sent it (still
-    /// percent-encoded), e.g. `/v1/events/order%2F7`. Each segment is
-    /// percent-decoded after the path is split at `/`, so an id holding `/`,
-    /// `%`, `?`, `#`, spaces or non-ASCII is reached by encoding it.
+    /// percent-encoded), e.g. `/v1/events/order%2F7`: for messages. The
+    /// router ([`http::router`]) matched it and decoded its parameters.
     pub path: &'a str,
     /// The raw query string, without `?`.
     pub query: Option<&'a str>,
@@ -79,8 +79,9 @@ pub struct Response {
     pub content_type: &'static str,
     /// Body bytes.
     pub body: Vec<u8>,
-    /// Seconds for a `Retry-After` header (a `429`), if any.
-    pub retry_after: Option<u64>,
+    /// Further response headers (lower-case names), e.g. `retry-after` on
+    /// a `429`, `allow` on a `405`; `content-type` is [`Response::content_type`].
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
@@ -90,8 +91,20 @@ impl Response {
             status,
             content_type: "application/json",
             body: serde_json::to_vec(v).expect("json serializes"),
-            retry_after: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// The same response with the header `name` (lower case) set to `value`.
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// The value of the header `name` (lower case), if set.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     /// An error response in the API's error shape (for servers refusing a
@@ -194,27 +207,23 @@ impl Api {
         &self.hookline
     }
 
-    /// Answers one request. Never panics on input; every refusal names the
-    /// problem and writes nothing. Every request passes here, in this
-    /// order: the route ([`routes::ROUTES`]), the caller
-    /// ([`Api::authenticate`], `401`; except `/healthz`), the route's
+    /// Answers one request the router ([`http::router`]) matched to `found`
+    /// (a route with its decoded path parameters, or none). Never panics on
+    /// input; every refusal names the problem and writes nothing. Every
+    /// request passes here, in this order: outside `/v1` an unknown path
+    /// (`404`) or a wrong method (`405`) is answered before any credential
+    /// is read; then the caller ([`Api::authenticate`], `401`; except on an
+    /// open route such as `/healthz`), so under `/v1` only a caller learns
+    /// which paths exist (`404`, `405` with `Allow`); the route's
     /// [`shared::access::Action`] for its role and tenant binding (`403`
     /// naming what it needs), then each resource the path names, resolved
     /// as the caller's to see ([`Api::visible`], `404`), and only then the
     /// handler, with the [`Caller`].
-    pub async fn handle(&self, req: Request<'_>) -> Response {
-        let Some(decoded) = path_segments(req.path) else {
-            return Response::error(ErrorCode::InvalidPath, "the path is not valid percent-encoded UTF-8", None);
-        };
-        let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
-        let found = routes::find(req.method, &segments);
-        let no_route =
-            || Response::error(ErrorCode::NotFound, format!("no route for {} {}", req.method, show(req.path)), None);
-        // Outside /v1 an unknown path is a 404 before any credential is
-        // looked at (as before); under /v1 only a caller learns what exists.
+    pub async fn handle(&self, found: Found, req: Request<'_>) -> Response {
         let open = matches!(&found, Found::Route(r, _) if r.action.is_none());
-        if !open && !matches!(&found, Found::Route(..)) && segments.first() != Some(&"v1") {
-            return no_route();
+        let under_v1 = req.path == "/v1" || req.path.starts_with("/v1/");
+        if !under_v1 && !matches!(&found, Found::Route(..)) {
+            return found.refusal(&req);
         }
         let caller = if open {
             // An open route reads no credential; its handler ignores this.
@@ -227,14 +236,7 @@ impl Api {
         };
         let (route, params) = match found {
             Found::Route(r, p) => (r, p),
-            Found::OtherMethods(methods) => {
-                return Response::error(
-                    ErrorCode::MethodNotAllowed,
-                    format!("{} does not take {} (it takes {})", show(req.path), show(req.method), methods.join(", ")),
-                    None,
-                )
-            }
-            Found::Nothing => return no_route(),
+            other => return other.refusal(&req),
         };
         if let Some(action) = route.action {
             if let Err(denied) = caller.may(action) {
@@ -369,53 +371,14 @@ impl Api {
         }
         let open = h.stores.dead_letters.count(shared::dead_letter::DeadLetterState::Open).await.ok();
         let text = h.metrics.render(&queues, open, &h.health_cache.unhealthy());
-        Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes(), retry_after: None }
+        Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes(), headers: Vec::new() }
     }
 }
 
-/// One query parameter, percent-decoded.
+/// One query parameter, percent-decoded (`+` is a space; lossy on bad
+/// UTF-8).
 pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (k == name).then(|| percent_decode(v))
-    })
-}
-
-/// A query value: `+` is a space, `%XX` a byte; lossy on bad UTF-8.
-fn percent_decode(s: &str) -> String {
-    String::from_utf8_lossy(&percent_decode_bytes(s, true)).into_owned()
-}
-
-/// Decodes `%XX` escapes (a `%` not followed by two hex digits stays as it
-/// is); `+` is a space only when `plus_is_space` (query strings, not paths).
-fn percent_decode_bytes(s: &str, plus_is_space: bool) -> Vec<u8> {
-    let b = s.as_bytes();
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' if plus_is_space => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// A raw path's segments, split at `/` (leading and trailing ones ignored)
-/// and then each percent-decoded, so `%2F` inside an id stays inside it.
-/// `None` when a segment does not decode to UTF-8.
-fn path_segments(path: &str) -> Option<Vec<String>> {
-    path.trim_matches('/').split('/').map(|seg| String::from_utf8(percent_decode_bytes(seg, false)).ok()).collect()
+    form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
 }
 
 /// The ARNs a principal's grant may be stored under: its own, and for an
@@ -452,16 +415,6 @@ mod tests {
         assert_eq!(query_param(Some("a=%41b+c"), "a").as_deref(), Some("Ab c"));
         assert_eq!(query_param(Some("a=%4"), "a").as_deref(), Some("%4"));
         assert_eq!(query_param(None, "a"), None);
-    }
-
-    #[test]
-    fn path_segments_decode_after_splitting() {
-        let seg = |p: &str| path_segments(p).unwrap();
-        assert_eq!(seg("/v1/events/a%2Fb%20c%25d%3Fe%23f%C3%A9+g"), ["v1", "events", "a/b c%d?e#fé+g"]);
-        assert_eq!(seg("/v1/events/e1/deliveries/"), ["v1", "events", "e1", "deliveries"]);
-        assert_eq!(seg("/v1/events/100%"), ["v1", "events", "100%"], "a lone % stays");
-        assert_eq!(seg("/v1/events/%zz%4"), ["v1", "events", "%zz%4"]);
-        assert_eq!(path_segments("/v1/events/%FF"), None, "not UTF-8");
     }
 
     #[test]

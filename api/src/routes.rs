@@ -98,24 +98,6 @@ impl Route {
     pub fn resources(&self) -> impl Iterator<Item = (&'static str, Resource)> {
         self.params().filter_map(|p| Resource::of_param(p).map(|r| (p, r)))
     }
-
-    /// The parameters of a path (already split and decoded) this route's
-    /// pattern matches, by name; `None` when it does not match.
-    pub fn matches(&self, segments: &[&str]) -> Option<Vec<(&'static str, String)>> {
-        let pattern: Vec<&'static str> = self.segments().collect();
-        if pattern.len() != segments.len() {
-            return None;
-        }
-        let mut params = Vec::new();
-        for (p, s) in pattern.iter().zip(segments) {
-            match p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-                Some(name) => params.push((name, (*s).to_string())),
-                None if p == s => {}
-                None => return None,
-            }
-        }
-        Some(params)
-    }
 }
 
 /// One request on its way to a handler: the request, who makes it, and the
@@ -158,9 +140,11 @@ const fn route(method: &'static str, path: &'static str, action: Option<Action>,
 
 use Action::*;
 
-/// Every route of the API. A path matching several patterns takes the
-/// first: literal segments come before parameters at the same place
-/// (`/v1/subscriptions/reindex` before `/v1/subscriptions/{subscription}`).
+/// Every route of the API, in the router's pattern syntax
+/// ([`super::http::router`]: matchit's). A path matching several patterns
+/// takes the one with a literal segment where the others have a parameter
+/// (`/v1/subscriptions/reindex`, not `/v1/subscriptions/{subscription}`),
+/// whatever their order here.
 pub static ROUTES: &[Route] = &[
     route("GET", "/healthz", None, |_, _| {
         Box::pin(async { Ok(super::Response::json(200, &serde_json::json!({"status": "ok"}))) })
@@ -228,34 +212,49 @@ pub static ROUTES: &[Route] = &[
     }),
 ];
 
-/// What a request's path and method come to.
+/// What the router ([`super::http::router`]) found for a request's path
+/// and method.
 pub enum Found {
-    /// This route, with the path's parameters.
+    /// This route, with the path's parameters (percent-decoded), by name.
     Route(&'static Route, Vec<(&'static str, String)>),
-    /// The path is a route's, but not with this method: the methods it has.
+    /// The path is a route's, but not with this method: the methods it
+    /// takes ([`allowed`]).
     OtherMethods(Vec<&'static str>),
     /// No route has this path.
     Nothing,
 }
 
-/// The route a request takes.
-pub fn find(method: &str, segments: &[&str]) -> Found {
-    let mut methods = Vec::new();
-    for r in ROUTES {
-        if let Some(params) = r.matches(segments) {
-            if r.method == method {
-                return Found::Route(r, params);
-            }
-            if !methods.contains(&r.method) {
-                methods.push(r.method);
-            }
+impl Found {
+    /// The answer to a request that found no route: `405
+    /// method_not_allowed` with `Allow` naming the path's methods, or `404
+    /// not_found`.
+    pub fn refusal(&self, req: &Request<'_>) -> super::Response {
+        use super::{ErrorCode, Response};
+        use shared::envelope::show;
+        match self {
+            Found::OtherMethods(methods) => Response::error(
+                ErrorCode::MethodNotAllowed,
+                format!("{} does not take {} (it takes {})", show(req.path), show(req.method), methods.join(", ")),
+                None,
+            )
+            .with_header("allow", methods.join(", ")),
+            _ => Response::error(ErrorCode::NotFound, format!("no route for {} {}", req.method, show(req.path)), None),
         }
     }
-    if methods.is_empty() {
-        Found::Nothing
-    } else {
-        Found::OtherMethods(methods)
+}
+
+/// The methods the route pattern `path` takes, in table order; `HEAD`
+/// after `GET` (a `HEAD` request is answered as its `GET`, without the
+/// body).
+pub fn allowed(path: &str) -> Vec<&'static str> {
+    let mut methods = Vec::new();
+    for r in ROUTES.iter().filter(|r| r.path == path) {
+        methods.push(r.method);
+        if r.method == "GET" {
+            methods.push("HEAD");
+        }
     }
+    methods
 }
 
 /// The role × route table of docs/api.md, rendered from [`ROUTES`] (a
@@ -294,21 +293,6 @@ mod tests {
         let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md")).expect("docs/api.md");
         let table = role_table();
         assert!(doc.contains(&table), "docs/api.md#roles-and-tenants is out of date; it must hold:\n{table}");
-    }
-
-    #[test]
-    fn literal_segments_win_and_parameters_are_named() {
-        let take = |m: &str, p: &[&str]| match find(m, p) {
-            Found::Route(r, params) => (r.path, params),
-            _ => panic!("no route for {m} {p:?}"),
-        };
-        assert_eq!(take("POST", &["v1", "subscriptions", "reindex"]).0, "/v1/subscriptions/reindex");
-        assert_eq!(take("POST", &["v1", "dead-letters", "requeue"]).0, "/v1/dead-letters/requeue");
-        let (path, params) = take("POST", &["v1", "subscriptions", "s1", "lanes", "p/1", "skip"]);
-        assert_eq!(path, "/v1/subscriptions/{subscription}/lanes/{partition_key}/skip");
-        assert_eq!(params, [("subscription", "s1".to_string()), ("partition_key", "p/1".to_string())]);
-        assert!(matches!(find("PUT", &["v1", "events"]), Found::OtherMethods(m) if m == ["POST", "GET"]));
-        assert!(matches!(find("GET", &["v1", "nothing"]), Found::Nothing));
     }
 
     #[test]
