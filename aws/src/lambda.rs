@@ -49,44 +49,87 @@ impl Incoming {
     }
 }
 
-/// API Gateway → the HTTP API (same contract as `hookline serve`).
+/// API Gateway → the HTTP API (same contract as `hookline serve`): the
+/// event through a router of `api` ([`http_via`] with
+/// [`hookline_api::http::router`]). A function keeps one router and calls
+/// [`http_via`]; this builds one per call (tests, drivers).
 pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
-    let body = match (&req.body, req.is_base64_encoded) {
-        (Some(b), true) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
-        (Some(b), false) => b.clone().into_bytes(),
-        (None, _) => vec![],
+    http_via(&api::http::router(api.clone()), req).await
+}
+
+/// API Gateway → `router` (the API's, [`hookline_api::http::router`]) →
+/// API Gateway: the event as an HTTP request (method, `rawPath` and
+/// `rawQueryString`, headers as API Gateway passed them, repeated ones
+/// already joined with `,`; a base64 body decoded; the IAM principal it
+/// authorized as [`api::http::Principal`]), the answer back with its
+/// status, headers (`Allow`, `Retry-After`, …) and body (text, or base64
+/// when not UTF-8).
+pub async fn http_via(router: &axum::Router, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    let res = match request(req) {
+        Ok(req) => api::http::call(router, req).await,
+        Err(refused) => axum::response::IntoResponse::into_response(refused),
     };
-    let path = req.raw_path.clone().unwrap_or_default();
-    let auth = req.headers.get("authorization").and_then(|v| v.to_str().ok());
-    let res = api
-        .handle(api::Request {
-            method: req.request_context.http.method.as_str(),
-            path: &path,
-            query: req.raw_query_string.as_deref().filter(|q| !q.is_empty()),
-            authorization: auth,
-            // API Gateway has already joined repeated headers with `,`.
-            idempotency_key: req.headers.get("idempotency-key").map(|v| v.as_bytes()),
-            principal: req
-                .request_context
-                .authorizer
-                .as_ref()
-                .and_then(|a| a.iam.as_ref())
-                .and_then(|i| i.user_arn.as_deref()),
-            actor_header: req.headers.get("x-actor").map(|v| v.as_bytes()),
-            body: &body,
-        })
-        .await;
-    let mut headers = aws_lambda_events::http::HeaderMap::new();
-    headers.insert("content-type", aws_lambda_events::http::HeaderValue::from_static(res.content_type));
-    if let Some(secs) = res.retry_after {
-        headers.insert("retry-after", aws_lambda_events::http::HeaderValue::from(secs));
-    }
+    let (parts, body) = res.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let mut headers = parts.headers;
+    // API Gateway sets the length of what it sends.
+    headers.remove(aws_lambda_events::http::header::CONTENT_LENGTH);
+    let (body, is_base64_encoded) = match String::from_utf8(body.to_vec()) {
+        Ok(text) => (Body::Text(text), false),
+        Err(e) => (Body::Binary(e.into_bytes()), true),
+    };
     ApiGatewayV2httpResponse {
-        status_code: res.status as i64,
+        status_code: i64::from(parts.status.as_u16()),
         headers,
-        body: Some(Body::Text(String::from_utf8_lossy(&res.body).into_owned())),
+        body: Some(body),
+        is_base64_encoded,
         ..Default::default()
     }
+}
+
+/// The HTTP request an API Gateway (HTTP API, payload 2.0) event stands for.
+fn request(req: ApiGatewayV2httpRequest) -> Result<aws_lambda_events::http::Request<axum::body::Body>, api::Response> {
+    let body = match (req.body, req.is_base64_encoded) {
+        // API Gateway's own encoding: never invalid.
+        (Some(b), true) => base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default(),
+        (Some(b), false) => b.into_bytes(),
+        (None, _) => vec![],
+    };
+    let path = req.raw_path.filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
+    let uri = match req.raw_query_string.filter(|q| !q.is_empty()) {
+        Some(q) => format!("{}?{}", uri_safe(&path, false), uri_safe(&q, true)),
+        None => uri_safe(&path, false),
+    };
+    let mut http = aws_lambda_events::http::Request::builder()
+        .method(req.request_context.http.method)
+        .uri(uri)
+        .body(axum::body::Body::from(body))
+        .map_err(|_| {
+            api::Response::error(api::ErrorCode::InvalidPath, "the path is not valid percent-encoded UTF-8", None)
+        })?;
+    *http.headers_mut() = req.headers;
+    let principal = req.request_context.authorizer.and_then(|a| a.iam).and_then(|i| i.user_arn);
+    if let Some(arn) = principal {
+        http.extensions_mut().insert(api::http::Principal(arn));
+    }
+    Ok(http)
+}
+
+/// `s` with every byte that may not stand in a URI's path (or query)
+/// percent-encoded (spaces, non-ASCII, controls, `"<>\^`{|}`, and `?`/`#`
+/// in a path); `%` and everything else as it is (the path arrives
+/// percent-encoded; its escapes are the router's to decode).
+fn uri_safe(s: &str, query: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        let keep = b.is_ascii_graphic() && !b"\"<>\\^`{|}#".contains(&b) && (query || b != b'?');
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn failures(ids: impl IntoIterator<Item = String>) -> SqsBatchResponse {

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::body::Body;
-use axum::http::{header, Request, Response, StatusCode};
+use axum::http::{header, Request, Response};
+use axum::response::IntoResponse;
+use axum::Router;
 use hookline_api::{self as api, Api, Verification};
 use hookline_sqlite::runtime::{Runtime, RuntimeLimits};
 use hookline_sqlite::Backend;
@@ -318,9 +320,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (max_body, body_timeout) = (h.config.max_body_bytes, args.body_timeout);
     let limits =
         listener::Limits { header_timeout: args.header_timeout, idle_timeout: args.idle_timeout, max_connections };
+    let router = api::http::router(api);
     let app = move |req: Request<Incoming>| {
-        let api = api.clone();
-        async move { handle(&api, req, max_body, body_timeout).await }
+        let router = router.clone();
+        async move { handle(&router, req, max_body, body_timeout).await }
     };
     listener::serve(listener, limits, app, shutdown_signal()).await?;
     tracing::info!("shutting down: no new jobs are taken; finishing those in flight");
@@ -380,63 +383,32 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn handle(api: &Api, req: Request<Incoming>, max_body: usize, body_timeout: Duration) -> Response<Body> {
+/// One request: its body read within the limits (size, time), then the
+/// API's router ([`api::http::router`]) answers it.
+async fn handle(router: &Router, req: Request<Incoming>, max_body: usize, body_timeout: Duration) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let body = match tokio::time::timeout(body_timeout, axum::body::to_bytes(Body::new(body), max_body + 1)).await {
         Ok(Ok(b)) => b,
         Ok(Err(_)) => {
-            return to_http(api::Response::error(
+            return api::Response::error(
                 api::ErrorCode::PayloadTooLarge,
                 format!("request body exceeds the limit of {max_body} bytes"),
                 None,
-            ))
+            )
+            .into_response()
         }
         Err(_) => {
-            let mut res = to_http(api::Response::error(
+            let mut res = api::Response::error(
                 api::ErrorCode::RequestTimeout,
                 format!("the request body did not arrive within {}", ShowStd(body_timeout)),
                 None,
-            ));
+            )
+            .into_response();
             res.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
             return res;
         }
     };
-    let auth = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let idempotency_key = joined(&parts.headers, "idempotency-key");
-    let res = api
-        .handle(api::Request {
-            method: parts.method.as_str(),
-            path: parts.uri.path(),
-            query: parts.uri.query(),
-            authorization: auth,
-            idempotency_key: idempotency_key.as_deref(),
-            principal: None,
-            actor_header: parts.headers.get("x-actor").map(|v| v.as_bytes()),
-            body: &body,
-        })
-        .await;
-    to_http(res)
-}
-
-/// A header's value; a header given several times is one value joined
-/// with `,`, as API Gateway hands it to the Lambda API.
-fn joined<'a>(headers: &'a header::HeaderMap, name: &str) -> Option<std::borrow::Cow<'a, [u8]>> {
-    let mut values = headers.get_all(name).iter().map(|v| v.as_bytes());
-    let first = values.next()?;
-    Some(match values.next() {
-        None => first.into(),
-        Some(second) => [first, second].into_iter().chain(values).collect::<Vec<_>>().join(&b',').into(),
-    })
-}
-
-fn to_http(r: api::Response) -> Response<Body> {
-    let mut b = Response::builder()
-        .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header(header::CONTENT_TYPE, r.content_type);
-    if let Some(secs) = r.retry_after {
-        b = b.header(header::RETRY_AFTER, secs);
-    }
-    b.body(Body::from(r.body)).expect("valid response")
+    api::http::call(router, Request::from_parts(parts, Body::from(body))).await
 }
 
 /// A `std::time::Duration` written as `--header-timeout` takes it.

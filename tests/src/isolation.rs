@@ -1,6 +1,6 @@
 //! Tenant isolation and roles, route by route (issue 24), on both backends
 //! (`tests/tests/serve/stages.rs`, `tests/tests/aws/stages.rs`): the API
-//! in-process ([`hookline_api::Api::handle`]) over the real stores of a
+//! in-process (through [`hookline_api::http::router`]) over the real stores of a
 //! [`Rig`] (a SQLite file; the emulator under the strict checker).
 //!
 //! The routes come from the API's own table ([`routes::ROUTES`]), not a
@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use hookline_api::routes::{self, Route};
-use hookline_api::{Api, ApiKey, Request, Response, Verification};
+use hookline_api::{Api, ApiKey, Response, Verification};
 use serde_json::{json, Value};
 use shared::access::{Action, Role};
 use shared::audit::AuditFilter;
@@ -60,20 +60,22 @@ fn keys() -> Vec<ApiKey> {
     keys
 }
 
-/// One call of the API.
+/// One call of the API, through its router ([`hookline_api::http::router`]).
 async fn call(api: &Api, key: &str, method: &str, path: &str, query: Option<&str>, body: &[u8]) -> Response {
-    let auth = format!("Bearer {key}");
-    api.handle(Request {
-        method,
-        path,
-        query,
-        authorization: Some(&auth),
-        idempotency_key: None,
-        principal: None,
-        actor_header: None,
-        body,
-    })
-    .await
+    let uri = match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {key}"))
+        .body(axum::body::Body::from(body.to_vec()))
+        .expect("a request");
+    let res = hookline_api::http::call(&hookline_api::http::router(api.clone()), req).await;
+    let status = res.status().as_u16();
+    let body = axum::body::to_bytes(res.into_body(), usize::MAX).await.expect("the body").to_vec();
+    Response { status, content_type: "application/json", body, headers: Vec::new() }
 }
 
 /// B's resources, as the admin created them.

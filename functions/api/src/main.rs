@@ -1,6 +1,7 @@
 //! API: the subscription, event-inspection and dead-letter routes of
 //! `hookline serve`, same contract, behind API Gateway (IAM authorization).
-//! Wiring only: `hookline_aws::lambda::http` → `hookline_api::Api`.
+//! Wiring only: `hookline_aws::lambda::http_via` → the router of
+//! `hookline_api::Api` (`hookline_api::http::router`).
 
 use hookline_api::{Api, Verification};
 use hookline_aws::lambda::{self, events::apigw::ApiGatewayV2httpRequest, Error};
@@ -16,9 +17,10 @@ async fn main() -> Result<(), Error> {
     // people), read with every other setting (`shared::config`).
     let trust = h.config.trust_actor_header;
     let api = Api::behind_gateway(h.clone(), Verification::Inline).trusting_actor_header(trust);
+    let router = hookline_api::http::router(api);
     lambda::run("api", h, move |_, e: ApiGatewayV2httpRequest| {
-        let api = api.clone();
-        async move { Ok(lambda::http(&api, e).await) }
+        let router = router.clone();
+        async move { Ok(lambda::http_via(&router, e).await) }
     })
     .await
 }

@@ -1,6 +1,6 @@
 //! Ingest: `POST /v1/events` and `/v1/events/batch` through API Gateway, and
 //! EventBridge events through the ingest queue → the Events table. Wiring
-//! only: `hookline_aws::lambda::{http, ingest_from_bus}` decide.
+//! only: `hookline_aws::lambda::{http_via, ingest_from_bus}` decide.
 
 use std::sync::Arc;
 
@@ -12,13 +12,13 @@ use serde_json::{to_value, Value};
 async fn main() -> Result<(), Error> {
     lambda::init_logging();
     let (h, backend) = lambda::backend_from_env().await?;
-    let api = Api::behind_gateway(h.clone(), Verification::Inline);
+    let router = hookline_api::http::router(Api::behind_gateway(h.clone(), Verification::Inline));
     let rejects = Arc::new(backend.ingest_dlq.ok_or("INGEST_DLQ_URL is not set")?);
     lambda::run("ingest", h, move |h, e: Value| {
-        let (api, rejects) = (api.clone(), rejects.clone());
+        let (router, rejects) = (router.clone(), rejects.clone());
         async move {
             Ok(match Incoming::parse(e)? {
-                Incoming::Http(req) => to_value(lambda::http(&api, *req).await)?,
+                Incoming::Http(req) => to_value(lambda::http_via(&router, *req).await)?,
                 Incoming::Sqs(ev) => to_value(lambda::ingest_from_bus(&h, &rejects, ev).await)?,
                 Incoming::Stream(_) => return Err(Error::from("the ingest function takes HTTP and SQS events only")),
             })
