@@ -60,6 +60,7 @@ pub mod lambda_driver;
 pub mod lane_scenarios;
 pub mod metering;
 pub mod pipeline;
+pub mod router_scenarios;
 pub mod scenarios;
 pub mod stages;
 pub mod strict;
@@ -160,6 +161,11 @@ macro_rules! both_backend_suites {
         /// Keys and grants, the X-Actor header (`hookline_tests::key_scenarios`).
         mod key_scenarios {
             $crate::key_scenario_tests!($backend);
+        }
+
+        /// The router: 405/Allow, path decoding (`hookline_tests::router_scenarios`).
+        mod router_scenarios {
+            $crate::router_scenario_tests!($backend);
         }
 
         /// Waits (`hookline_tests::wait_scenarios`).
