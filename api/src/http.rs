@@ -94,8 +94,9 @@ pub(crate) fn table_router<A: Answer>(answer: A) -> Router {
         for route in ROUTES.iter().filter(|r| r.path == path) {
             let method = Method::from_bytes(route.method.as_bytes()).expect("a route's method is a method");
             let filter = MethodFilter::try_from(method).expect("a route's method is one axum routes");
-            methods = methods
-                .on(filter, move |State(a): State<A>, req: axum::http::Request<Body>| dispatch(a, Target::Route(route), req));
+            methods = methods.on(filter, move |State(a): State<A>, req: axum::http::Request<Body>| {
+                dispatch(a, Target::Route(route), req)
+            });
         }
         methods = methods.fallback(move |State(a): State<A>, req: axum::http::Request<Body>| {
             dispatch(a, Target::OtherMethod(path), req)

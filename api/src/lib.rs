@@ -371,7 +371,12 @@ impl Api {
         }
         let open = h.stores.dead_letters.count(shared::dead_letter::DeadLetterState::Open).await.ok();
         let text = h.metrics.render(&queues, open, &h.health_cache.unhealthy());
-        Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes(), headers: Vec::new() }
+        Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: text.into_bytes(),
+            headers: Vec::new(),
+        }
     }
 }
 
