@@ -470,3 +470,79 @@ mod tests {
         assert_eq!(log_level(Some("shared=debug".into())), Level::INFO, "directives are not parsed");
     }
 }
+
+/// The API Gateway event ⇄ HTTP request conversion of [`http_via`], against
+/// a router that shows what reached it.
+#[cfg(test)]
+mod http_tests {
+    use super::*;
+    use axum::http::{HeaderMap, Uri};
+    use axum::routing::any;
+
+    async fn echo(
+        method: axum::http::Method,
+        uri: Uri,
+        headers: HeaderMap,
+        req: axum::extract::Request,
+    ) -> axum::response::Response {
+        let principal = req.extensions().get::<api::http::Principal>().map(|p| p.0.clone());
+        let body = axum::body::to_bytes(req.into_body(), usize::MAX).await.unwrap();
+        let v = serde_json::json!({
+            "method": method.as_str(), "path": uri.path(), "query": uri.query(), "principal": principal,
+            "idempotency_key": headers.get("idempotency-key").map(|v| v.to_str().unwrap()),
+            "body": String::from_utf8_lossy(&body),
+        });
+        let mut res = axum::response::IntoResponse::into_response(axum::Json(v));
+        res.headers_mut().insert("allow", "GET, HEAD".parse().unwrap());
+        res.headers_mut().insert("retry-after", "30".parse().unwrap());
+        res
+    }
+
+    fn event(path: &str, query: &str, body: &str, base64: bool) -> ApiGatewayV2httpRequest {
+        serde_json::from_value(serde_json::json!({
+            "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
+            "headers": {"idempotency-key": "a,b", "content-type": "application/json"},
+            "requestContext": {"http": {"method": "PUT", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "t"},
+                               "accountId": "1", "apiId": "a", "stage": "$default", "requestId": "r", "domainName": "d", "time": "", "timeEpoch": 0,
+                               "authorizer": {"iam": {"accessKey": "AK", "accountId": "1", "callerId": "C", "principalOrgId": null,
+                                                      "userArn": "arn:aws:iam::1:user/u", "userId": "U"}}},
+            "body": body, "isBase64Encoded": base64,
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_event_is_the_request_and_the_headers_come_back() {
+        let router = axum::Router::new().route("/v1/x/{id}", any(echo));
+        let body = base64::engine::general_purpose::STANDARD.encode(b"{\"a\":1}");
+        let res = http_via(&router, event("/v1/x/a%2Fb c", "q=1%202", &body, true)).await;
+        assert_eq!(res.status_code, 200);
+        assert_eq!(
+            (res.headers["allow"].to_str().unwrap(), res.headers["retry-after"].to_str().unwrap()),
+            ("GET, HEAD", "30")
+        );
+        assert!(res.headers.get("content-length").is_none());
+        let Some(Body::Text(text)) = res.body else { panic!("a text body") };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["method"], "PUT");
+        assert_eq!(v["path"], "/v1/x/a%2Fb%20c", "percent-encoded as it came, a raw space escaped");
+        assert_eq!(v["query"], "q=1%202");
+        assert_eq!(v["principal"], "arn:aws:iam::1:user/u");
+        assert_eq!(v["idempotency_key"], "a,b");
+        assert_eq!(v["body"], "{\"a\":1}", "the base64 body decoded");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_utf8_goes_back_as_base64() {
+        let router = axum::Router::new().route("/bin", any(|| async { vec![0xffu8, 0, 1] }));
+        let res = http_via(&router, event("/bin", "", "", false)).await;
+        assert!(res.is_base64_encoded);
+        assert!(matches!(res.body, Some(Body::Binary(b)) if b == [0xff, 0, 1]));
+    }
+
+    #[test]
+    fn only_what_may_not_stand_in_a_uri_is_escaped() {
+        assert_eq!(uri_safe("/v1/a%2Fb c/é?#", false), "/v1/a%2Fb%20c/%C3%A9%3F%23");
+        assert_eq!(uri_safe("a=b c&d=?", true), "a=b%20c&d=?");
+    }
+}
