@@ -15,6 +15,7 @@ mod dead_letters;
 mod error;
 mod events;
 pub mod fuzzing;
+pub mod idempotency;
 mod keys;
 pub mod openapi;
 pub mod query;
@@ -79,8 +80,13 @@ pub struct Response {
     pub content_type: &'static str,
     /// Body bytes.
     pub body: Vec<u8>,
-    /// Seconds for a `Retry-After` header (a `429`), if any.
+    /// Seconds for a `Retry-After` header (a `429`, a `409
+    /// idempotency_in_progress`), if any.
     pub retry_after: Option<u64>,
+    /// The stored answer of an earlier request with the same
+    /// `Idempotency-Key` ([`idempotency`]): servers add
+    /// `Idempotency-Replayed: true`.
+    pub idempotent_replay: bool,
 }
 
 impl Response {
@@ -91,6 +97,7 @@ impl Response {
             content_type: "application/json",
             body: serde_json::to_vec(v).expect("json serializes"),
             retry_after: None,
+            idempotent_replay: false,
         }
     }
 
@@ -254,7 +261,7 @@ impl Api {
             }
         }
         let call = Call { req, caller, params };
-        (route.handler)(self, &call).await.unwrap_or_else(Response::from)
+        idempotency::answer(self, route, &call, (route.handler)(self, &call)).await
     }
 
     /// The credential behind `req`: the one place a request's [`Caller`]
@@ -369,7 +376,13 @@ impl Api {
         }
         let open = h.stores.dead_letters.count(shared::dead_letter::DeadLetterState::Open).await.ok();
         let text = h.metrics.render(&queues, open, &h.health_cache.unhealthy());
-        Response { status: 200, content_type: "text/plain; version=0.0.4", body: text.into_bytes(), retry_after: None }
+        Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: text.into_bytes(),
+            retry_after: None,
+            idempotent_replay: false,
+        }
     }
 }
 

@@ -633,7 +633,13 @@ impl Api {
         if !manage::delete(&self.hookline, id, &c.caller.actor).await? {
             return Err(ApiError::not_found("subscription", id));
         }
-        Ok(Response { status: 204, content_type: "application/json", body: vec![], retry_after: None })
+        Ok(Response {
+            status: 204,
+            content_type: "application/json",
+            body: vec![],
+            retry_after: None,
+            idempotent_replay: false,
+        })
     }
 
     pub(super) async fn verify_now(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {

@@ -81,6 +81,9 @@ pub async fn http(api: &Api, req: ApiGatewayV2httpRequest) -> ApiGatewayV2httpRe
     if let Some(secs) = res.retry_after {
         headers.insert("retry-after", aws_lambda_events::http::HeaderValue::from(secs));
     }
+    if res.idempotent_replay {
+        headers.insert("idempotency-replayed", aws_lambda_events::http::HeaderValue::from_static("true"));
+    }
     ApiGatewayV2httpResponse {
         status_code: res.status as i64,
         headers,

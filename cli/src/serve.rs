@@ -436,6 +436,9 @@ fn to_http(r: api::Response) -> Response<Body> {
     if let Some(secs) = r.retry_after {
         b = b.header(header::RETRY_AFTER, secs);
     }
+    if r.idempotent_replay {
+        b = b.header("idempotency-replayed", "true");
+    }
     b.body(Body::from(r.body)).expect("valid response")
 }
 

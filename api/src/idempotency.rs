@@ -1,0 +1,244 @@
+//! `Idempotency-Key` on the routes that create something
+//! ([`ROUTES`]): the same key and request from the same caller answer the
+//! first response again (with `Idempotency-Replayed: true`), another
+//! request under the key is a `409 idempotency_conflict`, a request while
+//! the first one runs a `409 idempotency_in_progress` with `Retry-After`.
+//! Only successes (2xx) are kept; a refusal or failure frees the key.
+//! Keys are remembered [`shared::idempotency::KEY_TTL`] (24 h) after the
+//! answer. The decisions are [`shared::idempotency`]'s; the records are the
+//! [`shared::ports::IdempotencyStore`]'s; this module runs them around a
+//! route's handler ([`answer`], called by [`Api::handle`]), so no handler
+//! knows about keys.
+//!
+//! `POST /v1/events` has its own idempotency (the key becomes the event's
+//! id, `api/src/events.rs`) and `POST /v1/events/batch` refuses a key; both
+//! check the header as [`header`] does. Every other route ignores it
+//! ([`IGNORING`] says why for each `POST`).
+
+use std::future::Future;
+
+use chrono::Utc;
+use shared::context::Hookline;
+use shared::envelope;
+use shared::idempotency::{self as idem, Decision, IdempotencyRecord, StoredResponse};
+
+use super::routes::{Call, Route};
+use super::{Api, ApiError, ApiResult, ErrorCode, Request, Response};
+
+/// The header's name, as errors spell it.
+pub const HEADER: &str = "Idempotency-Key";
+
+/// The routes that take `Idempotency-Key` as this module runs it: every
+/// `POST` that creates something (a subscription, an API key, a bulk job,
+/// replay sagas) or mints a secret (a rotation answers the new one once).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/subscriptions"),
+    ("POST", "/v1/subscriptions/{subscription}/rotate-secret"),
+    ("POST", "/v1/events/{event}/replay"),
+    ("POST", "/v1/dead-letters/requeue"),
+    ("POST", "/v1/dead-letters/skip"),
+    ("POST", "/v1/replays"),
+    ("POST", "/v1/keys"),
+    ("POST", "/v1/keys/{key}/rotate"),
+];
+
+/// The other `POST` routes, and why they do not take a key here: a test
+/// holds every `POST` of [`super::routes::ROUTES`] to one of the two lists,
+/// so a new route is decided, not forgotten.
+pub const IGNORING: &[(&str, &str)] = &[
+    ("/v1/events", "its own idempotency: the key becomes the event's id"),
+    ("/v1/events/batch", "refuses a key: each envelope carries its own id"),
+    ("/v1/subscriptions/reindex", "a repair pass; repeating it is harmless"),
+    ("/v1/subscriptions/{subscription}/verify", "a handshake; repeating it is harmless"),
+    ("/v1/subscriptions/{subscription}/lanes/{partition_key}/skip", "a repeat finds the lane unblocked (409)"),
+    ("/v1/dead-letters/reindex", "a repair pass; repeating it is harmless"),
+    ("/v1/dead-letters/{dead_letter}/requeue", "one saga per dead letter; a repeat finds it resolved (409)"),
+    ("/v1/dead-letters/{dead_letter}/skip", "a repeat finds the dead letter resolved (409)"),
+];
+
+/// Whether `method pattern` takes a key ([`ROUTES`]).
+pub fn takes_key(method: &str, pattern: &str) -> bool {
+    ROUTES.iter().any(|(m, p)| *m == method && *p == pattern)
+}
+
+/// The request's `Idempotency-Key`, checked by the one rule of every route
+/// ([`envelope::check_idempotency_key`]); a bad one is a 422
+/// `invalid_header` naming it.
+pub(crate) fn header<'a>(req: &Request<'a>) -> Result<Option<&'a str>, ApiError> {
+    req.idempotency_key
+        .map(|v| {
+            envelope::check_idempotency_key(v).map_err(|e| {
+                ApiError::new(ErrorCode::InvalidHeader, format!("invalid header `{HEADER}`: {e}")).on(HEADER)
+            })
+        })
+        .transpose()
+}
+
+/// How often a request tries to claim a key whose record keeps changing
+/// under it (a claim released or expiring while it looked).
+const CLAIM_TRIES: usize = 3;
+
+/// Answers `call` of `route` by running `handler`, through its
+/// `Idempotency-Key` when the route takes one: replays a kept answer,
+/// refuses a conflicting or concurrent request, or claims the key, runs
+/// the handler and keeps its answer (a success) or frees the key (any
+/// other answer). The caller was authenticated and allowed, and the path's
+/// resources resolved, before: a key is looked up only for a request that
+/// could run.
+pub(crate) async fn answer(
+    api: &Api,
+    route: &Route,
+    call: &Call<'_>,
+    handler: impl Future<Output = ApiResult>,
+) -> Response {
+    let run = async { handler.await.unwrap_or_else(Response::from) };
+    if !takes_key(route.method, route.path) {
+        return run.await;
+    }
+    let key = match header(&call.req) {
+        Ok(Some(k)) => k,
+        Ok(None) => return run.await,
+        Err(e) => return e.into(),
+    };
+    let h = api.hookline();
+    let tenant = call.caller.tenant.as_ref().map(|t| t.as_str());
+    let id = idem::record_id(&call.caller.actor, tenant, key);
+    let params: Vec<(&str, &str)> = call.params.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let fingerprint = idem::fingerprint(route.method, route.path, &params, call.req.query, call.req.body);
+    let claim = match claim(h, &id, &fingerprint).await {
+        Ok(Claimed::Mine(c)) => c,
+        Ok(Claimed::Answered(r)) => return r,
+        Err(e) => return e.into(),
+    };
+    let res = run.await;
+    finish(h, &claim, &res).await;
+    res
+}
+
+/// What claiming a key came to.
+enum Claimed {
+    /// This request holds the key: run it.
+    Mine(IdempotencyRecord),
+    /// The key's kept answer, to send again.
+    Answered(Response),
+}
+
+/// Claims the key's record `id` for the request `fingerprint`, or finds
+/// its kept answer.
+async fn claim(h: &Hookline, id: &str, fingerprint: &str) -> Result<Claimed, ApiError> {
+    let store = &h.stores.idempotency;
+    for _ in 0..CLAIM_TRIES {
+        let now = Utc::now();
+        let record = store.get(id, now).await?;
+        match idem::decide(record.as_ref(), fingerprint, now) {
+            Decision::Claim => {
+                let c = IdempotencyRecord::claim(id, fingerprint, now);
+                if store.claim(&c, now).await? {
+                    return Ok(Claimed::Mine(c));
+                }
+            }
+            Decision::Replay(sealed) => {
+                let kept = idem::open_response(&h.keyring, id, &sealed)?;
+                return Ok(Claimed::Answered(replayed(kept)));
+            }
+            Decision::Conflict => {
+                return Err(ApiError::new(
+                    ErrorCode::IdempotencyConflict,
+                    format!(
+                        "this `{HEADER}` was used with another request (method, path or body) in the last 24 \
+                         hours; send a new key for a new request"
+                    ),
+                )
+                .on(HEADER))
+            }
+            Decision::InProgress { retry_after } => return Err(in_progress(retry_after)),
+        }
+    }
+    Err(in_progress(1))
+}
+
+/// `409 idempotency_in_progress`, retry after `secs`.
+fn in_progress(secs: u64) -> ApiError {
+    let mut e = ApiError::new(
+        ErrorCode::IdempotencyInProgress,
+        format!("a request with this `{HEADER}` is still being answered; retry after {secs} s"),
+    )
+    .on(HEADER);
+    e.retry_after = Some(secs);
+    e
+}
+
+/// A kept answer, sent again.
+fn replayed(kept: StoredResponse) -> Response {
+    Response {
+        status: kept.status,
+        content_type: "application/json",
+        body: kept.body.into_bytes(),
+        retry_after: None,
+        idempotent_replay: true,
+    }
+}
+
+/// Keeps `res` under the claim (a success, sealed) or frees the key (any
+/// other answer). A store failure here is logged, not answered: the work
+/// is done and its answer is the client's; the key then stays claimed
+/// until its lease ([`idem::LEASE`]) is over.
+async fn finish(h: &Hookline, claim: &IdempotencyRecord, res: &Response) {
+    let store = &h.stores.idempotency;
+    let kept = String::from_utf8(res.body.clone()).ok().filter(|_| idem::keeps(res.status));
+    let outcome = match kept {
+        Some(body) => {
+            let sealed = idem::seal_response(&h.keyring, &claim.id, &StoredResponse { status: res.status, body });
+            store.complete(&claim.done(sealed, Utc::now())).await.map(|done| {
+                if !done {
+                    tracing::warn!(record = %claim.id, "idempotency key taken over before its answer was kept");
+                }
+            })
+        }
+        None => store.release(&claim.id, &claim.token).await,
+    };
+    if let Err(e) = outcome {
+        tracing::error!(error = %e, record = %claim.id, "could not record an idempotency key's answer");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route of [`ROUTES`] is a route, and every `POST` route is in
+    /// [`ROUTES`] or [`IGNORING`] (not both), so none is left undecided.
+    #[test]
+    fn every_post_route_is_decided() {
+        for (m, p) in ROUTES {
+            assert!(super::super::routes::ROUTES.iter().any(|r| r.method == *m && r.path == *p), "{m} {p}");
+        }
+        for r in super::super::routes::ROUTES.iter().filter(|r| r.method == "POST") {
+            let takes = takes_key(r.method, r.path);
+            let ignores = IGNORING.iter().any(|(p, _)| *p == r.path);
+            assert!(takes != ignores, "POST {} must be in exactly one of ROUTES and IGNORING", r.path);
+        }
+        for (p, _) in IGNORING {
+            assert!(super::super::routes::ROUTES.iter().any(|r| r.method == "POST" && r.path == *p), "POST {p}");
+        }
+    }
+
+    #[test]
+    fn a_bad_key_is_invalid_header_naming_it() {
+        let req = |k: &'static [u8]| Request {
+            method: "POST",
+            path: "/v1/subscriptions",
+            query: None,
+            authorization: None,
+            idempotency_key: Some(k),
+            principal: None,
+            actor_header: None,
+            body: b"",
+        };
+        for bad in [&b""[..], b"a\nb", "zoë".as_bytes(), &[b'k'; 256]] {
+            let e = header(&req(bad)).unwrap_err();
+            assert_eq!((e.code, e.status(), e.field.as_deref()), (ErrorCode::InvalidHeader, 422, Some(HEADER)));
+        }
+        assert_eq!(header(&req(b"order-7 retry")).unwrap(), Some("order-7 retry"));
+    }
+}
