@@ -202,6 +202,71 @@ async fn finish(h: &Hookline, claim: &IdempotencyRecord, res: &Response) {
     }
 }
 
+/// Adds to the OpenAPI document what [`answer`] does on each of [`ROUTES`]
+/// the document has: the optional `Idempotency-Key` header parameter, the
+/// `Idempotency-Replayed` header on its successes, and its refusals (`409
+/// idempotency_conflict` and `idempotency_in_progress`, `422
+/// invalid_header`), added to the route's own `409`/`422` responses or as
+/// new ones. Run once the resource modules' paths are merged
+/// ([`super::openapi::document`]), so no route's own description repeats it.
+pub fn document(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::content::ContentBuilder;
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::response::ResponseBuilder;
+    use utoipa::openapi::{Header, ObjectBuilder, Ref, RefOr, Required, Type};
+
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    for (method, path) in ROUTES {
+        let item = doc.paths.paths.get_mut(*path);
+        let Some(op) = item.and_then(|i| if *method == "POST" { i.post.as_mut() } else { None }) else { continue };
+        let params = op.parameters.get_or_insert_with(Vec::new);
+        if !params.iter().any(|p| p.name == HEADER) {
+            params.push(
+                ParameterBuilder::new()
+                    .name(HEADER)
+                    .parameter_in(ParameterIn::Header)
+                    .required(Required::False)
+                    .description(Some(
+                        "Makes a retry safe: the same key and request within 24 hours answer the first success \
+                         again (with `Idempotency-Replayed: true`) instead of running twice. 1 to 255 printable \
+                         ASCII characters. See docs/api.md#idempotency-key.",
+                    ))
+                    .schema(Some(text().min_length(Some(1)).max_length(Some(255)).examples(["3f6d2c1e-order-7"])))
+                    .build(),
+            );
+        }
+        let replayed = Header::builder()
+            .schema(text().enum_values(Some(["true"])))
+            .description(Some("Present when this is the kept answer of an earlier request with the same key."))
+            .build();
+        for (status, resp) in op.responses.responses.iter_mut() {
+            if let (true, RefOr::T(r)) = (status.starts_with('2'), resp) {
+                r.headers.entry("Idempotency-Replayed".into()).or_insert_with(|| replayed.clone());
+            }
+        }
+        for (status, codes) in [
+            ("409", [ErrorCode::IdempotencyConflict, ErrorCode::IdempotencyInProgress].as_slice()),
+            ("422", [ErrorCode::InvalidHeader].as_slice()),
+        ] {
+            let said: Vec<String> = codes.iter().map(|c| format!("`{}` ({})", c.as_str(), c.meaning())).collect();
+            let said = format!("{HEADER}: {}", said.join("; "));
+            let entry = op.responses.responses.entry(status.into()).or_insert_with(|| {
+                let body = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build();
+                RefOr::T(ResponseBuilder::new().description("").content("application/json", body).build())
+            });
+            if let RefOr::T(r) = entry {
+                if !r.description.contains(&said) {
+                    r.description = [r.description.as_str(), said.as_str()]
+                        .into_iter()
+                        .filter(|d| !d.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("\n\n");
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +305,47 @@ mod tests {
             assert_eq!((e.code, e.status(), e.field.as_deref()), (ErrorCode::InvalidHeader, 422, Some(HEADER)));
         }
         assert_eq!(header(&req(b"order-7 retry")).unwrap(), Some("order-7 retry"));
+    }
+
+    /// The document says what [`answer`] does, on each route of [`ROUTES`]
+    /// it has, once however often it is applied.
+    #[test]
+    fn the_document_names_the_header_and_its_refusals() {
+        use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
+        use utoipa::openapi::response::ResponseBuilder;
+        use utoipa::openapi::{OpenApiBuilder, PathsBuilder, RefOr};
+        let op = OperationBuilder::new()
+            .response("201", ResponseBuilder::new().description("created").build())
+            .response("409", ResponseBuilder::new().description("`conflict`: its own").build())
+            .build();
+        let get = OperationBuilder::new().response("200", ResponseBuilder::new().description("ok").build()).build();
+        let mut doc = OpenApiBuilder::new()
+            .paths(
+                PathsBuilder::new()
+                    .path("/v1/subscriptions", PathItem::new(HttpMethod::Post, op.clone()))
+                    .path("/v1/events/{event}", PathItem::new(HttpMethod::Get, get)),
+            )
+            .build();
+        document(&mut doc);
+        document(&mut doc);
+        let post = doc.paths.paths["/v1/subscriptions"].post.clone().unwrap();
+        let params = post.parameters.clone().unwrap_or_default();
+        assert_eq!(params.iter().filter(|p| p.name == HEADER).count(), 1, "once");
+        let description = |status: &str| match &post.responses.responses[status] {
+            RefOr::T(r) => r.description.clone(),
+            RefOr::Ref(_) => panic!("{status} is a reference"),
+        };
+        let conflict = description("409");
+        assert!(conflict.starts_with("`conflict`: its own"), "the route's own text stays: {conflict}");
+        for code in ["idempotency_conflict", "idempotency_in_progress"] {
+            assert_eq!(conflict.matches(code).count(), 1, "{code} once: {conflict}");
+        }
+        assert!(description("422").contains("invalid_header"));
+        match &post.responses.responses["201"] {
+            RefOr::T(r) => assert!(r.headers.contains_key("Idempotency-Replayed")),
+            RefOr::Ref(_) => panic!("201 is a reference"),
+        }
+        let untouched = doc.paths.paths["/v1/events/{event}"].get.clone().unwrap();
+        assert!(untouched.parameters.is_none() && !untouched.responses.responses.contains_key("409"));
     }
 }
