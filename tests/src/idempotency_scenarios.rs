@@ -151,6 +151,106 @@ pub async fn retried_jobs_and_replays_answer_the_first_response(p: &mut impl Pip
     assert_eq!(v["deliveries"].as_array().map(Vec::len), Some(deliveries.len()), "nothing more: {v}");
 }
 
+/// One `POST /v1/keys` through the API in-process, with `key`.
+async fn create_key(api: &hookline_api::Api, key: &str, body: &Value) -> hookline_api::Response {
+    let body = body.to_string();
+    api.handle(hookline_api::Request {
+        method: "POST",
+        path: "/v1/keys",
+        query: None,
+        authorization: Some("Bearer admin-secret"),
+        idempotency_key: Some(key.as_bytes()),
+        principal: None,
+        actor_header: None,
+        body: body.as_bytes(),
+    })
+    .await
+}
+
+/// The API in-process over a [`crate::stages::Rig`]'s real stores: a key
+/// whose first request is still running answers `409
+/// idempotency_in_progress` with `Retry-After` and runs nothing (another
+/// request under it is `409 idempotency_conflict`); a key whose first
+/// request died (its lease over) is taken over and runs; the kept answer,
+/// which holds a new secret, is stored sealed, never in clear.
+pub async fn a_running_first_request_holds_its_key_until_its_lease_is_over(rig: &crate::stages::Rig) {
+    use shared::idempotency::{self as idem, IdempotencyRecord};
+    let api = hookline_api::Api::new(
+        rig.container(std::time::Duration::ZERO),
+        "admin-secret",
+        hookline_api::Verification::Inline,
+    );
+    let store = &rig.stores.idempotency;
+    let name = unique_name("idem-key");
+    let body = json!({"name": name, "role": "reader"});
+    let key = unique_name("running");
+    let id = idem::record_id("key:default", None, &key);
+    let fingerprint = idem::fingerprint("POST", "/v1/keys", &[], None, body.to_string().as_bytes());
+    let now = chrono::Utc::now();
+    assert!(store.claim(&IdempotencyRecord::claim(&id, &fingerprint, now), now).await.unwrap(), "a first request runs");
+
+    let res = create_key(&api, &key, &body).await;
+    let v = res.body_json();
+    assert_eq!(
+        (res.status, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (409, Some("idempotency_in_progress"), Some(HEADER)),
+        "{v}"
+    );
+    assert!(matches!(res.retry_after, Some(s) if (1..=60).contains(&s)), "Retry-After: {:?}", res.retry_after);
+    let other = json!({"name": name, "role": "admin"});
+    let res = create_key(&api, &key, &other).await;
+    assert_eq!((res.status, res.body_json()["error"]["code"].as_str()), (409, Some("idempotency_conflict")));
+    let (st, keys) = {
+        let r = api
+            .handle(hookline_api::Request {
+                method: "GET",
+                path: "/v1/keys",
+                query: Some("limit=1000"),
+                authorization: Some("Bearer admin-secret"),
+                idempotency_key: None,
+                principal: None,
+                actor_header: None,
+                body: b"",
+            })
+            .await;
+        (r.status, r.body_json())
+    };
+    assert_eq!(st, 200, "{keys}");
+    assert!(!keys.to_string().contains(&name), "nothing ran: {keys}");
+
+    // A first request that died a lease ago: the retry takes the key over.
+    let key = unique_name("abandoned");
+    let id = idem::record_id("key:default", None, &key);
+    let then = now - idem::LEASE - chrono::Duration::seconds(1);
+    assert!(store.claim(&IdempotencyRecord::claim(&id, &fingerprint, then), then).await.unwrap());
+    let res = create_key(&api, &key, &body).await;
+    let created = res.body_json();
+    assert_eq!((res.status, res.idempotent_replay), (201, false), "{created}");
+    let secret = created["secret"].as_str().expect("a new key's secret").to_string();
+    let again = create_key(&api, &key, &body).await;
+    assert_eq!((again.status, again.idempotent_replay, again.body_json()), (201, true, created.clone()));
+
+    let record = store.get(&id, chrono::Utc::now()).await.unwrap().expect("the answer is kept");
+    let sealed = record.response.expect("answered");
+    assert!(shared::keyring::Keyring::is_sealed(&sealed) && !sealed.contains(&secret), "sealed at rest: {sealed}");
+    assert_eq!(idem::open_response(&rig.keyring, &id, &sealed).unwrap().status, 201);
+}
+
+/// The in-process idempotency cases on one backend's rig (`sqlite` or `aws`).
+#[macro_export]
+macro_rules! idempotency_rig_tests {
+    ($backend:ident) => {
+        /// A running first request holds its key; a dead one's is taken over
+        /// (`hookline_tests::idempotency_scenarios`).
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_running_first_request_holds_its_key_until_its_lease_is_over() {
+            let rig = hookline_tests::isolation_tests!(@rig $backend, "idem-lease");
+            hookline_tests::idempotency_scenarios::a_running_first_request_holds_its_key_until_its_lease_is_over(&rig)
+                .await;
+        }
+    };
+}
+
 /// The idempotency scenarios on one backend.
 #[macro_export]
 macro_rules! idempotency_scenario_tests {
