@@ -79,6 +79,7 @@ macro_rules! for_each_conformance_case {
         $m!(idempotency_keys_are_claimed_once_answered_and_released);
         $m!(idempotency_keys_expire_and_abandoned_claims_are_taken_over);
         $m!(idempotency_claims_race_and_one_wins);
+        $m!(idempotency_claims_one_after_another_one_wins);
         $m!(queue_send_receive_delete);
         $m!(queue_delete_detached_deletes_without_waiting);
         $m!(queue_receive_respects_max);
