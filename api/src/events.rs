@@ -190,21 +190,8 @@ struct ReplayAnswer<'a> {
     sagas: Vec<ReplaySaga>,
 }
 
-/// The `Idempotency-Key` header of `POST /v1/events`, checked
-/// ([`envelope::check_idempotency_key`]); a bad one is a 400 naming it.
-fn idempotency_key<'a>(req: &Request<'a>) -> Result<Option<&'a str>, ApiError> {
-    req.idempotency_key
-        .map(|v| {
-            envelope::check_idempotency_key(v).map_err(|e| {
-                ApiError::new(ErrorCode::InvalidHeader, format!("invalid header `{IDEMPOTENCY_KEY}`: {e}"))
-                    .on(IDEMPOTENCY_KEY)
-            })
-        })
-        .transpose()
-}
-
-/// The header's name, as errors spell it.
-const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+// The header's check is the one of every route that takes a key.
+use super::idempotency::{header as idempotency_key, HEADER as IDEMPOTENCY_KEY};
 
 /// The `?format=` of an ingest request, if any.
 fn format(req: &Request<'_>) -> Result<Option<Format>, ApiError> {

@@ -16,6 +16,7 @@ mod error;
 mod events;
 pub mod fuzzing;
 pub mod http;
+pub mod idempotency;
 mod keys;
 pub mod openapi;
 pub mod query;
@@ -256,7 +257,7 @@ impl Api {
             }
         }
         let call = Call { req, caller, params };
-        (route.handler)(self, &call).await.unwrap_or_else(Response::from)
+        idempotency::answer(self, route, &call, (route.handler)(self, &call)).await
     }
 
     /// The credential behind `req`: the one place a request's [`Caller`]

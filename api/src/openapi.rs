@@ -20,6 +20,7 @@ pub fn document() -> OpenApi {
     ] {
         doc.merge(part);
     }
+    super::idempotency::document(&mut doc);
     doc
 }
 

@@ -21,7 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoJobs, DynamoSagas, DynamoSubscriptions,
+    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoIdempotency, DynamoJobs, DynamoSagas,
+    DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
@@ -62,6 +63,9 @@ pub struct AwsNames {
     pub audit_table: String,
     /// `API_KEYS_TABLE`: API keys and principal grants ([`shared::api_key`]).
     pub api_keys_table: String,
+    /// `IDEMPOTENCY_TABLE` (optional): idempotency keys' records
+    /// ([`shared::idempotency`]); only the API function has it.
+    pub idempotency_table: Option<String>,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -122,6 +126,7 @@ impl AwsNames {
             jobs_table: req("JOBS_TABLE"),
             audit_table: req("AUDIT_TABLE"),
             api_keys_table: req("API_KEYS_TABLE"),
+            idempotency_table: opt("IDEMPOTENCY_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -245,6 +250,10 @@ impl AwsBackend {
             jobs: Arc::new(DynamoJobs::new(dynamodb.clone(), &names.jobs_table, settings.dead_letter_retention)),
             audit: Arc::new(audit::DynamoAudit::new(dynamodb.clone(), &names.audit_table, settings.audit_retention)),
             keys: Arc::new(DynamoApiKeys::new(dynamodb.clone(), &names.api_keys_table)),
+            idempotency: match &names.idempotency_table {
+                Some(t) => Arc::new(DynamoIdempotency::new(dynamodb.clone(), t)),
+                None => Arc::new(dynamodb::IdempotencyNotConfigured),
+            },
         };
         AwsBackend {
             stores,

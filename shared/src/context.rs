@@ -55,6 +55,8 @@ pub struct Stores {
     pub audit: Arc<dyn crate::ports::AuditStore>,
     /// API keys and principal grants ([`crate::api_key`]).
     pub keys: Arc<dyn crate::ports::KeyStore>,
+    /// Idempotency keys of creating requests ([`crate::idempotency`]).
+    pub idempotency: Arc<dyn crate::ports::IdempotencyStore>,
 }
 
 /// Settings that are the same for every stage.

@@ -26,6 +26,7 @@ pub mod event_search;
 pub mod failpoint;
 pub mod health;
 pub mod http_client;
+pub mod idempotency;
 pub mod ids;
 pub mod keyring;
 pub mod lane;

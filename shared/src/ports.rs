@@ -600,3 +600,27 @@ pub trait KeyStore: Send + Sync {
         expected_version: u64,
     ) -> StoreResult<Result<(), crate::api_key::KeyConflict>>;
 }
+
+/// Idempotency keys' records ([`crate::idempotency`]): one per key in its
+/// caller's namespace, claimed, answered and released only by conditional
+/// writes, so of two requests racing for one key exactly one claims it.
+/// A record past its `expires_at` is absent to every call, even before the
+/// store deletes it (SQLite's purge, DynamoDB's TTL, which deletes late).
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// The record `id`, strongly consistent; `None` when none is stored or
+    /// it expired at `now`.
+    async fn get(&self, id: &str, now: DateTime<Utc>) -> StoreResult<Option<crate::idempotency::IdempotencyRecord>>;
+    /// Stores `claim` (in progress, no response) unless a live record holds
+    /// its id: written when none is stored, the stored one expired at `now`,
+    /// or it has no response and its lease is over at `now` (replacing it).
+    /// `true` if written.
+    async fn claim(&self, claim: &crate::idempotency::IdempotencyRecord, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// Replaces the record with `done` (its response and expiry) if the
+    /// stored one is still held by `done.token`; `false` otherwise (the
+    /// lease ran out and another request took the key over).
+    async fn complete(&self, done: &crate::idempotency::IdempotencyRecord) -> StoreResult<bool>;
+    /// Deletes the record `id` if it is still held by `token` and has no
+    /// response (an answer that is not kept); otherwise nothing.
+    async fn release(&self, id: &str, token: &str) -> StoreResult<()>;
+}

@@ -93,6 +93,7 @@ impl Backend {
             jobs: Arc::new(stores::SqliteJobs(db.clone())),
             keys: Arc::new(stores::SqliteApiKeys(db.clone())),
             audit: Arc::new(audit::SqliteAudit(db.clone())),
+            idempotency: Arc::new(stores::SqliteIdempotency(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -21,7 +21,10 @@
 //!   retention (SQS's message retention period);
 //! - outbox rows whose record is gone (left when a stage had not yet
 //!   acknowledged a record the purge deleted);
-//! - audit records older than the audit retention ([`shared::audit`]).
+//! - audit records older than the audit retention ([`shared::audit`]);
+//! - idempotency keys' records past their expiry
+//!   ([`shared::idempotency::KEY_TTL`] after the answer; the store reads an
+//!   expired one as absent until then).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -101,6 +104,8 @@ pub struct Purged {
     pub queue_messages: u64,
     /// Audit records past the audit retention.
     pub audit: u64,
+    /// Idempotency keys' records past their expiry ([`shared::idempotency::KEY_TTL`]).
+    pub idempotency_keys: u64,
     /// Expired events examined but kept (a saga in flight or an open dead letter).
     pub held: u64,
 }
@@ -108,7 +113,14 @@ pub struct Purged {
 impl Purged {
     /// Rows deleted, all tables together.
     pub fn deleted(&self) -> u64 {
-        self.events + self.sagas + self.attempts + self.dead_letters + self.outbox + self.queue_messages + self.audit
+        self.events
+            + self.sagas
+            + self.attempts
+            + self.dead_letters
+            + self.outbox
+            + self.queue_messages
+            + self.audit
+            + self.idempotency_keys
     }
 
     fn add(&mut self, o: &Purged) {
@@ -119,6 +131,7 @@ impl Purged {
         self.outbox += o.outbox;
         self.queue_messages += o.queue_messages;
         self.audit += o.audit;
+        self.idempotency_keys += o.idempotency_keys;
         self.held += o.held;
     }
 
@@ -128,7 +141,7 @@ impl Purged {
         m.purged.sagas.fetch_add(self.sagas, Relaxed);
         m.purged.attempts.fetch_add(self.attempts, Relaxed);
         m.purged.dead_letters.fetch_add(self.dead_letters, Relaxed);
-        m.purged.other.fetch_add(self.outbox + self.queue_messages + self.audit, Relaxed);
+        m.purged.other.fetch_add(self.outbox + self.queue_messages + self.audit + self.idempotency_keys, Relaxed);
     }
 }
 
@@ -189,10 +202,12 @@ impl Purger {
                 let (dead_letters, dl_more) = resolved_dead_letters(c, dl_cutoff, limit)?;
                 let (messages, q_more) = dead_queue_messages(c, dl_cutoff, limit)?;
                 let (audit, a_more) = old_audit_records(c, audit_cutoff, limit)?;
+                let (keys, k_more) = expired_idempotency_keys(c, now_ms / 1000, limit)?;
                 e.purged.dead_letters = dead_letters;
                 e.purged.queue_messages = messages;
                 e.purged.audit = audit;
-                e.full |= dl_more || q_more || a_more;
+                e.purged.idempotency_keys = keys;
+                e.full |= dl_more || q_more || a_more || k_more;
                 Ok((e, t0.elapsed()))
             })
             .await?;
@@ -423,6 +438,20 @@ fn old_audit_records(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(u6
     Ok((n as u64, n == limit))
 }
 
+/// Up to `limit` idempotency keys' records expired at `now_s` (seconds; a
+/// range of `idempotency_keys_by_expiry`); whether the batch was full.
+fn expired_idempotency_keys(c: &Connection, now_s: i64, limit: usize) -> Result<(u64, bool), StoreError> {
+    let n = c
+        .prepare_cached(
+            "DELETE FROM idempotency_keys WHERE id IN \
+             (SELECT id FROM idempotency_keys WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+        )
+        .map_err(sql)?
+        .execute(params![now_s, limit as i64])
+        .map_err(sql)?;
+    Ok((n as u64, n == limit))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,6 +533,25 @@ mod tests {
         assert_eq!(count(&t.1, "SELECT COUNT(*) FROM attempts").await, 8);
         // Dead letters have their own retention: the skipped one is still here.
         assert_eq!(count(&t.1, "SELECT COUNT(*) FROM dead_letters").await, 2);
+    }
+
+    #[tokio::test]
+    async fn expired_idempotency_keys_go_and_live_ones_stay() {
+        use shared::idempotency::IdempotencyRecord;
+        use shared::ports::IdempotencyStore;
+        let t = TempDb::new("idem");
+        let store = super::super::stores::SqliteIdempotency(t.1.clone());
+        let now = Utc::now();
+        let old = IdempotencyRecord::claim("idem_old", "fp", now - chrono::Duration::hours(25));
+        let live = IdempotencyRecord::claim("idem_live", "fp", now);
+        for r in [&old, &live] {
+            assert!(store.claim(r, r.lease_until - shared::idempotency::LEASE).await.unwrap());
+        }
+        let mut p = Purger::new(t.1.clone(), policy(100));
+        let total = p.run(now, &Metrics::default(), Duration::ZERO, || true).await.unwrap();
+        assert_eq!(total.idempotency_keys, 1);
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM idempotency_keys WHERE id = 'idem_live'").await, 1);
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM idempotency_keys").await, 1);
     }
 
     #[tokio::test]

@@ -261,4 +261,20 @@ CREATE TABLE api_key_lookups (lookup TEXT PRIMARY KEY, key_id TEXT NOT NULL) WIT
 CREATE INDEX api_key_lookups_by_key ON api_key_lookups (key_id);
 DELETE FROM settings WHERE key = 'api_key';
 "#,
+    // 15: idempotency keys of creating requests (`shared::idempotency`):
+    // one row per key in its caller's namespace (`id`, a hash: the key is
+    // not stored), the request's fingerprint, the claim's holder and lease,
+    // the answer sealed with the data key, and `expires_at` (seconds) for
+    // the purge, through its index.
+    r#"
+CREATE TABLE idempotency_keys (
+    id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    token TEXT NOT NULL,
+    lease_until INTEGER NOT NULL,
+    response TEXT,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
+"#,
 ];

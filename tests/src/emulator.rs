@@ -443,6 +443,7 @@ impl Created {
             jobs_table: table("JobsTable"),
             audit_table: table("AuditTable"),
             api_keys_table: table("ApiKeysTable"),
+            idempotency_table: Some(table("IdempotencyTable")),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

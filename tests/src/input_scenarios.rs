@@ -405,14 +405,14 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
 }
 
 /// The `Idempotency-Key` header of `POST /v1/events` is 1 to 255 bytes of
-/// printable ASCII (docs/formats.md#idempotency-key): anything else is a 400
+/// printable ASCII (docs/formats.md#idempotency-key): anything else is a 422
 /// `invalid_header` naming it, whatever the envelope (with an id of its own
 /// or without), and nothing is written; a batch takes no key at all. A key
 /// at the limit is taken, and a retry with it is a duplicate.
 pub async fn idempotency_keys_that_break_the_rule_are_refused<P: Pipeline>(s: &P) {
     const HEADER: &str = "Idempotency-Key";
     let assert_bad_header = |st: u16, v: &Value, why: &str| {
-        assert_eq!(st, 400, "{why}: {v}");
+        assert_eq!(st, 422, "{why}: {v}");
         assert_eq!((v["error"]["code"].as_str(), v["error"]["field"].as_str()), (Some("invalid_header"), Some(HEADER)));
         let msg = v["error"]["message"].as_str().unwrap_or_default();
         assert!(msg.contains(HEADER) && !msg.chars().any(char::is_control), "{why}: {msg:?}");

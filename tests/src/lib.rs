@@ -53,6 +53,7 @@ pub mod conformance;
 pub mod emulator;
 pub mod guard_scenarios;
 pub mod iam;
+pub mod idempotency_scenarios;
 pub mod input_scenarios;
 pub mod isolation;
 pub mod key_scenarios;
@@ -171,6 +172,11 @@ macro_rules! both_backend_suites {
         /// Waits (`hookline_tests::wait_scenarios`).
         mod wait_scenarios {
             $crate::wait_scenario_tests!($backend);
+        }
+
+        /// Idempotency-Key on creating routes (`hookline_tests::idempotency_scenarios`).
+        mod idempotency_scenarios {
+            $crate::idempotency_scenario_tests!($backend);
         }
     };
 }

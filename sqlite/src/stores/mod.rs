@@ -4,6 +4,7 @@
 mod api_keys;
 mod dead_letters;
 mod events;
+mod idempotency;
 mod jobs;
 mod sagas;
 mod subscriptions;
@@ -11,6 +12,7 @@ mod subscriptions;
 pub use api_keys::SqliteApiKeys;
 pub use dead_letters::SqliteDeadLetters;
 pub use events::SqliteEvents;
+pub use idempotency::SqliteIdempotency;
 pub use jobs::{SqliteJobs, SqliteSettings, DATA_KEY_SETTING};
 pub use sagas::{SqliteAttempts, SqliteSagas};
 pub use subscriptions::SqliteSubscriptions;

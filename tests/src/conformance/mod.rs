@@ -11,12 +11,14 @@
 //! which expands it once per case.
 
 mod api_keys;
+mod idempotency;
 mod queues;
 mod records;
 mod search;
 mod stores;
 
 pub use api_keys::*;
+pub use idempotency::*;
 pub use queues::*;
 pub use records::*;
 pub use search::*;
@@ -74,6 +76,10 @@ macro_rules! for_each_conformance_case {
         $m!(keys_are_unique_by_name_per_tenant_and_by_credential);
         $m!(keys_update_on_their_version_adding_and_dropping_credentials);
         $m!(keys_page_by_tenant);
+        $m!(idempotency_keys_are_claimed_once_answered_and_released);
+        $m!(idempotency_keys_expire_and_abandoned_claims_are_taken_over);
+        $m!(idempotency_claims_race_and_one_wins);
+        $m!(idempotency_claims_one_after_another_one_wins);
         $m!(queue_send_receive_delete);
         $m!(queue_delete_detached_deletes_without_waiting);
         $m!(queue_receive_respects_max);

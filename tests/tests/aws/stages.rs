@@ -23,6 +23,8 @@ hookline_tests::for_each_stage_scenario!(case);
 
 hookline_tests::isolation_tests!(aws);
 
+hookline_tests::idempotency_rig_tests!(aws);
+
 /// A router batch of 100 events × 10 subscriptions creates 1,000 sagas
 /// with at most `MAX_STORE_IN_FLIGHT` DynamoDB requests in flight (a Lambda
 /// container has 1,024 file descriptors), counted by the strict checker on

@@ -15,3 +15,5 @@ macro_rules! case {
 hookline_tests::for_each_stage_scenario!(case);
 
 hookline_tests::isolation_tests!(sqlite);
+
+hookline_tests::idempotency_rig_tests!(sqlite);

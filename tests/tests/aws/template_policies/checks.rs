@@ -144,6 +144,21 @@ pub(super) fn check_functions(t: &Value) -> Vec<String> {
             errors.push(format!("Globals: {var} must be !Ref {target}"));
         }
     }
+    for (function, var, target) in FUNCTION_ENVIRONMENT {
+        if !env[*var].is_null() {
+            errors.push(format!("Globals: {var} is only {function}'s"));
+        }
+        for (f, _, _) in FUNCTIONS {
+            let own = &t["Resources"][*f]["Properties"]["Environment"]["Variables"][*var];
+            match (f == function, ref_of(own)) {
+                (true, r) if r.as_deref() != Some(*target) => {
+                    errors.push(format!("{f}: Environment.Variables.{var} must be !Ref {target}"))
+                }
+                (false, Some(_)) => errors.push(format!("{f}: {var} is only {function}'s")),
+                _ => {}
+            }
+        }
+    }
     errors
 }
 

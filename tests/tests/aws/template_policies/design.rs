@@ -251,6 +251,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // conditional transactions (PutItem, DeleteItem), listed by tenant.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["ApiKeysTable"]);
     grant(&mut g, &["dynamodb:Query"], &["ApiKeysTable/index/*"]);
+    // Idempotency-Key on creating requests: a key's record read, claimed
+    // and answered (conditional puts), released when the answer is not kept.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["IdempotencyTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
@@ -339,6 +342,11 @@ pub(super) const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/healthz", "ApiFunction"),
     ("GET", "/metrics", "ApiFunction"),
 ];
+
+/// Variables only some functions have (not in Globals): (function,
+/// variable, the resource it names). No other function may have them.
+pub(super) const FUNCTION_ENVIRONMENT: &[(&str, &str, &str)] =
+    &[("ApiFunction", "IDEMPOTENCY_TABLE", "IdempotencyTable")];
 
 /// infra/README.md's function environment: variable → the resource it names.
 pub(super) const ENVIRONMENT: &[(&str, &str)] = &[

@@ -333,6 +333,27 @@ fn no_function_reserves_concurrency_by_default() {
 /// Every table survives a stack deletion or a replacement, and the tables
 /// whose loss breaks receivers (the order table's sequence numbers, the
 /// subscriptions' secrets) can be restored to a point in time.
+/// IDEMPOTENCY_TABLE is the API function's alone: missing there, or given
+/// to another function or to every function (Globals), fails.
+#[test]
+fn the_idempotency_table_is_named_to_the_api_only() {
+    broken_by(
+        |t| t["Resources"]["ApiFunction"]["Properties"]["Environment"] = Value::Null,
+        "ApiFunction: Environment.Variables.IDEMPOTENCY_TABLE must be !Ref IdempotencyTable",
+    );
+    broken_by(
+        |t| {
+            t["Resources"]["RequeueFunction"]["Properties"]["Environment"] =
+                yaml("{Variables: {IDEMPOTENCY_TABLE: !Ref IdempotencyTable}}")
+        },
+        "RequeueFunction: IDEMPOTENCY_TABLE is only ApiFunction's",
+    );
+    broken_by(
+        |t| t["Globals"]["Function"]["Environment"]["Variables"]["IDEMPOTENCY_TABLE"] = yaml("!Ref IdempotencyTable"),
+        "Globals: IDEMPOTENCY_TABLE is only ApiFunction's",
+    );
+}
+
 #[test]
 fn tables_are_retained_and_the_unrebuildable_ones_recoverable() {
     let t = load();
