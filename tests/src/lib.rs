@@ -63,6 +63,7 @@ pub mod pipeline;
 pub mod scenarios;
 pub mod stages;
 pub mod strict;
+pub mod subscription_wire_scenarios;
 pub mod tenancy_scenarios;
 pub mod wait_scenarios;
 
@@ -165,6 +166,11 @@ macro_rules! both_backend_suites {
         /// Waits (`hookline_tests::wait_scenarios`).
         mod wait_scenarios {
             $crate::wait_scenario_tests!($backend);
+        }
+
+        /// The subscriptions' wire contract (`hookline_tests::subscription_wire_scenarios`).
+        mod subscription_wire {
+            $crate::subscription_wire_scenario_tests!($backend);
         }
     };
 }

@@ -8,8 +8,8 @@
 use hookline_wire::reindex::{ReindexAnswer, ReindexRequest};
 use hookline_wire::subscriptions::{
     BlockedLane, BreakerState, CreateSubscription, LaneSkipped, ListSubscriptions, OnDeadLetter, Ordering,
-    PatchSubscription, PayloadFormat, RetryPolicy, RetryPolicyInput, RotateSecret, SkipLane, SkippedKind,
-    Subscription, SubscriptionHealth, SubscriptionWithSecret,
+    PatchSubscription, PayloadFormat, RetryPolicy, RetryPolicyInput, RotateSecret, SkipLane, SkippedKind, Subscription,
+    SubscriptionHealth, SubscriptionWithSecret,
 };
 use hookline_wire::{ErrorBody, Page};
 
