@@ -125,7 +125,7 @@ pub const MAX_DATA_FIELD_LEN: usize = 200;
 ///
 /// # Errors
 ///
-/// Every problem, each a [`FieldError`] naming `data_fields` or the entry
+/// Every problem, each a [`FieldError`](crate::error::FieldError) naming `data_fields` or the entry
 /// at fault (`data_fields[2]`).
 pub fn validate_data_fields(paths: &[String]) -> Result<(), Vec<crate::error::FieldError>> {
     use crate::error::FieldError;
