@@ -64,6 +64,17 @@ pub(super) fn tenant(t: Option<String>) -> Result<Option<TenantId>, ApiError> {
     Ok(t.map(TenantId::new))
 }
 
+/// The query string of a route that takes none.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
+/// Refuses any query parameter (`400 unknown_parameter` naming it): a
+/// route that takes none must not ignore one a client thinks it sent.
+pub(super) fn no_query(req: &Request<'_>) -> Result<(), ApiError> {
+    super::query::typed::<NoQuery>(req.query).map(drop)
+}
+
 /// A callback URL that passes the address policy without resolving it
 /// (`422 invalid_callback_url` naming `callback_url` otherwise).
 fn url_shape(url: &str, config: &Config) -> Result<(), ApiError> {
@@ -81,6 +92,7 @@ impl Api {
     /// cannot create one of every tenant. Every bad field is reported, and
     /// nothing is stored then.
     pub(super) async fn create_subscription(&self, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let body: CreateSubscription = parse(c.req.body, false)?;
         let mut v = Issues::default();
         let callback_url = v.api(self.check_url(&body.callback_url).await);
@@ -218,7 +230,8 @@ impl Api {
 
     /// `GET /v1/subscriptions/{id}`: with its health and, ordered by
     /// partition, its oldest blocked lanes.
-    pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {
+    pub(super) async fn get_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let sub = self.load_subscription(id).await?;
         let health = self.hookline.stores.health.get(id).await?;
         let mut shown = self.shown(&sub, health);
@@ -237,6 +250,7 @@ impl Api {
     /// subscription of every tenant.
     pub(super) async fn skip_lane(&self, id: &SubscriptionId, key: &str, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
+        no_query(req)?;
         let body: SkipLane = parse(req.body, true)?;
         let reason = super::query::reason(body.reason.as_deref())?;
         let sub = self.load_subscription(id).await?;
@@ -319,6 +333,7 @@ impl Api {
     /// the subscription to another tenant or make it global (`403` naming
     /// `tenant_id`). Every bad field is reported, and nothing changes then.
     pub(super) async fn patch_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let body: PatchSubscription = parse(c.req.body, false)?;
         // Every value is checked before anything is read or written.
         let mut v = Issues::default();
@@ -377,6 +392,7 @@ impl Api {
     }
 
     pub(super) async fn delete_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         if !manage::delete(&self.hookline, id, &c.caller.actor).await? {
             return Err(ApiError::not_found("subscription", id));
         }
@@ -384,6 +400,7 @@ impl Api {
     }
 
     pub(super) async fn verify_now(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let sub = verify::verify_as(&self.hookline, id, &c.caller.actor)
             .await?
             .ok_or_else(|| ApiError::not_found("subscription", id))?;
@@ -391,6 +408,7 @@ impl Api {
     }
 
     pub(super) async fn rotate_secret(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let body: RotateSecret = parse(c.req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,
@@ -410,6 +428,7 @@ impl Api {
     /// stored items examined, the index entries of those stored without
     /// them written.
     pub(super) async fn reindex_subscriptions(&self, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let (after, limit) = reindex::page_of(req, Walk::Subscriptions, &self.cursor_key())?;
         let page = self.hookline.stores.subscriptions.reindex_page(after.as_deref(), limit).await?;
         if page.reindexed > 0 {

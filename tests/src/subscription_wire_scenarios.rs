@@ -71,7 +71,7 @@ pub async fn every_bad_field_of_a_subscription_body_is_reported<P: Pipeline>(s: 
 /// `GET /v1/subscriptions` refuses a parameter it does not take (a typo for
 /// `tenant_id` would otherwise list every tenant's) and one given twice,
 /// each a 400 naming it; a value of the wrong type is a 400, one out of
-/// range a 422.
+/// range a 422. The routes that take none refuse any.
 pub async fn the_subscription_listing_refuses_unknown_parameters<P: Pipeline>(s: &P) {
     for (query, status, code, field) in [
         ("tenant=acme", 400, ErrorCode::UnknownParameter, "tenant"),
@@ -88,6 +88,25 @@ pub async fn the_subscription_listing_refuses_unknown_parameters<P: Pipeline>(s:
     let (st, v) = s.get("/v1/subscriptions?tenant_id=acme&limit=5").await;
     assert_eq!(st, 200, "{v}");
     typed::<Page<Subscription>>(&v);
+    // The routes that take no parameters refuse one too: a create with one
+    // stores nothing.
+    let r = Receiver::start().await;
+    let body = json!({"callback_url": r.url("/q", Behaviour::Ok), "event_types": ["q.*"]});
+    let (st, v) = s.post("/v1/subscriptions?dry_run=true", &body).await;
+    assert_eq!((st, typed::<ErrorBody>(&v).error.field.as_deref()), (400, Some("dry_run")), "{v}");
+    let (_, list) = s.get("/v1/subscriptions").await;
+    assert!(typed::<Page<Subscription>>(&list).items.is_empty(), "nothing was created: {list}");
+    let (st, v) = s.post("/v1/subscriptions", &body).await;
+    assert_eq!(st, 201, "{v}");
+    let id = typed::<SubscriptionWithSecret>(&v).subscription.id;
+    for (method, path) in
+        [("GET", format!("/v1/subscriptions/{id}?verbose=1")), ("POST", format!("/v1/subscriptions/{id}/verify?now=1"))]
+    {
+        let body: Option<&[u8]> = (method == "POST").then_some(b"{}");
+        let (st, v) = s.call(method, &path, body).await;
+        let e = typed::<ErrorBody>(&v).error;
+        assert_eq!((st, e.code), (400, ErrorCode::UnknownParameter), "{path}: {v}");
+    }
 }
 
 /// The view spells every enum one way, snake_case (`contract_webhook`,

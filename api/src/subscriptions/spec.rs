@@ -22,7 +22,7 @@ const TAG: &str = "subscriptions";
     request_body = CreateSubscription,
     responses(
         (status = 201, description = "Created; `secret` is shown only now.", body = SubscriptionWithSecret),
-        (status = 400, description = "Could not be parsed: `malformed_json`, `not_an_object`, `missing_field`, `unknown_field`, `invalid_type` (e.g. an unknown `payload_format`).", body = ErrorBody),
+        (status = 400, description = "Could not be parsed: `unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `missing_field`, `unknown_field`, `invalid_type` (e.g. an unknown `payload_format`).", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not manage subscriptions, or names another tenant than its own.", body = ErrorBody),
         (status = 422, description = "Each bad field in `errors`: `invalid_callback_url`, `invalid_field` (event types, tenant, data fields, header count), `invalid_header`, `invalid_limit`, `invalid_retry_schedule`, `retry_schedule_too_long`, `invalid_dead_letter_on`.", body = ErrorBody,
@@ -42,7 +42,7 @@ fn create() {}
     request_body(content = ReindexRequest, description = "May be empty (`{}`)."),
     responses(
         (status = 200, description = "What the page did.", body = ReindexAnswer),
-        (status = 400, description = "`malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not rebuild indexes.", body = ErrorBody),
         (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a `cursor` not issued by this route.", body = ErrorBody),
@@ -76,6 +76,7 @@ fn list() {}
     params(("subscription" = String, Path, description = "The subscription's id (`sub_…`).")),
     responses(
         (status = 200, description = "The subscription.", body = Subscription),
+        (status = 400, description = "`unknown_parameter`: the route takes no query parameters.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 404, description = "`not_found` (also another tenant's).", body = ErrorBody),
         (status = 503, description = "`unavailable`.", body = ErrorBody),
@@ -91,7 +92,7 @@ fn get() {}
     request_body = PatchSubscription,
     responses(
         (status = 200, description = "The subscription as changed.", body = Subscription),
-        (status = 400, description = "`malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not manage subscriptions, or would move it to another tenant or make it global.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
@@ -109,6 +110,7 @@ fn patch() {}
     params(("subscription" = String, Path, description = "The subscription's id.")),
     responses(
         (status = 204, description = "Deleted."),
+        (status = 400, description = "`unknown_parameter`: the route takes no query parameters.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not manage subscriptions.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
@@ -124,6 +126,7 @@ fn delete() {}
     params(("subscription" = String, Path, description = "The subscription's id.")),
     responses(
         (status = 200, description = "The subscription after the handshake.", body = Subscription),
+        (status = 400, description = "`unknown_parameter`: the route takes no query parameters.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not recover.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
@@ -140,7 +143,7 @@ fn verify() {}
     request_body(content = RotateSecret, description = "May be empty (`{}`)."),
     responses(
         (status = 200, description = "The subscription with its new `secret`.", body = SubscriptionWithSecret),
-        (status = 400, description = "`malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not manage subscriptions.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
@@ -162,7 +165,7 @@ fn rotate_secret() {}
     request_body = SkipLane,
     responses(
         (status = 200, description = "What was skipped.", body = LaneSkipped),
-        (status = 400, description = "`malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not recover, or names another tenant.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
