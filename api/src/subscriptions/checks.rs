@@ -223,6 +223,14 @@ fn retry_policy(
     config: &Config,
 ) -> Result<RetryPolicy, ApiError> {
     let Some(p) = p else { return Ok(config.default_retry_policy.clone()) };
+    if let Some(schedule) = &p.schedule_ms {
+        // Every bad wait, not only the first.
+        let mut v = Issues::default();
+        for e in shared::retry::schedule_errors(schedule) {
+            v.add(ErrorCode::InvalidRetrySchedule, e);
+        }
+        v.finish()?;
+    }
     let code = if p.schedule_ms.is_some() { ErrorCode::InvalidRetrySchedule } else { ErrorCode::InvalidField };
     let p = view::retry_input(p).resolve().map_err(|e| ApiError::new(code, e.to_string()).on(e.field))?;
     p.check_fits_retention(config.retention)
@@ -248,7 +256,7 @@ mod tests {
             "max_in_flight": 0,
             "rate_limit": 5000.0,
             "dead_letter_on": [200, 404, 99],
-            "retry_policy": {"schedule_ms": [0]},
+            "retry_policy": {"schedule_ms": [0, 1000, -5]},
             "data_fields": ["a"],
             "tenant_id": "",
         }))
@@ -264,6 +272,7 @@ mod tests {
             ("headers.Host", "invalid_header"),
             ("headers.Upgrade", "invalid_header"),
             ("retry_policy.schedule_ms[0]", "invalid_retry_schedule"),
+            ("retry_policy.schedule_ms[2]", "invalid_retry_schedule"),
             ("dead_letter_on[0]", "invalid_dead_letter_on"),
             ("dead_letter_on[2]", "invalid_dead_letter_on"),
             ("data_fields", "invalid_field"),
@@ -272,7 +281,7 @@ mod tests {
         ] {
             assert!(got.contains(&want), "{want:?} in {got:?}");
         }
-        assert_eq!(got.len(), 11, "{got:?}");
+        assert_eq!(got.len(), 12, "{got:?}");
         assert_eq!(e.status(), 422);
     }
 
