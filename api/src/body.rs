@@ -4,53 +4,13 @@
 
 use super::error::ErrorCode;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
 
 use super::error::ApiError;
 use shared::envelope::show;
 
-/// A field of a PATCH body: absent (keep the stored value), `null` (clear
-/// it), or a value (set it). Use with `#[serde(default)]`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum Patch<T> {
-    /// Not in the body: unchanged.
-    #[default]
-    Absent,
-    /// `null`: cleared (back to the default).
-    Null,
-    /// A new value.
-    Value(T),
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(match Option::<T>::deserialize(d)? {
-            None => Patch::Null,
-            Some(v) => Patch::Value(v),
-        })
-    }
-}
-
-impl<T> Patch<T> {
-    /// Applies the patch to `current`: `Absent` keeps it, `Null` gives
-    /// `cleared`, a value replaces it.
-    pub fn apply(self, current: T, cleared: impl FnOnce() -> T) -> T {
-        match self {
-            Patch::Absent => current,
-            Patch::Null => cleared(),
-            Patch::Value(v) => v,
-        }
-    }
-
-    /// The new value of an optional field: unchanged, cleared (`None`) or set.
-    pub fn apply_option(self, current: Option<T>) -> Option<T> {
-        match self {
-            Patch::Absent => current,
-            Patch::Null => None,
-            Patch::Value(v) => Some(v),
-        }
-    }
-}
+/// A field of a PATCH body: absent, `null` or a value; the wire crate's,
+/// so clients serialize what the API reads.
+pub use hookline_wire::Patch;
 
 /// Parses a JSON body into `T`. An empty body is `{}` when `empty_ok`.
 /// Errors: malformed JSON → 400 `malformed_json` (line and column); not an
@@ -115,6 +75,7 @@ fn quoted(text: &str, prefix: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
 
     #[derive(Debug, Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]

@@ -6,7 +6,7 @@
 //! `null`. Every bad value is refused before anything is read, and a
 //! cursor of the other route (or any listing) is refused.
 
-use serde::{Deserialize, Serialize};
+use hookline_wire::reindex::{ReindexAnswer, ReindexRequest};
 
 use super::{cursor, parse, ApiError, Request, Response};
 use shared::ports::{ReindexPage, MAX_REINDEX_PAGE};
@@ -31,26 +31,6 @@ impl Walk {
     }
 }
 
-/// A reindex request's body.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Body {
-    /// `next_cursor` of the previous page; absent: from the start.
-    #[serde(default)]
-    cursor: Option<String>,
-    /// Read as any integer, so that 0 and negatives get the range error.
-    #[serde(default)]
-    limit: Option<i64>,
-}
-
-/// The answer to one page.
-#[derive(Serialize)]
-struct Answer {
-    reindexed: u64,
-    examined: u64,
-    next_cursor: Option<String>,
-}
-
 /// Where the page starts (the store's position) and how many items it
 /// examines, from the request; refused with the field named.
 pub(super) fn page_of(
@@ -58,7 +38,7 @@ pub(super) fn page_of(
     walk: Walk,
     key: &cursor::CursorKey,
 ) -> Result<(Option<String>, usize), ApiError> {
-    let body: Body = parse(req.body, true)?;
+    let body: ReindexRequest = parse(req.body, true)?;
     let limit = match body.limit {
         None => MAX_REINDEX_PAGE,
         Some(n) => usize::try_from(n).ok().filter(|n| (1..=MAX_REINDEX_PAGE).contains(n)).ok_or_else(|| {
@@ -76,7 +56,7 @@ pub(super) fn page_of(
 pub(super) fn answer(page: ReindexPage, walk: Walk, key: &cursor::CursorKey) -> Response {
     Response::json(
         200,
-        &Answer {
+        &ReindexAnswer {
             reindexed: page.reindexed,
             examined: page.examined,
             next_cursor: page.next.map(|n| cursor::issue(key, &n, walk.cursor_kind())),

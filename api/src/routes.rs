@@ -164,7 +164,7 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/subscriptions/reindex", Some(Rebuild), |api, c| Box::pin(api.reindex_subscriptions(&c.req))),
     route("GET", "/v1/subscriptions", Some(Read), |api, c| Box::pin(api.list_subscriptions(c))),
     route("GET", "/v1/subscriptions/{subscription}", Some(Read), |api, c| {
-        Box::pin(async { api.get_subscription(&c.subscription()).await })
+        Box::pin(async { api.get_subscription(&c.subscription(), c).await })
     }),
     route("PATCH", "/v1/subscriptions/{subscription}", Some(ManageSubscriptions), |api, c| {
         Box::pin(async { api.patch_subscription(&c.subscription(), c).await })

@@ -1,194 +1,46 @@
 //! `/v1/subscriptions`: create, read, patch, delete, verify, rotate the
 //! signing secret, reindex after an upgrade; an ordered subscription's
-//! blocked lanes (shown by `GET`, skipped by ops). Bodies are typed; a PATCH
-//! tells absent, `null` and a value apart ([`Patch`]).
+//! blocked lanes (shown by `GET`, skipped by ops). Bodies, the listing's
+//! query and every answer are `hookline_wire::subscriptions` types; a
+//! create or patch reports every bad field ([`checks`]), and writes nothing
+//! then. Stored records become wire types in [`view`].
+
+mod checks;
+mod spec;
+mod view;
 
 use super::error::ErrorCode;
-use std::collections::BTreeMap;
 
 use chrono::Utc;
-use serde::{Deserialize, Serialize};
+use hookline_wire::subscriptions::{
+    self as wire, CreateSubscription, LaneSkipped, ListSubscriptions, PatchSubscription, RotateSecret, SkipLane,
+    SkippedKind, SubscriptionWithSecret,
+};
+use hookline_wire::Page;
 
 use super::reindex::{self, Walk};
 use super::routes::Call;
 use super::scope::tenant_filter;
-use super::{cursor, parse, query_param, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
+use super::{cursor, parse, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
+use checks::Issues;
 use shared::audit::{Action, AuditRecord};
-use shared::bounds::MAX_SUBSCRIPTION_PATTERNS;
 use shared::context::Config;
 use shared::envelope::{check_id, MAX_EVENT_TYPE_LEN};
-use shared::health::{BreakerState, Health, WindowSummary, WINDOW_MINUTES};
+use shared::health::Health;
 use shared::ids::{self, SubscriptionId, TenantId};
-use shared::payload;
 use shared::ports::SubscriptionFilter;
-use shared::retry::{RetryPolicy, RetryPolicyInput};
 use shared::routing;
 use shared::signing::Secret;
 use shared::ssrf;
 use shared::stage::subscriptions::{self as manage, ManageError};
 use shared::stage::verify;
-use shared::subscription::{
-    self, check_custom_header, validate_pattern, FieldError, PayloadFormat, SigningKey, Subscription,
-};
+use shared::subscription::{FieldError, PayloadFormat, SigningKey, Subscription};
 
-/// `POST /v1/subscriptions/{id}/lanes/{partition_key}/skip`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LaneSkipBody {
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    tenant_id: Option<String>,
-}
-
-/// One blocked lane as `GET /v1/subscriptions/{id}` shows it.
-#[derive(Serialize)]
-struct BlockedLaneView {
-    partition_key: String,
-    tenant_id: Option<String>,
-    since: chrono::DateTime<Utc>,
-    reason: String,
-}
-
-impl BlockedLaneView {
-    fn of(b: &shared::ordering::BlockedLane) -> Self {
-        BlockedLaneView {
-            partition_key: b.partition.key.clone(),
-            tenant_id: b.partition.tenant().map(str::to_string),
-            since: b.since,
-            reason: b.reason.clone(),
-        }
-    }
-}
-
-/// `POST /v1/subscriptions`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateBody {
-    callback_url: String,
-    event_types: Vec<String>,
-    #[serde(default)]
-    tenant_id: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    headers: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    retry_policy: Option<RetryPolicyInput>,
-    #[serde(default)]
-    dead_letter_on: Option<Vec<i64>>,
-    #[serde(default)]
-    payload_format: Option<PayloadFormat>,
-    #[serde(default)]
-    data_fields: Option<Vec<String>>,
-    #[serde(default)]
-    ordering: Option<shared::ordering::Ordering>,
-    #[serde(default)]
-    on_dead_letter: Option<shared::ordering::OnDeadLetter>,
-    #[serde(default)]
-    max_in_flight: Option<i64>,
-    #[serde(default)]
-    rate_limit: Option<f64>,
-    #[serde(default)]
-    active: Option<bool>,
-}
-
-/// `PATCH /v1/subscriptions/{id}`: `null` resets a field to its default.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchBody {
-    #[serde(default)]
-    callback_url: Patch<String>,
-    #[serde(default)]
-    event_types: Patch<Vec<String>>,
-    #[serde(default)]
-    tenant_id: Patch<String>,
-    #[serde(default)]
-    description: Patch<String>,
-    #[serde(default)]
-    headers: Patch<BTreeMap<String, String>>,
-    #[serde(default)]
-    retry_policy: Patch<RetryPolicyInput>,
-    #[serde(default)]
-    dead_letter_on: Patch<Vec<i64>>,
-    #[serde(default)]
-    payload_format: Patch<PayloadFormat>,
-    #[serde(default)]
-    data_fields: Patch<Vec<String>>,
-    #[serde(default)]
-    ordering: Patch<shared::ordering::Ordering>,
-    #[serde(default)]
-    on_dead_letter: Patch<shared::ordering::OnDeadLetter>,
-    #[serde(default)]
-    max_in_flight: Patch<i64>,
-    #[serde(default)]
-    rate_limit: Patch<f64>,
-    #[serde(default)]
-    active: Patch<bool>,
-}
-
-/// `POST /v1/subscriptions/{id}/rotate-secret`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RotateBody {
-    #[serde(default)]
-    overlap_seconds: Option<i64>,
-}
-
-/// `GET /v1/subscriptions`: one page, and the cursor of the next (`null`
-/// on the last page).
-#[derive(Serialize)]
-struct SubscriptionList {
-    items: Vec<serde_json::Value>,
-    next_cursor: Option<String>,
-}
+pub(crate) use spec::openapi;
 
 /// Subscriptions per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1000;
-
-/// A subscription's `health` as `GET /v1/subscriptions/{id}` and each item
-/// of `GET /v1/subscriptions` show it.
-#[derive(Serialize)]
-struct HealthView {
-    /// `closed`, `open` or `half_open`.
-    breaker: BreakerState,
-    /// Open: when the next probe may go; half-open: when the probe times out.
-    breaker_until: Option<chrono::DateTime<Utc>>,
-    consecutive_failures: u32,
-    last_error: Option<String>,
-    last_error_at: Option<chrono::DateTime<Utc>>,
-    last_success_at: Option<chrono::DateTime<Utc>>,
-    /// The window the figures below cover.
-    window_minutes: i64,
-    #[serde(flatten)]
-    window: WindowSummary,
-}
-
-impl HealthView {
-    fn of(h: &Health, now: chrono::DateTime<Utc>) -> Self {
-        HealthView {
-            breaker: h.breaker,
-            breaker_until: h.until,
-            consecutive_failures: h.consecutive_failures,
-            last_error: h.last_error.clone(),
-            last_error_at: h.last_error_at,
-            last_success_at: h.last_success_at,
-            window_minutes: WINDOW_MINUTES,
-            window: h.window.summary(now),
-        }
-    }
-}
-
-/// A subscription as the API shows it, with its secret only when it was
-/// just created or rotated.
-fn shown(sub: &Subscription, secret: Option<&Secret>) -> serde_json::Value {
-    let mut v = sub.to_public_json();
-    if let Some(s) = secret {
-        v["secret"] = serde_json::json!(s.expose());
-    }
-    v
-}
 
 /// The API's answer to a change the store did not take.
 fn managed(e: ManageError<ApiError>, id: &SubscriptionId) -> ApiError {
@@ -200,55 +52,8 @@ fn managed(e: ManageError<ApiError>, id: &SubscriptionId) -> ApiError {
     }
 }
 
-/// `data_fields` cuts down the `data` of a `contract-webhook` body; with
-/// another payload format it would be silently ignored, so it is refused.
-fn payload_fits(sub: &Subscription) -> Result<(), ApiError> {
-    if sub.data_fields.is_some() && sub.payload_format != PayloadFormat::ContractWebhook {
-        return Err(ApiError::invalid(
-            "data_fields",
-            "applies only to payload_format \"contract-webhook\"; set that format too, or remove data_fields",
-        ));
-    }
-    Ok(())
-}
-
-/// Event type patterns: 1 to [`MAX_SUBSCRIPTION_PATTERNS`] (98), each valid.
-fn event_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
-    if types.is_empty() || types.len() > MAX_SUBSCRIPTION_PATTERNS {
-        return Err(ApiError::invalid(
-            "event_types",
-            format!("expected a non-empty array of at most {MAX_SUBSCRIPTION_PATTERNS} patterns"),
-        ));
-    }
-    for (i, p) in types.iter().enumerate() {
-        validate_pattern(p).map_err(|m| ApiError::invalid(format!("event_types[{i}]"), m))?;
-    }
-    Ok(types)
-}
-
-/// A subscription's `max_in_flight`, read as any integer so that zero and
-/// negative values get the range error, not a type error.
-fn max_in_flight(n: i64) -> Result<u32, ApiError> {
-    subscription::validate_max_in_flight(u32::try_from(n).unwrap_or(0)).map_err(|_| {
-        limit_error(FieldError::new(
-            "max_in_flight",
-            format!("must be between 1 and {}, got {n}", subscription::MAX_IN_FLIGHT_CEILING),
-        ))
-    })
-}
-
-/// A subscription's `rate_limit`, deliveries per second.
-fn rate_limit(r: f64) -> Result<f64, ApiError> {
-    subscription::validate_rate_limit(r).map_err(limit_error)
-}
-
-/// A delivery limit out of its range: `422 invalid_limit` naming the field.
-fn limit_error(e: FieldError) -> ApiError {
-    ApiError::new(ErrorCode::InvalidLimit, e.to_string()).on(e.field)
-}
-
 /// A subscription's `tenant_id`: the producer id rule ([`check_id`]), so it
-/// can equal an event's tenant.
+/// can equal an event's tenant (`422 invalid_field` naming `tenant_id`).
 pub(super) fn tenant(t: Option<String>) -> Result<Option<TenantId>, ApiError> {
     if let Some(t) = &t {
         if t.trim().is_empty() {
@@ -259,74 +64,57 @@ pub(super) fn tenant(t: Option<String>) -> Result<Option<TenantId>, ApiError> {
     Ok(t.map(TenantId::new))
 }
 
-/// Custom headers: at most 20, each sendable ([`check_custom_header`]); a
-/// header that could never be sent is a `422` naming it (`headers.<name>`).
-fn headers(h: Option<BTreeMap<String, String>>) -> Result<BTreeMap<String, String>, ApiError> {
-    let h = h.unwrap_or_default();
-    if h.len() > 20 {
-        return Err(ApiError::invalid("headers", "at most 20 custom headers"));
-    }
-    for (k, v) in &h {
-        check_custom_header(k, v)
-            .map_err(|e| ApiError::new(ErrorCode::InvalidHeader, e.to_string()).on(format!("headers.{k}")))?;
-    }
-    Ok(h)
+/// The query string of a route that takes none.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
+/// Refuses any query parameter (`400 unknown_parameter` naming it): a
+/// route that takes none must not ignore one a client thinks it sent.
+pub(super) fn no_query(req: &Request<'_>) -> Result<(), ApiError> {
+    super::query::typed::<NoQuery>(req.query).map(drop)
 }
 
-/// A retry policy: well-formed ([`RetryPolicyInput::resolve`]: `400
-/// invalid_field` naming the member, as before explicit schedules; with
-/// `schedule_ms`, `422 invalid_retry_schedule` naming it, e.g.
-/// `retry_policy.schedule_ms[2]`), and no longer than the event retention
-/// ([`RetryPolicy::check_fits_retention`], `422 retry_schedule_too_long`
-/// naming `retry_policy`, or `retry_policy.schedule_ms`). Absent or `null`
-/// is the configured default.
-fn retry_policy(p: Option<RetryPolicyInput>, config: &Config) -> Result<RetryPolicy, ApiError> {
-    let Some(p) = p else { return Ok(config.default_retry_policy.clone()) };
-    let scheduled = p.schedule_ms.is_some();
-    let p = p.resolve().map_err(|e| {
-        if scheduled {
-            ApiError::new(ErrorCode::InvalidRetrySchedule, e.to_string()).on(e.field)
-        } else {
-            e.into()
-        }
-    })?;
-    p.check_fits_retention(config.retention)
-        .map_err(|e| ApiError::new(ErrorCode::RetryScheduleTooLong, e.to_string()).on(e.field()))?;
-    Ok(p)
+/// A callback URL that passes the address policy without resolving it
+/// (`422 invalid_callback_url` naming `callback_url` otherwise).
+fn url_shape(url: &str, config: &Config) -> Result<(), ApiError> {
+    ssrf::check_callback_url(url, config.address_policy).map(drop).map_err(|e| url_refused(&e))
 }
 
-/// A subscription's `dead_letter_on` ([`subscription::validate_dead_letter_on`]):
-/// `422 invalid_dead_letter_on` naming the field or the entry at fault.
-fn dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, ApiError> {
-    subscription::validate_dead_letter_on(statuses)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidDeadLetterOn, e.to_string()).on(e.field))
+/// `422 invalid_callback_url` naming `callback_url`, saying why.
+fn url_refused(e: &dyn std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()).on("callback_url")
 }
 
 impl Api {
     /// `POST /v1/subscriptions`. A tenant-bound caller's subscription is
     /// its tenant's (`tenant_id` absent or its own; another is a `403`): it
-    /// cannot create one of every tenant.
+    /// cannot create one of every tenant. Every bad field is reported, and
+    /// nothing is stored then.
     pub(super) async fn create_subscription(&self, c: &Call<'_>) -> ApiResult {
-        let req = &c.req;
-        let body: CreateBody = parse(req.body, false)?;
-        let callback_url = self.check_url(&body.callback_url).await?;
+        no_query(&c.req)?;
+        let body: CreateSubscription = parse(c.req.body, false)?;
+        let mut v = Issues::default();
+        let callback_url = v.api(self.check_url(&body.callback_url).await);
+        let f = checks::create(&body, &self.hookline.config, &mut v);
+        v.finish()?;
         let now = Utc::now();
         let secret = Secret::generate();
         let sub = Subscription {
             id: ids::new_subscription_id(),
-            callback_url,
-            event_types: event_types(body.event_types)?,
-            tenant_id: tenant_filter(&c.caller, tenant(body.tenant_id)?, "tenant_id")?,
+            callback_url: callback_url.unwrap_or_default(),
+            event_types: f.event_types,
+            tenant_id: tenant_filter(&c.caller, f.tenant_id, "tenant_id")?,
             description: body.description,
-            headers: headers(body.headers)?,
-            retry_policy: retry_policy(body.retry_policy, &self.hookline.config)?,
-            dead_letter_on: dead_letter_on(body.dead_letter_on.as_deref().unwrap_or_default())?,
-            payload_format: body.payload_format.unwrap_or_default(),
-            data_fields: body.data_fields.map(|f| payload::validate_data_fields(&f).map(|()| f)).transpose()?,
-            ordering: body.ordering.unwrap_or_default(),
-            on_dead_letter: body.on_dead_letter.unwrap_or_default(),
-            max_in_flight: body.max_in_flight.map(max_in_flight).transpose()?,
-            rate_limit: body.rate_limit.map(rate_limit).transpose()?,
+            headers: f.headers,
+            retry_policy: f.retry_policy.unwrap_or_else(|| self.hookline.config.default_retry_policy.clone()),
+            dead_letter_on: f.dead_letter_on,
+            payload_format: f.payload_format,
+            data_fields: f.data_fields,
+            ordering: f.ordering,
+            on_dead_letter: f.on_dead_letter,
+            max_in_flight: f.max_in_flight,
+            rate_limit: f.rate_limit,
             active: body.active.unwrap_or(true),
             verified: false,
             verification_error: None,
@@ -337,24 +125,21 @@ impl Api {
             updated_at: now,
             version: 1,
         };
-        payload_fits(&sub)?;
         let actor = c.caller.actor.clone();
         manage::create(&self.hookline, &sub, &actor).await?;
         let sub = self.start_verification(sub, &actor).await;
-        Ok(Response::json(201, &shown(&sub, Some(&secret))))
+        let shown = self.shown(&sub, None);
+        Ok(Response::json(201, &SubscriptionWithSecret { subscription: shown, secret: secret.expose().to_string() }))
     }
 
     /// A callback URL that passes the address policy, also once resolved
     /// (`422 invalid_callback_url` otherwise).
     async fn check_url(&self, url: &str) -> Result<String, ApiError> {
         let policy = self.hookline.config.address_policy;
-        let refused =
-            |e: &dyn std::fmt::Display| ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()).on("callback_url");
-        let parsed = ssrf::check_callback_url(url, policy).map_err(|e| refused(&e))?;
-        ssrf::check_callback_resolves(&parsed, policy).await.map_err(|e| refused(&e))?;
+        let parsed = ssrf::check_callback_url(url, policy).map_err(|e| url_refused(&e))?;
+        ssrf::check_callback_resolves(&parsed, policy).await.map_err(|e| url_refused(&e))?;
         Ok(url.trim().to_string())
     }
-
     /// Starts the handshake of `sub` on behalf of `actor` (the record of its
     /// outcome names them).
     async fn start_verification(&self, sub: Subscription, actor: &str) -> Subscription {
@@ -386,38 +171,39 @@ impl Api {
     /// subscriptions an event of that type (and tenant) is in scope of, by
     /// the routing index (global ones and the tenant's, whatever their
     /// state). `limit` 1 to 1000 (100); `cursor` from the previous page.
+    /// Every bad parameter is reported.
     ///
     /// A tenant-bound caller lists its tenant's subscriptions only (the
     /// filter `tenant_id` is forced to its tenant; another is a `403`), and
     /// with `event_type` only its tenant's, not the global ones.
     pub(super) async fn list_subscriptions(&self, c: &Call<'_>) -> ApiResult {
-        let req = &c.req;
-        let limit = match query_param(req.query, "limit") {
-            None => DEFAULT_PAGE,
-            Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
+        let q: ListSubscriptions = super::query::typed(c.req.query)?;
+        let mut v = Issues::default();
+        let limit = match q.limit {
+            None => Some(DEFAULT_PAGE),
+            Some(n) => v.api(usize::try_from(n).ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
                 ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_PAGE}"))
-            })?,
+            })),
         };
-        let tenant_id = match query_param(req.query, "tenant_id") {
-            None => None,
-            Some(t) => tenant(Some(t))?,
-        };
-        let tenant_id = tenant_filter(&c.caller, tenant_id, "tenant_id")?;
-        let event_type = query_param(req.query, "event_type");
+        let tenant_id = v.api(tenant(q.tenant_id)).flatten();
+        let event_type = q.event_type;
         if let Some(t) = &event_type {
             if t.is_empty() || t.len() > MAX_EVENT_TYPE_LEN || t.chars().any(char::is_control) {
-                return Err(ApiError::invalid(
+                v.api::<()>(Err(ApiError::invalid(
                     "event_type",
                     format!("event_type must be an event type of 1 to {MAX_EVENT_TYPE_LEN} characters"),
-                ));
+                )));
             }
         }
+        v.finish()?;
+        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        let tenant_id = tenant_filter(&c.caller, tenant_id, "tenant_id")?;
         let filters = format!(
             "tenant_id={}\nevent_type={}",
             tenant_id.as_ref().map(|t| t.as_str()).unwrap_or(""),
             event_type.as_deref().unwrap_or("")
         );
-        let after = match query_param(req.query, "cursor") {
+        let after = match q.cursor {
             None => None,
             Some(c) => Some(SubscriptionId::new(
                 cursor::read(&self.cursor_key(), &c, &filters)
@@ -437,31 +223,24 @@ impl Api {
         let page = self.hookline.stores.subscriptions.page(&filter, limit, after.as_ref()).await?;
         let ids: Vec<SubscriptionId> = page.items.iter().map(|s| s.id.clone()).collect();
         let healths = self.hookline.stores.health.get_many(&ids).await?;
-        Ok(Response::json(
-            200,
-            &SubscriptionList {
-                items: page
-                    .items
-                    .iter()
-                    .zip(healths)
-                    .map(|(s, h)| self.with_health(shown(s, None), &s.id, h))
-                    .collect(),
-                next_cursor: page.next_after.map(|a| cursor::issue(&self.cursor_key(), a.as_str(), &filters)),
-            },
-        ))
+        let items = page.items.iter().zip(healths).map(|(s, h)| self.shown(s, h)).collect();
+        let next = page.next_after.map(|a| cursor::issue(&self.cursor_key(), a.as_str(), &filters));
+        Ok(Response::json(200, &Page::new(items, next)))
     }
 
-    pub(super) async fn get_subscription(&self, id: &SubscriptionId) -> ApiResult {
+    /// `GET /v1/subscriptions/{id}`: with its health and, ordered by
+    /// partition, its oldest blocked lanes.
+    pub(super) async fn get_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let sub = self.load_subscription(id).await?;
-        let mut shown = shown(&sub, None);
         let health = self.hookline.stores.health.get(id).await?;
+        let mut shown = self.shown(&sub, health);
         if sub.ordering == shared::ordering::Ordering::Partition {
             // The oldest few, through the blocked lanes' own key.
             let blocked = self.hookline.stores.order.blocked(id, shared::ordering::BLOCKED_LANES_SHOWN).await?;
-            shown["blocked_lanes"] =
-                serde_json::to_value(blocked.iter().map(BlockedLaneView::of).collect::<Vec<_>>()).expect("lanes");
+            shown.blocked_lanes = Some(blocked.iter().map(view::blocked_lane).collect());
         }
-        Ok(Response::json(200, &self.with_health(shown, id, health)))
+        Ok(Response::json(200, &shown))
     }
 
     /// `POST /v1/subscriptions/{id}/lanes/{partition_key}/skip`
@@ -471,7 +250,8 @@ impl Api {
     /// subscription of every tenant.
     pub(super) async fn skip_lane(&self, id: &SubscriptionId, key: &str, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
-        let body: LaneSkipBody = parse(req.body, true)?;
+        no_query(req)?;
+        let body: SkipLane = parse(req.body, true)?;
         let reason = super::query::reason(body.reason.as_deref())?;
         let sub = self.load_subscription(id).await?;
         if sub.ordering != shared::ordering::Ordering::Partition {
@@ -492,7 +272,7 @@ impl Api {
         };
         let partition = shared::ordering::Partition::of(tenant.as_ref().map(TenantId::as_str), key);
         let lane = shared::ordering::Lane { subscription_id: id.clone(), partition };
-        use shared::stage::ordering::{LaneSkipError, LaneSkipped};
+        use shared::stage::ordering::{LaneSkipError, LaneSkipped as LaneSkipped_};
         let skipped = match shared::stage::ordering::skip_lane(&self.hookline, &lane).await {
             Ok(s) => s,
             Err(LaneSkipError::Store(e)) => return Err(e.into()),
@@ -501,93 +281,73 @@ impl Api {
                 return Err(ApiError::new(ErrorCode::LaneHeldByDeadLetter, e.to_string()))
             }
         };
-        let details = match &skipped {
-            LaneSkipped::Gap { from, to } => serde_json::json!({"skipped": "gap", "from_seq": from, "to_seq": to}),
-            LaneSkipped::Head { saga_id } => serde_json::json!({"skipped": "head", "saga_id": saga_id}),
+        let answer = LaneSkipped {
+            partition_key: key.to_string(),
+            tenant_id: tenant.as_ref().map(|t| t.as_str().to_string()),
+            skipped: match skipped {
+                LaneSkipped_::Gap { .. } => SkippedKind::Gap,
+                LaneSkipped_::Head { .. } => SkippedKind::Head,
+            },
+            from_seq: match skipped {
+                LaneSkipped_::Gap { from, .. } => Some(from),
+                LaneSkipped_::Head { .. } => None,
+            },
+            to_seq: match skipped {
+                LaneSkipped_::Gap { to, .. } => Some(to),
+                LaneSkipped_::Head { .. } => None,
+            },
+            saga_id: match &skipped {
+                LaneSkipped_::Head { saga_id } => Some(saga_id.to_string()),
+                LaneSkipped_::Gap { .. } => None,
+            },
         };
-        let details = serde_json::json!({"partition_key": key, "tenant_id": tenant})
-            .as_object()
-            .cloned()
-            .into_iter()
-            .flatten()
-            .chain(details.as_object().cloned().into_iter().flatten())
-            .collect::<serde_json::Map<_, _>>();
-        tracing::warn!(subscription_id = %id, partition_key = %key, details = %serde_json::Value::Object(details.clone()), "ordered lane skipped by ops");
+        let details = serde_json::to_value(&answer).expect("a lane skip serializes");
+        tracing::warn!(subscription_id = %id, partition_key = %key, details = %details, "ordered lane skipped by ops");
         let rec = AuditRecord::new(Action::LaneSkipped, c.caller.actor.clone())
             .subscription(id)
             .tenant(sub.tenant_id.as_ref())
             .reason(&reason)
-            .details(serde_json::Value::Object(details.clone()));
+            .details(details);
         self.hookline.audit(rec).await;
-        Ok(Response::json(200, &serde_json::Value::Object(details)))
+        Ok(Response::json(200, &answer))
     }
 
-    /// A shown subscription with its `health` (the default, healthy record
-    /// when none is stored).
-    fn with_health(
-        &self,
-        mut shown: serde_json::Value,
-        id: &SubscriptionId,
-        stored: Option<Health>,
-    ) -> serde_json::Value {
+    /// A stored subscription as the API shows it, with its `health` (the
+    /// default, healthy record when none is stored).
+    fn shown(&self, sub: &Subscription, stored: Option<Health>) -> wire::Subscription {
         let mut health = stored.unwrap_or_default();
         // In `hookline serve` the deliveries run in this process: add the
         // attempts counted since the last flush.
-        health.window.merge(&self.hookline.health_cache.pending(id), Utc::now());
-        shown["health"] = serde_json::to_value(HealthView::of(&health, Utc::now())).expect("health serializes");
-        shown
+        let now = Utc::now();
+        health.window.merge(&self.hookline.health_cache.pending(&sub.id), now);
+        view::subscription(sub, view::health(&health, now))
+    }
+
+    /// [`Api::shown`] with the stored health read.
+    async fn shown_now(&self, sub: &Subscription) -> Result<wire::Subscription, ApiError> {
+        let health = self.hookline.stores.health.get(&sub.id).await?;
+        Ok(self.shown(sub, health))
     }
 
     /// `PATCH /v1/subscriptions/{id}`. A tenant-bound caller cannot move
     /// the subscription to another tenant or make it global (`403` naming
-    /// `tenant_id`).
+    /// `tenant_id`). Every bad field is reported, and nothing changes then.
     pub(super) async fn patch_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        let req = &c.req;
-        let body: PatchBody = parse(req.body, false)?;
+        no_query(&c.req)?;
+        let body: PatchSubscription = parse(c.req.body, false)?;
         // Every value is checked before anything is read or written.
-        let new_url = match body.callback_url {
-            Patch::Absent => None,
-            Patch::Null => return Err(ApiError::invalid("callback_url", "cannot be removed")),
-            Patch::Value(u) => Some(self.check_url(&u).await?),
+        let mut v = Issues::default();
+        let new_url = match &body.callback_url {
+            Patch::Value(u) => v.api(self.check_url(u).await),
+            _ => None,
         };
-        let event_types = match body.event_types {
-            Patch::Absent => None,
-            Patch::Null => return Err(ApiError::invalid("event_types", "cannot be removed")),
-            Patch::Value(t) => Some(event_types(t)?),
-        };
-        let tenant_id = match body.tenant_id {
+        let ch = checks::patch(&body, &self.hookline.config, &mut v);
+        v.finish()?;
+        let tenant_id = match ch.tenant_id {
             Patch::Value(t) => {
-                Patch::Value(tenant_filter(&c.caller, tenant(Some(t))?, "tenant_id")?.expect("a value stays a value"))
+                Patch::Value(tenant_filter(&c.caller, Some(t), "tenant_id")?.expect("a value stays a value"))
             }
             Patch::Null if c.caller.tenant.is_some() => return Err(super::scope::other_tenant("tenant_id")),
-            Patch::Null => Patch::Null,
-            Patch::Absent => Patch::Absent,
-        };
-        let headers = match body.headers {
-            Patch::Value(h) => Patch::Value(headers(Some(h))?),
-            other => other,
-        };
-        let retry = match body.retry_policy {
-            Patch::Absent => None,
-            Patch::Null => Some(retry_policy(None, &self.hookline.config)?),
-            Patch::Value(p) => Some(retry_policy(Some(p), &self.hookline.config)?),
-        };
-        let dead_letters = match body.dead_letter_on {
-            Patch::Absent => None,
-            Patch::Null => Some(Vec::new()),
-            Patch::Value(d) => Some(dead_letter_on(&d)?),
-        };
-        let max_in_flight = match body.max_in_flight {
-            Patch::Value(n) => Patch::Value(max_in_flight(n)?),
-            Patch::Null => Patch::Null,
-            Patch::Absent => Patch::Absent,
-        };
-        let rate_limit = match body.rate_limit {
-            Patch::Value(r) => Patch::Value(rate_limit(r)?),
-            other => other,
-        };
-        let data_fields = match body.data_fields {
-            Patch::Value(f) => Patch::Value(payload::validate_data_fields(&f).map(|()| f)?),
             other => other,
         };
         // Applied to the stored subscription, again to its new version if
@@ -597,25 +357,27 @@ impl Api {
             if let Some(u) = &new_url {
                 sub.callback_url = u.clone();
             }
-            if let Some(t) = &event_types {
+            if let Some(t) = &ch.event_types {
                 sub.event_types = t.clone();
             }
             sub.tenant_id = tenant_id.clone().apply_option(sub.tenant_id.take());
             sub.description = body.description.clone().apply_option(sub.description.take());
-            sub.headers = headers.clone().apply(std::mem::take(&mut sub.headers), BTreeMap::new);
-            if let Some(p) = &retry {
+            sub.headers = ch.headers.clone().apply(std::mem::take(&mut sub.headers), Default::default);
+            if let Some(p) = &ch.retry_policy {
                 sub.retry_policy = p.clone();
             }
-            if let Some(d) = &dead_letters {
+            if let Some(d) = &ch.dead_letter_on {
                 sub.dead_letter_on = d.clone();
             }
-            sub.payload_format = body.payload_format.clone().apply(sub.payload_format, PayloadFormat::default);
-            sub.data_fields = data_fields.clone().apply_option(sub.data_fields.take());
-            sub.ordering = body.ordering.clone().apply(sub.ordering, Default::default);
-            sub.on_dead_letter = body.on_dead_letter.clone().apply(sub.on_dead_letter, Default::default);
-            payload_fits(sub)?;
-            sub.max_in_flight = max_in_flight.clone().apply_option(sub.max_in_flight);
-            sub.rate_limit = rate_limit.clone().apply_option(sub.rate_limit);
+            sub.payload_format = ch.payload_format.clone().apply(sub.payload_format, PayloadFormat::default);
+            sub.data_fields = ch.data_fields.clone().apply_option(sub.data_fields.take());
+            sub.ordering = ch.ordering.clone().apply(sub.ordering, Default::default);
+            sub.on_dead_letter = ch.on_dead_letter.clone().apply(sub.on_dead_letter, Default::default);
+            if sub.data_fields.is_some() && sub.payload_format != PayloadFormat::ContractWebhook {
+                return Err(checks::data_fields_need_contract());
+            }
+            sub.max_in_flight = ch.max_in_flight.clone().apply_option(sub.max_in_flight);
+            sub.rate_limit = ch.rate_limit.clone().apply_option(sub.rate_limit);
             sub.active = body.active.clone().apply(sub.active, || true);
             Ok(())
         })
@@ -626,10 +388,11 @@ impl Api {
         } else {
             changed.subscription
         };
-        Ok(Response::json(200, &shown(&sub, None)))
+        Ok(Response::json(200, &self.shown_now(&sub).await?))
     }
 
     pub(super) async fn delete_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         if !manage::delete(&self.hookline, id, &c.caller.actor).await? {
             return Err(ApiError::not_found("subscription", id));
         }
@@ -637,14 +400,16 @@ impl Api {
     }
 
     pub(super) async fn verify_now(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
+        no_query(&c.req)?;
         let sub = verify::verify_as(&self.hookline, id, &c.caller.actor)
             .await?
             .ok_or_else(|| ApiError::not_found("subscription", id))?;
-        Ok(Response::json(200, &shown(&sub, None)))
+        Ok(Response::json(200, &self.shown_now(&sub).await?))
     }
 
     pub(super) async fn rotate_secret(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        let body: RotateBody = parse(c.req.body, true)?;
+        no_query(&c.req)?;
+        let body: RotateSecret = parse(c.req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,
             Some(n) if (0..=7 * 86_400).contains(&n) => chrono::Duration::seconds(n),
@@ -653,7 +418,8 @@ impl Api {
         let (sub, secret) = manage::rotate_secret(&self.hookline, id, &c.caller.actor, overlap)
             .await
             .map_err(|e| managed(e.map_refused(|never| match never {}), id))?;
-        Ok(Response::json(200, &shown(&sub, Some(&secret))))
+        let shown = self.shown_now(&sub).await?;
+        Ok(Response::json(200, &SubscriptionWithSecret { subscription: shown, secret: secret.expose().to_string() }))
     }
 
     /// `POST /v1/subscriptions/reindex` (`{"cursor"?, "limit"?}`, see
@@ -662,6 +428,7 @@ impl Api {
     /// stored items examined, the index entries of those stored without
     /// them written.
     pub(super) async fn reindex_subscriptions(&self, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let (after, limit) = reindex::page_of(req, Walk::Subscriptions, &self.cursor_key())?;
         let page = self.hookline.stores.subscriptions.reindex_page(after.as_deref(), limit).await?;
         if page.reindexed > 0 {
@@ -678,66 +445,27 @@ impl Api {
 /// how many of the bodies were accepted. Never panics, whatever the bytes.
 pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
     let create = || -> Result<(), ApiError> {
-        let b: CreateBody = parse(body, false)?;
-        ssrf::check_callback_url(&b.callback_url, config.address_policy)
-            .map_err(|e| ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()))?;
-        event_types(b.event_types)?;
-        tenant(b.tenant_id)?;
-        headers(b.headers)?;
-        retry_policy(b.retry_policy, config)?;
-        dead_letter_on(b.dead_letter_on.as_deref().unwrap_or_default())?;
-        b.data_fields.map(|f| payload::validate_data_fields(&f)).transpose()?;
-        b.max_in_flight.map(max_in_flight).transpose()?;
-        b.rate_limit.map(rate_limit).transpose()?;
-        Ok(())
+        let b: CreateSubscription = parse(body, false)?;
+        let mut v = Issues::default();
+        v.api(url_shape(&b.callback_url, config));
+        checks::create(&b, config, &mut v);
+        v.finish()
     };
     let patch = || -> Result<(), ApiError> {
-        let b: PatchBody = parse(body, false)?;
+        let b: PatchSubscription = parse(body, false)?;
+        let mut v = Issues::default();
         if let Patch::Value(u) = &b.callback_url {
-            ssrf::check_callback_url(u, config.address_policy)
-                .map_err(|e| ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()))?;
+            v.api(url_shape(u, config));
         }
-        if let Patch::Value(t) = b.event_types {
-            event_types(t)?;
-        }
-        if let Patch::Value(t) = b.tenant_id {
-            tenant(Some(t))?;
-        }
-        if let Patch::Value(h) = b.headers {
-            headers(Some(h))?;
-        }
-        if let Patch::Value(p) = b.retry_policy {
-            retry_policy(Some(p), config)?;
-        }
-        if let Patch::Value(d) = b.dead_letter_on {
-            dead_letter_on(&d)?;
-        }
-        if let Patch::Value(f) = b.data_fields {
-            payload::validate_data_fields(&f)?;
-        }
-        if let Patch::Value(n) = b.max_in_flight {
-            max_in_flight(n)?;
-        }
-        if let Patch::Value(r) = b.rate_limit {
-            rate_limit(r)?;
-        }
-        Ok(())
+        checks::patch(&b, config, &mut v);
+        v.finish()
     };
     let skip = || -> Result<(), ApiError> {
-        let b: LaneSkipBody = parse(body, true)?;
+        let b: SkipLane = parse(body, true)?;
         super::query::reason(b.reason.as_deref())?;
         tenant(b.tenant_id)?;
         Ok(())
     };
-    let rotate = || parse::<RotateBody>(body, true).map(|_| ());
+    let rotate = || parse::<RotateSecret>(body, true).map(|_| ());
     [create(), patch(), skip(), rotate()].iter().filter(|r| r.is_ok()).count()
-}
-
-/// This module's part of the OpenAPI document ([`super::openapi`]): its
-/// routes' paths and the wire types they use.
-pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
-    #[derive(utoipa::OpenApi)]
-    #[openapi()]
-    struct Part;
-    <Part as utoipa::OpenApi>::openapi()
 }

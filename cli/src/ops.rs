@@ -37,6 +37,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use client::{Client, OpsError};
+use hookline_wire::reindex::{ReindexAnswer, ReindexRequest};
 use output::{ListPrinter, Out, OutputArgs, View};
 
 /// Where the API is and how to authenticate.
@@ -216,7 +217,8 @@ async fn reindex(what: &str, args: ReindexArgs) -> anyhow::Result<()> {
     let client = common.client()?;
     let (mut reindexed, mut examined, mut requests) = (0u64, 0u64, 0u64);
     loop {
-        let body = json!({"cursor": cursor, "limit": limit});
+        let body = ReindexRequest { cursor: cursor.clone(), limit: Some(i64::from(limit)) };
+        let body = serde_json::to_value(&body).expect("a reindex request serializes");
         let page = client.send_json("POST", &["v1", what, "reindex"], Some(body)).await.map_err(|e| {
             let resume = cursor.as_deref().map(|c| format!(" --cursor={c}")).unwrap_or_default();
             let hint = format!(
@@ -229,11 +231,12 @@ async fn reindex(what: &str, args: ReindexArgs) -> anyhow::Result<()> {
             }
         })?;
         requests += 1;
-        reindexed += page["reindexed"].as_u64().context("the answer has no reindexed count")?;
-        examined += page["examined"].as_u64().context("the answer has no examined count")?;
+        let page: ReindexAnswer = serde_json::from_value(page).context("the answer is not a reindex page")?;
+        reindexed += page.reindexed;
+        examined += page.examined;
         eprintln!("page {requests}: {reindexed} reindexed, {examined} examined so far");
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_string()),
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }

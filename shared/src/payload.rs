@@ -122,30 +122,38 @@ pub const MAX_DATA_FIELD_LEN: usize = 200;
 /// Checks a subscription's `data_fields`: 1 to [`MAX_DATA_FIELDS`] paths of
 /// dot-separated, non-empty object keys (no array indexes), each at most
 /// [`MAX_DATA_FIELD_LEN`] bytes, no path listed twice.
-pub fn validate_data_fields(paths: &[String]) -> Result<(), crate::error::FieldError> {
+///
+/// # Errors
+///
+/// Every problem, each a [`FieldError`](crate::error::FieldError) naming `data_fields` or the entry
+/// at fault (`data_fields[2]`).
+pub fn validate_data_fields(paths: &[String]) -> Result<(), Vec<crate::error::FieldError>> {
     use crate::error::FieldError;
     if paths.is_empty() || paths.len() > MAX_DATA_FIELDS {
-        return Err(FieldError::new(
+        return Err(vec![FieldError::new(
             "data_fields",
             format!("expected 1 to {MAX_DATA_FIELDS} paths (omit it, or null, to deliver all of data)"),
-        ));
+        )]);
     }
+    let mut issues = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let field = format!("data_fields[{i}]");
         if p.is_empty() || p.len() > MAX_DATA_FIELD_LEN {
-            return Err(FieldError::new(field, format!("must be 1 to {MAX_DATA_FIELD_LEN} bytes")));
-        }
-        if p.split('.').any(|k| k.trim().is_empty()) || p.chars().any(char::is_control) {
-            return Err(FieldError::new(
+            issues.push(FieldError::new(field, format!("must be 1 to {MAX_DATA_FIELD_LEN} bytes")));
+        } else if p.split('.').any(|k| k.trim().is_empty()) || p.chars().any(char::is_control) {
+            issues.push(FieldError::new(
                 field,
                 format!("'{p}' is not a path of dot-separated keys (e.g. taskId or result.url)"),
             ));
-        }
-        if paths[..i].contains(p) {
-            return Err(FieldError::new(field, format!("'{p}' is listed twice")));
+        } else if paths[..i].contains(p) {
+            issues.push(FieldError::new(field, format!("'{p}' is listed twice")));
         }
     }
-    Ok(())
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
 }
 
 #[cfg(test)]
@@ -241,13 +249,19 @@ mod tests {
     fn data_fields_that_make_no_sense_are_refused_naming_the_entry() {
         let ok = |v: &[&str]| validate_data_fields(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert!(ok(&["taskId", "result.url"]).is_ok());
-        assert_eq!(ok(&[]).unwrap_err().field, "data_fields");
-        assert_eq!(ok(&["a", ""]).unwrap_err().field, "data_fields[1]");
-        assert_eq!(ok(&["a..b"]).unwrap_err().field, "data_fields[0]");
-        assert_eq!(ok(&["a", "a"]).unwrap_err().field, "data_fields[1]");
+        let fields = |v: &[&str]| ok(v).unwrap_err().into_iter().map(|e| e.field).collect::<Vec<_>>();
+        assert_eq!(fields(&[]), ["data_fields"]);
+        assert_eq!(fields(&["a", ""]), ["data_fields[1]"]);
+        assert_eq!(fields(&["a..b"]), ["data_fields[0]"]);
+        assert_eq!(fields(&["a", "a"]), ["data_fields[1]"]);
+        assert_eq!(
+            fields(&["", "b", "b", "c..d"]),
+            ["data_fields[0]", "data_fields[2]", "data_fields[3]"],
+            "every entry"
+        );
         let long = "x".repeat(MAX_DATA_FIELD_LEN + 1);
-        assert_eq!(ok(&[long.as_str()]).unwrap_err().field, "data_fields[0]");
+        assert_eq!(fields(&[long.as_str()]), ["data_fields[0]"]);
         let many: Vec<String> = (0..=MAX_DATA_FIELDS).map(|i| format!("f{i}")).collect();
-        assert_eq!(validate_data_fields(&many).unwrap_err().field, "data_fields");
+        assert_eq!(validate_data_fields(&many).unwrap_err()[0].field, "data_fields");
     }
 }

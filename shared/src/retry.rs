@@ -291,28 +291,39 @@ pub fn hold_for_breaker(probe_in: Duration, deadline: Option<DateTime<Utc>>, now
 ///
 /// # Errors
 ///
-/// A [`FieldError`] naming `retry_policy.schedule_ms`, or the entry at
-/// fault (`retry_policy.schedule_ms[2]`).
+/// The first of [`schedule_errors`].
 pub fn check_schedule(schedule_ms: impl ExactSizeIterator<Item = i64>) -> Result<Vec<u64>, FieldError> {
+    let given: Vec<i64> = schedule_ms.collect();
+    match schedule_errors(&given).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(given.into_iter().map(|ms| ms.unsigned_abs()).collect()),
+    }
+}
+
+/// Every problem of an explicit schedule ([`check_schedule`]'s rules): a
+/// [`FieldError`] naming `retry_policy.schedule_ms` for its length, or one
+/// per entry at fault (`retry_policy.schedule_ms[2]`); empty when it is
+/// good.
+pub fn schedule_errors(schedule_ms: &[i64]) -> Vec<FieldError> {
     let n = schedule_ms.len();
     if n == 0 || n > MAX_SCHEDULE_LEN {
-        return Err(FieldError::new(
+        return vec![FieldError::new(
             "retry_policy.schedule_ms",
             format!(
                 "must list 1 to {MAX_SCHEDULE_LEN} waits in ms (one per retry), got {n}; \
                  leave it out or null for exponential backoff"
             ),
-        ));
+        )];
     }
     schedule_ms
+        .iter()
         .enumerate()
+        .filter(|(_, &ms)| !u64::try_from(ms).is_ok_and(|ms| (1..=MAX_DELAY_MS).contains(&ms)))
         .map(|(i, ms)| {
-            u64::try_from(ms).ok().filter(|ms| (1..=MAX_DELAY_MS).contains(ms)).ok_or_else(|| {
-                FieldError::new(
-                    format!("retry_policy.schedule_ms[{i}]"),
-                    format!("must be a wait between 1 and {MAX_DELAY_MS} ms, got {ms}"),
-                )
-            })
+            FieldError::new(
+                format!("retry_policy.schedule_ms[{i}]"),
+                format!("must be a wait between 1 and {MAX_DELAY_MS} ms, got {ms}"),
+            )
         })
         .collect()
 }

@@ -259,31 +259,66 @@ pub const MAX_DEAD_LETTER_ON: usize = 20;
 ///
 /// # Errors
 ///
-/// A [`FieldError`] naming `dead_letter_on`, or the entry at fault
-/// (`dead_letter_on[1]`).
-pub fn validate_dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, FieldError> {
+/// Every problem, each a [`FieldError`] naming `dead_letter_on`, or the
+/// entry at fault (`dead_letter_on[1]`).
+pub fn validate_dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, Vec<FieldError>> {
     if statuses.len() > MAX_DEAD_LETTER_ON {
-        return Err(FieldError::new(
+        return Err(vec![FieldError::new(
             "dead_letter_on",
             format!("at most {MAX_DEAD_LETTER_ON} statuses, got {}", statuses.len()),
-        ));
+        )]);
     }
     let mut out: Vec<u16> = Vec::with_capacity(statuses.len());
+    let mut issues = Vec::new();
     for (i, &s) in statuses.iter().enumerate() {
         let field = format!("dead_letter_on[{i}]");
-        let status = u16::try_from(s)
-            .ok()
-            .filter(|s| (100..=599).contains(s))
-            .ok_or_else(|| FieldError::new(&field, format!("must be an HTTP status between 100 and 599, got {s}")))?;
+        let Some(status) = u16::try_from(s).ok().filter(|s| (100..=599).contains(s)) else {
+            issues.push(FieldError::new(&field, format!("must be an HTTP status between 100 and 599, got {s}")));
+            continue;
+        };
         if (200..300).contains(&status) {
-            return Err(FieldError::new(field, format!("{status} is a success: a 2xx answer is a delivery")));
+            issues.push(FieldError::new(field, format!("{status} is a success: a 2xx answer is a delivery")));
+            continue;
         }
-        if let Some(j) = out.iter().position(|&o| o == status) {
-            return Err(FieldError::new(field, format!("{status} is listed twice (also dead_letter_on[{j}])")));
+        if let Some(j) = statuses[..i].iter().position(|&o| o == s) {
+            issues.push(FieldError::new(field, format!("{status} is listed twice (also dead_letter_on[{j}])")));
+            continue;
         }
         out.push(status);
     }
-    Ok(out)
+    if issues.is_empty() {
+        Ok(out)
+    } else {
+        Err(issues)
+    }
+}
+
+/// Checks a subscription's `event_types`: 1 to `max` patterns (the API
+/// passes `bounds::MAX_SUBSCRIPTION_PATTERNS`, which this module may not
+/// import: `bounds` reads this module's limits), each valid
+/// ([`validate_pattern`]).
+///
+/// # Errors
+///
+/// Every problem, each a [`FieldError`] naming `event_types` or the
+/// pattern at fault (`event_types[1]`).
+pub fn validate_event_types(types: &[String], max: usize) -> Result<(), Vec<FieldError>> {
+    if types.is_empty() || types.len() > max {
+        return Err(vec![FieldError::new(
+            "event_types",
+            format!("expected a non-empty array of at most {max} patterns"),
+        )]);
+    }
+    let issues: Vec<FieldError> = types
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| validate_pattern(p).err().map(|m| FieldError::new(format!("event_types[{i}]"), m)))
+        .collect();
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
 }
 
 /// Checks an event-type pattern: exact, `prefix.*` or `*`.
@@ -364,7 +399,7 @@ pub fn is_credential_header(name: &str) -> bool {
 
 /// A custom header's value as the API shows it: hidden for a credential
 /// header ([`is_credential_header`]), else as set.
-fn shown_header_value(name: &str, value: &str) -> String {
+pub fn shown_header_value(name: &str, value: &str) -> String {
     if is_credential_header(name) && !value.is_empty() {
         HIDDEN_HEADER_VALUE.to_string()
     } else {
@@ -492,9 +527,13 @@ mod tests {
             ((400..421).collect(), "dead_letter_on", "at most 20"),
         ] {
             let e = validate_dead_letter_on(&given).unwrap_err();
-            assert_eq!(e.field, field, "{given:?}: {e}");
-            assert!(e.message.contains(says), "{given:?}: {e}");
+            assert_eq!(e.len(), 1, "{given:?}: {e:?}");
+            assert_eq!(e[0].field, field, "{given:?}: {}", e[0]);
+            assert!(e[0].message.contains(says), "{given:?}: {}", e[0]);
         }
+        let every: Vec<String> =
+            validate_dead_letter_on(&[99, 404, 204, 404]).unwrap_err().into_iter().map(|e| e.field).collect();
+        assert_eq!(every, ["dead_letter_on[0]", "dead_letter_on[2]", "dead_letter_on[3]"], "every bad entry");
         assert!(validate_dead_letter_on(&(400..420).collect::<Vec<_>>()).is_ok(), "20 is the most");
         // Subscriptions stored before the field existed read as empty.
         let mut v = serde_json::to_value(crate::testkit::subscription()).unwrap();
@@ -529,6 +568,19 @@ mod tests {
             .collect();
         assert_eq!(old.signing_secrets(now).len(), MAX_SIGNING_SECRETS);
         assert_eq!(old.signing_secrets(now)[0].expose(), old.signing_keys[0].secret.expose());
+    }
+
+    #[test]
+    fn every_bad_event_type_is_named() {
+        let types = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(validate_event_types(&types(&["a", "b.*", "*"]), 98).is_ok());
+        let fields: Vec<String> = validate_event_types(&types(&["a", "a b", "ok", ""]), 98)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(fields, ["event_types[1]", "event_types[3]"]);
+        assert_eq!(validate_event_types(&[], 98).unwrap_err()[0].field, "event_types");
     }
 
     #[test]

@@ -319,6 +319,30 @@ pub async fn subscriptions_commands(env: &[(&str, &str)]) {
         &env,
     );
     assert_eq!(run.code, 2, "{}", run.err);
+    // Bodies are the wire types: a field the API does not take, or a value
+    // of the wrong type, is refused before anything is sent.
+    for json in [r#"{"colour": "red"}"#, r#"{"payload_format": "xml"}"#, r#"{"max_in_flight": "ten"}"#] {
+        let url = r.url("/typed", Behaviour::Ok);
+        let run = hookline(
+            &[
+                "subscriptions",
+                "create",
+                "--callback-url",
+                &url,
+                "--event-type",
+                "x",
+                "--tenant",
+                "acme",
+                "--json",
+                json,
+            ],
+            &env,
+        );
+        assert_eq!(run.code, 2, "{json}: {}", run.err);
+        assert!(run.err.contains("not what the API takes"), "{json}: {}", run.err);
+    }
+    let run = hookline(&["subscriptions", "list", "--tenant", "acme"], &env);
+    assert_eq!(run.ok().lines().len(), 2, "nothing was created: {}", run.out);
     let run = hookline(&["subscriptions", "list", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2, "{}", run.err);
     assert!(run.err.contains("cursor"), "{}", run.err);

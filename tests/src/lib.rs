@@ -65,6 +65,7 @@ pub mod router_scenarios;
 pub mod scenarios;
 pub mod stages;
 pub mod strict;
+pub mod subscription_wire_scenarios;
 pub mod tenancy_scenarios;
 pub mod wait_scenarios;
 
@@ -177,6 +178,10 @@ macro_rules! both_backend_suites {
         /// Idempotency-Key on creating routes (`hookline_tests::idempotency_scenarios`).
         mod idempotency_scenarios {
             $crate::idempotency_scenario_tests!($backend);
+        }
+        /// The subscriptions' wire contract (`hookline_tests::subscription_wire_scenarios`).
+        mod subscription_wire {
+            $crate::subscription_wire_scenario_tests!($backend);
         }
     };
 }

@@ -119,12 +119,14 @@ pub trait Pipeline: Sync {
         async move {
             let (status, sub) = self.post("/v1/subscriptions", &body).await;
             assert_eq!(status, 201, "create subscription: {sub}");
-            let id = sub["id"].as_str().unwrap().to_string();
-            let secret = sub["secret"].as_str().unwrap().to_string();
+            let created: hookline_wire::subscriptions::SubscriptionWithSecret =
+                serde_json::from_value(sub.clone()).unwrap_or_else(|e| panic!("not the created answer ({e}): {sub}"));
+            let (id, secret) = (created.subscription.id, created.secret);
             let path = format!("/v1/subscriptions/{id}");
             crate::eventually(20, "subscription verified", || async {
                 let (_, s) = self.get(&path).await;
-                (s["verified"] == true).then_some(())
+                let s: hookline_wire::subscriptions::Subscription = serde_json::from_value(s).ok()?;
+                s.verified.then_some(())
             })
             .await;
             (id, secret)

@@ -16,6 +16,10 @@
 
 pub mod error;
 pub mod page;
+pub mod patch;
+pub mod reindex;
+pub mod subscriptions;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail, FieldIssue};
 pub use page::Page;
+pub use patch::Patch;

@@ -1,11 +1,21 @@
 //! `hookline subscriptions …`: list, show, create, update, delete,
-//! rotate-secret, verify, reindex.
+//! rotate-secret, verify, reindex. Bodies are built as the API's wire types
+//! (`hookline_wire::subscriptions`: a field the API does not take, or a
+//! value of the wrong type, is refused before anything is sent) and answers
+//! read as them.
 
+use anyhow::Context;
+use hookline_wire::subscriptions::{
+    CreateSubscription, PatchSubscription, RotateSecret, Subscription, SubscriptionWithSecret,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::output::{field, View};
-use super::{act, list, reindex, show, Common, PageArgs, ReindexArgs};
-use crate::table::col;
+use super::client::OpsError;
+use super::output::View;
+use super::{list, reindex, Common, PageArgs, ReindexArgs};
+use crate::table::{cell, col};
 
 /// Subscription commands.
 #[derive(clap::Subcommand)]
@@ -136,7 +146,7 @@ pub struct Fields {
     /// (`headers`; on update the given set replaces the stored one).
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header)]
     headers: Vec<(String, String)>,
-    /// original, hookline or contract-webhook (`payload_format`).
+    /// original, hookline or contract_webhook (`payload_format`).
     #[arg(long)]
     payload_format: Option<String>,
     /// none or partition (`ordering`).
@@ -205,19 +215,45 @@ const VIEW: View = View {
         col("verified", 8),
         col("breaker", 9),
     ],
-    row: |s| {
-        vec![
-            field(s, "id"),
-            field(s, "callback_url"),
-            field(s, "event_types"),
-            field(s, "tenant_id"),
-            field(s, "active"),
-            field(s, "verified"),
-            field(&s["health"], "breaker"),
-        ]
+    row: |v| match serde_json::from_value::<Subscription>(v.clone()) {
+        Ok(s) => {
+            let breaker = serde_json::to_value(s.health.breaker).expect("a breaker state serializes");
+            vec![
+                s.id,
+                s.callback_url,
+                cell(&json!(s.event_types)),
+                cell(&json!(s.tenant_id)),
+                s.active.to_string(),
+                s.verified.to_string(),
+                cell(&breaker),
+            ]
+        }
+        Err(e) => vec![cell(&v["id"]), format!("(not a subscription: {e})")],
     },
     states: &[4, 5, 6],
 };
+
+/// The body of a create or patch as its wire type `T`: a field it does not
+/// have, or a value of the wrong type, is a usage error (exit 2) naming
+/// it, and nothing is sent.
+fn body_as<T: DeserializeOwned + Serialize>(body: Map<String, Value>) -> anyhow::Result<Value> {
+    let typed: T = serde_json::from_value(Value::Object(body))
+        .map_err(|e| OpsError::Usage(format!("the subscription's fields are not what the API takes: {e}")))?;
+    Ok(serde_json::to_value(&typed).expect("a wire body serializes"))
+}
+
+/// Sends a request and prints the answer, read as the wire type `A`.
+async fn send<A: DeserializeOwned + Serialize>(
+    common: &Common,
+    method: &str,
+    path: &[&str],
+    body: Option<Value>,
+) -> anyhow::Result<A> {
+    let v = common.client()?.send_json(method, path, body).await?;
+    let answer: A = serde_json::from_value(v).context("the API's answer is not the documented type")?;
+    common.out().object(&serde_json::to_value(&answer).expect("a wire answer serializes"), &[])?;
+    Ok(answer)
+}
 
 /// Runs a subscription command.
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
@@ -226,10 +262,16 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             let q = vec![("tenant_id", tenant), ("event_type", event_type)];
             list(&common, &["v1", "subscriptions"], q, &page, &VIEW, "subscriptions").await
         }
-        Command::Show { id, common } => show(&common, &["v1", "subscriptions", &id], &[]).await,
+        Command::Show { id, common } => {
+            let v = common.client()?.get(&["v1", "subscriptions", &id], &[]).await?;
+            let s: Subscription = serde_json::from_value(v).context("the API's answer is not a subscription")?;
+            common.out().object(&serde_json::to_value(&s).expect("a subscription serializes"), &[])?;
+            Ok(())
+        }
         Command::Create { fields, common } => {
-            let v = act(&common, "POST", &["v1", "subscriptions"], Some(Value::Object(fields.body()))).await?;
-            secret_note(&common, &v);
+            let body = body_as::<CreateSubscription>(fields.body())?;
+            let created: SubscriptionWithSecret = send(&common, "POST", &["v1", "subscriptions"], Some(body)).await?;
+            secret_note(&common, &created);
             Ok(())
         }
         Command::Update { id, fields, clear, enable, disable, common } => {
@@ -240,7 +282,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             if enable || disable {
                 body.insert("active".into(), Value::Bool(enable));
             }
-            act(&common, "PATCH", &["v1", "subscriptions", &id], Some(Value::Object(body))).await.map(drop)
+            let body = body_as::<PatchSubscription>(body)?;
+            send::<Subscription>(&common, "PATCH", &["v1", "subscriptions", &id], Some(body)).await.map(drop)
         }
         Command::Delete { id, common } => {
             common.client()?.send_json("DELETE", &["v1", "subscriptions", &id], None).await?;
@@ -253,22 +296,24 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::RotateSecret { id, overlap_seconds, common } => {
-            let body = json!({"overlap_seconds": overlap_seconds});
-            let body = if overlap_seconds.is_some() { body } else { json!({}) };
-            let v = act(&common, "POST", &["v1", "subscriptions", &id, "rotate-secret"], Some(body)).await?;
-            secret_note(&common, &v);
+            let body = serde_json::to_value(RotateSecret { overlap_seconds }).expect("a rotate body serializes");
+            let path = ["v1", "subscriptions", &id, "rotate-secret"];
+            let rotated: SubscriptionWithSecret = send(&common, "POST", &path, Some(body)).await?;
+            secret_note(&common, &rotated);
             Ok(())
         }
         Command::Verify { id, common } => {
-            act(&common, "POST", &["v1", "subscriptions", &id, "verify"], Some(json!({}))).await.map(drop)
+            send::<Subscription>(&common, "POST", &["v1", "subscriptions", &id, "verify"], Some(json!({})))
+                .await
+                .map(drop)
         }
         Command::Reindex(args) => reindex("subscriptions", args).await,
     }
 }
 
 /// On a terminal: a reminder that the secret is not shown again.
-fn secret_note(common: &Common, v: &Value) {
-    if !common.out().json() && v["secret"].is_string() {
+fn secret_note(common: &Common, v: &SubscriptionWithSecret) {
+    if !common.out().json() && !v.secret.is_empty() {
         eprintln!("keep the secret now: it is not shown again (rotate-secret issues a new one)");
     }
 }

@@ -500,14 +500,17 @@ pub async fn bad_input_gets_a_clear_error_and_writes_nothing<P: Pipeline>(s: &P)
         assert_eq!(v["error"]["field"], "callback_url");
     }
     let (st, v) = s.post("/v1/subscriptions", &json!({"callback_url": "http://127.0.0.1:9/x"})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("event_types")));
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("missing_field"), Some("event_types"))
+    );
     let (st, v) = s
         .post(
             "/v1/subscriptions",
             &json!({"callback_url": "http://127.0.0.1:9/x", "event_types": ["*"], "retry_policy": {"max_attempts": 0}}),
         )
         .await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("retry_policy.max_attempts")));
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("retry_policy.max_attempts")), "{v}");
     let (st, _) = s.get("/v1/events/never-stored").await;
     assert_eq!(st, 404);
     let (st, _) = s.get("/v1/subscriptions/sub_nope").await;

@@ -93,16 +93,19 @@ pub async fn patch_keeps_absent_fields_and_resets_null_ones<P: Pipeline>(s: &P) 
     assert_eq!(v["headers"], json!({}));
     assert_eq!(v["active"], true, "null resets to the default");
     assert_eq!(v["event_types"], json!(["a.*"]), "absent: kept");
-    for (body, code, field) in [
-        (r#"{"event_types": ["b.*", 3]}"#, "invalid_field", "event_types[1]"),
-        (r#"{"retry_policy": {"max_attempts": "x"}}"#, "invalid_field", "retry_policy.max_attempts"),
-        (r#"{"colour": "red"}"#, "unknown_field", "colour"),
-        (r#"{"event_types": null}"#, "invalid_field", "event_types"),
+    // Could not be parsed: 400; parsed, a value broke a rule: 422.
+    for (body, status, code, field) in [
+        (r#"{"event_types": ["b.*", 3]}"#, 400, "invalid_type", "event_types[1]"),
+        (r#"{"retry_policy": {"max_attempts": "x"}}"#, 400, "invalid_type", "retry_policy.max_attempts"),
+        (r#"{"colour": "red"}"#, 400, "unknown_field", "colour"),
+        (r#"{"payload_format": "xml"}"#, 400, "invalid_type", "payload_format"),
+        (r#"{"event_types": null}"#, 422, "invalid_field", "event_types"),
+        (r#"{"event_types": ["b c"]}"#, 422, "invalid_field", "event_types[0]"),
     ] {
         let (st, v) = s.call("PATCH", &path, Some(body.as_bytes())).await;
         assert_eq!(
             (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
-            (400, Some(code), Some(field)),
+            (status, Some(code), Some(field)),
             "{body}: {v}"
         );
     }
@@ -182,18 +185,19 @@ pub async fn subscriptions_list_is_paginated_and_filtered<P: Pipeline>(s: &P) {
     let mut flipped = acme_cursor.clone().into_bytes();
     flipped[4] = if flipped[4] == b'A' { b'B' } else { b'A' };
     let flipped = String::from_utf8(flipped).unwrap();
-    for (path, field) in [
-        ("/v1/subscriptions?cursor=not-a-cursor".to_string(), "cursor"),
-        (format!("/v1/subscriptions?cursor={flipped}&tenant_id=acme"), "cursor"),
-        (format!("/v1/subscriptions?cursor={acme_cursor}"), "cursor"),
-        ("/v1/subscriptions?limit=0".to_string(), "limit"),
-        ("/v1/subscriptions?limit=1001".to_string(), "limit"),
-        ("/v1/subscriptions?limit=ten".to_string(), "limit"),
-        (format!("/v1/subscriptions?event_type={}", "a".repeat(101)), "event_type"),
-        ("/v1/subscriptions?tenant_id=".to_string(), "tenant_id"),
+    for (path, status, field) in [
+        ("/v1/subscriptions?cursor=not-a-cursor".to_string(), 422, "cursor"),
+        (format!("/v1/subscriptions?cursor={flipped}&tenant_id=acme"), 422, "cursor"),
+        (format!("/v1/subscriptions?cursor={acme_cursor}"), 422, "cursor"),
+        ("/v1/subscriptions?limit=0".to_string(), 422, "limit"),
+        ("/v1/subscriptions?limit=1001".to_string(), 422, "limit"),
+        ("/v1/subscriptions?limit=ten".to_string(), 400, "limit"),
+        (format!("/v1/subscriptions?event_type={}", "a".repeat(101)), 422, "event_type"),
+        ("/v1/subscriptions?tenant_id=".to_string(), 422, "tenant_id"),
+        ("/v1/subscriptions?tenant=acme".to_string(), 400, "tenant"),
     ] {
         let (st, v) = s.get(&path).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{path}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{path}: {v}");
     }
     let (st, v) = s.get(&format!("/v1/subscriptions?cursor={acme_cursor}&tenant_id=acme&limit=1000")).await;
     assert_eq!(st, 200, "{v}");
@@ -362,7 +366,8 @@ pub async fn concurrent_failures_are_each_counted_once<P: Pipeline>(s: &P) {
     assert!(lost.is_empty(), "{} writes of the breaker gave up:\n{}", lost.len(), lost.join("\n"));
 }
 
-/// `payload_format: "contract-webhook"`: the task-event contract's public
+/// `payload_format: "contract_webhook"` (also read as `contract-webhook`,
+/// its spelling before the wire contract): the task-event contract's public
 /// body, built from the stored event and signed as sent; `data_fields`
 /// keeps internal fields of `data` in, and the envelope's internal fields
 /// (`producer`, `idempotencyKey`) never leave. `data_fields` with another
@@ -376,7 +381,7 @@ pub async fn contract_webhook_payload_keeps_internal_fields_in<P: Pipeline>(s: &
     let secret = Secret::parse(&secret).unwrap();
     let (all_id, _) = s
         .subscribe(json!({"callback_url": r.url("/cw-all", Behaviour::Ok), "event_types": ["task.*"],
-                          "payload_format": "contract-webhook"}))
+                          "payload_format": "contract_webhook"}))
         .await;
     let contract = json!({
         "eventId": "evt_cw_1", "eventType": "task.failed", "version": 1, "occurredAt": "2026-02-19T10:10:00Z",
@@ -421,13 +426,13 @@ pub async fn contract_webhook_payload_keeps_internal_fields_in<P: Pipeline>(s: &
     // data_fields belongs to contract-webhook: refused with another format.
     let path = format!("/v1/subscriptions/{all_id}");
     let (st, v) = s.call("PATCH", &path, Some(br#"{"payload_format": "original", "data_fields": ["taskId"]}"#)).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("data_fields")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("data_fields")), "{v}");
     let (st, v) = s.call("PATCH", &path, Some(br#"{"data_fields": ["a..b"]}"#)).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("data_fields[0]")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("data_fields[0]")), "{v}");
     let (_, v) = s.get(&path).await;
     assert_eq!(
         (v["payload_format"].as_str(), v["data_fields"].clone()),
-        (Some("contract-webhook"), Value::Null),
+        (Some("contract_webhook"), Value::Null),
         "unchanged: {v}"
     );
     let (st, v) = s.call("PATCH", &path, Some(br#"{"data_fields": ["taskId"]}"#)).await;
@@ -541,19 +546,19 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     let issued = first["next_cursor"].as_str().expect("a cursor after one item").to_string();
     let (_, listed) = s.get("/v1/subscriptions?limit=1").await;
     let list_cursor = listed["next_cursor"].as_str().expect("a list cursor").to_string();
-    for (body, field) in [
-        (json!({"cursor": "not-a-cursor"}), "cursor"),
-        (json!({"cursor": ""}), "cursor"),
-        (json!({"cursor": list_cursor}), "cursor"),
-        (json!({"cursor": format!("{issued}x")}), "cursor"),
-        (json!({"limit": 0}), "limit"),
-        (json!({"limit": 101}), "limit"),
-        (json!({"limit": -1}), "limit"),
-        (json!({"limit": "ten"}), "limit"),
-        (json!({"cursor": issued, "limit": 1, "from": "start"}), "from"),
+    for (body, status, field) in [
+        (json!({"cursor": "not-a-cursor"}), 422, "cursor"),
+        (json!({"cursor": ""}), 422, "cursor"),
+        (json!({"cursor": list_cursor}), 422, "cursor"),
+        (json!({"cursor": format!("{issued}x")}), 422, "cursor"),
+        (json!({"limit": 0}), 422, "limit"),
+        (json!({"limit": 101}), 422, "limit"),
+        (json!({"limit": -1}), 422, "limit"),
+        (json!({"limit": "ten"}), 400, "limit"),
+        (json!({"cursor": issued, "limit": 1, "from": "start"}), 400, "from"),
     ] {
         let (st, v) = s.post("/v1/subscriptions/reindex", &body).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{body}: {v}");
     }
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": issued, "limit": 1})).await;
     assert_eq!(st, 200, "the issued cursor still reads: {v}");
@@ -570,18 +575,18 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     assert_eq!(reindex_all(s, "dead-letters", 100).await, (0, examined, 1));
     let (_, first) = s.post("/v1/dead-letters/reindex", &json!({"limit": 1})).await;
     let dl_issued = first["next_cursor"].as_str().expect("a cursor after one dead letter").to_string();
-    for (body, field) in [
-        (json!({"cursor": issued}), "cursor"),
-        (json!({"cursor": "not-a-cursor"}), "cursor"),
-        (json!({"limit": 0}), "limit"),
-        (json!({"limit": 101}), "limit"),
-        (json!({"cursor": dl_issued, "all": true}), "all"),
+    for (body, status, field) in [
+        (json!({"cursor": issued}), 422, "cursor"),
+        (json!({"cursor": "not-a-cursor"}), 422, "cursor"),
+        (json!({"limit": 0}), 422, "limit"),
+        (json!({"limit": 101}), 422, "limit"),
+        (json!({"cursor": dl_issued, "all": true}), 400, "all"),
     ] {
         let (st, v) = s.post("/v1/dead-letters/reindex", &body).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{body}: {v}");
     }
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": dl_issued})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a dead-letter cursor: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "a dead-letter cursor: {v}");
     assert_eq!(all_dead_letters(s, &query, 1000).await, dead, "nothing was changed");
 }
 

@@ -61,7 +61,8 @@ async fn ops_commands_sign_with_sigv4_for_a_deployment() {
         ("AWS_SECRET_ACCESS_KEY", "secret"),
         ("AWS_EC2_METADATA_DISABLED", "true"),
     ];
-    hookline(&["subscriptions", "show", "probe"], &env).ok();
+    // `delete` reads no answer: the stub receiver does not answer a subscription.
+    hookline(&["subscriptions", "delete", "probe"], &env).ok();
     let req = r.requests("/v1/subscriptions/probe").pop().expect("the request arrived");
     let auth = req.header("authorization");
     assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/"), "{auth}");
@@ -86,7 +87,7 @@ async fn ops_commands_find_credentials_in_the_profile_and_say_where_they_looked(
     .unwrap();
     let run = |profile: &str, path: &str| {
         std::process::Command::new(binary())
-            .args(["subscriptions", "show", "probe"])
+            .args(["subscriptions", "delete", "probe"])
             .env_clear()
             .env("PATH", path)
             .env("HOME", &dir)
@@ -173,7 +174,7 @@ async fn ops_commands_run_the_credential_process_once_while_its_keys_last() {
 /// every subscription, so it finds nothing to do; if index rows went
 /// missing (deleted here with serve stopped), it writes them back and the
 /// subscriptions are routed to again. A cursor it did not issue: the
-/// API's `400`, and where to resume.
+/// API's `422`, and where to resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     let mut s = Server::start("cli-reindex");
@@ -212,7 +213,7 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     let run = hookline(&["subscriptions", "reindex", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2);
     assert!(
-        run.err.contains("400") && run.err.contains("cursor") && run.err.contains("--cursor=not-issued"),
+        run.err.contains("422") && run.err.contains("cursor") && run.err.contains("--cursor=not-issued"),
         "{}",
         run.err
     );
@@ -226,7 +227,7 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
 /// they went missing (cleared here with serve stopped, as a row the
 /// migration could not fill), the filters miss those dead letters until
 /// it writes the columns back from each record. A cursor it did not issue:
-/// the API's `400`, and where to resume.
+/// the API's `422`, and where to resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
     let mut s = Server::start("cli-dl-reindex");
@@ -264,7 +265,7 @@ async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
     let run = hookline(&["dead-letters", "reindex", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2);
     assert!(
-        run.err.contains("400")
+        run.err.contains("422")
             && run.err.contains("cursor")
             && run.err.contains("hookline dead-letters reindex --cursor=not-issued"),
         "{}",
