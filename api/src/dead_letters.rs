@@ -3,142 +3,77 @@
 //! every open one a filter takes; `/v1/jobs/{id}` follows a job.
 
 use super::error::ErrorCode;
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
+use hookline_wire::dead_letters as wire;
+use hookline_wire::jobs as wire_jobs;
+use hookline_wire::{FieldIssue, Page};
 
 use super::reindex::{self, Walk};
 use super::routes::Call;
 use super::scope::tenant_filter;
-use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
+use super::{cursor, parse, query, Api, ApiError, ApiResult, Request, Response};
 use shared::audit::{Action, AuditRecord};
-use shared::bulk::{Job, JobFilter, JobKind, JobSpec, JobState};
-use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState};
-use shared::ids::{DeadLetterId, SagaId, SubscriptionId, TenantId};
+use shared::bulk::{Job, JobKind, JobSpec, JobState};
+use shared::dead_letter::{DeadLetter, DeadLetterQuery, DeadLetterState, Resolution, ResolutionAction};
+use shared::ids::{DeadLetterId, SubscriptionId, TenantId};
 use shared::ports::TimeRange;
+use shared::saga::{Saga, SagaStatus};
 use shared::stage::bulk;
 use shared::stage::requeue::{self, Audit};
 
-/// `POST /v1/dead-letters/{id}/requeue` and `…/skip`: why (required). An
-/// `actor` member is still accepted, for clients written before the audit
-/// trail, and ignored: the actor is who authenticated ([`Caller::actor`](shared::access::Caller::actor)),
-/// never what a body claims.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReasonBody {
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    actor: Option<serde::de::IgnoredAny>,
+/// Every bad field of a request, gathered so that all of them are reported
+/// at once ([`ApiError::fields`]) rather than the first only.
+#[derive(Default)]
+pub(super) struct Issues {
+    fields: Vec<FieldIssue>,
+    /// An error that names no field (reported before the fields' ones).
+    other: Option<ApiError>,
 }
 
-/// `POST /v1/dead-letters/requeue` and `…/skip`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BulkBody {
-    #[serde(default)]
-    filter: Option<BulkFilter>,
-    #[serde(default)]
-    reason: Option<String>,
-}
+impl Issues {
+    /// `r`'s value; or `None`, its error kept for [`Issues::check`].
+    pub(super) fn take<T>(&mut self, r: Result<T, ApiError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) if e.field.is_none() && e.issues.is_empty() => {
+                self.other.get_or_insert(e);
+                None
+            }
+            Err(e) => {
+                self.fields.extend(e.into_issues());
+                None
+            }
+        }
+    }
 
-/// The filter of a bulk job (only open dead letters are acted on, so no
-/// state).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct BulkFilter {
-    #[serde(default)]
-    subscription_id: Option<String>,
-    #[serde(default)]
-    event_type: Option<String>,
-    #[serde(default)]
-    tenant_id: Option<String>,
-    #[serde(default)]
-    since: Option<String>,
-    #[serde(default)]
-    until: Option<String>,
-}
+    /// Keeps one more issue.
+    pub(super) fn push(&mut self, e: ApiError) {
+        self.take::<()>(Err(e));
+    }
 
-/// A page of dead letters, each as `GET /v1/dead-letters/{id}` shows it
-/// but without the event snapshot `event` (a body may be large; a page of
-/// them could exceed what one response carries).
-#[derive(Serialize)]
-struct DeadLetterPage {
-    items: Vec<DeadLetter>,
-    next_cursor: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Requeued<'a> {
-    dead_letter_id: &'a DeadLetterId,
-    saga_id: SagaId,
-}
-
-#[derive(Serialize)]
-struct Skipped<'a> {
-    dead_letter_id: &'a DeadLetterId,
-    state: DeadLetterState,
-}
-
-/// A job started: its id and how many items it was counted to take.
-#[derive(Serialize)]
-struct Started<'a> {
-    job_id: &'a str,
-    items: Option<u64>,
-}
-
-/// A job as `GET /v1/jobs/{id}` shows it.
-#[derive(Serialize)]
-struct JobView<'a> {
-    id: &'a str,
-    kind: JobKind,
-    state: JobState,
-    /// How many items it was counted to take when created.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    items: Option<u64>,
-    /// The tenant whose job cap it counts against.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tenant_id: Option<&'a TenantId>,
-    matched: u64,
-    done: u64,
-    failed: u64,
-    /// Replay jobs only: events the named subscription's routing would not
-    /// take, passed over.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    skipped_not_routed: Option<u64>,
-    reason: &'a str,
-    actor: &'a str,
-    filter: JobFilter<'a>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-}
-
-impl<'a> From<&'a Job> for JobView<'a> {
-    fn from(j: &'a Job) -> Self {
-        JobView {
-            id: &j.id,
-            kind: j.kind(),
-            state: j.state,
-            items: j.items,
-            tenant_id: j.tenant_id.as_ref(),
-            matched: j.matched,
-            done: j.done,
-            failed: j.failed,
-            skipped_not_routed: (j.kind() == JobKind::Replay).then_some(j.skipped_not_routed),
-            reason: &j.reason,
-            actor: &j.actor,
-            filter: j.spec.filter(),
-            created_at: j.created_at,
-            updated_at: j.updated_at,
-            error: j.error.as_deref(),
+    /// `Ok` when nothing was wrong; else one error with every bad field.
+    pub(super) fn check(self) -> Result<(), ApiError> {
+        match (self.other, ApiError::fields(self.fields)) {
+            (Some(e), _) | (None, Some(e)) => Err(e),
+            (None, None) => Ok(()),
         }
     }
 }
 
+/// `?limit=` already read as an integer (a typed query): 1 to
+/// [`query::MAX_PAGE`] (else a `422` naming `limit`), default
+/// [`query::DEFAULT_PAGE`].
+pub(super) fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
+    match limit {
+        None => Ok(query::DEFAULT_PAGE),
+        Some(n) => usize::try_from(n).ok().filter(|n| (1..=query::MAX_PAGE).contains(n)).ok_or_else(|| {
+            ApiError::invalid("limit", format!("limit must be an integer between 1 and {}", query::MAX_PAGE))
+        }),
+    }
+}
+
 /// A filter value that names one thing (an id, a type, a tenant): 1 to
-/// 256 characters without control characters; else a `400` naming it.
+/// 256 characters without control characters; else a `422` naming it.
 pub(super) fn name_value(field: &str, v: String) -> Result<String, ApiError> {
     if v.is_empty() || v.chars().count() > 256 || v.chars().any(char::is_control) {
         return Err(ApiError::invalid(
@@ -149,47 +84,224 @@ pub(super) fn name_value(field: &str, v: String) -> Result<String, ApiError> {
     Ok(v)
 }
 
-/// The filters of `GET /v1/dead-letters`, each checked (a bad one is a
-/// `400`, an impossible time range a `422`, naming it), time ranges against
-/// `retention`.
-fn list_query(req: &Request<'_>, retention: chrono::Duration) -> Result<DeadLetterQuery, ApiError> {
-    let param = |name: &str| query_param(req.query, name).map(|v| name_value(name, v)).transpose();
-    let state = match query_param(req.query, "state") {
-        None => None,
-        Some(s) => Some(s.parse::<DeadLetterState>().map_err(|e| ApiError::invalid("state", format!("state {e}")))?),
+/// The wire spelling of a dead letter's state.
+fn state_view(s: DeadLetterState) -> wire::DeadLetterState {
+    match s {
+        DeadLetterState::Open => wire::DeadLetterState::Open,
+        DeadLetterState::Requeued => wire::DeadLetterState::Requeued,
+        DeadLetterState::Skipped => wire::DeadLetterState::Skipped,
+    }
+}
+
+/// The stored state a wire state names.
+fn state_of(s: wire::DeadLetterState) -> DeadLetterState {
+    match s {
+        wire::DeadLetterState::Open => DeadLetterState::Open,
+        wire::DeadLetterState::Requeued => DeadLetterState::Requeued,
+        wire::DeadLetterState::Skipped => DeadLetterState::Skipped,
+    }
+}
+
+/// The wire spelling of a saga's status (stored as `DeadLettered`, shown
+/// `dead_lettered`).
+fn saga_status_view(s: SagaStatus) -> wire::SagaStatus {
+    match s {
+        SagaStatus::Pending => wire::SagaStatus::Pending,
+        SagaStatus::Waiting => wire::SagaStatus::Waiting,
+        SagaStatus::InProgress => wire::SagaStatus::InProgress,
+        SagaStatus::PendingRetry => wire::SagaStatus::PendingRetry,
+        SagaStatus::Completed => wire::SagaStatus::Completed,
+        SagaStatus::DeadLettered => wire::SagaStatus::DeadLettered,
+    }
+}
+
+/// A stored saga snapshot as the API shows it; `None` when the stored JSON
+/// is not a saga (it always is for dead letters Hookline wrote).
+fn saga_view(snapshot: serde_json::Value) -> Option<wire::SagaSnapshot> {
+    let s: Saga = serde_json::from_value(snapshot).ok()?;
+    Some(wire::SagaSnapshot {
+        id: s.id.to_string(),
+        event_id: s.event_id.to_string(),
+        subscription_id: s.subscription_id.to_string(),
+        webhook_id: s.webhook_id.to_string(),
+        status: saga_status_view(s.state.status),
+        attempts: s.state.attempts,
+        next_attempt_at: s.state.next_attempt_at,
+        last_error: s.state.last_error,
+        origin: s.origin.map(|o| wire::SagaOrigin {
+            kind: match o.kind {
+                shared::saga::OriginKind::Requeue => wire::SagaOriginKind::Requeue,
+                shared::saga::OriginKind::Replay => wire::SagaOriginKind::Replay,
+            },
+            previous_saga_id: o.previous_saga_id.map(|p| p.to_string()),
+            actor: o.actor,
+            reason: o.reason,
+            at: o.at,
+        }),
+        lane: s.lane.map(|l| wire::SagaLane {
+            partition_key: l.partition.key,
+            seq: l.seq,
+            on_dead_letter: match l.on_dead_letter {
+                shared::lane::OnDeadLetter::Continue => "continue",
+                shared::lane::OnDeadLetter::Block => "block",
+            }
+            .to_string(),
+        }),
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+    })
+}
+
+/// A resolution as the API shows it.
+fn resolution_view(r: Resolution) -> wire::Resolution {
+    wire::Resolution {
+        action: match r.action {
+            ResolutionAction::Requeue => wire::ResolutionAction::Requeue,
+            ResolutionAction::Skip => wire::ResolutionAction::Skip,
+        },
+        actor: r.actor,
+        reason: r.reason,
+        at: r.at,
+        new_saga_id: r.new_saga_id.map(|s| s.to_string()),
+        job_id: r.job_id,
+    }
+}
+
+/// A stored dead letter as the API shows it; its event snapshot only when
+/// `with_event` (one dead letter, never a page: bodies may be large).
+fn dead_letter_view(d: DeadLetter, with_event: bool) -> wire::DeadLetter {
+    wire::DeadLetter {
+        id: d.id.to_string(),
+        event_id: d.event_id.to_string(),
+        subscription_id: d.subscription_id.to_string(),
+        event_type: d.event_type,
+        tenant_id: d.tenant_id.map(|t| t.to_string()),
+        reason: d.reason,
+        attempts: d.attempts,
+        saga_snapshot: saga_view(d.saga_snapshot),
+        created_at: d.created_at,
+        state: state_view(d.state),
+        resolution: d.resolution.map(resolution_view),
+        event: d.event.filter(|_| with_event).map(|e| wire::DeadLetterEvent {
+            id: e.id.to_string(),
+            event_type: e.event_type,
+            tenant_id: e.tenant_id.map(|t| t.to_string()),
+            partition_key: e.partition_key,
+            sequence: e.sequence,
+            partition_seq: e.partition_seq,
+            trace_id: e.trace_id,
+            producer: e.producer,
+            occurred_at: e.occurred_at,
+            received_at: e.received_at,
+            expires_at: e.expires_at,
+            format: e.format.as_str().to_string(),
+            body: String::from_utf8_lossy(&e.body).into_owned(),
+        }),
+    }
+}
+
+/// A stored job as `GET /v1/jobs/{job}` shows it.
+fn job_view(j: &Job) -> wire_jobs::Job {
+    let filter = match &j.spec {
+        JobSpec::Requeue(q) | JobSpec::Skip(q) => wire_jobs::JobFilter {
+            subscription_id: q.subscription_id.as_ref().map(ToString::to_string),
+            event_type: q.event_type.clone(),
+            tenant_id: q.tenant_id.as_ref().map(ToString::to_string),
+            since: q.since,
+            until: q.until,
+            ..Default::default()
+        },
+        JobSpec::Replay(f) => wire_jobs::JobFilter {
+            event_id: f.event_id.as_ref().map(ToString::to_string),
+            partition_key: f.partition_key.clone(),
+            subscription_id: f.subscription_id.as_ref().map(ToString::to_string),
+            event_types: f.event_types.clone(),
+            tenant_id: f.tenant_id.as_ref().map(ToString::to_string),
+            since: f.since,
+            until: f.until,
+            confined_to: f.confined_to.as_ref().map(ToString::to_string),
+            ..Default::default()
+        },
     };
-    let TimeRange { since, until } = query::time_range(req, retention)?;
+    wire_jobs::Job {
+        id: j.id.clone(),
+        kind: match j.kind() {
+            JobKind::Requeue => wire_jobs::JobKind::Requeue,
+            JobKind::Skip => wire_jobs::JobKind::Skip,
+            JobKind::Replay => wire_jobs::JobKind::Replay,
+        },
+        state: match j.state {
+            JobState::Running => wire_jobs::JobState::Running,
+            JobState::Completed => wire_jobs::JobState::Completed,
+            JobState::Failed => wire_jobs::JobState::Failed,
+        },
+        items: j.items,
+        tenant_id: j.tenant_id.as_ref().map(ToString::to_string),
+        matched: j.matched,
+        done: j.done,
+        failed: j.failed,
+        skipped_not_routed: (j.kind() == JobKind::Replay).then_some(j.skipped_not_routed),
+        reason: j.reason.clone(),
+        actor: j.actor.clone(),
+        filter,
+        created_at: j.created_at,
+        updated_at: j.updated_at,
+        error: j.error.clone(),
+    }
+}
+
+/// The filters of `GET /v1/dead-letters` checked, every bad one reported
+/// (`422` naming each), time ranges against `retention`.
+fn list_query(q: wire::DeadLetterListQuery, retention: chrono::Duration) -> Result<DeadLetterQuery, ApiError> {
+    let mut issues = Issues::default();
+    let mut named = |field: &str, v: Option<String>| issues.take(v.map(|v| name_value(field, v)).transpose()).flatten();
+    let subscription_id = named("subscription_id", q.subscription_id).map(SubscriptionId::new);
+    let event_type = named("event_type", q.event_type);
+    let tenant_id = named("tenant_id", q.tenant_id).map(TenantId::new);
+    let range = issues
+        .take(query::check_range(TimeRange { since: q.since, until: q.until }, retention, Utc::now()))
+        .unwrap_or_default();
+    issues.take(page_limit(q.limit));
+    issues.check()?;
     Ok(DeadLetterQuery {
-        subscription_id: param("subscription_id")?.map(SubscriptionId::new),
-        event_type: param("event_type")?,
-        tenant_id: param("tenant_id")?.map(TenantId::new),
-        state,
-        since,
-        until,
+        subscription_id,
+        event_type,
+        tenant_id,
+        state: q.state.map(state_of),
+        since: range.since,
+        until: range.until,
     })
 }
 
 /// The body of `POST /v1/dead-letters/requeue|skip` checked into the job's
-/// reason and the open dead letters it takes (fields named `filter.…`),
-/// time ranges against `retention`.
+/// reason and the open dead letters it takes, every bad field reported
+/// (the filter's named `filter.…`), time ranges against `retention`.
 fn bulk_request(body: &[u8], retention: chrono::Duration) -> Result<(String, DeadLetterQuery), ApiError> {
-    let body: BulkBody = parse(body, false)?;
-    let reason = query::reason(body.reason.as_deref())?;
+    let body: wire::BulkRequest = parse(body, false)?;
+    let mut issues = Issues::default();
     let f = body.filter.unwrap_or_default();
-    let at = |field: &str, v: Option<String>| v.map(|v| query::instant(&format!("filter.{field}"), &v)).transpose();
-    let range = TimeRange { since: at("since", f.since)?, until: at("until", f.until)? };
-    let range = query::check_range(range, retention, Utc::now())
-        .map_err(|e| ApiError { field: e.field.map(|f| format!("filter.{f}")), ..e })?;
-    let named = |field: &str, v: Option<String>| v.map(|v| name_value(&format!("filter.{field}"), v)).transpose();
-    let q = DeadLetterQuery {
-        subscription_id: named("subscription_id", f.subscription_id)?.map(SubscriptionId::new),
-        event_type: named("event_type", f.event_type)?,
-        tenant_id: named("tenant_id", f.tenant_id)?.map(TenantId::new),
-        state: None,
-        since: range.since,
-        until: range.until,
+    let mut named = |field: &str, v: Option<String>| {
+        issues.take(v.map(|v| name_value(&format!("filter.{field}"), v)).transpose()).flatten()
     };
-    Ok((reason, q))
+    let subscription_id = named("subscription_id", f.subscription_id).map(SubscriptionId::new);
+    let event_type = named("event_type", f.event_type);
+    let tenant_id = named("tenant_id", f.tenant_id).map(TenantId::new);
+    let range = query::check_range(TimeRange { since: f.since, until: f.until }, retention, Utc::now()).map_err(|e| {
+        ApiError::fields(
+            e.clone()
+                .into_issues()
+                .into_iter()
+                .map(|i| FieldIssue { field: format!("filter.{}", i.field), ..i })
+                .collect(),
+        )
+        .unwrap_or(e)
+    });
+    let range = issues.take(range).unwrap_or_default();
+    let reason = issues.take(query::reason(body.reason.as_deref()));
+    issues.check()?;
+    let q =
+        DeadLetterQuery { subscription_id, event_type, tenant_id, state: None, since: range.since, until: range.until };
+    Ok((reason.unwrap_or_default(), q))
 }
 
 impl Api {
@@ -201,14 +313,17 @@ impl Api {
     }
 
     /// `GET /v1/dead-letters`; a tenant-bound caller's `tenant_id` is
-    /// forced to its own.
+    /// forced to its own. Every parameter is typed
+    /// ([`wire::DeadLetterListQuery`]): one it does not take is a `400`
+    /// naming it, never an unfiltered page.
     pub(super) async fn list_dead_letters(&self, c: &Call<'_>) -> ApiResult {
-        let req = &c.req;
-        let mut q = list_query(req, self.dead_letter_retention())?;
+        let typed: wire::DeadLetterListQuery = query::typed(c.req.query)?;
+        let (limit, cursor) = (page_limit(typed.limit), typed.cursor.clone());
+        let mut q = list_query(typed, self.dead_letter_retention())?;
+        let limit = limit?;
         q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "tenant_id")?;
-        let limit = query::limit(req)?;
         let filters = q.fingerprint();
-        let after = query_param(req.query, "cursor")
+        let after = cursor
             .map(|c| {
                 cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
             })
@@ -216,22 +331,23 @@ impl Api {
         let page = self.hookline.stores.dead_letters.page(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
-            &DeadLetterPage {
-                items: page.items.into_iter().map(|d| DeadLetter { event: None, ..d }).collect(),
-                next_cursor: page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
-            },
+            &Page::new(
+                page.items.into_iter().map(|d| dead_letter_view(d, false)).collect(),
+                page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
+            ),
         ))
     }
 
+    /// `GET /v1/dead-letters/{dead_letter}`, with its event snapshot.
     pub(super) async fn get_dead_letter(&self, id: &DeadLetterId) -> ApiResult {
         let dl =
             self.hookline.stores.dead_letters.get(id).await?.ok_or_else(|| ApiError::not_found("dead letter", id))?;
-        Ok(Response::json(200, &dl))
+        Ok(Response::json(200, &dead_letter_view(dl, true)))
     }
 
     pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, c: &Call<'_>, requeue: bool) -> ApiResult {
         let req = &c.req;
-        let body: ReasonBody = parse(req.body, true)?;
+        let body: wire::ReasonBody = parse(req.body, true)?;
         let audit = Audit { actor: c.caller.actor.clone(), reason: query::reason(body.reason.as_deref())? };
         let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
         if requeue {
@@ -240,7 +356,7 @@ impl Api {
             let rec = with_dead_letter(record(Action::DeadLetterRequeued), dl.as_ref())
                 .details(serde_json::json!({"saga_id": saga_id}));
             self.hookline.audit(rec).await;
-            Ok(Response::json(202, &Requeued { dead_letter_id: id, saga_id }))
+            Ok(Response::json(202, &wire::Requeued { dead_letter_id: id.to_string(), saga_id: saga_id.to_string() }))
         } else {
             let dl = self
                 .hookline
@@ -255,7 +371,10 @@ impl Api {
             requeue::skip(&self.hookline, id, &audit).await?;
             let dl = self.hookline.stores.dead_letters.get(id).await.ok().flatten();
             self.hookline.audit(with_dead_letter(record(Action::DeadLetterSkipped), dl.as_ref())).await;
-            Ok(Response::json(200, &Skipped { dead_letter_id: id, state: DeadLetterState::Skipped }))
+            Ok(Response::json(
+                200,
+                &wire::Skipped { dead_letter_id: id.to_string(), state: wire::DeadLetterState::Skipped },
+            ))
         }
     }
 
@@ -268,7 +387,11 @@ impl Api {
         let (after, limit) = reindex::page_of(req, Walk::DeadLetters, &self.cursor_key())?;
         let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
-        Ok(reindex::answer(page, Walk::DeadLetters, &self.cursor_key()))
+        let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, Walk::DeadLetters.cursor_kind()));
+        Ok(Response::json(
+            200,
+            &wire::DeadLettersReindexed { reindexed: page.reindexed, examined: page.examined, next_cursor },
+        ))
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
@@ -307,7 +430,7 @@ impl Api {
             return Err(ApiError::not_found("job", id));
         }
         let job = self.hookline.stores.jobs.get(id).await?.ok_or_else(|| ApiError::not_found("job", id))?;
-        Ok(Response::json(200, &JobView::from(&job)))
+        Ok(Response::json(200, &job_view(&job)))
     }
 
     /// The one audit record of a job's start: its actor, reason, id and
@@ -333,7 +456,7 @@ impl Api {
 
     /// A bulk job started: `202 {"job_id", "items"}`.
     pub(super) fn job_started(job: &Job) -> Response {
-        Response::json(202, &Started { job_id: &job.id, items: job.items })
+        Response::json(202, &wire_jobs::JobStarted { job_id: job.id.clone(), items: job.items })
     }
 }
 
@@ -351,7 +474,7 @@ fn with_dead_letter(rec: AuditRecord, dl: Option<&DeadLetter>) -> AuditRecord {
 /// ranges; how many of the bodies were accepted. Never panics.
 pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
     let one = || -> Result<(), ApiError> {
-        let b: ReasonBody = parse(body, true)?;
+        let b: wire::ReasonBody = parse(body, true)?;
         query::reason(b.reason.as_deref()).map(|_| ())
     };
     usize::from(one().is_ok()) + usize::from(bulk_request(body, retention).is_ok())
@@ -361,8 +484,7 @@ pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
 /// `GET /v1/dead-letters` read as its handler reads it before the store
 /// call (the cursor aside: [`cursor::read`] has its own target).
 pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> Result<(), ApiError> {
-    list_query(req, retention)?;
-    query::limit(req).map(|_| ())
+    list_query(query::typed(req.query)?, retention).map(|_| ())
 }
 
 /// This module's part of the OpenAPI document ([`super::openapi`]): its

@@ -10,11 +10,13 @@
 
 use super::error::ErrorCode;
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use hookline_wire::keys as wire;
+use hookline_wire::Page;
 use serde_json::json;
 
+use super::dead_letters::{page_limit, Issues};
 use super::scope::tenant_filter;
-use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Auth, Request, Response};
+use super::{cursor, parse, query, Api, ApiError, ApiResult, Auth, Request, Response};
 use shared::access::{Caller, Role};
 use shared::api_key::{
     check_name, check_principal, display_prefix, generate_secret, principal_lookup, secret_lookup, ApiKeyRecord,
@@ -29,54 +31,58 @@ const MAX_EXPIRES_IN_SECONDS: i64 = 10 * 366 * 86_400;
 /// The longest `overlap_seconds` of a rotation: seven days.
 const MAX_OVERLAP_SECONDS: i64 = 7 * 86_400;
 
-/// `POST /v1/keys`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateBody {
-    name: String,
-    role: String,
-    #[serde(default)]
-    tenant_id: Option<String>,
-    #[serde(default)]
-    expires_in_seconds: Option<i64>,
-    #[serde(default)]
-    principal: Option<String>,
+/// The wire spelling of a role.
+fn role_view(r: Role) -> wire::Role {
+    match r {
+        Role::Producer => wire::Role::Producer,
+        Role::Reader => wire::Role::Reader,
+        Role::Operator => wire::Role::Operator,
+        Role::Admin => wire::Role::Admin,
+    }
 }
 
-/// `POST /v1/keys/{id}/rotate`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RotateBody {
-    #[serde(default)]
-    overlap_seconds: Option<i64>,
+/// The role a wire role names.
+fn role_of(r: wire::Role) -> Role {
+    match r {
+        wire::Role::Producer => Role::Producer,
+        wire::Role::Reader => Role::Reader,
+        wire::Role::Operator => Role::Operator,
+        wire::Role::Admin => Role::Admin,
+    }
 }
 
 /// A key as the API shows it: never a secret or its hash.
-fn shown(k: &ApiKeyRecord, secret: Option<&str>, now: DateTime<Utc>) -> serde_json::Value {
-    let current = k.credentials.first();
-    let mut v = json!({
-        "id": k.id,
-        "name": k.name,
-        "role": k.role,
-        "tenant_id": k.tenant,
-        "state": k.state(now),
-        "created_at": k.created_at,
-        "created_by": k.created_by,
-        "expires_at": k.expires_at,
-        "revoked_at": k.revoked_at,
-    });
-    if let Some(p) = &k.principal {
-        v["principal"] = json!(p);
-    } else {
-        v["prefix"] = json!(current.and_then(|c| c.prefix.clone()));
+fn shown(k: &ApiKeyRecord, now: DateTime<Utc>) -> wire::Key {
+    let secret_key = k.principal.is_none();
+    wire::Key {
+        id: k.id.to_string(),
+        name: k.name.clone(),
+        role: role_view(k.role),
+        tenant_id: k.tenant.as_ref().map(ToString::to_string),
+        state: match k.state(now) {
+            "revoked" => wire::KeyState::Revoked,
+            "expired" => wire::KeyState::Expired,
+            _ => wire::KeyState::Active,
+        },
+        created_at: k.created_at,
+        created_by: k.created_by.clone(),
+        expires_at: k.expires_at,
+        revoked_at: k.revoked_at,
+        principal: k.principal.clone(),
+        prefix: k.credentials.first().and_then(|c| c.prefix.clone()).filter(|_| secret_key),
         // The secret a rotation replaced, while it still works.
-        let previous = k.credentials.iter().skip(1).find_map(|c| c.until.filter(|u| now < *u));
-        v["previous_secret_until"] = json!(previous);
+        previous_secret_until: k
+            .credentials
+            .iter()
+            .skip(1)
+            .find_map(|c| c.until.filter(|u| now < *u))
+            .filter(|_| secret_key),
     }
-    if let Some(s) = secret {
-        v["secret"] = json!(s);
-    }
-    v
+}
+
+/// A key just created or rotated, with its secret (shown this once).
+fn with_secret(k: &ApiKeyRecord, secret: Option<String>, now: DateTime<Utc>) -> wire::KeyWithSecret {
+    wire::KeyWithSecret { key: shown(k, now), secret }
 }
 
 /// The 403 of a caller asking for more than it has, naming `field`.
@@ -98,10 +104,41 @@ impl Api {
     /// secret key, its secret (shown this once). A secret key on `hookline
     /// serve`, a principal grant behind API Gateway.
     pub(super) async fn create_key(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
-        let body: CreateBody = parse(req.body, false)?;
-        check_name(&body.name).map_err(|e| ApiError::invalid("name", format!("name {e}")))?;
-        let role = Role::parse(&body.role)
-            .ok_or_else(|| ApiError::invalid("role", "role must be one of producer, reader, operator, admin"))?;
+        let body: wire::CreateKey = parse(req.body, false)?;
+        let behind_gateway = matches!(self.auth, Auth::Gateway);
+        let now = Utc::now();
+        // Every bad field is reported (422 each), before what the caller
+        // may not do (403).
+        let mut issues = Issues::default();
+        issues.take(check_name(&body.name).map_err(|e| ApiError::invalid("name", format!("name {e}"))));
+        let tenant = issues.take(super::subscriptions::tenant(body.tenant_id)).flatten();
+        let expires_at = match body.expires_in_seconds {
+            None => None,
+            Some(n) if (1..=MAX_EXPIRES_IN_SECONDS).contains(&n) => Some(now + chrono::Duration::seconds(n)),
+            Some(_) => {
+                issues.push(ApiError::invalid(
+                    "expires_in_seconds",
+                    format!("expires_in_seconds must be an integer between 1 and {MAX_EXPIRES_IN_SECONDS}"),
+                ));
+                None
+            }
+        };
+        match (&body.principal, behind_gateway) {
+            (Some(_), false) => issues.push(ApiError::invalid(
+                "principal",
+                "principal grants are for AWS deployments (IAM); hookline serve's keys are secrets: leave principal out",
+            )),
+            (None, true) => issues.push(ApiError::invalid(
+                "principal",
+                "on AWS callers sign requests with IAM: give the principal (user or role ARN) this grant is for",
+            )),
+            (Some(p), true) => {
+                issues.take(check_principal(p).map_err(|e| ApiError::invalid("principal", format!("principal {e}"))));
+            }
+            (None, false) => {}
+        }
+        issues.check()?;
+        let role = role_of(body.role);
         if !caller.role.may_grant(role) {
             return Err(beyond(
                 "role",
@@ -109,37 +146,10 @@ impl Api {
             ));
         }
         // A bound caller's keys are of its tenant (another: 403 naming it).
-        let tenant = tenant_filter(caller, super::subscriptions::tenant(body.tenant_id)?, "tenant_id")?;
-        let now = Utc::now();
-        let expires_at = match body.expires_in_seconds {
-            None => None,
-            Some(n) if (1..=MAX_EXPIRES_IN_SECONDS).contains(&n) => Some(now + chrono::Duration::seconds(n)),
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "expires_in_seconds",
-                    format!("expires_in_seconds must be an integer between 1 and {MAX_EXPIRES_IN_SECONDS}"),
-                ))
-            }
-        };
-        let behind_gateway = matches!(self.auth, Auth::Gateway);
-        let (credential, principal, secret) = match (body.principal, behind_gateway) {
-            (Some(_), false) => {
-                return Err(ApiError::invalid(
-                    "principal",
-                    "principal grants are for AWS deployments (IAM); hookline serve's keys are secrets: leave principal out",
-                ))
-            }
-            (None, true) => {
-                return Err(ApiError::invalid(
-                    "principal",
-                    "on AWS callers sign requests with IAM: give the principal (user or role ARN) this grant is for",
-                ))
-            }
-            (Some(p), true) => {
-                check_principal(&p).map_err(|e| ApiError::invalid("principal", format!("principal {e}")))?;
-                (StoredCredential { lookup: principal_lookup(&p), prefix: None, until: None }, Some(p), None)
-            }
-            (None, false) => {
+        let tenant = tenant_filter(caller, tenant, "tenant_id")?;
+        let (credential, principal, secret) = match body.principal {
+            Some(p) => (StoredCredential { lookup: principal_lookup(&p), prefix: None, until: None }, Some(p), None),
+            None => {
                 let s = generate_secret();
                 let c = StoredCredential {
                     lookup: secret_lookup(&self.hookline.keyring, &s),
@@ -163,18 +173,19 @@ impl Api {
             Err(KeyConflict::Changed) => return Err(ApiError::conflict("the key could not be stored; try again")),
         }
         self.audit_key(Audited::KeyCreated, caller, &key).await;
-        Ok(Response::json(201, &shown(&key, secret.as_deref(), now)))
+        Ok(Response::json(201, &with_secret(&key, secret, now)))
     }
 
     /// `GET /v1/keys` (`ManageKeys`): one page of the keys of `tenant_id`
     /// (a bound caller: its own tenant; an unbound one: the tenant asked
     /// for, or without it the keys bound to no tenant), in id order.
     pub(super) async fn list_keys(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
-        let limit = query::limit(req)?;
-        let asked = query_param(req.query, "tenant_id").map(TenantId::new);
-        let tenant = tenant_filter(caller, asked, "tenant_id")?;
+        let q: wire::KeyListQuery = query::typed(req.query)?;
+        let limit = page_limit(q.limit)?;
+        let tenant = tenant_filter(caller, q.tenant_id.map(TenantId::new), "tenant_id")?;
         let filters = format!("keys\ntenant={}", tenant.as_ref().map_or("", |t| t.as_str()));
-        let after = query_param(req.query, "cursor")
+        let after = q
+            .cursor
             .map(|c| {
                 cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
             })
@@ -183,17 +194,14 @@ impl Api {
         let now = Utc::now();
         // Keys of roles the caller may not grant are not its to see.
         let items: Vec<_> =
-            page.items.iter().filter(|k| caller.role.may_grant(k.role)).map(|k| shown(k, None, now)).collect();
-        Ok(Response::json(
-            200,
-            &json!({"items": items, "next_cursor": page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters))}),
-        ))
+            page.items.iter().filter(|k| caller.role.may_grant(k.role)).map(|k| shown(k, now)).collect();
+        Ok(Response::json(200, &Page::new(items, page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)))))
     }
 
     /// `GET /v1/keys/{id}` (`ManageKeys`).
     pub(super) async fn get_key(&self, caller: &Caller, id: &str) -> ApiResult {
         let k = self.key_of(caller, id).await?;
-        Ok(Response::json(200, &shown(&k, None, Utc::now())))
+        Ok(Response::json(200, &shown(&k, Utc::now())))
     }
 
     /// `DELETE /v1/keys/{id}` (`ManageKeys`): revoked at once in this
@@ -203,19 +211,19 @@ impl Api {
         let k = self.key_of(caller, id).await?;
         let now = Utc::now();
         if k.revoked_at.is_some() {
-            return Ok(Response::json(200, &shown(&k, None, now)));
+            return Ok(Response::json(200, &shown(&k, now)));
         }
         let revoked = k.revoked(now);
         self.changed(&k, &revoked).await?;
         self.audit_key(Audited::KeyRevoked, caller, &revoked).await;
-        Ok(Response::json(200, &shown(&revoked, None, now)))
+        Ok(Response::json(200, &shown(&revoked, now)))
     }
 
     /// `POST /v1/keys/{id}/rotate` (`ManageKeys`, `{overlap_seconds?}`): a
     /// new secret, shown once; the old one keeps working for the overlap
     /// (default: the subscriptions' rotation overlap; 0 ends it now).
     pub(super) async fn rotate_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
-        let body: RotateBody = parse(req.body, true)?;
+        let body: wire::RotateKey = parse(req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,
             Some(n) if (0..=MAX_OVERLAP_SECONDS).contains(&n) => chrono::Duration::seconds(n),
@@ -243,7 +251,7 @@ impl Api {
         let rotated = k.rotated(new, now, overlap);
         self.changed(&k, &rotated).await?;
         self.audit_key(Audited::KeyRotated, caller, &rotated).await;
-        Ok(Response::json(200, &shown(&rotated, Some(&secret), now)))
+        Ok(Response::json(200, &with_secret(&rotated, Some(secret), now)))
     }
 
     /// Stores `next` on condition of `before`'s version and forgets the key

@@ -3,9 +3,9 @@
 //! ([`shared::bulk`]) followed through `GET /v1/jobs/{id}`.
 
 use chrono::Utc;
-use serde::Deserialize;
+use hookline_wire::replays::ReplayRequest;
 
-use super::dead_letters::name_value;
+use super::dead_letters::{name_value, Issues};
 use super::routes::Call;
 use super::scope::tenant_filter;
 use super::{parse, query, Api, ApiError, ApiResult};
@@ -15,86 +15,70 @@ use shared::ports::TimeRange;
 use shared::stage::bulk;
 use shared::stage::requeue::RequeueError;
 
-/// The body of `POST /v1/replays`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplaysBody {
-    #[serde(default)]
-    event_id: Option<String>,
-    #[serde(default)]
-    partition_key: Option<String>,
-    #[serde(default)]
-    tenant_id: Option<String>,
-    #[serde(default)]
-    since: Option<String>,
-    #[serde(default)]
-    until: Option<String>,
-    #[serde(default)]
-    subscription_id: Option<String>,
-    #[serde(default)]
-    event_types: Option<Vec<String>>,
-    #[serde(default)]
-    reason: Option<String>,
-}
-
-/// Checks a body into the job's filter: exactly one of `event_id`,
-/// `partition_key`, or `since` with `until`; `tenant_id` with a partition
-/// key or a range (that tenant's events only); a range checked against the
-/// event retention (`422`).
-fn filter_of(b: ReplaysBody, retention: chrono::Duration) -> Result<ReplayFilter, ApiError> {
+/// Checks a body into the job's reason and filter, every bad field
+/// reported: exactly one of `event_id`, `partition_key`, or `since` with
+/// `until`; `tenant_id` with a partition key or a range (that tenant's
+/// events only); a range checked against the event retention; each of
+/// `event_types` a pattern; a reason (`422` naming each).
+fn filter_of(b: ReplayRequest, retention: chrono::Duration) -> Result<(String, ReplayFilter), ApiError> {
+    let mut issues = Issues::default();
     let by_range = b.since.is_some() || b.until.is_some();
     let ways = [b.event_id.is_some(), b.partition_key.is_some(), by_range].iter().filter(|w| **w).count();
     if ways != 1 {
         let field = if ways > 0 && b.event_id.is_none() { "partition_key" } else { "event_id" };
-        return Err(ApiError::invalid(
+        issues.push(ApiError::invalid(
             field,
             "give exactly one of event_id, partition_key (with tenant_id if any), or since and until",
         ));
     }
     if b.tenant_id.is_some() && b.event_id.is_some() {
-        return Err(ApiError::invalid("tenant_id", "tenant_id goes with partition_key or since and until"));
+        issues.push(ApiError::invalid("tenant_id", "tenant_id goes with partition_key or since and until"));
     }
-    let range = if by_range {
-        let since = b.since.as_deref().ok_or_else(|| ApiError::invalid("since", "since goes with until"))?;
-        let until = b.until.as_deref().ok_or_else(|| ApiError::invalid("until", "until goes with since"))?;
-        let r =
-            TimeRange { since: Some(query::instant("since", since)?), until: Some(query::instant("until", until)?) };
-        query::check_range(r, retention, Utc::now())?
-    } else {
-        TimeRange::default()
-    };
+    let mut range = TimeRange::default();
+    if by_range {
+        if b.since.is_none() {
+            issues.push(ApiError::invalid("since", "since goes with until"));
+        }
+        if b.until.is_none() {
+            issues.push(ApiError::invalid("until", "until goes with since"));
+        }
+        if b.since.is_some() && b.until.is_some() {
+            let r = TimeRange { since: b.since, until: b.until };
+            range = issues.take(query::check_range(r, retention, Utc::now())).unwrap_or_default();
+        }
+    }
     let event_types = match b.event_types {
         None => None,
         Some(types) => {
             if types.is_empty() || types.len() > 100 {
-                return Err(ApiError::invalid("event_types", "event_types must list 1 to 100 types or patterns"));
+                issues.push(ApiError::invalid("event_types", "event_types must list 1 to 100 types or patterns"));
             }
-            let checked = types
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    shared::subscription::validate_pattern(&t)
-                        .map(|_| t)
-                        .map_err(|e| ApiError::invalid(format!("event_types[{i}]"), e))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Some(checked)
+            for (i, t) in types.iter().enumerate().take(100) {
+                if let Err(e) = shared::subscription::validate_pattern(t) {
+                    issues.push(ApiError::invalid(format!("event_types[{i}]"), e));
+                }
+            }
+            Some(types)
         }
     };
-    Ok(ReplayFilter {
-        event_id: b.event_id.map(|e| name_value("event_id", e)).transpose()?.map(EventId::new),
-        partition_key: b.partition_key.map(|p| name_value("partition_key", p)).transpose()?,
-        tenant_id: b.tenant_id.map(|t| name_value("tenant_id", t)).transpose()?.map(TenantId::new),
+    let mut named = |field: &str, v: Option<String>| issues.take(v.map(|v| name_value(field, v)).transpose()).flatten();
+    let event_id = named("event_id", b.event_id).map(EventId::new);
+    let partition_key = named("partition_key", b.partition_key);
+    let tenant_id = named("tenant_id", b.tenant_id).map(TenantId::new);
+    let subscription_id = named("subscription_id", b.subscription_id).map(SubscriptionId::new);
+    let reason = issues.take(query::reason(b.reason.as_deref()));
+    issues.check()?;
+    let filter = ReplayFilter {
+        event_id,
+        partition_key,
+        tenant_id,
         since: range.since,
         until: range.until,
-        subscription_id: b
-            .subscription_id
-            .map(|s| name_value("subscription_id", s))
-            .transpose()?
-            .map(SubscriptionId::new),
+        subscription_id,
         event_types,
         confined_to: None,
-    })
+    };
+    Ok((reason.unwrap_or_default(), filter))
 }
 
 impl Api {
@@ -106,9 +90,8 @@ impl Api {
     /// subscriptions are left out). The job is its tenant's.
     pub(super) async fn start_replay(&self, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
-        let body: ReplaysBody = parse(req.body, false)?;
-        let reason = query::reason(body.reason.as_deref())?;
-        let mut filter = filter_of(body, self.hookline.config.retention)?;
+        let body: ReplayRequest = parse(req.body, false)?;
+        let (reason, mut filter) = filter_of(body, self.hookline.config.retention)?;
         if filter.event_id.is_none() {
             filter.tenant_id = tenant_filter(&c.caller, filter.tenant_id.take(), "tenant_id")?;
         }
@@ -157,8 +140,7 @@ impl Api {
 /// whether it was accepted. Never panics.
 pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
     let replays = || -> Result<(), ApiError> {
-        let b: ReplaysBody = parse(body, false)?;
-        query::reason(b.reason.as_deref())?;
+        let b: ReplayRequest = parse(body, false)?;
         filter_of(b, retention).map(|_| ())
     };
     usize::from(replays().is_ok())
@@ -168,7 +150,10 @@ pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
 mod tests {
     use super::*;
 
-    fn body(v: serde_json::Value) -> ReplaysBody {
+    fn body(mut v: serde_json::Value) -> ReplayRequest {
+        if v.get("reason").is_none() {
+            v["reason"] = serde_json::json!("test");
+        }
         serde_json::from_value(v).unwrap()
     }
 
@@ -185,8 +170,23 @@ mod tests {
             serde_json::json!({"since": now.to_rfc3339(), "until": (now - chrono::Duration::hours(1)).to_rfc3339()});
         let e = filter_of(body(inverted), days).unwrap_err();
         assert_eq!((e.status(), e.field.as_deref()), (422, Some("until")));
-        let f = filter_of(body(serde_json::json!({"partition_key": "p", "tenant_id": "t"})), days).unwrap();
+        let (_, f) = filter_of(body(serde_json::json!({"partition_key": "p", "tenant_id": "t"})), days).unwrap();
         assert_eq!((f.partition_key.as_deref(), f.tenant_id.as_ref().map(|t| t.as_str())), (Some("p"), Some("t")));
+    }
+
+    /// A body with several bad fields names each of them, not the first.
+    #[test]
+    fn every_bad_field_is_reported() {
+        let days = chrono::Duration::days(30);
+        let b: ReplayRequest = serde_json::from_value(serde_json::json!({
+            "event_id": "e", "tenant_id": "t", "event_types": ["ok.*", "bad pattern"], "subscription_id": "",
+            "reason": " "
+        }))
+        .unwrap();
+        let e = filter_of(b, days).unwrap_err();
+        let fields: Vec<&str> = e.issues.iter().map(|i| i.field.as_str()).collect();
+        assert_eq!(fields, ["tenant_id", "event_types[1]", "subscription_id", "reason"], "{e:?}");
+        assert_eq!(e.status(), 422);
     }
 }
 
