@@ -6,7 +6,7 @@ use super::error::ErrorCode;
 use chrono::Utc;
 use hookline_wire::dead_letters as wire;
 use hookline_wire::jobs as wire_jobs;
-use hookline_wire::{FieldIssue, Page};
+use hookline_wire::{ErrorBody, FieldIssue, Page};
 
 use super::reindex::{self, Walk};
 use super::routes::Call;
@@ -487,11 +487,241 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> Resu
     list_query(query::typed(req.query)?, retention).map(|_| ())
 }
 
+/// The parse errors of a JSON body (400), for the document.
+macro_rules! body_400 {
+    () => {
+        "The body could not be parsed; `field` names the culprit.\n\n`malformed_json`: the body is not JSON.\n\n\
+         `not_an_object`: the body is not a JSON object.\n\n`unknown_field`: a field the body does not take.\n\n\
+         `invalid_type`: a value of the wrong type (a time that is not RFC 3339, a name that is none of an enum's)."
+    };
+}
+pub(super) use body_400;
+
+/// `GET /v1/dead-letters`.
+#[utoipa::path(
+    get,
+    path = "/v1/dead-letters",
+    tag = "dead-letters",
+    summary = "List dead letters",
+    description = "One page of dead letters, newest first, filtered (each filter given must match; a tenant-bound \
+        key sees its tenant's only). Items carry no event snapshot (`GET /v1/dead-letters/{dead_letter}` does). A \
+        parameter the route does not take (`tenant` for `tenant_id`) is refused, never ignored.",
+    params(wire::DeadLetterListQuery),
+    responses(
+        (status = 200, description = "A page of dead letters.", body = Page<wire::DeadLetter>, example = json!({
+            "items": [{"id": "sag_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "event_id": "evt_1", "subscription_id": "sub_1",
+                "event_type": "order.created", "tenant_id": "acme", "reason": "HTTP 500 after 8 attempts", "attempts": 8,
+                "created_at": "2026-11-26T09:30:00Z", "state": "open", "resolution": null}],
+            "next_cursor": null})),
+        (status = 400, description = "The query string could not be read; `field` names the parameter.\n\n\
+            `unknown_parameter`: a parameter the route does not take, or one given twice.\n\n\
+            `invalid_type`: a value not of its type (`limit=ten`, `state=gone`, a time that is not RFC 3339).",
+            body = ErrorBody),
+        (status = 422, description = "A value broke a rule; `errors` names each.\n\n`invalid_field`: `limit` out \
+            of 1 to 1000, an empty or overlong filter value, a cursor of another listing.\n\n`invalid_range`: \
+            `until` before `since`, or a bound outside the dead-letter retention.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn list_dead_letters() {}
+
+/// `GET /v1/dead-letters/{dead_letter}`.
+#[utoipa::path(
+    get,
+    path = "/v1/dead-letters/{dead_letter}",
+    tag = "dead-letters",
+    summary = "Show a dead letter",
+    description = "One dead letter with its saga as it ended and the event as a requeue would deliver it.",
+    params(("dead_letter" = String, Path, description = "The dead letter's id (the dead saga's, `sag_…`).")),
+    responses(
+        (status = 200, description = "The dead letter.", body = wire::DeadLetter),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn get_dead_letter() {}
+
+/// `POST /v1/dead-letters/{dead_letter}/requeue`.
+#[utoipa::path(
+    post,
+    path = "/v1/dead-letters/{dead_letter}/requeue",
+    tag = "dead-letters",
+    summary = "Requeue a dead letter",
+    description = "A new saga delivers the event again (same `webhook-id`); the dead letter becomes `requeued`.",
+    params(("dead_letter" = String, Path, description = "The dead letter's id.")),
+    request_body(content = wire::ReasonBody, example = json!({"reason": "endpoint fixed"})),
+    responses(
+        (status = 202, description = "Requeued: the new saga.", body = wire::Requeued,
+            example = json!({"dead_letter_id": "sag_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "saga_id": "sag_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b5"})),
+        (status = 400, description = body_400!(), body = ErrorBody),
+        (status = 409, description = "`conflict`: the dead letter is already requeued or skipped.", body = ErrorBody),
+        (status = 422, description = "`reason_required`: no reason, or a blank one.\n\n`invalid_field`: a reason \
+            longer than 1000 characters or with control characters.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn requeue_dead_letter() {}
+
+/// `POST /v1/dead-letters/{dead_letter}/skip`.
+#[utoipa::path(
+    post,
+    path = "/v1/dead-letters/{dead_letter}/skip",
+    tag = "dead-letters",
+    summary = "Skip a dead letter",
+    description = "Closes the dead letter without delivering it (an ordered lane it blocked goes on).",
+    params(("dead_letter" = String, Path, description = "The dead letter's id.")),
+    request_body(content = wire::ReasonBody, example = json!({"reason": "customer deleted the order"})),
+    responses(
+        (status = 200, description = "Skipped.", body = wire::Skipped,
+            example = json!({"dead_letter_id": "sag_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "state": "skipped"})),
+        (status = 400, description = body_400!(), body = ErrorBody),
+        (status = 409, description = "`conflict`: the dead letter is already requeued or skipped.", body = ErrorBody),
+        (status = 422, description = "`reason_required`: no reason, or a blank one.\n\n`invalid_field`: a reason \
+            longer than 1000 characters or with control characters.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn skip_dead_letter() {}
+
+/// `POST /v1/dead-letters/requeue`.
+#[utoipa::path(
+    post,
+    path = "/v1/dead-letters/requeue",
+    tag = "dead-letters",
+    summary = "Requeue open dead letters in bulk",
+    description = "Starts a job requeueing every open dead letter the filter takes (a tenant-bound key: of its \
+        tenant); follow it at `GET /v1/jobs/{job}`. Every bad field of the body is reported at once; nothing starts.",
+    request_body(content = wire::BulkRequest, example = json!({"filter": {"subscription_id": "sub_1", "since": "2026-11-26T00:00:00Z"}, "reason": "endpoint was down"})),
+    responses(
+        (status = 202, description = "The job started.", body = hookline_wire::jobs::JobStarted,
+            example = json!({"job_id": "job_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "items": 42})),
+        (status = 400, description = body_400!(), body = ErrorBody),
+        (status = 404, description = "`not_found`: `filter.subscription_id` names no subscription the key may see.",
+            body = ErrorBody),
+        (status = 422, description = "Values broke rules; `errors` names each (`filter.event_type`, `reason`, …).\n\n\
+            `reason_required`: no reason, or a blank one.\n\n`invalid_field`: an empty or overlong filter value, a \
+            bad reason.\n\n`invalid_range`: `filter.until` before `filter.since`, or outside the retention.\n\n\
+            `job_too_large`: the filter takes more dead letters than one job may.", body = ErrorBody),
+        (status = 429, description = "`too_many_jobs`: the tenant runs as many jobs as it may; retry after \
+            `Retry-After`.", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait."))),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn requeue_dead_letters() {}
+
+/// `POST /v1/dead-letters/skip`.
+#[utoipa::path(
+    post,
+    path = "/v1/dead-letters/skip",
+    tag = "dead-letters",
+    summary = "Skip open dead letters in bulk",
+    description = "Starts a job skipping every open dead letter the filter takes; follow it at \
+        `GET /v1/jobs/{job}`. Every bad field of the body is reported at once; nothing starts.",
+    request_body(content = wire::BulkRequest, example = json!({"filter": {"event_type": "test.ping"}, "reason": "test traffic"})),
+    responses(
+        (status = 202, description = "The job started.", body = hookline_wire::jobs::JobStarted,
+            example = json!({"job_id": "job_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "items": 3})),
+        (status = 400, description = body_400!(), body = ErrorBody),
+        (status = 404, description = "`not_found`: `filter.subscription_id` names no subscription the key may see.",
+            body = ErrorBody),
+        (status = 422, description = "Values broke rules; `errors` names each.\n\n`reason_required`: no reason, or \
+            a blank one.\n\n`invalid_field`: an empty or overlong filter value, a bad reason.\n\n`invalid_range`: \
+            `filter.until` before `filter.since`, or outside the retention.\n\n`job_too_large`: the filter takes more \
+            dead letters than one job may.", body = ErrorBody),
+        (status = 429, description = "`too_many_jobs`: the tenant runs as many jobs as it may; retry after \
+            `Retry-After`.", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait."))),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn skip_dead_letters() {}
+
+/// `POST /v1/dead-letters/reindex`.
+#[utoipa::path(
+    post,
+    path = "/v1/dead-letters/reindex",
+    tag = "dead-letters",
+    summary = "Reindex dead letters (one page)",
+    description = "After an upgrade: writes the listing keys of up to `limit` stored dead letters that lack them, so \
+        the filters and bulk jobs find them. Repeat with `next_cursor` until it is `null`. An admin key bound to no \
+        tenant only.",
+    request_body(content = wire::DeadLetterReindexRequest, example = json!({"limit": 100})),
+    responses(
+        (status = 200, description = "What the page did.", body = wire::DeadLettersReindexed,
+            example = json!({"reindexed": 3, "examined": 100, "next_cursor": "eyJ2IjoxfQ.c2ln"})),
+        (status = 400, description = body_400!(), body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a cursor not of this walk.",
+            body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn reindex_dead_letters() {}
+
+/// `GET /v1/jobs/{job}`.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job}",
+    tag = "replays",
+    summary = "Follow a job",
+    description = "A bulk requeue, skip or replay job: its counts, until `state` leaves `running`.",
+    params(("job" = String, Path, description = "The job's id (`job_…`).")),
+    responses(
+        (status = 200, description = "The job.", body = hookline_wire::jobs::Job, example = json!({
+            "id": "job_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "kind": "requeue", "state": "completed", "items": 42,
+            "matched": 42, "done": 41, "failed": 1, "reason": "endpoint was down", "actor": "key:ops",
+            "filter": {"subscription_id": "sub_1"}, "created_at": "2026-11-26T09:30:00Z",
+            "updated_at": "2026-11-26T09:30:05Z"})),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn get_job() {}
+
 /// This module's part of the OpenAPI document ([`super::openapi`]): its
-/// routes' paths and the wire types they use.
+/// routes' paths (and `GET /v1/jobs/{job}`'s) and the wire types they use.
 pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
     #[derive(utoipa::OpenApi)]
-    #[openapi()]
+    #[openapi(
+        paths(
+            list_dead_letters,
+            get_dead_letter,
+            requeue_dead_letter,
+            skip_dead_letter,
+            requeue_dead_letters,
+            skip_dead_letters,
+            reindex_dead_letters,
+            get_job
+        ),
+        components(schemas(
+            wire::DeadLetter,
+            wire::DeadLetterState,
+            wire::SagaSnapshot,
+            wire::SagaStatus,
+            wire::SagaOrigin,
+            wire::SagaOriginKind,
+            wire::SagaLane,
+            wire::Resolution,
+            wire::ResolutionAction,
+            wire::DeadLetterEvent,
+            wire::ReasonBody,
+            wire::DeadLetterFilter,
+            wire::BulkRequest,
+            wire::Requeued,
+            wire::Skipped,
+            wire::DeadLetterReindexRequest,
+            wire::DeadLettersReindexed,
+            hookline_wire::jobs::JobStarted,
+            hookline_wire::jobs::Job,
+            hookline_wire::jobs::JobKind,
+            hookline_wire::jobs::JobState,
+            hookline_wire::jobs::JobFilter
+        ))
+    )]
     struct Part;
     <Part as utoipa::OpenApi>::openapi()
 }

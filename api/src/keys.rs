@@ -11,7 +11,7 @@
 use super::error::ErrorCode;
 use chrono::{DateTime, Utc};
 use hookline_wire::keys as wire;
-use hookline_wire::Page;
+use hookline_wire::{ErrorBody, Page};
 use serde_json::json;
 
 use super::dead_letters::{page_limit, Issues};
@@ -281,11 +281,134 @@ impl Api {
     }
 }
 
+/// `POST /v1/keys`.
+#[utoipa::path(
+    post,
+    path = "/v1/keys",
+    tag = "keys",
+    summary = "Create a key",
+    description = "A secret key (`hookline serve`; its secret is in this answer only, never again) or, on AWS, a \
+        grant to an IAM principal. A key may create keys of its own role (an admin: any) and, when bound to a \
+        tenant, of its tenant only. Every bad field of the body is reported at once; nothing is written.",
+    request_body(content = wire::CreateKey),
+    responses(
+        (status = 201, description = "Created; `secret` is shown this once.", body = wire::KeyWithSecret,
+            example = json!({"id": "key_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "name": "billing-producer", "role": "producer",
+                "tenant_id": "acme", "state": "active", "created_at": "2026-11-26T09:30:00Z", "created_by": "key:admin",
+                "expires_at": "2027-02-24T09:30:00Z", "revoked_at": null, "prefix": "hk_3fa9",
+                "secret": "hk_3fa9c0ffee…"})),
+        (status = 400, description = "The body could not be parsed; `field` names the culprit.\n\n`malformed_json`: \
+            the body is not JSON.\n\n`not_an_object`: the body is not a JSON object.\n\n`missing_field`: `name` or \
+            `role` is absent.\n\n`unknown_field`: a field the body does not take.\n\n`invalid_type`: a value of \
+            the wrong type (a role that is none of `producer`, `reader`, `operator`, `admin`).", body = ErrorBody),
+        (status = 403, description = "`forbidden`: a role above the caller's, or another tenant than the caller's \
+            (`field` names which).", body = ErrorBody),
+        (status = 409, description = "`conflict`: a key with this name exists in the tenant, or the principal \
+            already has a grant.", body = ErrorBody),
+        (status = 422, description = "Values broke rules; `errors` names each.\n\n`invalid_field`: a bad `name`, \
+            `tenant_id` or `principal`, `expires_in_seconds` out of range, a principal on `hookline serve` or none \
+            on AWS.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn create_key() {}
+
+/// `GET /v1/keys`.
+#[utoipa::path(
+    get,
+    path = "/v1/keys",
+    tag = "keys",
+    summary = "List keys",
+    description = "One page of the keys of a tenant (a bound key: its own; an unbound one: `tenant_id`, or without \
+        it the keys bound to no tenant), in id order; keys of roles the caller may not grant are left out. Never a \
+        secret.",
+    params(wire::KeyListQuery),
+    responses(
+        (status = 200, description = "A page of keys.", body = Page<wire::Key>, example = json!({
+            "items": [{"id": "key_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "name": "billing-producer", "role": "producer",
+                "tenant_id": "acme", "state": "active", "created_at": "2026-11-26T09:30:00Z", "created_by": "key:admin",
+                "expires_at": null, "revoked_at": null, "prefix": "hk_3fa9"}],
+            "next_cursor": null})),
+        (status = 400, description = "The query string could not be read; `field` names the parameter.\n\n\
+            `unknown_parameter`: a parameter the route does not take, or one given twice.\n\n`invalid_type`: \
+            `limit` not an integer.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 1000, or a cursor of another listing.",
+            body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn list_keys() {}
+
+/// `GET /v1/keys/{key}`.
+#[utoipa::path(
+    get,
+    path = "/v1/keys/{key}",
+    tag = "keys",
+    summary = "Show a key",
+    description = "One key (never its secret).",
+    params(("key" = String, Path, description = "The key's id (`key_…`).")),
+    responses((status = 200, description = "The key.", body = wire::Key)),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn get_key() {}
+
+/// `DELETE /v1/keys/{key}`.
+#[utoipa::path(
+    delete,
+    path = "/v1/keys/{key}",
+    tag = "keys",
+    summary = "Revoke a key",
+    description = "Revoked at once in this process, within a minute in every other. Revoking a revoked key changes \
+        nothing.",
+    params(("key" = String, Path, description = "The key's id.")),
+    responses(
+        (status = 200, description = "The key, revoked.", body = wire::Key),
+        (status = 409, description = "`conflict`: the key changed meanwhile; read it and try again.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn revoke_key() {}
+
+/// `POST /v1/keys/{key}/rotate`.
+#[utoipa::path(
+    post,
+    path = "/v1/keys/{key}/rotate",
+    tag = "keys",
+    summary = "Rotate a key's secret",
+    description = "A new secret, in this answer only; the old one keeps working for `overlap_seconds`.",
+    params(("key" = String, Path, description = "The key's id.")),
+    request_body(content = wire::RotateKey, example = json!({"overlap_seconds": 3600})),
+    responses(
+        (status = 200, description = "Rotated; `secret` is shown this once.", body = wire::KeyWithSecret),
+        (status = 400, description = super::dead_letters::body_400!(), body = ErrorBody),
+        (status = 409, description = "`conflict`: a principal grant (no secret), a revoked key, or a key changed \
+            meanwhile.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `overlap_seconds` out of 0 to 604800.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn rotate_key() {}
+
 /// This module's part of the OpenAPI document ([`super::openapi`]): its
 /// routes' paths and the wire types they use.
 pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
     #[derive(utoipa::OpenApi)]
-    #[openapi()]
+    #[openapi(
+        paths(create_key, list_keys, get_key, revoke_key, rotate_key),
+        components(schemas(
+            wire::Role,
+            wire::KeyState,
+            wire::CreateKey,
+            wire::RotateKey,
+            wire::Key,
+            wire::KeyWithSecret
+        ))
+    )]
     struct Part;
     <Part as utoipa::OpenApi>::openapi()
 }
