@@ -487,6 +487,89 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> Resu
     list_query(query::typed(req.query)?, retention).map(|_| ())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(e: &ApiError) -> Vec<(&str, ErrorCode)> {
+        e.issues.iter().map(|i| (i.field.as_str(), i.code)).collect()
+    }
+
+    /// A bulk body's bad filter fields and bad reason are all reported,
+    /// each by its path; what cannot be read is one 400.
+    #[test]
+    fn a_bulk_body_reports_every_bad_field() {
+        let days = chrono::Duration::days(7);
+        let e = bulk_request(br#"{"filter": {"event_type": "", "tenant_id": "a\u0007"}}"#, days).unwrap_err();
+        assert_eq!(
+            fields(&e),
+            [
+                ("filter.event_type", ErrorCode::InvalidField),
+                ("filter.tenant_id", ErrorCode::InvalidField),
+                ("reason", ErrorCode::ReasonRequired)
+            ],
+            "{e:?}"
+        );
+        assert_eq!((e.status(), e.field.as_deref()), (422, Some("filter.event_type")));
+        let now = Utc::now();
+        let inverted =
+            serde_json::json!({"filter": {"since": now, "until": now - chrono::Duration::hours(1)}, "reason": "a\tb"});
+        let e = bulk_request(inverted.to_string().as_bytes(), days).unwrap_err();
+        assert_eq!(fields(&e), [("filter.until", ErrorCode::InvalidRange), ("reason", ErrorCode::InvalidField)]);
+        let e = bulk_request(br#"{"filter": {"state": "open"}, "reason": "x"}"#, days).unwrap_err();
+        assert_eq!((e.status(), e.code, e.field.as_deref()), (400, ErrorCode::UnknownField, Some("filter.state")));
+        let (reason, q) = bulk_request(br#"{"filter": {"event_type": "a.b"}, "reason": " ok "}"#, days).unwrap();
+        assert_eq!((reason.as_str(), q.event_type.as_deref(), q.state), ("ok", Some("a.b"), None));
+    }
+
+    /// The listing's query string is typed: an unknown parameter is a 400
+    /// naming it, states are snake_case, bad values are all reported.
+    #[test]
+    fn the_listing_query_is_typed() {
+        let days = chrono::Duration::days(7);
+        let read = |q: &str| query::typed::<wire::DeadLetterListQuery>(Some(q)).and_then(|t| list_query(t, days));
+        let e = read("tenant=acme").unwrap_err();
+        assert_eq!((e.status(), e.code, e.field.as_deref()), (400, ErrorCode::UnknownParameter, Some("tenant")));
+        for bad in ["state=Open", "state=DeadLettered", "limit=-1"] {
+            assert_eq!(read(bad).unwrap_err().code, ErrorCode::InvalidType, "{bad}");
+        }
+        let q = read("state=requeued&tenant_id=acme").unwrap();
+        assert_eq!(
+            (q.state, q.tenant_id.as_ref().map(|t| t.as_str())),
+            (Some(DeadLetterState::Requeued), Some("acme"))
+        );
+        let e = read("event_type=&subscription_id=&limit=0").unwrap_err();
+        let got: Vec<&str> = e.issues.iter().map(|i| i.field.as_str()).collect();
+        assert_eq!(got, ["subscription_id", "event_type", "limit"]);
+    }
+
+    /// Stored spellings are mapped at the edge: a stored saga's
+    /// `DeadLettered` is `dead_lettered` on the wire.
+    #[test]
+    fn stored_spellings_are_snake_case_on_the_wire() {
+        let now = Utc::now();
+        let saga = Saga {
+            state: shared::saga::SagaState {
+                status: SagaStatus::DeadLettered,
+                attempts: 3,
+                next_attempt_at: None,
+                last_error: Some("HTTP 500".into()),
+            },
+            ..Saga::new(
+                shared::ids::SagaId::new("sag_1"),
+                &shared::ids::EventId::new("e1"),
+                &SubscriptionId::new("sub_1"),
+                None,
+                now,
+            )
+        };
+        let shown = serde_json::to_value(saga_view(serde_json::to_value(&saga).unwrap()).unwrap()).unwrap();
+        assert_eq!(shown["status"], "dead_lettered");
+        assert_eq!(serde_json::to_value(state_view(DeadLetterState::Open)).unwrap(), "open");
+        assert!(saga_view(serde_json::json!({"id": "x", "status": "DeadLettered"})).is_none(), "not a saga");
+    }
+}
+
 /// The parse errors of a JSON body (400), for the document.
 macro_rules! body_400 {
     () => {

@@ -214,7 +214,7 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     assert_eq!(dl["id"], dead_saga.as_str());
     assert_eq!(dl["subscription_id"], sub.as_str());
     assert!(dl["reason"].as_str().unwrap().contains("3 attempts"));
-    assert_eq!(dl["saga_snapshot"]["status"], "DeadLettered");
+    assert_eq!(dl["saga_snapshot"]["status"], "dead_lettered");
 
     // The subscriber is fixed; requeue creates a new saga with the same webhook-id.
     r.set("/down", Behaviour::Ok);

@@ -5,6 +5,7 @@
 //! dead-letter statuses.
 
 use super::*;
+use hookline_wire as wire;
 
 /// Crash at a failpoint between two writes of a stage, restart, and check the
 /// event still ends delivered, with one attempt row per attempt.
@@ -494,7 +495,8 @@ pub async fn reindex_all<P: Pipeline>(s: &P, what: &str, limit: u64) -> (u64, u6
 /// request per item examined, and the cursor followed), each reindexes
 /// nothing and changes nothing; an empty body is one page of 100; a cursor
 /// Hookline did not issue for that route (the other route's included), or
-/// a limit outside 1-100, is a `400` naming the field. (What they repair:
+/// a limit outside 1-100, is a `422` naming the field (a limit that is no
+/// integer, an unknown field: `400`). (What they repair:
 /// `aws_e2e`'s pre-index items, `cli_ops`'s SQLite rows.)
 pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
@@ -541,19 +543,19 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     let issued = first["next_cursor"].as_str().expect("a cursor after one item").to_string();
     let (_, listed) = s.get("/v1/subscriptions?limit=1").await;
     let list_cursor = listed["next_cursor"].as_str().expect("a list cursor").to_string();
-    for (body, field) in [
-        (json!({"cursor": "not-a-cursor"}), "cursor"),
-        (json!({"cursor": ""}), "cursor"),
-        (json!({"cursor": list_cursor}), "cursor"),
-        (json!({"cursor": format!("{issued}x")}), "cursor"),
-        (json!({"limit": 0}), "limit"),
-        (json!({"limit": 101}), "limit"),
-        (json!({"limit": -1}), "limit"),
-        (json!({"limit": "ten"}), "limit"),
-        (json!({"cursor": issued, "limit": 1, "from": "start"}), "from"),
+    for (body, status, field) in [
+        (json!({"cursor": "not-a-cursor"}), 422, "cursor"),
+        (json!({"cursor": ""}), 422, "cursor"),
+        (json!({"cursor": list_cursor}), 422, "cursor"),
+        (json!({"cursor": format!("{issued}x")}), 422, "cursor"),
+        (json!({"limit": 0}), 422, "limit"),
+        (json!({"limit": 101}), 422, "limit"),
+        (json!({"limit": -1}), 422, "limit"),
+        (json!({"limit": "ten"}), 400, "limit"),
+        (json!({"cursor": issued, "limit": 1, "from": "start"}), 400, "from"),
     ] {
         let (st, v) = s.post("/v1/subscriptions/reindex", &body).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{body}: {v}");
     }
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": issued, "limit": 1})).await;
     assert_eq!(st, 200, "the issued cursor still reads: {v}");
@@ -570,18 +572,26 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     assert_eq!(reindex_all(s, "dead-letters", 100).await, (0, examined, 1));
     let (_, first) = s.post("/v1/dead-letters/reindex", &json!({"limit": 1})).await;
     let dl_issued = first["next_cursor"].as_str().expect("a cursor after one dead letter").to_string();
-    for (body, field) in [
-        (json!({"cursor": issued}), "cursor"),
-        (json!({"cursor": "not-a-cursor"}), "cursor"),
-        (json!({"limit": 0}), "limit"),
-        (json!({"limit": 101}), "limit"),
-        (json!({"cursor": dl_issued, "all": true}), "all"),
+    for (body, status, code, field) in [
+        (json!({"cursor": issued}), 422, "invalid_field", "cursor"),
+        (json!({"cursor": "not-a-cursor"}), 422, "invalid_field", "cursor"),
+        (json!({"limit": 0}), 422, "invalid_field", "limit"),
+        (json!({"limit": 101}), 422, "invalid_field", "limit"),
+        (json!({"limit": "all"}), 400, "invalid_type", "limit"),
+        (json!({"cursor": dl_issued, "all": true}), 400, "unknown_field", "all"),
     ] {
         let (st, v) = s.post("/v1/dead-letters/reindex", &body).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+        assert_eq!(
+            (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+            (status, Some(code), Some(field)),
+            "{body}: {v}"
+        );
     }
+    let (st, v) = s.post("/v1/dead-letters/reindex", &json!({"cursor": dl_issued, "limit": 1})).await;
+    let page: wire::dead_letters::DeadLettersReindexed = serde_json::from_value(v.clone()).expect("a reindex page");
+    assert_eq!((st, page.reindexed), (200, 0), "the issued cursor still reads: {v}");
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": dl_issued})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a dead-letter cursor: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "a dead-letter cursor: {v}");
     assert_eq!(all_dead_letters(s, &query, 1000).await, dead, "nothing was changed");
 }
 
