@@ -212,7 +212,7 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     let run = hookline(&["subscriptions", "reindex", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2);
     assert!(
-        run.err.contains("400") && run.err.contains("cursor") && run.err.contains("--cursor=not-issued"),
+        run.err.contains("422") && run.err.contains("cursor") && run.err.contains("--cursor=not-issued"),
         "{}",
         run.err
     );
@@ -226,7 +226,7 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
 /// they went missing (cleared here with serve stopped, as a row the
 /// migration could not fill), the filters miss those dead letters until
 /// it writes the columns back from each record. A cursor it did not issue:
-/// the API's `400`, and where to resume.
+/// the API's `422`, and where to resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
     let mut s = Server::start("cli-dl-reindex");
@@ -264,7 +264,7 @@ async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
     let run = hookline(&["dead-letters", "reindex", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2);
     assert!(
-        run.err.contains("400")
+        run.err.contains("422")
             && run.err.contains("cursor")
             && run.err.contains("hookline dead-letters reindex --cursor=not-issued"),
         "{}",
