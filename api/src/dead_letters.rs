@@ -387,11 +387,7 @@ impl Api {
         let (after, limit) = reindex::page_of(req, Walk::DeadLetters, &self.cursor_key())?;
         let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
-        let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, Walk::DeadLetters.cursor_kind()));
-        Ok(Response::json(
-            200,
-            &wire::DeadLettersReindexed { reindexed: page.reindexed, examined: page.examined, next_cursor },
-        ))
+        Ok(reindex::answer(page, Walk::DeadLetters, &self.cursor_key()))
     }
 
     /// `POST /v1/dead-letters/requeue|skip`: a bulk job over the open dead
@@ -732,9 +728,9 @@ fn skip_dead_letters() {}
     description = "After an upgrade: writes the listing keys of up to `limit` stored dead letters that lack them, so \
         the filters and bulk jobs find them. Repeat with `next_cursor` until it is `null`. An admin key bound to no \
         tenant only.",
-    request_body(content = wire::DeadLetterReindexRequest, example = json!({"limit": 100})),
+    request_body(content = hookline_wire::reindex::ReindexRequest, example = json!({"limit": 100})),
     responses(
-        (status = 200, description = "What the page did.", body = wire::DeadLettersReindexed,
+        (status = 200, description = "What the page did.", body = hookline_wire::reindex::ReindexAnswer,
             example = json!({"reindexed": 3, "examined": 100, "next_cursor": "eyJ2IjoxfQ.c2ln"})),
         (status = 400, description = body_400!(), body = ErrorBody),
         (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a cursor not of this walk.",
@@ -796,8 +792,8 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
             wire::BulkRequest,
             wire::Requeued,
             wire::Skipped,
-            wire::DeadLetterReindexRequest,
-            wire::DeadLettersReindexed,
+            hookline_wire::reindex::ReindexRequest,
+            hookline_wire::reindex::ReindexAnswer,
             hookline_wire::jobs::JobStarted,
             hookline_wire::jobs::Job,
             hookline_wire::jobs::JobKind,

@@ -22,7 +22,7 @@ pub(super) enum Walk {
 
 impl Walk {
     /// The "filters" of its cursors ([`cursor::issue`]).
-    pub(super) fn cursor_kind(self) -> &'static str {
+    fn cursor_kind(self) -> &'static str {
         match self {
             // The name cursors issued before dead letters had a reindex carry.
             Walk::Subscriptions => "reindex",

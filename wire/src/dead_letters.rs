@@ -1,6 +1,7 @@
 //! `/v1/dead-letters`: the dead letters (sagas that gave up) with the
 //! snapshot operators decide from, their requeue and skip one by one or as
-//! a bulk job over a filter, and the reindex walk after an upgrade.
+//! a bulk job over a filter (the reindex walk's page is
+//! [`crate::reindex`]'s).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -309,28 +310,4 @@ pub struct Skipped {
     pub dead_letter_id: String,
     /// Its state now (`skipped`).
     pub state: DeadLetterState,
-}
-
-/// The body of `POST /v1/dead-letters/reindex`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeadLetterReindexRequest {
-    /// The previous page's `next_cursor`; absent: from the start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
-    /// Dead letters to examine, 1 to 100 (default 100).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 100)]
-    pub limit: Option<i64>,
-}
-
-/// What one page of the dead-letter reindex did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct DeadLettersReindexed {
-    /// Dead letters whose listing keys were written.
-    pub reindexed: u64,
-    /// Dead letters examined.
-    pub examined: u64,
-    /// Pass it back for the next page; `null`: done.
-    pub next_cursor: Option<String>,
 }

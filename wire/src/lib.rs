@@ -19,6 +19,7 @@ pub mod error;
 pub mod jobs;
 pub mod keys;
 pub mod page;
+pub mod reindex;
 pub mod replays;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail, FieldIssue};
