@@ -141,7 +141,7 @@ pub async fn no_caller_hands_out_more_than_it_has(p: &mut impl Pipeline) {
         );
     }
     // Every bad field of one body is named, and nothing is written.
-    let bad = grant("a b", json!({"expires_in_seconds": 0, "tenant_id": ""}));
+    let bad = grant("multi", json!({"name": "a b", "expires_in_seconds": 0, "tenant_id": ""}));
     let (st, v) = post_as(p, &acme, "/v1/keys", &bad).await;
     let fields: Vec<&str> = v["error"]["errors"]
         .as_array()
