@@ -60,6 +60,17 @@ impl Issues {
     }
 }
 
+/// The query string of a route that takes no parameter.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
+/// Refuses any query parameter of a route that takes none (`400
+/// unknown_parameter` naming it): a parameter is never ignored.
+pub(super) fn no_query(req: &Request<'_>) -> Result<(), ApiError> {
+    query::typed::<NoQuery>(req.query).map(|NoQuery {}| ())
+}
+
 /// `?limit=` already read as an integer (a typed query): 1 to
 /// [`query::MAX_PAGE`] (else a `422` naming `limit`), default
 /// [`query::DEFAULT_PAGE`].
@@ -339,7 +350,8 @@ impl Api {
     }
 
     /// `GET /v1/dead-letters/{dead_letter}`, with its event snapshot.
-    pub(super) async fn get_dead_letter(&self, id: &DeadLetterId) -> ApiResult {
+    pub(super) async fn get_dead_letter(&self, id: &DeadLetterId, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let dl =
             self.hookline.stores.dead_letters.get(id).await?.ok_or_else(|| ApiError::not_found("dead letter", id))?;
         Ok(Response::json(200, &dead_letter_view(dl, true)))
@@ -347,6 +359,7 @@ impl Api {
 
     pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, c: &Call<'_>, requeue: bool) -> ApiResult {
         let req = &c.req;
+        no_query(req)?;
         let body: wire::ReasonBody = parse(req.body, true)?;
         let audit = Audit { actor: c.caller.actor.clone(), reason: query::reason(body.reason.as_deref())? };
         let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
@@ -384,6 +397,7 @@ impl Api {
     /// stored dead letters examined, the listing keys of those stored
     /// without them written, so the filters and bulk jobs find them.
     pub(super) async fn reindex_dead_letters(&self, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let (after, limit) = reindex::page_of(req, Walk::DeadLetters, &self.cursor_key())?;
         let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
@@ -396,6 +410,7 @@ impl Api {
     /// its own (`404` naming `filter.subscription_id`).
     pub(super) async fn bulk_dead_letters(&self, c: &Call<'_>, kind: JobKind) -> ApiResult {
         let req = &c.req;
+        no_query(req)?;
         let (reason, mut q) = bulk_request(req.body, self.dead_letter_retention())?;
         q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "filter.tenant_id")?;
         let subscription = q.subscription_id.clone();
@@ -419,7 +434,8 @@ impl Api {
     }
 
     /// `GET /v1/jobs/{id}`.
-    pub(super) async fn get_job(&self, id: &str) -> ApiResult {
+    pub(super) async fn get_job(&self, id: &str, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         // Only jobs are shown: the job store also keeps each tenant's
         // running-job slots, under `slots#…` keys.
         if !id.starts_with("job_") {
@@ -539,6 +555,16 @@ mod tests {
         assert_eq!(got, ["subscription_id", "event_type", "limit"]);
     }
 
+    /// A route that takes no query parameter refuses any, naming it.
+    #[test]
+    fn a_route_without_parameters_refuses_any() {
+        let read = |q: Option<&str>| query::typed::<NoQuery>(q).map(|NoQuery {}| ());
+        assert!(read(None).is_ok() && read(Some("")).is_ok());
+        let e = read(Some("expand=secret")).unwrap_err();
+        assert_eq!((e.status(), e.code, e.field.as_deref()), (400, ErrorCode::UnknownParameter, Some("expand")));
+        assert!(e.message.contains("takes none"), "{}", e.message);
+    }
+
     /// Stored spellings are mapped at the edge: a stored saga's
     /// `DeadLettered` is `dead_lettered` on the wire.
     #[test]
@@ -571,7 +597,8 @@ macro_rules! body_400 {
     () => {
         "The body could not be parsed; `field` names the culprit.\n\n`malformed_json`: the body is not JSON.\n\n\
          `not_an_object`: the body is not a JSON object.\n\n`unknown_field`: a field the body does not take.\n\n\
-         `invalid_type`: a value of the wrong type (a time that is not RFC 3339, a name that is none of an enum's)."
+         `invalid_type`: a value of the wrong type (a time that is not RFC 3339, a name that is none of an enum's).\n\n\
+         `unknown_parameter`: a query parameter (the route takes none)."
     };
 }
 pub(super) use body_400;
@@ -615,6 +642,7 @@ fn list_dead_letters() {}
     params(("dead_letter" = String, Path, description = "The dead letter's id (the dead saga's, `sag_…`).")),
     responses(
         (status = 200, description = "The dead letter.", body = wire::DeadLetter),
+        (status = 400, description = "`unknown_parameter`: a query parameter (the route takes none).", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))
 )]
@@ -755,6 +783,7 @@ fn reindex_dead_letters() {}
             "matched": 42, "done": 41, "failed": 1, "reason": "endpoint was down", "actor": "key:ops",
             "filter": {"subscription_id": "sub_1"}, "created_at": "2026-11-26T09:30:00Z",
             "updated_at": "2026-11-26T09:30:05Z"})),
+        (status = 400, description = "`unknown_parameter`: a query parameter (the route takes none).", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))
 )]

@@ -14,7 +14,7 @@ use hookline_wire::keys as wire;
 use hookline_wire::{ErrorBody, Page};
 use serde_json::json;
 
-use super::dead_letters::{page_limit, Issues};
+use super::dead_letters::{no_query, page_limit, Issues};
 use super::scope::tenant_filter;
 use super::{cursor, parse, query, Api, ApiError, ApiResult, Auth, Request, Response};
 use shared::access::{Caller, Role};
@@ -104,6 +104,7 @@ impl Api {
     /// secret key, its secret (shown this once). A secret key on `hookline
     /// serve`, a principal grant behind API Gateway.
     pub(super) async fn create_key(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let body: wire::CreateKey = parse(req.body, false)?;
         let behind_gateway = matches!(self.auth, Auth::Gateway);
         let now = Utc::now();
@@ -199,7 +200,8 @@ impl Api {
     }
 
     /// `GET /v1/keys/{id}` (`ManageKeys`).
-    pub(super) async fn get_key(&self, caller: &Caller, id: &str) -> ApiResult {
+    pub(super) async fn get_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let k = self.key_of(caller, id).await?;
         Ok(Response::json(200, &shown(&k, Utc::now())))
     }
@@ -207,7 +209,8 @@ impl Api {
     /// `DELETE /v1/keys/{id}` (`ManageKeys`): revoked at once in this
     /// process, within [`shared::context::KEY_CACHE_TTL`] in every other.
     /// Revoking a revoked key changes nothing.
-    pub(super) async fn revoke_key(&self, caller: &Caller, id: &str) -> ApiResult {
+    pub(super) async fn revoke_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let k = self.key_of(caller, id).await?;
         let now = Utc::now();
         if k.revoked_at.is_some() {
@@ -223,6 +226,7 @@ impl Api {
     /// new secret, shown once; the old one keeps working for the overlap
     /// (default: the subscriptions' rotation overlap; 0 ends it now).
     pub(super) async fn rotate_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
+        no_query(req)?;
         let body: wire::RotateKey = parse(req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,
@@ -300,7 +304,8 @@ impl Api {
         (status = 400, description = "The body could not be parsed; `field` names the culprit.\n\n`malformed_json`: \
             the body is not JSON.\n\n`not_an_object`: the body is not a JSON object.\n\n`missing_field`: `name` or \
             `role` is absent.\n\n`unknown_field`: a field the body does not take.\n\n`invalid_type`: a value of \
-            the wrong type (a role that is none of `producer`, `reader`, `operator`, `admin`).", body = ErrorBody),
+            the wrong type (a role that is none of `producer`, `reader`, `operator`, `admin`).\n\n\
+            `unknown_parameter`: a query parameter (the route takes none).", body = ErrorBody),
         (status = 403, description = "`forbidden`: a role above the caller's, or another tenant than the caller's \
             (`field` names which).", body = ErrorBody),
         (status = 409, description = "`conflict`: a key with this name exists in the tenant, or the principal \
@@ -349,7 +354,10 @@ fn list_keys() {}
     summary = "Show a key",
     description = "One key (never its secret).",
     params(("key" = String, Path, description = "The key's id (`key_…`).")),
-    responses((status = 200, description = "The key.", body = wire::Key)),
+    responses(
+        (status = 200, description = "The key.", body = wire::Key),
+        (status = 400, description = "`unknown_parameter`: a query parameter (the route takes none).", body = ErrorBody),
+    ),
     security(("bearer" = []), ("sigv4" = []))
 )]
 #[allow(dead_code)]
@@ -366,6 +374,7 @@ fn get_key() {}
     params(("key" = String, Path, description = "The key's id.")),
     responses(
         (status = 200, description = "The key, revoked.", body = wire::Key),
+        (status = 400, description = "`unknown_parameter`: a query parameter (the route takes none).", body = ErrorBody),
         (status = 409, description = "`conflict`: the key changed meanwhile; read it and try again.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))

@@ -91,6 +91,7 @@ impl Api {
     /// subscriptions are left out). The job is its tenant's.
     pub(super) async fn start_replay(&self, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
+        super::dead_letters::no_query(req)?;
         let body: ReplayRequest = parse(req.body, false)?;
         let (reason, mut filter) = filter_of(body, self.hookline.config.retention)?;
         if filter.event_id.is_none() {

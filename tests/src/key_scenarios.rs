@@ -41,6 +41,12 @@ pub async fn a_key_works_until_revoked_and_is_never_shown_again(p: &mut impl Pip
     assert_eq!(st, 200, "{shown}");
     assert_eq!((shown["role"].as_str(), shown["state"].as_str()), (Some("reader"), Some("active")), "{shown}");
     assert!(shown.get("secret").is_none(), "{shown}");
+    let (st, v) = p.get(&format!("/v1/keys/{}?show=secret", cred.id)).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("unknown_parameter"), Some("show")),
+        "{v}"
+    );
     let typed: hookline_wire::keys::Key = serde_json::from_value(shown.clone()).expect("a key");
     assert_eq!((typed.role, typed.state), (hookline_wire::keys::Role::Reader, hookline_wire::keys::KeyState::Active));
     let (st, list) = p.get("/v1/keys?limit=1000").await;

@@ -236,6 +236,13 @@ pub async fn bulk_skip_by_filter_and_bad_input<P: Pipeline>(s: &P) {
         (Some("skipped"), Some("dead_lettered"), Some("skip")),
         "{one}"
     );
+    // A route that takes no parameter refuses one, naming it.
+    let (st, v) = s.get(&format!("/v1/dead-letters/{}?expand=event", skipped[0]["id"].as_str().unwrap())).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("unknown_parameter"), Some("expand")),
+        "{v}"
+    );
     let typed: wire::dead_letters::DeadLetter = serde_json::from_value(one.clone()).expect("a dead letter");
     assert_eq!(typed.saga_snapshot.map(|s| s.status), Some(wire::dead_letters::SagaStatus::DeadLettered));
     assert!(typed.event.is_some(), "one dead letter shows its event snapshot: {one}");
