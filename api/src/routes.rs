@@ -188,7 +188,7 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/dead-letters/skip", Some(Recover), |api, c| Box::pin(api.bulk_dead_letters(c, JobKind::Skip))),
     route("POST", "/v1/dead-letters/reindex", Some(Rebuild), |api, c| Box::pin(api.reindex_dead_letters(&c.req))),
     route("GET", "/v1/dead-letters/{dead_letter}", Some(Read), |api, c| {
-        Box::pin(async { api.get_dead_letter(&c.dead_letter()).await })
+        Box::pin(async { api.get_dead_letter(&c.dead_letter(), &c.req).await })
     }),
     route("POST", "/v1/dead-letters/{dead_letter}/requeue", Some(Recover), |api, c| {
         Box::pin(async { api.resolve_dead_letter(&c.dead_letter(), c, true).await })
@@ -197,15 +197,15 @@ pub static ROUTES: &[Route] = &[
         Box::pin(async { api.resolve_dead_letter(&c.dead_letter(), c, false).await })
     }),
     route("POST", "/v1/replays", Some(Recover), |api, c| Box::pin(api.start_replay(c))),
-    route("GET", "/v1/jobs/{job}", Some(Read), |api, c| Box::pin(api.get_job(c.param("job")))),
+    route("GET", "/v1/jobs/{job}", Some(Read), |api, c| Box::pin(api.get_job(c.param("job"), &c.req))),
     route("GET", "/v1/audit", Some(Read), |api, c| Box::pin(api.list_audit(c))),
     route("POST", "/v1/keys", Some(ManageKeys), |api, c| Box::pin(async { api.create_key(&c.caller, &c.req).await })),
     route("GET", "/v1/keys", Some(ManageKeys), |api, c| Box::pin(async { api.list_keys(&c.caller, &c.req).await })),
     route("GET", "/v1/keys/{key}", Some(ManageKeys), |api, c| {
-        Box::pin(async { api.get_key(&c.caller, c.param("key")).await })
+        Box::pin(async { api.get_key(&c.caller, c.param("key"), &c.req).await })
     }),
     route("DELETE", "/v1/keys/{key}", Some(ManageKeys), |api, c| {
-        Box::pin(async { api.revoke_key(&c.caller, c.param("key")).await })
+        Box::pin(async { api.revoke_key(&c.caller, c.param("key"), &c.req).await })
     }),
     route("POST", "/v1/keys/{key}/rotate", Some(ManageKeys), |api, c| {
         Box::pin(async { api.rotate_key(&c.caller, c.param("key"), &c.req).await })

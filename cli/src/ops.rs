@@ -144,10 +144,37 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
 async fn list(
     common: &Common,
     path: &[&str],
+    query: Vec<(&'static str, Option<String>)>,
+    page: &PageArgs,
+    view: &View,
+    what: &str,
+) -> anyhow::Result<()> {
+    list_with(common, path, query, page, view, what, Ok).await
+}
+
+/// [`list`] with each page read as the wire type `Page<T>` first: a field
+/// the API renamed or retyped is an error, not a blank column.
+async fn list_of<T: serde::de::DeserializeOwned + serde::Serialize>(
+    common: &Common,
+    path: &[&str],
+    query: Vec<(&'static str, Option<String>)>,
+    page: &PageArgs,
+    view: &View,
+    what: &str,
+) -> anyhow::Result<()> {
+    let typed = |v: Value| client::read::<hookline_wire::Page<T>>(v).map(|p| client::json(&p));
+    list_with(common, path, query, page, view, what, typed).await
+}
+
+/// [`list`], each page's answer put through `check` before it is printed.
+async fn list_with(
+    common: &Common,
+    path: &[&str],
     mut query: Vec<(&'static str, Option<String>)>,
     page: &PageArgs,
     view: &View,
     what: &str,
+    check: impl Fn(Value) -> anyhow::Result<Value>,
 ) -> anyhow::Result<()> {
     let client = common.client()?;
     let out = common.out();
@@ -165,6 +192,7 @@ async fn list(
             (Ok(api), _) => api.into(),
             (Err(e), _) => e,
         })?;
+        let answer = check(answer)?;
         let items = answer["items"].as_array().context("the answer has no items")?;
         printer.page(items)?;
         match answer["next_cursor"].as_str() {

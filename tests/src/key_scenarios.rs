@@ -41,8 +41,18 @@ pub async fn a_key_works_until_revoked_and_is_never_shown_again(p: &mut impl Pip
     assert_eq!(st, 200, "{shown}");
     assert_eq!((shown["role"].as_str(), shown["state"].as_str()), (Some("reader"), Some("active")), "{shown}");
     assert!(shown.get("secret").is_none(), "{shown}");
+    let (st, v) = p.get(&format!("/v1/keys/{}?show=secret", cred.id)).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("unknown_parameter"), Some("show")),
+        "{v}"
+    );
+    let typed: hookline_wire::keys::Key = serde_json::from_value(shown.clone()).expect("a key");
+    assert_eq!((typed.role, typed.state), (hookline_wire::keys::Role::Reader, hookline_wire::keys::KeyState::Active));
     let (st, list) = p.get("/v1/keys?limit=1000").await;
     assert_eq!(st, 200, "{list}");
+    let page: hookline_wire::Page<hookline_wire::keys::Key> = serde_json::from_value(list.clone()).expect("a page");
+    assert!(page.items.iter().any(|k| k.id == cred.id), "{list}");
     let listed = list["items"].as_array().unwrap().iter().find(|k| k["id"] == cred.id.as_str()).cloned();
     let listed = listed.unwrap_or_else(|| panic!("{} listed: {list}", cred.id));
     assert!(listed.get("secret").is_none(), "{listed}");
@@ -116,18 +126,43 @@ pub async fn no_caller_hands_out_more_than_it_has(p: &mut impl Pipeline) {
     let (st, v) = post_as(p, &acme, "/v1/keys", &grant(&name, json!({}))).await;
     assert_eq!((st, v["error"]["field"].as_str()), (409, Some("name")), "{v}");
 
-    for (bad, field) in [
-        (grant("a b", json!({})), "name"),
-        (grant(&"n".repeat(65), json!({})), "name"),
-        (grant("x`y", json!({})), "name"),
-        (grant("ok", json!({"role": "root"})), "role"),
-        (grant("ok", json!({"expires_in_seconds": 0})), "expires_in_seconds"),
-        (grant("ok", json!({"tenant_id": ""})), "tenant_id"),
-        (grant("ok", json!({"secret": "chosen"})), "secret"),
+    // What cannot be read is a 400, a value breaking a rule a 422.
+    for (bad, status, code, field) in [
+        (grant("a b", json!({})), 422, "invalid_field", "name"),
+        (grant(&"n".repeat(65), json!({})), 422, "invalid_field", "name"),
+        (grant("x`y", json!({})), 422, "invalid_field", "name"),
+        (grant("ok", json!({"role": "root"})), 400, "invalid_type", "role"),
+        (grant("ok", json!({"role": "Admin"})), 400, "invalid_type", "role"),
+        (grant("ok", json!({"expires_in_seconds": 0})), 422, "invalid_field", "expires_in_seconds"),
+        (grant("ok", json!({"expires_in_seconds": "soon"})), 400, "invalid_type", "expires_in_seconds"),
+        (grant("ok", json!({"tenant_id": ""})), 422, "invalid_field", "tenant_id"),
+        (grant("ok", json!({"secret": "chosen"})), 400, "unknown_field", "secret"),
+        (json!({"role": "producer"}), 400, "missing_field", "name"),
     ] {
         let (st, v) = post_as(p, &acme, "/v1/keys", &bad).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{bad}: {v}");
+        assert_eq!(
+            (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+            (status, Some(code), Some(field)),
+            "{bad}: {v}"
+        );
     }
+    // Every bad field of one body is named, and nothing is written.
+    let bad = grant("multi", json!({"name": "a b", "expires_in_seconds": 0, "tenant_id": ""}));
+    let (st, v) = post_as(p, &acme, "/v1/keys", &bad).await;
+    let fields: Vec<&str> = v["error"]["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .filter_map(|i| i["field"].as_str())
+        .collect();
+    assert_eq!((st, fields), (422, vec!["name", "tenant_id", "expires_in_seconds"]), "{bad}: {v}");
+    // A query parameter the listing does not take is refused, not ignored.
+    let (st, v) = p.call_as(&acme, "GET", "/v1/keys?tenant=globex", None, &[]).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("unknown_parameter"), Some("tenant")),
+        "{v}"
+    );
 
     // A tenant-bound caller sees its tenant's keys only.
     let global = p.credential(Role::Reader, None).await;
@@ -153,7 +188,7 @@ pub async fn no_caller_hands_out_more_than_it_has(p: &mut impl Pipeline) {
 }
 
 /// A trusted `X-Actor` is recorded whole after the credential (up to 256
-/// printable ASCII characters), and anything else is a 400 naming it that
+/// printable ASCII characters), and anything else is a 422 naming it that
 /// writes nothing: a backtick (which would close the audit trail's quote
 /// and forge a chain), control characters, non-ASCII, too long.
 pub async fn actor_values_are_checked_not_cut(p: &mut impl Pipeline) {
@@ -172,7 +207,7 @@ pub async fn actor_values_are_checked_not_cut(p: &mut impl Pipeline) {
     for bad in ["mallory` as `root", "eve\tmallory", "zoë", too_long.as_str()] {
         let (st, v) =
             p.call_with_headers("POST", "/v1/subscriptions", Some(body("/bad").as_bytes()), &[("X-Actor", bad)]).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some("X-Actor")), "{bad:?}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (422, Some("X-Actor")), "{bad:?}: {v}");
     }
     let (_, v) = p.get("/v1/subscriptions?limit=1000").await;
     let bad_url = r.url("/bad", Behaviour::Ok);

@@ -14,10 +14,14 @@
 //! This crate holds no logic beyond what a client needs to read the
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
+pub mod dead_letters;
 pub mod error;
+pub mod jobs;
+pub mod keys;
 pub mod page;
 pub mod patch;
 pub mod reindex;
+pub mod replays;
 pub mod subscriptions;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail, FieldIssue};

@@ -179,6 +179,20 @@ impl Client {
     }
 }
 
+/// An answer read as its wire type (`hookline_wire`), so that a field
+/// renamed or retyped on either side is an error naming it, not a blank
+/// column.
+pub fn read<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<T> {
+    use anyhow::Context as _;
+    let text = v.to_string();
+    serde_json::from_value(v).with_context(|| format!("the API's answer is not what this hookline reads: {text}"))
+}
+
+/// A wire type as the JSON the printers take.
+pub fn json(v: &impl serde::Serialize) -> Value {
+    serde_json::to_value(v).expect("wire types serialize")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

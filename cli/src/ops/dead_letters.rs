@@ -1,11 +1,11 @@
 //! `hookline dead-letters …`: list and show dead letters; requeue or skip
 //! one by id, or every open one a filter matches as a bulk job.
 
-use serde_json::{json, Map, Value};
+use hookline_wire::dead_letters::{BulkRequest, DeadLetter, DeadLetterFilter, ReasonBody, Requeued, Skipped};
 
-use super::client::OpsError;
+use super::client::{json, read, OpsError};
 use super::output::{field, time, View};
-use super::{act, jobs, list, reindex, show, time, Common, PageArgs, ReindexArgs};
+use super::{jobs, list_of, reindex, time, Common, PageArgs, ReindexArgs};
 use crate::table::col;
 
 /// Dead-letter commands.
@@ -97,6 +97,17 @@ impl Filter {
     fn is_empty(&self) -> bool {
         self.clone().pairs().iter().all(|(_, v)| v.is_none())
     }
+
+    /// As the body of a bulk job takes it.
+    fn body(self) -> anyhow::Result<DeadLetterFilter> {
+        Ok(DeadLetterFilter {
+            subscription_id: self.subscription,
+            event_type: self.event_type,
+            tenant_id: self.tenant,
+            since: self.since.as_deref().map(time::instant).transpose()?,
+            until: self.until.as_deref().map(time::instant).transpose()?,
+        })
+    }
 }
 
 /// `requeue` / `skip`: one id, or a filter.
@@ -153,9 +164,13 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::List { state, filter, page, common } => {
             let mut q = filter.pairs();
             q.push(("state", Some(state).filter(|s| s != "any")));
-            list(&common, &["v1", "dead-letters"], q, &page, &VIEW, "dead letters").await
+            list_of::<DeadLetter>(&common, &["v1", "dead-letters"], q, &page, &VIEW, "dead letters").await
         }
-        Command::Show { id, common } => show(&common, &["v1", "dead-letters", &id], &["event"]).await,
+        Command::Show { id, common } => {
+            let dl: DeadLetter = read(common.client()?.get(&["v1", "dead-letters", &id], &[]).await?)?;
+            common.out().object(&json(&dl), &["event"])?;
+            Ok(())
+        }
         Command::Requeue(r) => resolve(r, "requeue").await,
         Command::Skip(r) => resolve(r, "skip").await,
         Command::Reindex(args) => reindex("dead-letters", args).await,
@@ -167,7 +182,12 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
 /// unless `--no-wait`.
 async fn resolve(r: Resolve, action: &str) -> anyhow::Result<()> {
     if let Some(id) = &r.id {
-        act(&r.common, "POST", &["v1", "dead-letters", id, action], Some(json!({"reason": r.reason}))).await?;
+        let client = r.common.client()?;
+        let body = json(&ReasonBody { reason: Some(r.reason), actor: None });
+        let answer = client.send_json("POST", &["v1", "dead-letters", id, action], Some(body)).await?;
+        let shown =
+            if action == "requeue" { json(&read::<Requeued>(answer)?) } else { json(&read::<Skipped>(answer)?) };
+        r.common.out().object(&shown, &[])?;
         return Ok(());
     }
     if r.filter.is_empty() && !r.all_open {
@@ -177,14 +197,11 @@ async fn resolve(r: Resolve, action: &str) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let filter: Map<String, Value> =
-        r.filter.pairs().into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), Value::from(v)))).collect();
+    let body = BulkRequest { filter: Some(r.filter.body()?), reason: Some(r.reason) };
     let client = r.common.client()?;
     let out = r.common.out();
-    let started = client
-        .send_json("POST", &["v1", "dead-letters", action], Some(json!({"filter": filter, "reason": r.reason})))
-        .await?;
-    let id = started["job_id"].as_str().ok_or_else(|| anyhow::anyhow!("the answer has no job_id: {started}"))?;
+    let started = jobs::started(client.send_json("POST", &["v1", "dead-letters", action], Some(json(&body))).await?)?;
+    let id = &started.job_id;
     let job = if r.no_wait { jobs::get(&client, id).await? } else { jobs::wait(&client, id, &out).await? };
     jobs::print(&job, &out)
 }

@@ -1,10 +1,12 @@
 //! `hookline keys`: API keys (`hookline serve`) and IAM principal grants
 //! (AWS) through `/v1/keys`. A new or rotated secret is printed once.
 
-use serde_json::{json, Value};
+use hookline_wire::keys::{CreateKey, Key, KeyWithSecret, Role, RotateKey};
+use serde_json::Value;
 
+use super::client::{json, read};
 use super::output::{field, View};
-use super::{act, list, show, Common, PageArgs};
+use super::{list_of, Common, PageArgs};
 use crate::table::col;
 
 /// `hookline keys …`.
@@ -23,7 +25,7 @@ pub enum Command {
         #[arg(long)]
         name: String,
         /// producer, reader, operator or admin (at most your own).
-        #[arg(long)]
+        #[arg(long, value_parser = ["producer", "reader", "operator", "admin"])]
         role: String,
         /// Bind it to this tenant (a tenant-bound caller: its own, always).
         #[arg(long)]
@@ -94,43 +96,50 @@ const VIEW: View = View {
     states: &[5],
 };
 
+/// Sends a request and prints the answer, read as `T`.
+async fn send<T: serde::de::DeserializeOwned + serde::Serialize>(
+    common: &Common,
+    method: &str,
+    path: &[&str],
+    body: Option<Value>,
+) -> anyhow::Result<T> {
+    let client = common.client()?;
+    let answer: T = if method == "GET" {
+        read(client.get(path, &[]).await?)?
+    } else {
+        read(client.send_json(method, path, body).await?)?
+    };
+    common.out().object(&json(&answer), &[])?;
+    Ok(answer)
+}
+
 /// Runs a keys command.
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Create { name, role, tenant, expires_in_seconds, principal, common } => {
-            let mut body = json!({"name": name, "role": role});
-            let mut set = |k: &str, v: Option<Value>| {
-                if let Some(v) = v {
-                    body[k] = v;
-                }
-            };
-            set("tenant_id", tenant.map(Value::from));
-            set("expires_in_seconds", expires_in_seconds.map(Value::from));
-            set("principal", principal.map(Value::from));
-            let v = act(&common, "POST", &["v1", "keys"], Some(body)).await?;
-            secret_note(&common, &v);
+            let role: Role = read(Value::from(role))?;
+            let body = CreateKey { name, role, tenant_id: tenant, expires_in_seconds, principal };
+            let made: KeyWithSecret = send(&common, "POST", &["v1", "keys"], Some(json(&body))).await?;
+            secret_note(&common, &made);
             Ok(())
         }
         Command::List { tenant, page, common } => {
-            list(&common, &["v1", "keys"], vec![("tenant_id", tenant)], &page, &VIEW, "keys").await
+            list_of::<Key>(&common, &["v1", "keys"], vec![("tenant_id", tenant)], &page, &VIEW, "keys").await
         }
-        Command::Show { id, common } => show(&common, &["v1", "keys", &id], &[]).await,
-        Command::Revoke { id, common } => act(&common, "DELETE", &["v1", "keys", &id], None).await.map(drop),
+        Command::Show { id, common } => send::<Key>(&common, "GET", &["v1", "keys", &id], None).await.map(drop),
+        Command::Revoke { id, common } => send::<Key>(&common, "DELETE", &["v1", "keys", &id], None).await.map(drop),
         Command::Rotate { id, overlap_seconds, common } => {
-            let body = match overlap_seconds {
-                Some(s) => json!({"overlap_seconds": s}),
-                None => json!({}),
-            };
-            let v = act(&common, "POST", &["v1", "keys", &id, "rotate"], Some(body)).await?;
-            secret_note(&common, &v);
+            let body = json(&RotateKey { overlap_seconds });
+            let rotated: KeyWithSecret = send(&common, "POST", &["v1", "keys", &id, "rotate"], Some(body)).await?;
+            secret_note(&common, &rotated);
             Ok(())
         }
     }
 }
 
 /// On a terminal: a reminder that the secret is not shown again.
-fn secret_note(common: &Common, v: &Value) {
-    if !common.out().json() && v["secret"].is_string() {
+fn secret_note(common: &Common, k: &KeyWithSecret) {
+    if !common.out().json() && k.secret.is_some() {
         eprintln!("keep the secret now: it is not shown again (hookline keys rotate issues a new one)");
     }
 }

@@ -2,9 +2,10 @@
 //! webhook-id per event and subscription): one event at once, or a
 //! partition or a time range as a job followed to its end.
 
-use serde_json::{json, Map, Value};
+use hookline_wire::replays::ReplayRequest;
+use serde_json::json;
 
-use super::client::OpsError;
+use super::client::{json as json_of, OpsError};
 use super::{act, jobs, time, Common};
 
 /// `replay` arguments: exactly one of an event, a partition, a time range.
@@ -64,23 +65,23 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
         act(&a.common, "POST", &["v1", "events", id, "replay"], Some(body)).await?;
         return Ok(());
     }
-    let mut body = Map::new();
-    let mut set = |k: &str, v: Option<Value>| {
-        if let Some(v) = v {
-            body.insert(k.to_string(), v);
-        }
+    let body = ReplayRequest {
+        partition_key: a.partition_key,
+        tenant_id: a.tenant,
+        since: a.since.as_deref().map(time::instant).transpose()?,
+        until: a.until.as_deref().map(time::instant).transpose()?,
+        subscription_id: a.subscription,
+        event_types: (!a.event_types.is_empty()).then_some(a.event_types),
+        reason: Some(a.reason),
+        ..ReplayRequest::default()
     };
-    set("partition_key", a.partition_key.map(Value::from));
-    set("tenant_id", a.tenant.map(Value::from));
-    set("since", a.since.map(Value::from));
-    set("until", a.until.map(Value::from));
-    set("subscription_id", a.subscription.map(Value::from));
-    set("event_types", (!a.event_types.is_empty()).then(|| json!(a.event_types)));
-    set("reason", Some(Value::from(a.reason)));
     let client = a.common.client()?;
     let out = a.common.out();
-    let started = client.send_json("POST", &["v1", "replays"], Some(Value::Object(body))).await?;
-    let id = started["job_id"].as_str().ok_or_else(|| anyhow::anyhow!("the answer has no job_id: {started}"))?;
-    let job = if a.no_wait { jobs::get(&client, id).await? } else { jobs::wait(&client, id, &out).await? };
+    let started = jobs::started(client.send_json("POST", &["v1", "replays"], Some(json_of(&body))).await?)?;
+    let job = if a.no_wait {
+        jobs::get(&client, &started.job_id).await?
+    } else {
+        jobs::wait(&client, &started.job_id, &out).await?
+    };
     jobs::print(&job, &out)
 }

@@ -10,6 +10,13 @@ pub fn parse(s: &str) -> Result<String, String> {
     parse_at(s, Utc::now())
 }
 
+/// A time [`parse`] gave, as the instant the wire types carry.
+pub fn instant(s: &str) -> Result<DateTime<Utc>, super::client::OpsError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| super::client::OpsError::Usage(format!("`{s}` is not an RFC 3339 time: {e}")))
+}
+
 /// [`parse`] with `now` given (tests).
 pub fn parse_at(s: &str, now: DateTime<Utc>) -> Result<String, String> {
     let s = s.trim();

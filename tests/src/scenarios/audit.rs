@@ -90,7 +90,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     tokio::time::sleep(Duration::from_millis(2500)).await;
     // The body's actor is accepted and ignored; a reason is required.
     let (st, v) = s.post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"actor": "mallory"})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "{v}");
     let (st, v) = s
         .post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"reason": "endpoint fixed", "actor": "mallory"}))
         .await;
@@ -100,7 +100,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     // The requeued delivery waits out the cool-down, probes, closes the breaker.
     s.settled_deliveries("aud-e1", 2, 60).await;
     let (st, v) = s.post("/v1/events/aud-e1/replay", &json!({"subscription_id": b})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "{v}");
     let (st, v) =
         s.post("/v1/events/aud-e1/replay", &json!({"subscription_id": b, "reason": "customer lost data"})).await;
     assert_eq!(st, 202, "{v}");

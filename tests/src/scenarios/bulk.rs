@@ -1,6 +1,7 @@
 //! Dead letters at scale, bulk requeue and skip jobs, replays (issue 11).
 
 use super::*;
+use hookline_wire as wire;
 
 // ---------------------------------------------------------------------------
 // Issue 11, part B: dead letters at scale, bulk requeue/skip jobs, replays.
@@ -130,19 +131,34 @@ pub async fn dead_letters_are_listed_by_every_filter_and_walked_once<P: Pipeline
     want.sort();
     seen.sort();
     assert_eq!(seen, want, "each of the first 12 once, none of the 4 that arrived during the walk");
-    // Bad input.
+    // Bad input: what cannot be read is a 400, a value breaking a rule a
+    // 422, each naming the parameter; a parameter the route does not take
+    // (`tenant`, a typo of `tenant_id`) is refused, never an unfiltered page.
     let c = first["next_cursor"].as_str().unwrap();
-    for (q, status, field) in [
-        (format!("subscription_id={b}&cursor={c}"), 400, "cursor"),
-        ("cursor=garbage".to_string(), 400, "cursor"),
-        ("state=lost".to_string(), 400, "state"),
-        ("limit=0".to_string(), 400, "limit"),
-        ("since=yesterday".to_string(), 400, "since"),
-        (format!("since={later}&until={since}"), 422, "until"),
+    for (q, status, code, field) in [
+        (format!("subscription_id={b}&cursor={c}"), 422, "invalid_field", "cursor"),
+        ("cursor=garbage".to_string(), 422, "invalid_field", "cursor"),
+        ("state=lost".to_string(), 400, "invalid_type", "state"),
+        ("state=Open".to_string(), 400, "invalid_type", "state"),
+        ("limit=0".to_string(), 422, "invalid_field", "limit"),
+        ("limit=ten".to_string(), 400, "invalid_type", "limit"),
+        ("since=yesterday".to_string(), 400, "invalid_type", "since"),
+        (format!("since={later}&until={since}"), 422, "invalid_range", "until"),
+        ("tenant=acme".to_string(), 400, "unknown_parameter", "tenant"),
+        ("tenant_id=acme&tenant_id=globex".to_string(), 400, "unknown_parameter", "tenant_id"),
     ] {
         let (st, v) = s.get(&format!("/v1/dead-letters?{q}")).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{q}: {v}");
+        assert_eq!(
+            (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+            (status, Some(code), Some(field)),
+            "{q}: {v}"
+        );
     }
+    // Several bad values: each is named.
+    let (st, v) = s.get("/v1/dead-letters?event_type=&limit=0").await;
+    let fields: Vec<&str> =
+        v["error"]["errors"].as_array().unwrap().iter().map(|i| i["field"].as_str().unwrap()).collect();
+    assert_eq!((st, fields), (422, vec!["event_type", "limit"]), "{v}");
 }
 
 /// Bulk skip by filter closes exactly the open dead letters it takes, with
@@ -154,25 +170,37 @@ pub async fn bulk_skip_by_filter_and_bad_input<P: Pipeline>(s: &P) {
     post_many(s, 7, "skp.a", None).await;
     post_many(s, 3, "skp.b", None).await;
     wait_dead_letters(s, &format!("subscription_id={a}"), 10, 60).await;
-    for (body, status, field) in [
-        (json!({"filter": {"subscription_id": a}}), 400, "reason"),
-        (json!({"filter": {"subscription_id": a}, "reason": "  "}), 400, "reason"),
-        (json!({"filter": {"state": "open"}, "reason": "x"}), 400, "filter.state"),
-        (
-            json!({"filter": {"since": "2026-11-26T10:00:00Z", "until": "2026-11-26T09:00:00Z"}, "reason": "x"}),
-            422,
-            "filter.until",
-        ),
-        (json!({"filter": {"since": "not a time"}, "reason": "x"}), 400, "filter.since"),
+    let (since, until) =
+        (chrono::Utc::now() - chrono::Duration::hours(1), chrono::Utc::now() - chrono::Duration::hours(2));
+    for (body, status, code, field) in [
+        (json!({"filter": {"subscription_id": a}}), 422, "reason_required", "reason"),
+        (json!({"filter": {"subscription_id": a}, "reason": "  "}), 422, "reason_required", "reason"),
+        (json!({"filter": {"state": "open"}, "reason": "x"}), 400, "unknown_field", "filter.state"),
+        (json!({"filter": {"since": since, "until": until}, "reason": "x"}), 422, "invalid_range", "filter.until"),
+        (json!({"filter": {"since": "not a time"}, "reason": "x"}), 400, "invalid_type", "filter.since"),
+        (json!({"filter": {"event_type": 7}, "reason": "x"}), 400, "invalid_type", "filter.event_type"),
     ] {
         let (st, v) = s.post("/v1/dead-letters/skip", &body).await;
-        assert_eq!(st, status, "{body}: {v}");
-        if status == 400 && field == "filter.state" {
-            assert_eq!(v["error"]["code"], "unknown_field", "{v}");
-        } else {
-            assert_eq!(v["error"]["field"].as_str(), Some(field), "{body}: {v}");
-        }
+        assert_eq!(
+            (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+            (status, Some(code), Some(field)),
+            "{body}: {v}"
+        );
     }
+    // A bad filter field and a bad reason: both reported, nothing started.
+    let (st, v) = s
+        .post(
+            "/v1/dead-letters/skip",
+            &json!({"filter": {"subscription_id": a, "event_type": ""}, "reason": "a\u{1b}[31m"}),
+        )
+        .await;
+    let issues: Vec<(&str, &str)> = v["error"]["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|i| (i["field"].as_str().unwrap(), i["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!((st, issues), (422, vec![("filter.event_type", "invalid_field"), ("reason", "invalid_field")]), "{v}");
     let (st, v) = s.get("/v1/jobs/job_none").await;
     assert_eq!(st, 404, "{v}");
     assert_eq!(all_dead_letters(s, &format!("subscription_id={a}&state=open"), 100).await.len(), 10, "nothing ran");
@@ -200,6 +228,28 @@ pub async fn bulk_skip_by_filter_and_bad_input<P: Pipeline>(s: &P) {
         && d["resolution"]["job_id"] == job["id"]
         && d["resolution"]["actor"] == job["actor"]));
     assert_eq!(all_dead_letters(s, &format!("subscription_id={a}&state=open"), 100).await.len(), 3);
+    // Every state on the wire is snake_case, and reads as the wire types.
+    let (st, one) = s.get(&format!("/v1/dead-letters/{}", skipped[0]["id"].as_str().unwrap())).await;
+    assert_eq!(st, 200, "{one}");
+    assert_eq!(
+        (one["state"].as_str(), one["saga_snapshot"]["status"].as_str(), one["resolution"]["action"].as_str()),
+        (Some("skipped"), Some("dead_lettered"), Some("skip")),
+        "{one}"
+    );
+    // A route that takes no parameter refuses one, naming it.
+    let (st, v) = s.get(&format!("/v1/dead-letters/{}?expand=event", skipped[0]["id"].as_str().unwrap())).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("unknown_parameter"), Some("expand")),
+        "{v}"
+    );
+    let typed: wire::dead_letters::DeadLetter = serde_json::from_value(one.clone()).expect("a dead letter");
+    assert_eq!(typed.saga_snapshot.map(|s| s.status), Some(wire::dead_letters::SagaStatus::DeadLettered));
+    assert!(typed.event.is_some(), "one dead letter shows its event snapshot: {one}");
+    let typed: wire::jobs::Job = serde_json::from_value(job.clone()).expect("a job");
+    assert_eq!((typed.kind, typed.state), (wire::jobs::JobKind::Skip, wire::jobs::JobState::Completed));
+    let open = all_dead_letters(s, &format!("subscription_id={a}&state=open"), 100).await;
+    assert!(open.iter().all(|d| d["state"] == "open" && d["resolution"].is_null()), "{open:?}");
     // One audit record of the job's start, with its actor and reason.
     let (_, audit) = s.get("/v1/audit?action=dead_letters.skip_started&limit=1000").await;
     let mine: Vec<&Value> = audit["items"].as_array().unwrap().iter().filter(|r| r["job_id"] == job["id"]).collect();
@@ -288,10 +338,11 @@ pub async fn replay_job_by_event_id_and_bad_input<P: Pipeline>(s: &P) {
     let now = chrono::Utc::now();
     let t = |h: i64| (now + chrono::Duration::hours(h)).to_rfc3339();
     for (body, status, field) in [
-        (json!({"event_id": id}), 400, Some("reason")),
-        (json!({"reason": "x"}), 400, Some("event_id")),
-        (json!({"event_id": id, "partition_key": "p", "reason": "x"}), 400, Some("event_id")),
-        (json!({"since": t(-1), "reason": "x"}), 400, Some("until")),
+        (json!({"event_id": id}), 422, Some("reason")),
+        (json!({"reason": "x"}), 422, Some("event_id")),
+        (json!({"event_id": id, "partition_key": "p", "reason": "x"}), 422, Some("event_id")),
+        (json!({"since": t(-1), "reason": "x"}), 422, Some("until")),
+        (json!({"since": "an hour ago", "until": t(-1), "reason": "x"}), 400, Some("since")),
         (json!({"since": t(-1), "until": t(-2), "reason": "x"}), 422, Some("until")),
         (json!({"since": t(-24 * 400), "until": t(-1), "reason": "x"}), 422, Some("since")),
         (json!({"event_id": "evt_none", "reason": "x"}), 404, None),
@@ -300,8 +351,18 @@ pub async fn replay_job_by_event_id_and_bad_input<P: Pipeline>(s: &P) {
         let (st, v) = s.post("/v1/replays", &body).await;
         assert_eq!((st, v["error"]["field"].as_str()), (status, field), "{body}: {v}");
     }
+    // Every bad field of a replay body is named, and nothing starts.
+    let (st, v) = s
+        .post(
+            "/v1/replays",
+            &json!({"event_id": id, "tenant_id": "acme", "event_types": ["rpl.*", "bad pattern"], "reason": " "}),
+        )
+        .await;
+    let fields: Vec<&str> =
+        v["error"]["errors"].as_array().unwrap().iter().map(|i| i["field"].as_str().unwrap()).collect();
+    assert_eq!((st, fields), (422, vec!["tenant_id", "event_types[1]", "reason"]), "{v}");
     let (st, v) = s.post(&format!("/v1/events/{id}/replay"), &json!({})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "{v}");
 
     let (st, v) = s.post("/v1/replays", &json!({"event_id": id, "reason": "subscriber lost data"})).await;
     assert_eq!(st, 202, "{v}");

@@ -214,7 +214,7 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     assert_eq!(dl["id"], dead_saga.as_str());
     assert_eq!(dl["subscription_id"], sub.as_str());
     assert!(dl["reason"].as_str().unwrap().contains("3 attempts"));
-    assert_eq!(dl["saga_snapshot"]["status"], "DeadLettered");
+    assert_eq!(dl["saga_snapshot"]["status"], "dead_lettered");
 
     // The subscriber is fixed; requeue creates a new saga with the same webhook-id.
     r.set("/down", Behaviour::Ok);
@@ -287,7 +287,11 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     assert_eq!(v["state"], "skipped");
     assert_eq!(v["resolution"]["reason"], "customer left");
     let (st, v) = s.post(&format!("/v1/dead-letters/{dl}/requeue"), &json!({})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "a reason is required: {v}");
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (422, Some("reason_required"), Some("reason")),
+        "a reason is required: {v}"
+    );
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/requeue"), &json!({"reason": "try"})).await;
     assert_eq!(st, 409, "a skipped dead letter cannot be requeued");
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/skip"), &json!({"reason": "again"})).await;

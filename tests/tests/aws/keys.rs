@@ -83,9 +83,9 @@ async fn a_grant_gives_its_principal_a_role_and_a_tenant() {
     assert_eq!(st, 404, "a global grant is not the tenant's: {v}");
 
     let (st, v) = p.post("/v1/keys", &json!({"name": "secret-key", "role": "reader"})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("principal")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("principal")), "{v}");
     let (st, v) = p.post("/v1/keys", &json!({"name": "bad", "role": "reader", "principal": "user/x"})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("principal")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("principal")), "{v}");
 }
 
 /// The bootstrap admins are the `ADMIN_PRINCIPALS` setting (the test
