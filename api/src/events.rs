@@ -2,196 +2,228 @@
 //! filters, read an event and its deliveries, replay it.
 
 use super::error::ErrorCode;
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
 
 use super::routes::Call;
 use super::scope::tenant_filter;
-use super::{cursor, parse, query, query_param, Api, ApiError, ApiResult, Request, Response};
+use super::{cursor, parse, query, Api, ApiError, ApiResult, Request, Response};
+use hookline_wire::events as wire;
+use hookline_wire::{FieldIssue, Page};
 use shared::access::Caller;
+use shared::attempt::Attempt;
 use shared::audit::{Action, AuditRecord};
 use shared::envelope::{self, Format};
+use shared::event::EventRecord;
 use shared::event_search::{EventQuery, EventSummary, Order, Outcome, TypeFilter};
-use shared::ids::{self, EventId, SagaId, SubscriptionId, TenantId, WebhookId};
-use shared::saga::Origin;
+use shared::ids::{self, EventId, SubscriptionId};
+use shared::ports::TimeRange;
+use shared::saga::{Origin, OriginKind, Saga, SagaStatus};
 use shared::stage::ingest;
 use shared::stage::requeue::{self, ReplayRequest};
-
-/// `202` for one accepted envelope.
-#[derive(Serialize)]
-struct Accepted {
-    event_id: EventId,
-    duplicate: bool,
-}
-
-/// One item of a batch answer: accepted, or refused with the error.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum BatchItem {
-    Accepted { index: usize, status: u16, event_id: EventId, duplicate: bool },
-    Refused { index: usize, status: u16, error: ApiError },
-}
-
-/// The batch answer (`202`, or `207` when some items were refused).
-#[derive(Serialize)]
-struct BatchAnswer {
-    accepted: usize,
-    rejected: usize,
-    results: Vec<BatchItem>,
-}
-
-/// A stored event as the API shows it.
-#[derive(Serialize)]
-struct EventView {
-    id: EventId,
-    producer_id: Option<String>,
-    #[serde(rename = "type")]
-    event_type: String,
-    tenant_id: Option<TenantId>,
-    partition_key: Option<String>,
-    sequence: Option<String>,
-    trace_id: Option<String>,
-    producer: Option<String>,
-    format: Format,
-    occurred_at: DateTime<Utc>,
-    received_at: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    body: serde_json::Value,
-}
-
-/// One saga of an event, with its attempts.
-#[derive(Serialize)]
-struct DeliveryView {
-    subscription_id: SubscriptionId,
-    saga_id: SagaId,
-    webhook_id: WebhookId,
-    status: &'static str,
-    next_attempt_at: Option<DateTime<Utc>>,
-    last_error: Option<String>,
-    origin: Option<Origin>,
-    attempts: Vec<serde_json::Value>,
-}
-
-#[derive(Serialize)]
-struct Deliveries<'a> {
-    event_id: &'a EventId,
-    deliveries: Vec<DeliveryView>,
-    /// The next page's cursor; `null` on the last page.
-    next_cursor: Option<String>,
-}
 
 /// The most sagas (each with up to its policy's attempts, at most 50) one
 /// page of `GET /v1/events/{id}/deliveries` holds, also its default: well
 /// inside API Gateway's and Lambda's 6 MB response.
 pub const MAX_DELIVERIES_PAGE: usize = 100;
 
-/// A page of `GET /v1/events`.
-#[derive(Serialize)]
-struct EventList {
-    items: Vec<EventItem>,
-    next_cursor: Option<String>,
-}
-
-/// One item of `GET /v1/events`: the event without its body.
-#[derive(Serialize)]
-struct EventItem {
-    id: EventId,
-    #[serde(rename = "type")]
-    event_type: String,
-    tenant_id: Option<TenantId>,
-    partition_key: Option<String>,
-    sequence: Option<String>,
-    received_at: DateTime<Utc>,
-    occurred_at: DateTime<Utc>,
-    format: Format,
-    outcome: Option<Outcome>,
-}
-
-impl From<EventSummary> for EventItem {
-    fn from(e: EventSummary) -> Self {
-        EventItem {
-            id: e.id,
-            event_type: e.event_type,
-            tenant_id: e.tenant_id,
-            partition_key: e.partition_key,
-            sequence: e.sequence,
-            received_at: e.received_at,
-            occurred_at: e.occurred_at,
-            format: e.format,
-            outcome: e.outcome,
-        }
-    }
-}
-
 /// The longest partition key a search takes (as an index key it must fit
 /// DynamoDB's 2,048-byte partition key with the tenant scope).
 const MAX_PARTITION_KEY: usize = 1024;
 
-/// The filters of `GET /v1/events`, each checked (a bad one is a `400`, an
-/// impossible time range a `422`, naming it); newest first.
-/// A tenant-bound caller's `tenant_id` is forced to its own
-/// ([`tenant_filter`]).
-pub fn event_query(req: &Request<'_>, retention: chrono::Duration, caller: &Caller) -> Result<EventQuery, ApiError> {
-    let event_type = match query_param(req.query, "event_type") {
-        None => None,
-        Some(t) => TypeFilter::parse(t.trim()).map_err(|e| ApiError::invalid("event_type", e))?,
+/// A stored format as the wire spells it (`change_feed`).
+pub(crate) fn wire_format(f: Format) -> wire::EventFormat {
+    match f {
+        Format::Native => wire::EventFormat::Native,
+        Format::ChangeFeed => wire::EventFormat::ChangeFeed,
+        Format::DomainEvent => wire::EventFormat::DomainEvent,
+        Format::Contract => wire::EventFormat::Contract,
+    }
+}
+
+/// The format a request names.
+fn stored_format(f: wire::EventFormat) -> Format {
+    match f {
+        wire::EventFormat::Native => Format::Native,
+        wire::EventFormat::ChangeFeed => Format::ChangeFeed,
+        wire::EventFormat::DomainEvent => Format::DomainEvent,
+        wire::EventFormat::Contract => Format::Contract,
+    }
+}
+
+/// An outcome as the wire spells it.
+fn wire_outcome(o: Outcome) -> wire::EventOutcome {
+    match o {
+        Outcome::Failed => wire::EventOutcome::Failed,
+        Outcome::DeadLettered => wire::EventOutcome::DeadLettered,
+    }
+}
+
+/// A saga's status as the wire spells it (`dead_lettered`; storage keeps
+/// `DeadLettered`).
+pub(crate) fn wire_status(s: SagaStatus) -> wire::DeliveryStatus {
+    match s {
+        SagaStatus::Pending => wire::DeliveryStatus::Pending,
+        SagaStatus::Waiting => wire::DeliveryStatus::Waiting,
+        SagaStatus::InProgress => wire::DeliveryStatus::InProgress,
+        SagaStatus::PendingRetry => wire::DeliveryStatus::PendingRetry,
+        SagaStatus::Completed => wire::DeliveryStatus::Completed,
+        SagaStatus::DeadLettered => wire::DeliveryStatus::DeadLettered,
+    }
+}
+
+/// A saga's origin on the wire.
+pub(crate) fn wire_origin(o: Origin) -> wire::DeliveryOrigin {
+    wire::DeliveryOrigin {
+        kind: match o.kind {
+            OriginKind::Requeue => wire::OriginKind::Requeue,
+            OriginKind::Replay => wire::OriginKind::Replay,
+        },
+        previous_saga_id: o.previous_saga_id.map(|s| s.into_string()),
+        actor: o.actor,
+        reason: o.reason,
+        at: o.at,
+    }
+}
+
+/// One attempt on the wire.
+fn wire_attempt(a: &Attempt) -> wire::AttemptView {
+    wire::AttemptView {
+        attempt: a.attempt,
+        status_code: a.status_code,
+        error: a.error.clone(),
+        latency_ms: a.latency_ms,
+        at: a.at,
+    }
+}
+
+/// One saga and its attempts on the wire.
+fn delivery_view(s: Saga, attempts: &[Attempt]) -> wire::DeliveryView {
+    wire::DeliveryView {
+        status: wire_status(s.state.status),
+        next_attempt_at: s.state.next_attempt_at,
+        last_error: s.state.last_error,
+        attempts: attempts.iter().map(wire_attempt).collect(),
+        subscription_id: s.subscription_id.into_string(),
+        saga_id: s.id.into_string(),
+        webhook_id: s.webhook_id.into_string(),
+        origin: s.origin.map(wire_origin),
+    }
+}
+
+/// One found event on the wire.
+fn list_item(e: EventSummary) -> wire::EventListItem {
+    wire::EventListItem {
+        id: e.id.into_string(),
+        event_type: e.event_type,
+        tenant_id: e.tenant_id.map(|t| t.as_str().to_string()),
+        partition_key: e.partition_key,
+        sequence: e.sequence,
+        received_at: e.received_at,
+        occurred_at: e.occurred_at,
+        format: wire_format(e.format),
+        outcome: e.outcome.map(wire_outcome),
+    }
+}
+
+/// A stored event with its body, on the wire.
+fn event_view(e: EventRecord) -> wire::EventView {
+    wire::EventView {
+        producer_id: envelope::producer_id(&e.body, e.format),
+        body: e.body_json(),
+        id: e.id.into_string(),
+        event_type: e.event_type,
+        tenant_id: e.tenant_id.map(|t| t.as_str().to_string()),
+        partition_key: e.partition_key,
+        sequence: e.sequence,
+        trace_id: e.trace_id,
+        producer: e.producer,
+        format: wire_format(e.format),
+        occurred_at: e.occurred_at,
+        received_at: e.received_at,
+        expires_at: e.expires_at,
+    }
+}
+
+/// The filters of `GET /v1/events` ([`wire::EventListQuery`]), each
+/// checked: an unknown parameter or a value not of its type is a `400`, a
+/// value breaking a rule (a bad pattern, a partition key too long, a time
+/// range outside the retention) a `422`, every bad filter reported at once;
+/// newest first. A tenant-bound caller's `tenant_id` is forced to its own
+/// ([`tenant_filter`]). Also the page size and the cursor as given.
+pub fn event_query(
+    req: &Request<'_>,
+    retention: chrono::Duration,
+    caller: &Caller,
+) -> Result<(EventQuery, usize, Option<String>), ApiError> {
+    let q: wire::EventListQuery = query::typed(req.query)?;
+    let mut issues: Vec<FieldIssue> = Vec::new();
+    let mut keep = |r: Result<(), ApiError>| {
+        if let Err(e) = r {
+            issues.extend(e.into_issues());
+        }
     };
-    let tenant_id = super::subscriptions::tenant(query_param(req.query, "tenant_id"))?;
-    let tenant_id = tenant_filter(caller, tenant_id, "tenant_id")?;
-    let partition_key = query_param(req.query, "partition_key");
-    if let Some(k) = &partition_key {
+    let mut event_type = None;
+    if let Some(t) = &q.event_type {
+        keep(TypeFilter::parse(t.trim()).map(|t| event_type = t).map_err(|e| ApiError::invalid("event_type", e)));
+    }
+    let mut tenant_id = None;
+    keep(super::subscriptions::tenant(q.tenant_id.clone()).map(|t| tenant_id = t));
+    if let Some(k) = &q.partition_key {
         if k.is_empty() || k.len() > MAX_PARTITION_KEY || k.chars().any(char::is_control) {
-            return Err(ApiError::invalid(
+            keep(Err(ApiError::invalid(
                 "partition_key",
                 format!("partition_key must be 1 to {MAX_PARTITION_KEY} bytes without control characters"),
-            ));
+            )));
         }
     }
-    let outcome = query_param(req.query, "outcome")
-        .map(|o| o.parse::<Outcome>().map_err(|e| ApiError::invalid("outcome", e)))
-        .transpose()?;
-    Ok(EventQuery {
+    let mut received = TimeRange::default();
+    keep(query::check_range(TimeRange { since: q.since, until: q.until }, retention, Utc::now()).map(|r| received = r));
+    let mut limit = query::DEFAULT_PAGE;
+    keep(query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE).map(|l| limit = l));
+    if let Some(e) = ApiError::fields(issues) {
+        return Err(e);
+    }
+    let tenant_id = tenant_filter(caller, tenant_id, "tenant_id")?;
+    let query = EventQuery {
         event_type,
         tenant_id,
-        partition_key,
-        received: query::time_range(req, retention)?,
-        outcome,
+        partition_key: q.partition_key,
+        received,
+        outcome: q.outcome.map(|o| match o {
+            wire::EventOutcome::Failed => Outcome::Failed,
+            wire::EventOutcome::DeadLettered => Outcome::DeadLettered,
+        }),
         order: Order::NewestFirst,
-    })
+    };
+    Ok((query, limit, q.cursor))
 }
 
-/// `POST /v1/events/{id}/replay`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplayBody {
-    #[serde(default)]
-    reason: Option<String>,
-    /// Accepted for old clients and ignored: the actor is who
-    /// authenticated ([`Caller::actor`](shared::access::Caller::actor)).
-    #[serde(default)]
-    #[allow(dead_code)]
-    actor: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    subscription_id: Option<SubscriptionId>,
-    #[serde(default)]
-    replay_key: Option<String>,
-}
-
-#[derive(Serialize)]
-struct ReplaySaga {
-    saga_id: SagaId,
-    subscription_id: SubscriptionId,
-}
-
-#[derive(Serialize)]
-struct ReplayAnswer<'a> {
-    event_id: &'a EventId,
-    replay_key: String,
-    sagas: Vec<ReplaySaga>,
+/// The replay body, checked: every bad field reported at once (a missing
+/// or bad `reason`, an empty or unprintable `replay_key` or
+/// `subscription_id`), each a `422` naming it. The reason, trimmed.
+fn check_replay(body: &wire::ReplayEventBody) -> Result<String, ApiError> {
+    let mut issues: Vec<FieldIssue> = Vec::new();
+    let reason = query::reason(body.reason.as_deref()).map_err(|e| issues.extend(e.into_issues())).ok();
+    for (field, value) in [("subscription_id", &body.subscription_id), ("replay_key", &body.replay_key)] {
+        let Some(v) = value else { continue };
+        let bad = if v.trim().is_empty() {
+            Some("must not be empty".to_string())
+        } else {
+            envelope::check_id(v).err().map(|e| e.to_string())
+        };
+        if let Some(m) = bad {
+            issues.extend(ApiError::invalid(field, format!("{field} {m}")).into_issues());
+        }
+    }
+    match (ApiError::fields(issues), reason) {
+        (Some(e), _) => Err(e),
+        (None, Some(r)) => Ok(r),
+        (None, None) => Err(ApiError::new(ErrorCode::ReasonRequired, "a reason is required").on("reason")),
+    }
 }
 
 /// The `Idempotency-Key` header of `POST /v1/events`, checked
-/// ([`envelope::check_idempotency_key`]); a bad one is a 400 naming it.
+/// ([`envelope::check_idempotency_key`]); a bad one is a 422 naming it.
 fn idempotency_key<'a>(req: &Request<'a>) -> Result<Option<&'a str>, ApiError> {
     req.idempotency_key
         .map(|v| {
@@ -206,12 +238,23 @@ fn idempotency_key<'a>(req: &Request<'a>) -> Result<Option<&'a str>, ApiError> {
 /// The header's name, as errors spell it.
 const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
-/// The `?format=` of an ingest request, if any.
+/// The query string of an ingest request ([`wire::IngestQuery`]): its
+/// `?format=`, if any. A name that is no format is `400 unknown_format`
+/// (as it always was); any other parameter `400 unknown_parameter`.
 fn format(req: &Request<'_>) -> Result<Option<Format>, ApiError> {
-    match query_param(req.query, "format") {
-        None => Ok(None),
-        Some(f) => f.parse::<Format>().map(Some).map_err(|e| ApiError::from(&e)),
-    }
+    let q: wire::IngestQuery = query::typed(req.query).map_err(|e| {
+        if e.code == ErrorCode::InvalidType && e.field.as_deref() == Some("format") {
+            let names = Format::ALL.map(|f| wire_format(f)).map(|f| serde_json::to_string(&f).unwrap_or_default());
+            ApiError::new(
+                ErrorCode::UnknownFormat,
+                format!("unknown format; `format` takes one of {}", names.join(", ")),
+            )
+            .on("format")
+        } else {
+            e
+        }
+    })?;
+    Ok(q.format.map(stored_format))
 }
 
 impl Api {
@@ -220,15 +263,17 @@ impl Api {
     /// `403` naming the format's tenant field; none is its tenant).
     pub(super) async fn post_event(&self, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
+        let format = format(req)?;
         let key = idempotency_key(req)?;
-        let a = ingest::ingest(&self.hookline, req.body, format(req)?, key, c.caller.tenant.as_ref()).await?;
-        Ok(Response::json(202, &Accepted { event_id: a.event_id, duplicate: a.duplicate }))
+        let a = ingest::ingest(&self.hookline, req.body, format, key, c.caller.tenant.as_ref()).await?;
+        Ok(Response::json(202, &wire::Accepted { event_id: a.event_id.into_string(), duplicate: a.duplicate }))
     }
 
     /// `POST /v1/events/batch`: each item as [`Api::post_event`] takes it
     /// (an item of another tenant is refused with its own `403`).
     pub(super) async fn post_batch(&self, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
+        let format = format(req)?;
         // One key cannot stand for many events, and ignoring it would let a
         // producer believe its retries of id-less items are safe.
         if req.idempotency_key.is_some() {
@@ -241,19 +286,24 @@ impl Api {
             )
             .on(IDEMPOTENCY_KEY));
         }
-        let results = ingest::ingest_batch(&self.hookline, req.body, format(req)?, c.caller.tenant.as_ref()).await?;
+        let results = ingest::ingest_batch(&self.hookline, req.body, format, c.caller.tenant.as_ref()).await?;
         let accepted = results.iter().filter(|r| r.is_ok()).count();
-        let answer = BatchAnswer {
+        let answer = wire::BatchAnswer {
             accepted,
             rejected: results.len() - accepted,
             results: results
                 .into_iter()
                 .enumerate()
                 .map(|(index, r)| match r {
-                    Ok(a) => BatchItem::Accepted { index, status: 202, event_id: a.event_id, duplicate: a.duplicate },
+                    Ok(a) => wire::BatchResult::Accepted {
+                        index,
+                        status: 202,
+                        event_id: a.event_id.into_string(),
+                        duplicate: a.duplicate,
+                    },
                     Err(e) => {
                         let error = ApiError::from(&e);
-                        BatchItem::Refused { index, status: error.status(), error }
+                        wire::BatchResult::Refused { index, status: error.status(), error: error.body().error }
                     }
                 })
                 .collect(),
@@ -264,11 +314,9 @@ impl Api {
     /// `GET /v1/events`: one page of the events matching the filters,
     /// newest first ([`shared::ports::EventStore::search`]).
     pub(super) async fn list_events(&self, c: &Call<'_>) -> ApiResult {
-        let req = &c.req;
-        let q = event_query(req, self.hookline.config.retention, &c.caller)?;
-        let limit = query::limit(req)?;
+        let (q, limit, given) = event_query(&c.req, self.hookline.config.retention, &c.caller)?;
         let filters = q.fingerprint();
-        let after = query_param(req.query, "cursor")
+        let after = given
             .map(|c| {
                 cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
             })
@@ -276,33 +324,19 @@ impl Api {
         let page = self.hookline.stores.events.search(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
-            &EventList {
-                items: page.items.into_iter().map(EventItem::from).collect(),
-                next_cursor: page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
-            },
+            &Page::new(
+                page.items.into_iter().map(list_item).collect(),
+                page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)),
+            ),
         ))
     }
 
-    pub(super) async fn get_event(&self, id: &EventId) -> ApiResult {
+    /// `GET /v1/events/{id}`: the event with its body. Takes no query
+    /// parameter.
+    pub(super) async fn get_event(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
+        query::typed::<query::NoQuery>(req.query)?;
         let e = self.hookline.stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
-        Ok(Response::json(
-            200,
-            &EventView {
-                producer_id: envelope::producer_id(&e.body, e.format),
-                body: e.body_json(),
-                id: e.id,
-                event_type: e.event_type,
-                tenant_id: e.tenant_id,
-                partition_key: e.partition_key,
-                sequence: e.sequence,
-                trace_id: e.trace_id,
-                producer: e.producer,
-                format: e.format,
-                occurred_at: e.occurred_at,
-                received_at: e.received_at,
-                expires_at: e.expires_at,
-            },
-        ))
+        Ok(Response::json(200, &event_view(e)))
     }
 
     /// `GET /v1/events/{id}/deliveries`: one page of the event's sagas
@@ -311,14 +345,11 @@ impl Api {
     /// is paged, never read whole into one response.
     pub(super) async fn get_deliveries(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
         let stores = &self.hookline.stores;
-        let limit = match query_param(req.query, "limit") {
-            None => MAX_DELIVERIES_PAGE,
-            Some(l) => l.parse::<usize>().ok().filter(|n| (1..=MAX_DELIVERIES_PAGE).contains(n)).ok_or_else(|| {
-                ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_DELIVERIES_PAGE}"))
-            })?,
-        };
+        let q: wire::DeliveriesQuery = query::typed(req.query)?;
+        let limit = query::page_limit(q.limit, MAX_DELIVERIES_PAGE, MAX_DELIVERIES_PAGE)?;
         let filters = format!("deliveries:{id}");
-        let after = query_param(req.query, "cursor")
+        let after = q
+            .cursor
             .map(|c| {
                 cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
             })
@@ -332,23 +363,9 @@ impl Api {
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
-        let deliveries = page
-            .items
-            .into_iter()
-            .zip(attempts)
-            .map(|(s, attempts)| DeliveryView {
-                status: s.state.status.as_str(),
-                next_attempt_at: s.state.next_attempt_at,
-                last_error: s.state.last_error,
-                attempts: attempts.iter().map(|a| a.to_public_json()).collect(),
-                subscription_id: s.subscription_id,
-                saga_id: s.id,
-                webhook_id: s.webhook_id,
-                origin: s.origin,
-            })
-            .collect();
+        let items = page.items.into_iter().zip(attempts).map(|(s, a)| delivery_view(s, &a)).collect();
         let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters));
-        Ok(Response::json(200, &Deliveries { event_id: id, deliveries, next_cursor }))
+        Ok(Response::json(200, &Page::<wire::DeliveryView>::new(items, next_cursor)))
     }
 
     /// `POST /v1/events/{id}/replay`. A tenant-bound caller replays only
@@ -357,17 +374,20 @@ impl Api {
     /// subscriptions are left out.
     pub(super) async fn replay(&self, id: &EventId, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
-        let body: ReplayBody = parse(req.body, true)?;
-        if let Some(s) = &body.subscription_id {
+        query::typed::<query::NoQuery>(req.query)?;
+        let body: wire::ReplayEventBody = parse(req.body, true)?;
+        let reason = check_replay(&body)?;
+        let subscription_id = body.subscription_id.map(SubscriptionId::new);
+        if let Some(s) = &subscription_id {
             self.visible_subscription(&c.caller, s, "subscription_id").await?;
         }
         let request = ReplayRequest {
             event_id: id.clone(),
-            subscription_id: body.subscription_id,
+            subscription_id,
             confined_to: c.caller.tenant.clone(),
             replay_key: body.replay_key.unwrap_or_else(|| ids::random_token("")),
             actor: c.caller.actor.clone(),
-            reason: super::query::reason(body.reason.as_deref())?,
+            reason,
         };
         let sagas = requeue::request_replay(&self.hookline, &request).await?;
         // Recorded once the replay is queued: a count, not the list of
@@ -390,12 +410,15 @@ impl Api {
         self.hookline.audit(rec).await;
         Ok(Response::json(
             202,
-            &ReplayAnswer {
-                event_id: id,
+            &wire::ReplayAnswer {
+                event_id: id.as_str().to_string(),
                 replay_key: request.replay_key,
                 sagas: sagas
                     .into_iter()
-                    .map(|(saga_id, subscription_id)| ReplaySaga { saga_id, subscription_id })
+                    .map(|(saga_id, subscription_id)| wire::ReplaySaga {
+                        saga_id: saga_id.into_string(),
+                        subscription_id: subscription_id.into_string(),
+                    })
                     .collect(),
             },
         ))
@@ -407,8 +430,8 @@ impl Api {
 /// any store call; whether it was accepted. Never panics.
 pub(crate) fn fuzz_bodies(body: &[u8]) -> usize {
     let replay = || -> Result<(), ApiError> {
-        let b: ReplayBody = parse(body, true)?;
-        query::reason(b.reason.as_deref()).map(|_| ())
+        let b: wire::ReplayEventBody = parse(body, true)?;
+        check_replay(&b).map(|_| ())
     };
     usize::from(replay().is_ok())
 }
@@ -416,7 +439,8 @@ pub(crate) fn fuzz_bodies(body: &[u8]) -> usize {
 /// For the fuzzer ([`crate::fuzzing`]): the query string and
 /// `Idempotency-Key` header of the event routes read as their handlers
 /// read them before any store call: `?format=` and the key of
-/// `POST /v1/events`, the filters of `GET /v1/events` ([`event_query`]).
+/// `POST /v1/events`, the filters of `GET /v1/events` ([`event_query`]),
+/// those of the deliveries.
 pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usize {
     // A tenant-bound reader: its forced filter is part of what is read.
     let caller = Caller {
@@ -425,10 +449,10 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usiz
         tenant: Some(shared::ids::TenantId::new("acme")),
     };
     let query = event_query(req, retention, &caller).is_ok();
-    [format(req).is_ok(), idempotency_key(req).is_ok(), query, query::limit(req).is_ok()]
-        .iter()
-        .filter(|ok| **ok)
-        .count()
+    let deliveries = query::typed::<wire::DeliveriesQuery>(req.query)
+        .and_then(|q| query::page_limit(q.limit, MAX_DELIVERIES_PAGE, MAX_DELIVERIES_PAGE))
+        .is_ok();
+    [format(req).is_ok(), idempotency_key(req).is_ok(), query, deliveries].iter().filter(|ok| **ok).count()
 }
 
 /// This module's part of the OpenAPI document ([`super::openapi`]): its

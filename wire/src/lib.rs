@@ -14,7 +14,10 @@
 //! This crate holds no logic beyond what a client needs to read the
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
+pub mod audit;
 pub mod error;
+pub mod events;
+pub mod health;
 pub mod page;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail, FieldIssue};
