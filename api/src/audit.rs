@@ -130,11 +130,94 @@ impl Api {
     }
 }
 
-/// This module's part of the OpenAPI document ([`super::openapi`]): its
-/// routes' paths and the wire types they use.
-pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+/// The operations of this module, and of the two operational routes
+/// (`/healthz`, `/metrics`, answered in [`super::routes`]), as the OpenAPI
+/// document describes them.
+#[allow(dead_code)]
+mod spec {
+    use hookline_wire::audit as wire;
+    use hookline_wire::health::{Health, HealthStatus};
+    use hookline_wire::{ErrorBody, Page};
+
+    /// `GET /v1/audit`.
+    #[utoipa::path(
+        get,
+        path = "/v1/audit",
+        operation_id = "list_audit",
+        tag = "audit",
+        summary = "Read the audit trail",
+        description = "One page of the audit trail (who changed what, when and why), newest first, matching every filter given. A tenant-bound key sees its tenant's records only.",
+        params(wire::AuditQuery),
+        responses(
+            (status = 200, description = "One page.", body = Page<wire::AuditRecord>,
+                example = json!({"items": [{"id": "aud_0193", "at": "2026-11-26T09:30:00Z", "actor": "key:ops", "action": "event.replayed", "reason": "customer lost it", "event_id": "evt_1", "details": {"replay_key": "rpl_01", "sagas": 1}}], "next_cursor": null})),
+            (status = 400, description = "`unknown_parameter` (naming it), `invalid_type` (an unknown `action`, a time that is not RFC 3339, a `limit` that is no integer).", body = ErrorBody,
+                example = json!({"error": {"code": "unknown_parameter", "message": "unknown query parameter `subscription`", "field": "subscription", "errors": [{"field": "subscription", "code": "unknown_parameter", "message": "unknown query parameter `subscription`"}]}})),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: the role may not read, or a tenant-bound key names another tenant.", body = ErrorBody),
+            (status = 422, description = "`invalid_field` (`actor`, `subscription_id`, `tenant_id`, `limit` out of range, a bad `cursor`), `invalid_range` (outside the audit retention, or reversed); every bad filter in `errors`.", body = ErrorBody),
+            (status = 503, description = "`unavailable`.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn list_audit() {}
+
+    /// `GET /healthz`.
+    #[utoipa::path(
+        get,
+        path = "/healthz",
+        operation_id = "healthz",
+        tag = "operations",
+        summary = "Liveness",
+        description = "Answers while the process runs; reads no storage and needs no credential.",
+        responses(
+            (status = 200, description = "Up.", body = Health),
+            (status = 400, description = "`unknown_parameter`: the route takes no query parameter.", body = ErrorBody)
+        )
+    )]
+    fn healthz() {}
+
+    /// `GET /metrics`.
+    #[utoipa::path(
+        get,
+        path = "/metrics",
+        operation_id = "metrics",
+        tag = "operations",
+        summary = "Prometheus metrics",
+        description = "The whole system's counters and gauges in the Prometheus text format (queue depths, open dead letters, unhealthy subscriptions).",
+        responses(
+            (status = 200, description = "Prometheus text exposition format 0.0.4.", body = String, content_type = "text/plain; version=0.0.4",
+                example = "# HELP hookline_deliveries_total Delivery attempts by outcome.\n# TYPE hookline_deliveries_total counter\nhookline_deliveries_total{outcome=\"delivered\"} 42\n"),
+            (status = 400, description = "`unknown_parameter`: the route takes no query parameter.", body = ErrorBody),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: the role may not read metrics (a tenant-bound key never may).", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn metrics() {}
+
+    /// This module's part of the document.
     #[derive(utoipa::OpenApi)]
-    #[openapi()]
-    struct Part;
-    <Part as utoipa::OpenApi>::openapi()
+    #[openapi(
+        paths(list_audit, healthz, metrics),
+        components(schemas(wire::AuditAction, wire::AuditRecord, Health, HealthStatus)),
+        tags(
+            (name = "audit", description = "Who changed what, when and why."),
+            (name = "operations", description = "Liveness and metrics.")
+        )
+    )]
+    pub(super) struct Part;
+}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use, and those of `/healthz` and
+/// `/metrics`.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = <spec::Part as utoipa::OpenApi>::openapi();
+    // `/healthz` is open: an empty list overrides any document-wide
+    // security requirement.
+    if let Some(op) = doc.paths.paths.get_mut("/healthz").and_then(|p| p.get.as_mut()) {
+        op.security = Some(Vec::new());
+    }
+    doc
 }

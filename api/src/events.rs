@@ -244,7 +244,7 @@ const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 fn format(req: &Request<'_>) -> Result<Option<Format>, ApiError> {
     let q: wire::IngestQuery = query::typed(req.query).map_err(|e| {
         if e.code == ErrorCode::InvalidType && e.field.as_deref() == Some("format") {
-            let names = Format::ALL.map(|f| wire_format(f)).map(|f| serde_json::to_string(&f).unwrap_or_default());
+            let names = Format::ALL.map(wire_format).map(|f| serde_json::to_string(&f).unwrap_or_default());
             ApiError::new(
                 ErrorCode::UnknownFormat,
                 format!("unknown format; `format` takes one of {}", names.join(", ")),
@@ -455,11 +455,328 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usiz
     [format(req).is_ok(), idempotency_key(req).is_ok(), query, deliveries].iter().filter(|ok| **ok).count()
 }
 
+/// The operations of this module as the OpenAPI document describes them
+/// (`#[utoipa::path]` on bodiless functions: the handlers themselves take
+/// the route table's [`Call`]). Each lists every status and error code its
+/// route can answer.
+#[allow(dead_code)]
+mod spec {
+    use hookline_wire::events as wire;
+    use hookline_wire::{ErrorBody, Page};
+
+    /// `POST /v1/events`.
+    #[utoipa::path(
+        post,
+        path = "/v1/events",
+        operation_id = "post_event",
+        tag = "events",
+        summary = "Post one event",
+        description = "Stores one envelope in any of the four formats (docs/formats.md) and routes it to the matching subscriptions. \
+            A second post with the same producer id (or `Idempotency-Key`) answers `duplicate: true` and stores nothing. \
+            A tenant-bound producer key posts only its tenant's events.",
+        params(
+            wire::IngestQuery,
+            ("Idempotency-Key" = Option<String>, Header, description = "Deduplication key for an envelope without its own id: 1 to 255 bytes of printable ASCII.")
+        ),
+        request_body(
+            content = wire::Envelope,
+            description = "One envelope. Extra fields are allowed in every format.",
+            examples(
+                ("native" = (summary = "native", value = json!({"id": "evt_1", "type": "order.created", "data": {"n": 1}, "tenant_id": "t1", "partition_key": "order:1"}))),
+                ("change_feed" = (summary = "change feed", value = json!({"id": "de305d54", "entity_type": "UserProfile", "entity_id": "9b9a67cf", "change_type": "updated", "published_at": "2025-10-19T01:23:46Z", "payload": {"actor": "user:ops-001", "before": {"status": "active"}, "after": {"status": "active"}, "diff": {}, "recorded_at": "2025-10-19T01:23:45Z"}}))),
+                ("domain_event" = (summary = "domain event", value = json!({"eventId": "0b6f3c1e", "schemaVersion": 1, "eventType": "RecordUpdated", "occurredAt": "2026-01-10T12:34:56.789Z", "tenantId": "acme", "producer": {"service": "core-platform", "instanceId": "pod-xyz"}, "correlationId": "c-1", "sequence": {"partitionKey": "Opportunity:acme:r1", "recordVersion": "2026-01-10T12:34:56.789Z"}, "payload": {}}))),
+                ("contract" = (summary = "contract v1", value = json!({"eventId": "evt_task_failed_001", "eventType": "task.failed", "version": 1, "occurredAt": "2026-02-19T10:10:00Z", "traceId": "req_abcd", "producer": "worker-orchestrator", "idempotencyKey": "task:tsk_3001:attempt:2:failed", "riskFlags": [], "payload": {"taskId": "tsk_3001"}})))
+            )
+        ),
+        responses(
+            (status = 202, description = "Stored (or already stored: `duplicate`).", body = wire::Accepted,
+                links(("event" = (operation_id = "get_event", parameters(("event" = "$response.body#/event_id")))),
+                      ("deliveries" = (operation_id = "list_deliveries", parameters(("event" = "$response.body#/event_id")))))),
+            (status = 400, description = "Could not be parsed: `malformed_json`, `not_an_object`, `missing_field`, `unknown_format` (`?format=`), `unknown_envelope` (no format detected), `unknown_parameter`.", body = ErrorBody,
+                example = json!({"error": {"code": "missing_field", "message": "missing required field `type`", "field": "type", "errors": [{"field": "type", "code": "missing_field", "message": "missing required field `type`"}]}})),
+            (status = 401, description = "`unauthorized`: no or a wrong credential.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: the role may not post events, or the envelope names another tenant than the key's (`field` names the tenant field).", body = ErrorBody),
+            (status = 413, description = "`payload_too_large`: over 256 KiB.", body = ErrorBody),
+            (status = 422, description = "A value broke a rule: `invalid_field` (naming the field: an event type's pattern, a blank id, a bad timestamp), `invalid_header` (`Idempotency-Key`).", body = ErrorBody,
+                example = json!({"error": {"code": "invalid_field", "message": "invalid field `type`: contains a space, which is not allowed", "field": "type", "errors": [{"field": "type", "code": "invalid_field", "message": "invalid field `type`: contains a space, which is not allowed"}]}})),
+            (status = 503, description = "`unavailable`: storage is down; nothing was stored.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn post_event() {}
+
+    /// `POST /v1/events/batch`.
+    #[utoipa::path(
+        post,
+        path = "/v1/events/batch",
+        operation_id = "post_batch",
+        tag = "events",
+        summary = "Post up to 100 events",
+        description = "Each envelope is validated on its own; the valid ones are stored in one write. `202` when every one was accepted, else `207` with each refusal's error.",
+        params(wire::IngestQuery),
+        request_body(
+            content = Vec<wire::Envelope>,
+            description = "A JSON array of 1 to 100 envelopes (each in any format; `?format=` applies to all), 256 KiB in all.",
+            example = json!([{"id": "e1", "type": "order.created", "data": {}}, {"data": {}}])
+        ),
+        responses(
+            (status = 202, description = "Every envelope accepted.", body = wire::BatchAnswer),
+            (status = 207, description = "Some envelopes refused: each result says which and why.", body = wire::BatchAnswer),
+            (status = 400, description = "`invalid_batch` (not an array of 1 to 100), `malformed_json`, `unknown_format`, `unknown_parameter`.", body = ErrorBody,
+                example = json!({"error": {"code": "invalid_batch", "message": "a batch must be a JSON array of 1 to 100 envelopes"}})),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: the role may not post events.", body = ErrorBody),
+            (status = 413, description = "`payload_too_large`.", body = ErrorBody),
+            (status = 422, description = "`invalid_header`: a batch takes no `Idempotency-Key`.", body = ErrorBody),
+            (status = 503, description = "`unavailable`.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn post_batch() {}
+
+    /// `GET /v1/events`.
+    #[utoipa::path(
+        get,
+        path = "/v1/events",
+        operation_id = "list_events",
+        tag = "events",
+        summary = "Find events",
+        description = "One page of the stored events matching every filter given, newest first (by `received_at`).",
+        params(wire::EventListQuery),
+        responses(
+            (status = 200, description = "One page.", body = Page<wire::EventListItem>,
+                example = json!({"items": [{"id": "evt_1", "type": "order.created", "tenant_id": "acme", "partition_key": "order:1", "sequence": "1", "received_at": "2026-11-26T09:30:00Z", "occurred_at": "2026-11-26T09:29:59Z", "format": "native", "outcome": null}], "next_cursor": null})),
+            (status = 400, description = "`unknown_parameter` (naming it), `invalid_type` (a time that is not RFC 3339, an unknown `outcome`, a `limit` that is no integer).", body = ErrorBody,
+                example = json!({"error": {"code": "unknown_parameter", "message": "unknown query parameter `tenant`", "field": "tenant", "errors": [{"field": "tenant", "code": "unknown_parameter", "message": "unknown query parameter `tenant`"}]}})),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: a tenant-bound key naming another tenant.", body = ErrorBody),
+            (status = 422, description = "`invalid_field` (`event_type` pattern, `partition_key`, `tenant_id`, `limit` out of range, a bad `cursor`), `invalid_range` (`until` before `since`, a bound outside the retention); every bad filter in `errors`.", body = ErrorBody),
+            (status = 503, description = "`unavailable`.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn list_events() {}
+
+    /// `GET /v1/events/{event}`.
+    #[utoipa::path(
+        get,
+        path = "/v1/events/{event}",
+        operation_id = "get_event",
+        tag = "events",
+        summary = "Read an event",
+        params(("event" = String, Path, description = "The stored event id (percent-encoded).")),
+        responses(
+            (status = 200, description = "The event with its body.", body = wire::EventView),
+            (status = 400, description = "`unknown_parameter`: the route takes no query parameter; `invalid_path`.", body = ErrorBody),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: the role may not read.", body = ErrorBody),
+            (status = 404, description = "`not_found` (or another tenant's).", body = ErrorBody),
+            (status = 503, description = "`unavailable`.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn get_event() {}
+
+    /// `GET /v1/events/{event}/deliveries`.
+    #[utoipa::path(
+        get,
+        path = "/v1/events/{event}/deliveries",
+        operation_id = "list_deliveries",
+        tag = "events",
+        summary = "List an event's deliveries",
+        description = "One page of the event's deliveries (one per subscription, plus requeued and replayed ones), each with its attempts.",
+        params(("event" = String, Path, description = "The stored event id."), wire::DeliveriesQuery),
+        responses(
+            (status = 200, description = "One page.", body = Page<wire::DeliveryView>,
+                example = json!({"items": [{"subscription_id": "sub_1", "saga_id": "sag_1", "webhook_id": "msg_1", "status": "dead_lettered", "next_attempt_at": null, "last_error": "HTTP 500", "origin": null, "attempts": [{"attempt": 1, "status_code": 500, "error": "HTTP 500", "latency_ms": 12, "at": "2026-11-26T09:30:01Z"}]}], "next_cursor": null})),
+            (status = 400, description = "`unknown_parameter`, `invalid_type` (`limit` not an integer).", body = ErrorBody),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`.", body = ErrorBody),
+            (status = 404, description = "`not_found`.", body = ErrorBody),
+            (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a bad `cursor`.", body = ErrorBody),
+            (status = 503, description = "`unavailable`.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn list_deliveries() {}
+
+    /// `POST /v1/events/{event}/replay`.
+    #[utoipa::path(
+        post,
+        path = "/v1/events/{event}/replay",
+        operation_id = "replay_event",
+        tag = "events",
+        summary = "Replay an event",
+        description = "Delivers the event again (new deliveries with the same `webhook-id` per subscription) to one subscription or every one that matches it now. The same `replay_key` replays once.",
+        params(("event" = String, Path, description = "The stored event id.")),
+        request_body(content = wire::ReplayEventBody, example = json!({"reason": "customer lost it", "subscription_id": "sub_123"})),
+        responses(
+            (status = 202, description = "The deliveries are queued.", body = wire::ReplayAnswer,
+                links(("deliveries" = (operation_id = "list_deliveries", parameters(("event" = "$response.body#/event_id")))))),
+            (status = 400, description = "`malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`, `unknown_parameter`.", body = ErrorBody),
+            (status = 401, description = "`unauthorized`.", body = ErrorBody),
+            (status = 403, description = "`forbidden`: the role may not recover.", body = ErrorBody),
+            (status = 404, description = "`not_found`: the event, or the `subscription_id` (or another tenant's).", body = ErrorBody),
+            (status = 422, description = "`reason_required`, `invalid_field` (`reason`, `replay_key`, `subscription_id`), `subscription_not_matching`; every bad field in `errors`.", body = ErrorBody,
+                example = json!({"error": {"code": "reason_required", "message": "a reason is required (it goes in the audit trail) (and 1 more bad field: see errors)", "field": "reason", "errors": [
+                    {"field": "reason", "code": "reason_required", "message": "a reason is required (it goes in the audit trail)"},
+                    {"field": "replay_key", "code": "invalid_field", "message": "replay_key must not be empty"}]}})),
+            (status = 503, description = "`unavailable`.", body = ErrorBody)
+        ),
+        security(("bearer" = []), ("sigv4" = []))
+    )]
+    fn replay_event() {}
+
+    /// This module's part of the document.
+    #[derive(utoipa::OpenApi)]
+    #[openapi(
+        paths(post_event, post_batch, list_events, get_event, list_deliveries, replay_event),
+        components(schemas(
+            wire::EventFormat,
+            wire::Envelope,
+            wire::NativeEnvelope,
+            wire::ChangeFeedEnvelope,
+            wire::ChangeType,
+            wire::DomainEventEnvelope,
+            wire::DomainEventProducer,
+            wire::DomainEventSequence,
+            wire::ContractEnvelope,
+            wire::Accepted,
+            wire::BatchAnswer,
+            wire::BatchResult,
+            wire::EventOutcome,
+            wire::EventListItem,
+            wire::EventView,
+            wire::DeliveryStatus,
+            wire::OriginKind,
+            wire::DeliveryOrigin,
+            wire::AttemptView,
+            wire::DeliveryView,
+            wire::ReplayEventBody,
+            wire::ReplaySaga,
+            wire::ReplayAnswer
+        )),
+        tags((name = "events", description = "Post events, find them, read their deliveries, replay them."))
+    )]
+    pub(super) struct Part;
+}
+
 /// This module's part of the OpenAPI document ([`super::openapi`]): its
 /// routes' paths and the wire types they use.
 pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
-    #[derive(utoipa::OpenApi)]
-    #[openapi()]
-    struct Part;
-    <Part as utoipa::OpenApi>::openapi()
+    <spec::Part as utoipa::OpenApi>::openapi()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route of this module, `/v1/audit`, `/healthz` and `/metrics`
+    /// is in the document with the method the route table gives, a
+    /// security requirement naming the schemes (none for `/healthz`), and
+    /// every error answer in the one error body.
+    #[test]
+    fn the_document_has_every_route_of_events_audit_and_operations() {
+        let mut doc = openapi();
+        doc.merge(super::super::audit::openapi());
+        let json = serde_json::to_value(&doc).unwrap();
+        let mine = |p: &str| p.starts_with("/v1/events") || p == "/v1/audit" || p == "/healthz" || p == "/metrics";
+        let routes: Vec<_> = super::super::routes::ROUTES.iter().filter(|r| mine(r.path)).collect();
+        assert_eq!(routes.len(), 9);
+        for r in routes {
+            let op = &json["paths"][r.path][r.method.to_ascii_lowercase()];
+            assert!(op.is_object(), "{} {} is not in the document", r.method, r.path);
+            let security = op["security"].as_array().unwrap_or_else(|| panic!("{} {}: security", r.method, r.path));
+            if r.path == "/healthz" {
+                assert!(security.is_empty(), "/healthz is open");
+            } else {
+                let names: Vec<_> = security.iter().flat_map(|s| s.as_object().unwrap().keys().cloned()).collect();
+                assert_eq!(names, ["bearer", "sigv4"], "{} {}", r.method, r.path);
+                assert!(op["responses"]["401"].is_object(), "{} {} answers 401", r.method, r.path);
+            }
+            for (status, resp) in op["responses"].as_object().unwrap() {
+                if status.starts_with('4') || status.starts_with('5') {
+                    let schema = &resp["content"]["application/json"]["schema"]["$ref"];
+                    assert_eq!(schema, "#/components/schemas/ErrorBody", "{} {} {status}", r.method, r.path);
+                    let text = resp["description"].as_str().unwrap();
+                    assert!(text.contains('`'), "{} {} {status} names its codes: {text}", r.method, r.path);
+                }
+            }
+        }
+    }
+
+    /// The enums that reach the wire from these routes are snake_case, and
+    /// `?format=` still takes the kebab-case names producers send.
+    #[test]
+    fn wire_spellings_are_snake_case_and_old_formats_are_read() {
+        for f in Format::ALL {
+            let name = serde_json::to_value(wire_format(f)).unwrap();
+            let name = name.as_str().unwrap().to_string();
+            assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{name}");
+            let old: wire::IngestQuery = query::typed(Some(&format!("format={}", f.as_str()))).unwrap();
+            let new: wire::IngestQuery = query::typed(Some(&format!("format={name}"))).unwrap();
+            assert_eq!((old.format.map(stored_format), new.format.map(stored_format)), (Some(f), Some(f)));
+        }
+        for s in [
+            SagaStatus::Pending,
+            SagaStatus::Waiting,
+            SagaStatus::InProgress,
+            SagaStatus::PendingRetry,
+            SagaStatus::Completed,
+            SagaStatus::DeadLettered,
+        ] {
+            let name = serde_json::to_value(wire_status(s)).unwrap();
+            assert!(name.as_str().unwrap().bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{name}");
+        }
+        assert_eq!(serde_json::to_value(wire_status(SagaStatus::DeadLettered)).unwrap(), "dead_lettered");
+        assert_eq!(serde_json::to_value(wire_outcome(Outcome::DeadLettered)).unwrap(), "dead_lettered");
+        let e = format(&Request { query: Some("format=xml"), ..request() }).unwrap_err();
+        assert_eq!((e.code, e.field.as_deref()), (ErrorCode::UnknownFormat, Some("format")));
+        let e = format(&Request { query: Some("format=native&formt=x"), ..request() }).unwrap_err();
+        assert_eq!((e.code, e.field.as_deref()), (ErrorCode::UnknownParameter, Some("formt")));
+    }
+
+    /// Every bad field of a replay body is reported, each with its code.
+    #[test]
+    fn a_replay_body_reports_every_bad_field() {
+        let body = |j: serde_json::Value| serde_json::from_value::<wire::ReplayEventBody>(j).unwrap();
+        let e = check_replay(&body(serde_json::json!({"replay_key": " ", "subscription_id": "a\u{7}b"}))).unwrap_err();
+        let fields: Vec<_> = e.issues.iter().map(|i| (i.field.as_str(), i.code)).collect();
+        assert_eq!(
+            fields,
+            [
+                ("reason", ErrorCode::ReasonRequired),
+                ("subscription_id", ErrorCode::InvalidField),
+                ("replay_key", ErrorCode::InvalidField)
+            ]
+        );
+        assert_eq!(e.status(), 422);
+        assert_eq!(check_replay(&body(serde_json::json!({"reason": " why "}))).unwrap(), "why");
+    }
+
+    /// Every bad filter of `GET /v1/events` is reported at once.
+    #[test]
+    fn event_filters_report_every_bad_one() {
+        let caller = Caller { actor: "key:t".into(), role: shared::access::Role::Reader, tenant: None };
+        let req = Request { query: Some("event_type=a%20b&limit=0&partition_key="), ..request() };
+        let e = event_query(&req, chrono::Duration::days(7), &caller).unwrap_err();
+        let fields: Vec<_> = e.issues.iter().map(|i| i.field.as_str()).collect();
+        assert_eq!(fields, ["event_type", "partition_key", "limit"], "{e:?}");
+        let req = Request { query: Some("tenant=acme"), ..request() };
+        let e = event_query(&req, chrono::Duration::days(7), &caller).unwrap_err();
+        assert_eq!((e.status(), e.field.as_deref()), (400, Some("tenant")));
+    }
+
+    fn request() -> Request<'static> {
+        Request {
+            method: "GET",
+            path: "/v1/events",
+            query: None,
+            authorization: None,
+            idempotency_key: None,
+            principal: None,
+            actor_header: None,
+            body: b"",
+        }
+    }
 }

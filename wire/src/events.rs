@@ -487,10 +487,13 @@ pub struct DeliveryView {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"reason": "customer lost it", "subscription_id": "sub_123"}))]
 pub struct ReplayEventBody {
-    /// Why (required: 1 to 1000 characters of one line; kept in the audit
-    /// trail).
+    /// Why: required (absent or blank is `422 reason_required`), 1 to
+    /// 1000 characters of one line of printable text; kept in the audit
+    /// trail. Its pattern: one line with a character that is not a space,
+    /// without control characters, line separators or bidirectional
+    /// formatting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 1000)]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 1000, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\u200e\\u200f\\u061c\\u202a-\\u202e\\u2066-\\u2069]*[^\\s\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\u200e\\u200f\\u061c\\u202a-\\u202e\\u2066-\\u2069][^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\u200e\\u200f\\u061c\\u202a-\\u202e\\u2066-\\u2069]*$")]
     pub reason: Option<String>,
     /// Only to this subscription (default: every subscription that matches
     /// the event now).
