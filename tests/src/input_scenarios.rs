@@ -124,7 +124,7 @@ pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: 
         assert_eq!(v["id"], id);
         assert_eq!(v["body"]["data"]["id"], id);
         let d = s.settled_deliveries(&enc(id), 1, 30).await;
-        assert_eq!(d[0]["status"], "Completed", "{id}");
+        assert_eq!(d[0]["status"], "completed", "{id}");
         let (st, v) = s.post(&format!("{path}/replay"), &json!({"reason": "test", "replay_key": "k"})).await;
         assert_eq!(st, 202, "replay {path}: {v}");
         assert_eq!(v["event_id"], id);
@@ -266,7 +266,7 @@ pub async fn partition_keys_that_cannot_be_stored_or_sent_are_refused<P: Pipelin
         let (st, v) = s.post("/v1/events", &body).await;
         assert_eq!((st, &v["duplicate"]), (202, &json!(false)), "{v}");
         let stored = v["event_id"].as_str().unwrap();
-        assert_eq!(s.settled_deliveries(stored, 1, 30).await[0]["status"], "Completed");
+        assert_eq!(s.settled_deliveries(stored, 1, 30).await[0]["status"], "completed");
         let (st, found) = s.get(&format!("/v1/events?tenant_id={}&partition_key={}", enc(&tenant), enc(key))).await;
         assert_eq!(st, 200, "{found}");
         let items = found["items"].as_array().unwrap();
@@ -348,7 +348,7 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
     assert_eq!(sub["headers"]["X-Team"], "a\tb c", "a refused PATCH changes nothing: {sub}");
     let (_, ev) = s.post("/v1/events", &json!({"type": "t", "data": {}})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(d[0]["status"], "Completed");
+    assert_eq!(d[0]["status"], "completed");
     let got = &r.deliveries("/ch")[0];
     assert_eq!(got.header("x-team"), "a\tb c");
     assert_eq!(got.header("x-tok!#$%&'*+.^_`|~"), "1");
@@ -549,7 +549,7 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     ids.extend((1..3).map(|i| b["results"][i]["event_id"].as_str().unwrap().to_string()));
     for id in &ids {
         let d = s.settled_deliveries(id, 2, 30).await;
-        assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
+        assert!(d.iter().all(|x| x["status"] == "completed"), "{d:?}");
     }
     s.settled_deliveries("shared-1", 1, 30).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -73,7 +73,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     // large transactions) once held these past 60 s in CI.
     let d1 = s.settled_deliveries("aud-e1", 1, 120).await;
     let d2 = s.settled_deliveries("aud-e2", 1, 120).await;
-    assert_eq!((d1[0]["status"].as_str(), d2[0]["status"].as_str()), (Some("DeadLettered"), Some("DeadLettered")));
+    assert_eq!((d1[0]["status"].as_str(), d2[0]["status"].as_str()), (Some("dead_lettered"), Some("dead_lettered")));
     let (dl1, dl2) = (d1[0]["saga_id"].as_str().unwrap().to_string(), d2[0]["saga_id"].as_str().unwrap().to_string());
     for dl in [&dl1, &dl2] {
         eventually(20, "the dead letter", || async {
@@ -241,7 +241,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     assert_eq!(st, 202);
     let d = s.settled_deliveries("fx-1", 2, 30).await;
     let d: Vec<&Value> = d.iter().filter(|x| x["subscription_id"] == sub.as_str()).collect();
-    assert_eq!(d[0]["status"], "DeadLettered");
+    assert_eq!(d[0]["status"], "dead_lettered");
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
     let created = eventually(30, "hookline.dead_letter.created delivered", || async {
         ops_events(&r, "/ops", "hookline.dead_letter.created").into_iter().find(|e| e["data"]["event_id"] == "fx-1")
@@ -313,7 +313,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     let (st, _) = s.post("/v1/events", &json!({"id": "fx-3", "type": "fail.three", "data": 3})).await;
     assert_eq!(st, 202);
     let d = s.settled_deliveries("fx-3", 2, 30).await;
-    assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
+    assert!(d.iter().all(|x| x["status"] == "completed"), "{d:?}");
     let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(v["active"], true);
     assert_eq!(ops_events(&r, "/ops", "hookline.subscription.disabled").len(), 1, "disabled once");

@@ -223,9 +223,9 @@ pub async fn events_are_found_by_delivery_outcome<P: Pipeline>(s: &P) {
         ids.push(v["event_id"].as_str().unwrap().to_string());
     }
     let (flaky, down, fine) = (&ids[0], &ids[1], &ids[2]);
-    assert_eq!(s.settled_deliveries(flaky, 1, 30).await[0]["status"], "Completed");
-    assert_eq!(s.settled_deliveries(down, 1, 30).await[0]["status"], "DeadLettered");
-    assert_eq!(s.settled_deliveries(fine, 1, 30).await[0]["status"], "Completed");
+    assert_eq!(s.settled_deliveries(flaky, 1, 30).await[0]["status"], "completed");
+    assert_eq!(s.settled_deliveries(down, 1, 30).await[0]["status"], "dead_lettered");
+    assert_eq!(s.settled_deliveries(fine, 1, 30).await[0]["status"], "completed");
     let found = |q: String| async move {
         // The dead letter is put after the saga's transition: wait for it.
         eventually(20, &q.clone(), || {
