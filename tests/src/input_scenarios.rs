@@ -48,9 +48,9 @@ fn domain_event(tenant: &str, id: &str) -> Value {
            "sequence": {"partitionKey": "Opportunity:t:r", "recordVersion": "1"}, "payload": {"who": tenant}})
 }
 
-/// Asserts a 400 `invalid_field` naming `field`, with no control character in the message.
+/// Asserts a 422 `invalid_field` naming `field`, with no control character in the message.
 fn assert_refused(st: u16, v: &Value, field: &str) {
-    assert_eq!(st, 400, "{v}");
+    assert_eq!(st, 422, "{v}");
     assert_eq!(v["error"]["code"], "invalid_field", "{v}");
     assert_eq!(v["error"]["field"], field, "{v}");
     let msg = v["error"]["message"].as_str().unwrap_or_default();
@@ -58,7 +58,7 @@ fn assert_refused(st: u16, v: &Value, field: &str) {
 }
 
 /// Item 1: one id limit ([`MAX_ID_BYTES`]) on every ingest route; over it is a
-/// 400 naming the field (never a 503 from a store key limit), per item in a
+/// 422 naming the field (never a 503 from a store key limit), per item in a
 /// batch; an id at the limit is stored and found.
 pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipeline>(s: &P) {
     let at_limit = format!("lim-{}", "x".repeat(MAX_ID_BYTES - 4));
@@ -88,7 +88,7 @@ pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipelin
     let (st, v) = s.post("/v1/events/batch", &batch).await;
     assert_eq!(st, 207, "{v}");
     assert_eq!(v["results"][0]["status"], 202, "{v}");
-    assert_eq!(v["results"][1]["status"], 400, "{v}");
+    assert_eq!(v["results"][1]["status"], 422, "{v}");
     assert_eq!(v["results"][1]["error"]["field"], "id", "{v}");
 
     // A path id no stored id can equal is a 404, not a store error.
@@ -138,7 +138,7 @@ pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: 
 
 /// Item 2: values that end up in an outgoing header (the trace id as
 /// `hookline-trace-id`, the event type as `hookline-event-type`) must be
-/// valid header values: otherwise 400 naming the field, per item in a batch;
+/// valid header values: otherwise 422 naming the field, per item in a batch;
 /// a valid trace id arrives unchanged.
 pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
@@ -175,7 +175,7 @@ pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P)
 /// ([`MAX_PARTITION_KEY_BYTES`] of printable text) in every format that has
 /// one: native `partition_key`, domain-event `sequence.partitionKey`, and the
 /// change feed's `{entity_type}:{entity_id}`, refused on `entity_id`. Over
-/// it (never a 503 from a store key limit) or with a control character: 400
+/// it (never a 503 from a store key limit) or with a control character: 422
 /// naming the producer's field, per item in a batch, nothing stored. At the
 /// limit, with a tenant at its own limit, an event is stored, numbered,
 /// delivered in order with the key in its header, and found by its
@@ -243,8 +243,8 @@ pub async fn partition_keys_that_cannot_be_stored_or_sent_are_refused<P: Pipelin
         results,
         [
             (&json!(202), &Value::Null),
-            (&json!(400), &json!("partition_key")),
-            (&json!(400), &json!("sequence.partitionKey"))
+            (&json!(422), &json!("partition_key")),
+            (&json!(422), &json!("sequence.partitionKey"))
         ],
         "{v}"
     );
@@ -355,7 +355,7 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
 }
 
 /// Item 2: a CR or LF in a producer- or caller-supplied value never forges a
-/// log line: ids, tenants and trace ids holding them are refused (400 with an
+/// log line: ids, tenants and trace ids holding them are refused (422 with an
 /// escaped message), and so is free text that is logged (a replay's
 /// reason).
 pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
@@ -385,7 +385,7 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
 
     // A valid event: a replay for a reason that holds a line break is
-    // refused (400 naming `reason`, nothing replayed); one for a plain
+    // refused (422 naming `reason`, nothing replayed); one for a plain
     // reason is done and logged (a body's `actor` is ignored: the caller is
     // the actor).
     let (st, _) = s.post("/v1/events", &json!({"id": "lf-ok", "type": "t", "trace_id": "req-1", "data": {}})).await;
@@ -405,14 +405,14 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
 }
 
 /// The `Idempotency-Key` header of `POST /v1/events` is 1 to 255 bytes of
-/// printable ASCII (docs/formats.md#idempotency-key): anything else is a 400
+/// printable ASCII (docs/formats.md#idempotency-key): anything else is a 422
 /// `invalid_header` naming it, whatever the envelope (with an id of its own
 /// or without), and nothing is written; a batch takes no key at all. A key
 /// at the limit is taken, and a retry with it is a duplicate.
 pub async fn idempotency_keys_that_break_the_rule_are_refused<P: Pipeline>(s: &P) {
     const HEADER: &str = "Idempotency-Key";
     let assert_bad_header = |st: u16, v: &Value, why: &str| {
-        assert_eq!(st, 400, "{why}: {v}");
+        assert_eq!(st, 422, "{why}: {v}");
         assert_eq!((v["error"]["code"].as_str(), v["error"]["field"].as_str()), (Some("invalid_header"), Some(HEADER)));
         let msg = v["error"]["message"].as_str().unwrap_or_default();
         assert!(msg.contains(HEADER) && !msg.chars().any(char::is_control), "{why}: {msg:?}");
