@@ -90,7 +90,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     tokio::time::sleep(Duration::from_millis(2500)).await;
     // The body's actor is accepted and ignored; a reason is required.
     let (st, v) = s.post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"actor": "mallory"})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "{v}");
     let (st, v) = s
         .post(&format!("/v1/dead-letters/{dl1}/requeue"), &json!({"reason": "endpoint fixed", "actor": "mallory"}))
         .await;
@@ -100,7 +100,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     // The requeued delivery waits out the cool-down, probes, closes the breaker.
     s.settled_deliveries("aud-e1", 2, 60).await;
     let (st, v) = s.post("/v1/events/aud-e1/replay", &json!({"subscription_id": b})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "{v}");
     let (st, v) =
         s.post("/v1/events/aud-e1/replay", &json!({"subscription_id": b, "reason": "customer lost data"})).await;
     assert_eq!(st, 202, "{v}");
@@ -197,8 +197,10 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     // Bad input names the field.
     for (query, status, field) in [
         ("action=subscription.create", 400, "action"),
-        ("limit=0", 400, "limit"),
-        ("cursor=not-a-cursor", 400, "cursor"),
+        ("limit=0", 422, "limit"),
+        ("limit=ten", 400, "limit"),
+        ("cursor=not-a-cursor", 422, "cursor"),
+        ("subscription=x", 400, "subscription"),
         ("since=yesterday", 400, "since"),
         ("since=2026-11-26T10:00:00Z&until=2026-11-25T10:00:00Z", 422, "until"),
         ("since=2000-01-01T00:00:00Z", 422, "since"),
@@ -209,7 +211,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     let (_, v) = s.get(&format!("/v1/audit?subscription_id={a}&limit=2")).await;
     let c = v["next_cursor"].as_str().expect("a second page");
     let (st, v) = s.get(&format!("/v1/audit?subscription_id={b}&limit=2&cursor={c}")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a cursor of other filters: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "a cursor of other filters: {v}");
 }
 
 /// Operational events delivered to `path` of `r`, of `event_type`.
@@ -232,7 +234,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     s.subscribe(json!({"callback_url": r.url("/everything", Behaviour::Ok), "event_types": ["*"]})).await;
     // Producers cannot forge an operational event.
     let (st, v) = s.post("/v1/events", &json!({"type": "hookline.subscription.disabled", "data": {}})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("type")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("type")), "{v}");
     let (sub, _) = s
         .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["fail.*"], "retry_policy": fast_retry(2)}))
         .await;

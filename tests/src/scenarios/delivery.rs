@@ -362,10 +362,10 @@ pub async fn deliveries_are_paged_with_a_cursor<P: Pipeline>(s: &P) {
     assert_eq!(st, 200);
     let cursor = v["next_cursor"].as_str().unwrap().to_string();
     let (st, v) = s.get(&format!("/v1/events/paged-2/deliveries?cursor={cursor}")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "another event's cursor: {v}");
-    for bad in ["0", "101", "x"] {
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "another event's cursor: {v}");
+    for (bad, status) in [("0", 422), ("101", 422), ("x", 400)] {
         let (st, v) = s.get(&format!("/v1/events/paged-1/deliveries?limit={bad}")).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some("limit")), "limit={bad}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some("limit")), "limit={bad}: {v}");
     }
 }
 
@@ -507,7 +507,7 @@ pub async fn bad_input_gets_a_clear_error_and_writes_nothing<P: Pipeline>(s: &P)
             &json!({"callback_url": "http://127.0.0.1:9/x", "event_types": ["*"], "retry_policy": {"max_attempts": 0}}),
         )
         .await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("retry_policy.max_attempts")));
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("retry_policy.max_attempts")));
     let (st, _) = s.get("/v1/events/never-stored").await;
     assert_eq!(st, 404);
     let (st, _) = s.get("/v1/subscriptions/sub_nope").await;
