@@ -255,7 +255,7 @@ async fn a_rotated_key_keeps_its_old_secret_for_the_overlap() {
         assert_eq!(st, want);
     }
     let (st, v) = s.call("POST", &format!("/v1/keys/{}/rotate", cred.id), Some(br#"{"overlap_seconds": -1}"#)).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("overlap_seconds")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("overlap_seconds")), "{v}");
     let (st, _) = s.call("DELETE", &format!("/v1/keys/{}", cred.id), None).await;
     assert_eq!(st, 200);
     let (st, v) = s.call("POST", &format!("/v1/keys/{}/rotate", cred.id), None).await;
