@@ -676,9 +676,9 @@ pub async fn retry_schedules_and_dead_letter_statuses_that_make_no_sense_are_ref
         assert_eq!(v["error"]["code"], *code, "{given}: {v}");
     }
     let malformed = [
-        (json!({"retry_policy": {"schedule_ms": [1000, "x"]}}), "retry_policy.schedule_ms[1]", "invalid_field"),
+        (json!({"retry_policy": {"schedule_ms": [1000, "x"]}}), "retry_policy.schedule_ms[1]", "invalid_type"),
         (json!({"retry_policy": {"schedule": [1000]}}), "retry_policy.schedule", "unknown_field"),
-        (json!({"dead_letter_on": 422}), "dead_letter_on", "invalid_field"),
+        (json!({"dead_letter_on": 422}), "dead_letter_on", "invalid_type"),
     ];
     for (given, field, code) in &malformed {
         let (st, v) = s.post("/v1/subscriptions", &with(given)).await;
