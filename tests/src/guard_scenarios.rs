@@ -180,7 +180,7 @@ pub async fn forged_cursors_are_refused_before_the_store(p: &impl Pipeline) {
     for c in &forged {
         for l in &listings {
             let (st, v) = p.get(&format!("{l}&cursor={c}")).await;
-            assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "{l} {c}: {v}");
+            assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "{l} {c}: {v}");
         }
     }
     let logs = p.logs().await;
@@ -274,7 +274,7 @@ pub async fn the_small_validations_name_the_field_and_write_nothing(p: &impl Pip
             ("/v1/dead-letters/skip".to_string(), json!({"filter": {}, "reason": reason})),
         ] {
             let (st, v) = p.post(&path, &body).await;
-            assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "{path} {reason:?}: {v}");
+            assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "{path} {reason:?}: {v}");
         }
     }
     for t in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"] {
