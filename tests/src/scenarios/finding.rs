@@ -319,7 +319,7 @@ pub async fn event_routes_refuse_unknown_parameters_and_speak_snake_case<P: Pipe
         (format!("/v1/events?event_type=wire{tag}.*&tenant=acme"), "tenant"),
         (format!("/v1/events/{id}/deliveries?limit=5&cursr=x"), "cursr"),
         (format!("/v1/audit?{sub_q}&subscription=x"), "subscription"),
-        (format!("/v1/audit?action=event.replayed&acter=key:ops"), "acter"),
+        ("/v1/audit?action=event.replayed&acter=key:ops".to_string(), "acter"),
         (format!("/v1/events/{id}?expand=deliveries"), "expand"),
     ] {
         let (st, v) = s.get(&path).await;
