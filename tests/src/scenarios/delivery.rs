@@ -287,7 +287,7 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     assert_eq!(v["state"], "skipped");
     assert_eq!(v["resolution"]["reason"], "customer left");
     let (st, v) = s.post(&format!("/v1/dead-letters/{dl}/requeue"), &json!({})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("reason")), "a reason is required: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("reason")), "a reason is required: {v}");
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/requeue"), &json!({"reason": "try"})).await;
     assert_eq!(st, 409, "a skipped dead letter cannot be requeued");
     let (st, _) = s.post(&format!("/v1/dead-letters/{dl}/skip"), &json!({"reason": "again"})).await;
