@@ -147,6 +147,7 @@ impl From<&EnvelopeError> for ApiError {
             EnvelopeError::NotAnObject => ErrorCode::NotAnObject,
             EnvelopeError::MissingField { .. } => ErrorCode::MissingField,
             EnvelopeError::InvalidField { .. } => ErrorCode::InvalidField,
+            EnvelopeError::WrongType { .. } => ErrorCode::InvalidType,
             EnvelopeError::UnknownFormat(_) => ErrorCode::UnknownFormat,
             EnvelopeError::Undetectable => ErrorCode::UnknownEnvelope,
             // A tenant-bound producer's event of another tenant is

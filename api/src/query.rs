@@ -43,6 +43,13 @@ pub fn typed<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiError> {
     })
 }
 
+/// The query string of a route that takes no parameter (`GET
+/// /v1/events/{event}`, `/healthz`, `/metrics`): read with [`typed`], any
+/// parameter is a `400 unknown_parameter` naming it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoQuery {}
+
 /// Items on a page when the request names no `limit`.
 pub const DEFAULT_PAGE: usize = 100;
 /// The largest `limit` a list endpoint takes.
@@ -62,6 +69,16 @@ pub fn limit(req: &Request<'_>) -> Result<usize, ApiError> {
                 .then_some(n)
                 .ok_or_else(|| ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_PAGE}")))
         }
+    }
+}
+
+/// A typed query's `limit` (its type already read): `default` when
+/// absent, else 1 to `max`, or a `422` naming `limit`.
+pub fn page_limit(given: Option<u32>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match given {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&(n as usize)) => Ok(n as usize),
+        Some(_) => Err(ApiError::invalid("limit", format!("limit must be an integer between 1 and {max}"))),
     }
 }
 

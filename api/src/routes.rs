@@ -146,14 +146,25 @@ use Action::*;
 /// (`/v1/subscriptions/reindex`, not `/v1/subscriptions/{subscription}`),
 /// whatever their order here.
 pub static ROUTES: &[Route] = &[
-    route("GET", "/healthz", None, |_, _| {
-        Box::pin(async { Ok(super::Response::json(200, &serde_json::json!({"status": "ok"}))) })
+    route("GET", "/healthz", None, |_, c| {
+        Box::pin(async {
+            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            let ok = hookline_wire::health::Health { status: hookline_wire::health::HealthStatus::Ok };
+            Ok(super::Response::json(200, &ok))
+        })
     }),
-    route("GET", "/metrics", Some(ReadMetrics), |api, _| Box::pin(async { Ok(api.metrics().await) })),
+    route("GET", "/metrics", Some(ReadMetrics), |api, c| {
+        Box::pin(async {
+            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            Ok(api.metrics().await)
+        })
+    }),
     route("POST", "/v1/events", Some(PostEvents), |api, c| Box::pin(api.post_event(c))),
     route("POST", "/v1/events/batch", Some(PostEvents), |api, c| Box::pin(api.post_batch(c))),
     route("GET", "/v1/events", Some(Read), |api, c| Box::pin(api.list_events(c))),
-    route("GET", "/v1/events/{event}", Some(Read), |api, c| Box::pin(async { api.get_event(&c.event()).await })),
+    route("GET", "/v1/events/{event}", Some(Read), |api, c| {
+        Box::pin(async { api.get_event(&c.event(), &c.req).await })
+    }),
     route("GET", "/v1/events/{event}/deliveries", Some(Read), |api, c| {
         Box::pin(async { api.get_deliveries(&c.event(), &c.req).await })
     }),

@@ -271,17 +271,3 @@ async fn reindex(what: &str, args: ReindexArgs) -> anyhow::Result<()> {
     common.out().object(&json!({"reindexed": reindexed, "examined": examined, "requests": requests}), &[])?;
     Ok(())
 }
-
-/// Fetches one object and prints it (fields in `skip` left out of tables).
-async fn show(common: &Common, path: &[&str], skip: &[&str]) -> anyhow::Result<()> {
-    let v = common.client()?.get(path, &[]).await?;
-    common.out().object(&v, skip)?;
-    Ok(())
-}
-
-/// Sends a request and prints the answer as one object.
-async fn act(common: &Common, method: &str, path: &[&str], body: Option<Value>) -> anyhow::Result<Value> {
-    let v = common.client()?.send_json(method, path, body).await?;
-    common.out().object(&v, &[])?;
-    Ok(v)
-}

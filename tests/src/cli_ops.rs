@@ -372,14 +372,14 @@ pub async fn events_dead_letters_and_replay_commands(s: &impl Pipeline, env: &[(
     for cmd in [vec!["events", "show", "cli-1"], vec!["inspect", "cli-1"]] {
         let v = hookline(&cmd, &env).ok().json();
         assert_eq!(v["event"]["id"], "cli-1");
-        assert_eq!(v["deliveries"][0]["status"], "DeadLettered");
+        assert_eq!(v["deliveries"][0]["status"], "dead_lettered");
     }
     let run = hookline(&["events", "show", "cli-1", "-o", "table"], &env);
     let out = &run.ok().out;
     assert!(out.starts_with("FIELD ") && out.lines().any(|l| l.starts_with("type ") && l.ends_with(" t")), "{out}");
     let header = out.lines().find(|l| l.starts_with("SAGA ")).unwrap_or_else(|| panic!("a deliveries table: {out}"));
     assert!(header.contains("STATUS") && header.contains("LAST ERROR"), "{header}");
-    assert!(out.lines().any(|l| l.starts_with(dead.as_str()) && l.contains("DeadLettered")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with(dead.as_str()) && l.contains("dead_lettered")), "{out}");
     let run = hookline(&["events", "show", "nope"], &env);
     assert_eq!(run.code, 3, "{}", run.err);
 
@@ -402,7 +402,7 @@ pub async fn events_dead_letters_and_replay_commands(s: &impl Pipeline, env: &[(
     let v = hookline(&["dead-letters", "requeue", &dead, "--reason", "fixed"], &env).ok().json();
     let d = s.settled_deliveries("cli-1", 2, 20).await;
     let new = d.iter().find(|x| x["saga_id"] == v["saga_id"]).expect("the requeued saga");
-    assert_eq!(new["status"], "Completed");
+    assert_eq!(new["status"], "completed");
     assert_eq!(new["origin"]["reason"], "fixed");
     assert_eq!(hookline(&["dead-letters", "requeue", "sag_nope", "--reason", "x"], &env).code, 3);
     // The caller's credential (API key, IAM principal), not what a client claims.
@@ -671,7 +671,7 @@ pub async fn lists_bulk_jobs_and_replays(s: &impl Pipeline, env: &[(&str, &str)]
     assert_eq!((job["matched"].as_u64(), job["done"].as_u64(), job["failed"].as_u64()), (Some(3), Some(3), Some(0)));
     for i in 0..3 {
         let d = s.settled_deliveries(&format!("b-{i}"), 2, 20).await;
-        assert_eq!(d.iter().filter(|x| x["status"] == "Completed").count(), 1);
+        assert_eq!(d.iter().filter(|x| x["status"] == "completed").count(), 1);
     }
     // Bulk skip without waiting, then followed with jobs show --wait.
     let started =

@@ -48,9 +48,9 @@ fn domain_event(tenant: &str, id: &str) -> Value {
            "sequence": {"partitionKey": "Opportunity:t:r", "recordVersion": "1"}, "payload": {"who": tenant}})
 }
 
-/// Asserts a 400 `invalid_field` naming `field`, with no control character in the message.
+/// Asserts a 422 `invalid_field` naming `field`, with no control character in the message.
 fn assert_refused(st: u16, v: &Value, field: &str) {
-    assert_eq!(st, 400, "{v}");
+    assert_eq!(st, 422, "{v}");
     assert_eq!(v["error"]["code"], "invalid_field", "{v}");
     assert_eq!(v["error"]["field"], field, "{v}");
     let msg = v["error"]["message"].as_str().unwrap_or_default();
@@ -58,7 +58,7 @@ fn assert_refused(st: u16, v: &Value, field: &str) {
 }
 
 /// Item 1: one id limit ([`MAX_ID_BYTES`]) on every ingest route; over it is a
-/// 400 naming the field (never a 503 from a store key limit), per item in a
+/// 422 naming the field (never a 503 from a store key limit), per item in a
 /// batch; an id at the limit is stored and found.
 pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipeline>(s: &P) {
     let at_limit = format!("lim-{}", "x".repeat(MAX_ID_BYTES - 4));
@@ -88,7 +88,7 @@ pub async fn producer_ids_over_the_limit_are_refused_naming_the_field<P: Pipelin
     let (st, v) = s.post("/v1/events/batch", &batch).await;
     assert_eq!(st, 207, "{v}");
     assert_eq!(v["results"][0]["status"], 202, "{v}");
-    assert_eq!(v["results"][1]["status"], 400, "{v}");
+    assert_eq!(v["results"][1]["status"], 422, "{v}");
     assert_eq!(v["results"][1]["error"]["field"], "id", "{v}");
 
     // A path id no stored id can equal is a 404, not a store error.
@@ -124,7 +124,7 @@ pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: 
         assert_eq!(v["id"], id);
         assert_eq!(v["body"]["data"]["id"], id);
         let d = s.settled_deliveries(&enc(id), 1, 30).await;
-        assert_eq!(d[0]["status"], "Completed", "{id}");
+        assert_eq!(d[0]["status"], "completed", "{id}");
         let (st, v) = s.post(&format!("{path}/replay"), &json!({"reason": "test", "replay_key": "k"})).await;
         assert_eq!(st, 202, "replay {path}: {v}");
         assert_eq!(v["event_id"], id);
@@ -138,7 +138,7 @@ pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: 
 
 /// Item 2: values that end up in an outgoing header (the trace id as
 /// `hookline-trace-id`, the event type as `hookline-event-type`) must be
-/// valid header values: otherwise 400 naming the field, per item in a batch;
+/// valid header values: otherwise 422 naming the field, per item in a batch;
 /// a valid trace id arrives unchanged.
 pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
@@ -175,7 +175,7 @@ pub async fn header_bound_values_must_be_valid_header_values<P: Pipeline>(s: &P)
 /// ([`MAX_PARTITION_KEY_BYTES`] of printable text) in every format that has
 /// one: native `partition_key`, domain-event `sequence.partitionKey`, and the
 /// change feed's `{entity_type}:{entity_id}`, refused on `entity_id`. Over
-/// it (never a 503 from a store key limit) or with a control character: 400
+/// it (never a 503 from a store key limit) or with a control character: 422
 /// naming the producer's field, per item in a batch, nothing stored. At the
 /// limit, with a tenant at its own limit, an event is stored, numbered,
 /// delivered in order with the key in its header, and found by its
@@ -243,8 +243,8 @@ pub async fn partition_keys_that_cannot_be_stored_or_sent_are_refused<P: Pipelin
         results,
         [
             (&json!(202), &Value::Null),
-            (&json!(400), &json!("partition_key")),
-            (&json!(400), &json!("sequence.partitionKey"))
+            (&json!(422), &json!("partition_key")),
+            (&json!(422), &json!("sequence.partitionKey"))
         ],
         "{v}"
     );
@@ -266,7 +266,7 @@ pub async fn partition_keys_that_cannot_be_stored_or_sent_are_refused<P: Pipelin
         let (st, v) = s.post("/v1/events", &body).await;
         assert_eq!((st, &v["duplicate"]), (202, &json!(false)), "{v}");
         let stored = v["event_id"].as_str().unwrap();
-        assert_eq!(s.settled_deliveries(stored, 1, 30).await[0]["status"], "Completed");
+        assert_eq!(s.settled_deliveries(stored, 1, 30).await[0]["status"], "completed");
         let (st, found) = s.get(&format!("/v1/events?tenant_id={}&partition_key={}", enc(&tenant), enc(key))).await;
         assert_eq!(st, 200, "{found}");
         let items = found["items"].as_array().unwrap();
@@ -348,14 +348,14 @@ pub async fn custom_headers_that_cannot_be_sent_are_refused<P: Pipeline>(s: &P) 
     assert_eq!(sub["headers"]["X-Team"], "a\tb c", "a refused PATCH changes nothing: {sub}");
     let (_, ev) = s.post("/v1/events", &json!({"type": "t", "data": {}})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(d[0]["status"], "Completed");
+    assert_eq!(d[0]["status"], "completed");
     let got = &r.deliveries("/ch")[0];
     assert_eq!(got.header("x-team"), "a\tb c");
     assert_eq!(got.header("x-tok!#$%&'*+.^_`|~"), "1");
 }
 
 /// Item 2: a CR or LF in a producer- or caller-supplied value never forges a
-/// log line: ids, tenants and trace ids holding them are refused (400 with an
+/// log line: ids, tenants and trace ids holding them are refused (422 with an
 /// escaped message), and so is free text that is logged (a replay's
 /// reason).
 pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
@@ -385,7 +385,7 @@ pub async fn control_characters_cannot_forge_log_lines<P: Pipeline>(s: &P) {
     assert!(!v["error"]["message"].as_str().unwrap().contains('\n'), "{v}");
 
     // A valid event: a replay for a reason that holds a line break is
-    // refused (400 naming `reason`, nothing replayed); one for a plain
+    // refused (422 naming `reason`, nothing replayed); one for a plain
     // reason is done and logged (a body's `actor` is ignored: the caller is
     // the actor).
     let (st, _) = s.post("/v1/events", &json!({"id": "lf-ok", "type": "t", "trace_id": "req-1", "data": {}})).await;
@@ -549,7 +549,7 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     ids.extend((1..3).map(|i| b["results"][i]["event_id"].as_str().unwrap().to_string()));
     for id in &ids {
         let d = s.settled_deliveries(id, 2, 30).await;
-        assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
+        assert!(d.iter().all(|x| x["status"] == "completed"), "{d:?}");
     }
     s.settled_deliveries("shared-1", 1, 30).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

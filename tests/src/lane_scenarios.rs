@@ -146,7 +146,7 @@ async fn saga_with_status<P: Pipeline>(p: &P, event_id: &str, status: &str, secs
     let path = format!("/v1/events/{event_id}/deliveries");
     crate::eventually(secs, &format!("{event_id} {status}"), || async {
         let (_, v) = p.get(&path).await;
-        v["deliveries"].as_array().and_then(|d| d.iter().find(|s| s["status"] == status).cloned())
+        v["items"].as_array().and_then(|d| d.iter().find(|s| s["status"] == status).cloned())
     })
     .await
 }
@@ -183,9 +183,9 @@ pub async fn missing_head_is_taken_out<P: Pipeline + Retention>(p: &P) {
             post_event(p, json!({"type": "lane.x", "partition_key": key, "data": {"i": i, "poison": poison}}))
         };
         let head = post(1, true).await;
-        saga_with_status(p, &head, "PendingRetry", 30).await;
+        saga_with_status(p, &head, "pending_retry", 30).await;
         let second = post(2, false).await;
-        saga_with_status(p, &second, "Waiting", 30).await;
+        saga_with_status(p, &second, "waiting", 30).await;
         p.expire_sagas(&head).await;
         if heal_by_event {
             post(3, false).await;
@@ -239,7 +239,7 @@ pub async fn lost_routing_is_looked_at_with_backoff_then_skipped<P: Pipeline + R
     let lost_ops = post(&key, Some(&lost[0]), 1).await;
     assert_eq!(lost_ops, lost[0], "the producer's id is the stored id");
     let waiting = post(&key, None, 2).await;
-    saga_with_status(p, &waiting, "Waiting", 30).await;
+    saga_with_status(p, &waiting, "waiting", 30).await;
     // Looks 1 s, 2 s, 4 s apart: a doubling wait.
     let looks = crate::eventually(30, "three looks at the gap", || async {
         let looks = routing_looks(&p.logs().await, &key);
@@ -290,7 +290,7 @@ pub async fn lost_routing_is_looked_at_with_backoff_then_skipped<P: Pipeline + R
     // The lost event expired: the reconciler passes its number by itself.
     post(&gone, Some(&lost[1]), 1).await;
     let waiting = post(&gone, None, 2).await;
-    saga_with_status(p, &waiting, "Waiting", 30).await;
+    saga_with_status(p, &waiting, "waiting", 30).await;
     p.expire_event(&lost[1]).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     p.age_sagas(&waiting).await;
@@ -318,11 +318,11 @@ pub async fn waiting_behind_a_blocking_dead_letter_is_not_stalled_and_ends_with_
         post_event(p, json!({"type": "lane.x", "partition_key": key, "data": {"i": i, "poison": poison}}))
     };
     let dead = post(1, true).await;
-    saga_with_status(p, &dead, "DeadLettered", 30).await;
+    saga_with_status(p, &dead, "dead_lettered", 30).await;
     let mut waiting = Vec::new();
     for i in 2..=4 {
         let e = post(i, false).await;
-        let saga = saga_with_status(p, &e, "Waiting", 30).await;
+        let saga = saga_with_status(p, &e, "waiting", 30).await;
         waiting.push((e, saga["saga_id"].as_str().unwrap().to_string()));
     }
     // Shown as blocked, since the dead letter.
@@ -344,14 +344,14 @@ pub async fn waiting_behind_a_blocking_dead_letter_is_not_stalled_and_ends_with_
             !logs.lines().any(|l| l.contains("stalled saga re-driven") && l.contains(saga.as_str())),
             "{saga} was re-driven as stalled"
         );
-        saga_with_status(p, e, "Waiting", 5).await;
+        saga_with_status(p, e, "waiting", 5).await;
     }
     assert!(delivered(&r, "/blk", &key).is_empty());
     // Deleted: the waiting sagas end (refused), nothing waits for good.
     let (st, v) = p.call("DELETE", &format!("/v1/subscriptions/{sub}"), None).await;
     assert_eq!(st, 204, "{v}");
     for (e, _) in &waiting {
-        let s = saga_with_status(p, e, "DeadLettered", 30).await;
+        let s = saga_with_status(p, e, "dead_lettered", 30).await;
         assert!(s["last_error"].as_str().unwrap_or_default().contains("no longer exists"), "{s}");
     }
     assert!(delivered(&r, "/blk", &key).is_empty(), "nothing delivered for a deleted subscription");

@@ -140,8 +140,8 @@ pub trait Pipeline: Sync {
         async move {
             crate::eventually(secs, &what, || async {
                 let (_, v) = self.get(&path).await;
-                let d = v["deliveries"].as_array().cloned().unwrap_or_default();
-                let done = d.iter().filter(|s| s["status"] == "Completed" || s["status"] == "DeadLettered").count();
+                let d = v["items"].as_array().cloned().unwrap_or_default();
+                let done = d.iter().filter(|s| s["status"] == "completed" || s["status"] == "dead_lettered").count();
                 (d.len() == sagas && done == sagas).then_some(d)
             })
             .await

@@ -61,7 +61,7 @@ pub async fn breaker_open_dead_letters_at_the_last_scheduled_attempt<P: Pipeline
     let sent = r.deliveries("/down").iter().filter(|d| d.header("hookline-event-type") == "w.held").count();
     assert_eq!(sent, 0, "requests for the held event");
     let d = s.settled_deliveries(&held, 1, 10).await;
-    assert_eq!(d[0]["status"], "DeadLettered", "{}", d[0]);
+    assert_eq!(d[0]["status"], "dead_lettered", "{}", d[0]);
 }
 
 /// A retry held by an open breaker for longer than the reconciler's stall
@@ -98,13 +98,13 @@ pub async fn a_retry_held_past_the_stall_margin_posts_once<P: Pipeline>(s: &P) {
     s.reconcile().await;
     for id in &ids {
         let d = s.settled_deliveries(id, 1, 60).await;
-        assert_eq!(d[0]["status"], "Completed", "{}", d[0]);
+        assert_eq!(d[0]["status"], "completed", "{}", d[0]);
     }
     // Time for a second job of any retry to post, were there one.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let got = r.deliveries("/held");
     for id in &ids {
-        let webhook = s.get(&format!("/v1/events/{id}/deliveries")).await.1["deliveries"][0]["webhook_id"]
+        let webhook = s.get(&format!("/v1/events/{id}/deliveries")).await.1["items"][0]["webhook_id"]
             .as_str()
             .unwrap()
             .to_string();
@@ -211,7 +211,7 @@ pub async fn rate_limited_backlog(p: &AwsPipeline, meter: &Meter, jobs: usize, r
     .await;
     for id in &ids {
         let d = p.settled_deliveries(id, 1, 30).await;
-        assert_eq!(d[0]["status"], "Completed", "{id}: {}", d[0]);
+        assert_eq!(d[0]["status"], "completed", "{id}: {}", d[0]);
     }
     let delivered = r.deliveries("/rated").len();
     assert_eq!(delivered, jobs, "each job delivered once");

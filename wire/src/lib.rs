@@ -14,8 +14,11 @@
 //! This crate holds no logic beyond what a client needs to read the
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
+pub mod audit;
 pub mod dead_letters;
 pub mod error;
+pub mod events;
+pub mod health;
 pub mod jobs;
 pub mod keys;
 pub mod page;

@@ -1,7 +1,10 @@
 //! `hookline audit` (who changed what, when and why) and `hookline jobs
 //! show` (a bulk job's progress).
 
-use super::output::{field, time, View};
+use hookline_wire::audit::AuditRecord;
+
+use super::events::{cell, unreadable, when};
+use super::output::View;
 use super::{jobs, list, time, Common, PageArgs};
 use crate::table::col;
 
@@ -53,12 +56,20 @@ pub enum JobsCommand {
 
 const VIEW: View = View {
     columns: &[col("at", 19), col("actor", 64), col("action", 36), col("about", 56), col("reason", 48)],
-    row: |r| {
-        let about = ["subscription_id", "dead_letter_id", "event_id", "job_id"]
-            .iter()
-            .find_map(|k| r[*k].as_str().map(|v| format!("{}:{v}", k.trim_end_matches("_id"))))
+    row: |v| match serde_json::from_value::<AuditRecord>(v.clone()) {
+        Ok(r) => {
+            let about = [
+                ("subscription", &r.subscription_id),
+                ("dead_letter", &r.dead_letter_id),
+                ("event", &r.event_id),
+                ("job", &r.job_id),
+            ]
+            .into_iter()
+            .find_map(|(k, id)| id.as_ref().map(|id| format!("{k}:{id}")))
             .unwrap_or_else(|| "-".into());
-        vec![time(r, "at"), field(r, "actor"), field(r, "action"), about, field(r, "reason")]
+            vec![when(&r.at), r.actor, cell(&r.action), about, cell(&r.reason)]
+        }
+        Err(e) => unreadable(5, &e),
     },
     states: &[],
 };

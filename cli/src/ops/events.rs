@@ -1,9 +1,12 @@
 //! `hookline events list|show`: find events by type, tenant, partition,
 //! time and outcome; show one with every delivery of it.
 
+use hookline_wire::events::{DeliveryView, EventListItem, EventView};
+use hookline_wire::Page;
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::output::{field, time, View};
+use super::output::View;
 use super::{list, time, Common, PageArgs};
 use crate::table::col;
 
@@ -70,19 +73,38 @@ const VIEW: View = View {
         col("seq", 8),
         col("outcome", 13),
     ],
-    row: |e| {
-        vec![
-            field(e, "id"),
-            time(e, "received_at"),
-            field(e, "type"),
-            field(e, "tenant_id"),
-            field(e, "partition_key"),
-            field(e, "sequence"),
-            field(e, "outcome"),
-        ]
+    row: |v| match serde_json::from_value::<EventListItem>(v.clone()) {
+        Ok(e) => vec![
+            e.id,
+            when(&e.received_at),
+            e.event_type,
+            cell(&e.tenant_id),
+            cell(&e.partition_key),
+            cell(&e.sequence),
+            cell(&e.outcome),
+        ],
+        Err(e) => unreadable(7, &e),
     },
     states: &[6],
 };
+
+/// A wire value as a table cell (`-` for none; enums by their wire name).
+pub(super) fn cell(v: &impl Serialize) -> String {
+    crate::table::cell(&serde_json::to_value(v).unwrap_or(Value::Null))
+}
+
+/// A time as a table cell (UTC to the second).
+pub(super) fn when(t: &chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// The row of an item the CLI could not read as its wire type (a server
+/// of another version): what failed in the first of `columns` cells.
+pub(super) fn unreadable(columns: usize, e: &serde_json::Error) -> Vec<String> {
+    let mut row = vec![format!("unreadable item: {e}")];
+    row.resize(columns, "-".into());
+    row
+}
 
 /// Runs an event command.
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
@@ -107,26 +129,25 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
 pub async fn show(a: ShowArgs) -> anyhow::Result<()> {
     let client = a.common.client()?;
     let out = a.common.out();
-    let event = client.get(&["v1", "events", &a.event_id], &[]).await?;
+    let event: EventView = serde_json::from_value(client.get(&["v1", "events", &a.event_id], &[]).await?)?;
     // Every page of its deliveries (the API pages them, 100 sagas a page).
-    let mut all = Vec::new();
+    let mut deliveries: Vec<DeliveryView> = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let page = client.get(&["v1", "events", &a.event_id, "deliveries"], &[("cursor", cursor.take())]).await?;
-        all.extend(page["deliveries"].as_array().cloned().unwrap_or_default());
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_string()),
+        let page: Page<DeliveryView> = serde_json::from_value(page)?;
+        deliveries.extend(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }
-    let deliveries = Value::Array(all);
     if out.json() {
         out.object(&json!({"event": event, "deliveries": deliveries}), &[])?;
         return Ok(());
     }
-    out.object(&event, &[])?;
-    let rows: Vec<Vec<String>> =
-        deliveries.as_array().map(Vec::as_slice).unwrap_or_default().iter().map(delivery_row).collect();
+    out.object(&serde_json::to_value(&event)?, &[])?;
+    let rows: Vec<Vec<String>> = deliveries.iter().map(delivery_row).collect();
     if rows.is_empty() {
         out.line("\nno deliveries")?;
         return Ok(());
@@ -134,7 +155,7 @@ pub async fn show(a: ShowArgs) -> anyhow::Result<()> {
     let mut t = out.table(&[
         col("saga", 40),
         col("subscription", 40),
-        col("status", 12),
+        col("status", 13),
         col("attempts", 8),
         col("last status", 11),
         col("last error", 48),
@@ -147,21 +168,18 @@ pub async fn show(a: ShowArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn delivery_row(d: &Value) -> Vec<String> {
-    let attempts = d["attempts"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let last = attempts.last().cloned().unwrap_or(Value::Null);
-    let origin = match (d["origin"]["kind"].as_str(), d["origin"]["actor"].as_str()) {
-        (Some(k), Some(a)) => format!("{k} by {a}"),
-        (Some(k), None) => k.to_string(),
-        _ => "-".into(),
+fn delivery_row(d: &DeliveryView) -> Vec<String> {
+    let origin = match &d.origin {
+        Some(o) => format!("{} by {}", cell(&o.kind), o.actor),
+        None => "-".into(),
     };
     vec![
-        field(d, "saga_id"),
-        field(d, "subscription_id"),
-        field(d, "status"),
-        attempts.len().to_string(),
-        field(&last, "status_code"),
-        field(d, "last_error"),
+        d.saga_id.clone(),
+        d.subscription_id.clone(),
+        cell(&d.status),
+        d.attempts.len().to_string(),
+        cell(&d.attempts.last().and_then(|a| a.status_code)),
+        cell(&d.last_error),
         origin,
     ]
 }

@@ -2,11 +2,12 @@
 //! webhook-id per event and subscription): one event at once, or a
 //! partition or a time range as a job followed to its end.
 
+use hookline_wire::events::{ReplayAnswer, ReplayEventBody};
 use hookline_wire::replays::ReplayRequest;
 use serde_json::json;
 
 use super::client::{json as json_of, OpsError};
-use super::{act, jobs, time, Common};
+use super::{jobs, time, Common};
 
 /// `replay` arguments: exactly one of an event, a partition, a time range.
 #[derive(clap::Args, Debug)]
@@ -61,8 +62,10 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
         return Err(OpsError::Usage("--tenant goes with --partition-key (the partition's tenant)".into()).into());
     }
     if let Some(id) = a.event.as_ref().or(a.event_id.as_ref()) {
-        let body = json!({"reason": a.reason, "subscription_id": a.subscription});
-        act(&a.common, "POST", &["v1", "events", id, "replay"], Some(body)).await?;
+        let body = ReplayEventBody { reason: Some(a.reason), subscription_id: a.subscription, ..Default::default() };
+        let answer = a.common.client()?.send_json("POST", &["v1", "events", id, "replay"], Some(json!(body))).await?;
+        let answer: ReplayAnswer = serde_json::from_value(answer)?;
+        a.common.out().object(&json!(answer), &[])?;
         return Ok(());
     }
     let body = ReplayRequest {

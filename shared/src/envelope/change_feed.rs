@@ -112,10 +112,10 @@ mod tests {
     fn wrong_types() {
         let mut m = obj(CHANGE_FEED);
         m["payload"]["diff"] = json!("roles");
-        expect_err(run(&m, None), "invalid_field", Some("payload.diff"));
+        expect_err(run(&m, None), "invalid_type", Some("payload.diff"));
         let mut m = obj(CHANGE_FEED);
         m["payload"]["after"] = json!([]);
-        expect_err(run(&m, None), "invalid_field", Some("payload.after"));
+        expect_err(run(&m, None), "invalid_type", Some("payload.after"));
         let mut m = obj(CHANGE_FEED);
         m["payload"]["actor"] = json!("");
         let e = expect_err(run(&m, None), "invalid_field", Some("payload.actor"));

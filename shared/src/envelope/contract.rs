@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::fields::{check_type_len, kind, show, Obj};
+use super::fields::{check_type_len, show, Obj};
 use super::{EnvelopeError, Fields};
 
 /// Contract-v1 envelope (docs/formats.md#contract-v1): `eventId, eventType, version,
@@ -78,9 +78,7 @@ fn webhook(obj: &Map<String, Value>) -> Result<Fields, EnvelopeError> {
     check_risk_flags(obj)?;
     match obj.get("executionProfile") {
         None | Some(Value::Null) | Some(Value::String(_)) => {}
-        Some(other) => {
-            return Err(EnvelopeError::invalid("executionProfile", format!("expected a string, got {}", kind(other))))
-        }
+        Some(other) => return Err(EnvelopeError::wrong_type("executionProfile", "a string", other)),
     }
     o.req_object("data")?;
     Ok(Fields {
@@ -121,19 +119,11 @@ fn check_risk_flags(obj: &Map<String, Value>) -> Result<(), EnvelopeError> {
         Some(Value::Array(flags)) => {
             for (i, flag) in flags.iter().enumerate() {
                 if !flag.is_string() {
-                    return Err(EnvelopeError::invalid(
-                        format!("riskFlags[{i}]"),
-                        format!("expected a string, got {}", kind(flag)),
-                    ));
+                    return Err(EnvelopeError::wrong_type(format!("riskFlags[{i}]"), "a string", flag));
                 }
             }
         }
-        Some(other) => {
-            return Err(EnvelopeError::invalid(
-                "riskFlags",
-                format!("expected an array of strings, got {}", kind(other)),
-            ))
-        }
+        Some(other) => return Err(EnvelopeError::wrong_type("riskFlags", "an array of strings", other)),
     }
     Ok(())
 }
@@ -179,10 +169,10 @@ mod tests {
         assert_eq!((n.trace_id.as_deref(), n.producer.as_deref()), (Some("req_abcd"), None));
         let mut m = body.as_object().unwrap().clone();
         m.insert("data".into(), json!("text"));
-        expect_err(run(&m, None), "invalid_field", Some("data"));
+        expect_err(run(&m, None), "invalid_type", Some("data"));
         let mut m = body.as_object().unwrap().clone();
         m.insert("executionProfile".into(), json!(3));
-        expect_err(run(&m, None), "invalid_field", Some("executionProfile"));
+        expect_err(run(&m, None), "invalid_type", Some("executionProfile"));
         let mut m = body.as_object().unwrap().clone();
         m.remove("traceId");
         expect_err(run(&m, None), "missing_field", Some("traceId"));
@@ -193,22 +183,27 @@ mod tests {
     fn wrong_types() {
         let mut m = obj(CONTRACT);
         m.insert("payload".into(), json!([1]));
-        expect_err(run(&m, None), "invalid_field", Some("payload"));
+        expect_err(run(&m, None), "invalid_type", Some("payload"));
 
         let mut m = obj(CONTRACT);
         m.insert("riskFlags".into(), json!(["A", 2]));
-        expect_err(run(&m, None), "invalid_field", Some("riskFlags[1]"));
+        expect_err(run(&m, None), "invalid_type", Some("riskFlags[1]"));
         m.insert("riskFlags".into(), json!("A"));
-        expect_err(run(&m, None), "invalid_field", Some("riskFlags"));
+        expect_err(run(&m, None), "invalid_type", Some("riskFlags"));
         m.insert("riskFlags".into(), Value::Null);
         assert!(run(&m, None).is_ok());
 
-        for (field, bad) in
-            [("version", json!(0)), ("version", json!(-1)), ("version", json!(1.5)), ("version", json!("1"))]
-        {
+        // A number that is no positive integer breaks the rule; a string is
+        // not a number at all.
+        for (field, bad, code) in [
+            ("version", json!(0), "invalid_field"),
+            ("version", json!(-1), "invalid_field"),
+            ("version", json!(1.5), "invalid_field"),
+            ("version", json!("1"), "invalid_type"),
+        ] {
             let mut m = obj(CONTRACT);
             m.insert(field.into(), bad);
-            let e = expect_err(run(&m, None), "invalid_field", Some(field));
+            let e = expect_err(run(&m, None), code, Some(field));
             assert!(e.to_string().contains("positive integer"), "{e}");
         }
     }
@@ -228,12 +223,14 @@ mod tests {
         assert_eq!((k.format, k.tenant_id.as_deref()), (crate::envelope::Format::Contract, Some("acme")));
         m.insert("tenantId".into(), Value::Null);
         assert_eq!(run(&m, None).unwrap().tenant_id, None);
-        for (bad, code) in
-            [(json!(" "), "must not be empty"), (json!(7), "expected a string"), (json!("a\nb"), "printable")]
-        {
+        for (bad, text, code) in [
+            (json!(" "), "must not be empty", "invalid_field"),
+            (json!(7), "expected a string", "invalid_type"),
+            (json!("a\nb"), "printable", "invalid_field"),
+        ] {
             m.insert("tenantId".into(), bad);
-            let e = expect_err(run(&m, None), "invalid_field", Some("tenantId"));
-            assert!(e.to_string().contains(code), "{e}");
+            let e = expect_err(run(&m, None), code, Some("tenantId"));
+            assert!(e.to_string().contains(text), "{e}");
         }
 
         let mut m = obj(CONTRACT);

@@ -102,16 +102,16 @@ mod tests {
     fn wrong_types() {
         let mut m = obj(DOMAIN);
         m.insert("producer".into(), json!("core-platform"));
-        let e = expect_err(run(&m, None), "invalid_field", Some("producer"));
+        let e = expect_err(run(&m, None), "invalid_type", Some("producer"));
         assert_eq!(e.to_string(), "invalid field `producer`: expected an object, got a string");
 
         let mut m = obj(DOMAIN);
         m["sequence"]["recordVersion"] = json!(42);
-        expect_err(run(&m, None), "invalid_field", Some("sequence.recordVersion"));
+        expect_err(run(&m, None), "invalid_type", Some("sequence.recordVersion"));
 
         let mut m = obj(DOMAIN);
         m.insert("tenantId".into(), Value::Null);
-        let e = expect_err(run(&m, None), "invalid_field", Some("tenantId"));
+        let e = expect_err(run(&m, None), "invalid_type", Some("tenantId"));
         assert!(e.to_string().contains("expected a string, got null"));
 
         let mut m = obj(DOMAIN);

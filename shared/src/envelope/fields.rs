@@ -413,7 +413,7 @@ impl<'a> Obj<'a> {
                 Err(EnvelopeError::invalid(self.path_of(key), "must not be empty"))
             }
             Value::String(s) => Ok(s),
-            other => Err(EnvelopeError::invalid(self.path_of(key), format!("expected a string, got {}", kind(other)))),
+            other => Err(EnvelopeError::wrong_type(self.path_of(key), "a string", other)),
         }
     }
 
@@ -435,7 +435,7 @@ impl<'a> Obj<'a> {
     fn as_object(&self, key: &str, v: &'a Value) -> Result<Obj<'a>, EnvelopeError> {
         match v {
             Value::Object(map) => Ok(Obj { map, path: self.path_of(key) }),
-            other => Err(EnvelopeError::invalid(self.path_of(key), format!("expected an object, got {}", kind(other)))),
+            other => Err(EnvelopeError::wrong_type(self.path_of(key), "an object", other)),
         }
     }
 
@@ -444,13 +444,13 @@ impl<'a> Obj<'a> {
         let v = self.required(key)?;
         match v.as_u64() {
             Some(n) if n >= 1 => Ok(n),
-            _ => Err(EnvelopeError::invalid(
-                self.path_of(key),
-                match v {
-                    Value::Number(n) => format!("expected a positive integer (1, 2, ...), got {n}"),
-                    other => format!("expected a positive integer, got {}", kind(other)),
-                },
-            )),
+            _ => match v {
+                Value::Number(n) => Err(EnvelopeError::invalid(
+                    self.path_of(key),
+                    format!("expected a positive integer (1, 2, ...), got {n}"),
+                )),
+                other => Err(EnvelopeError::wrong_type(self.path_of(key), "a positive integer", other)),
+            },
         }
     }
 

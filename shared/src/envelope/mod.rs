@@ -145,6 +145,17 @@ pub enum EnvelopeError {
         /// What is wrong with it, e.g. "expected a string, got a number".
         reason: String,
     },
+    /// A field is present but not of its type (a number where a string
+    /// goes, `null` for a required string): the envelope could not be read
+    /// as its format (`400 invalid_type`), where [`EnvelopeError::InvalidField`]
+    /// is a value of the right type breaking a rule (`422`).
+    #[error("invalid field `{field}`: {reason}")]
+    WrongType {
+        /// Dotted path of the field, e.g. `producer` or `riskFlags[1]`.
+        field: String,
+        /// What was expected and found, e.g. "expected a string, got a number".
+        reason: String,
+    },
     /// `?format=` named a format Hookline does not know.
     /// The name is shown quoted with control characters escaped: it comes
     /// from the request's query string.
@@ -180,6 +191,7 @@ impl EnvelopeError {
         match self {
             EnvelopeError::MissingField { field }
             | EnvelopeError::InvalidField { field, .. }
+            | EnvelopeError::WrongType { field, .. }
             | EnvelopeError::OtherTenant { field } => Some(field),
             _ => None,
         }
@@ -192,6 +204,7 @@ impl EnvelopeError {
             EnvelopeError::NotAnObject => "not_an_object",
             EnvelopeError::MissingField { .. } => "missing_field",
             EnvelopeError::InvalidField { .. } => "invalid_field",
+            EnvelopeError::WrongType { .. } => "invalid_type",
             EnvelopeError::UnknownFormat(_) => "unknown_format",
             EnvelopeError::Undetectable => "unknown_envelope",
             EnvelopeError::OtherTenant { .. } => "forbidden",
@@ -201,6 +214,15 @@ impl EnvelopeError {
     /// Shorthand for [`EnvelopeError::MissingField`].
     fn missing(field: impl Into<String>) -> Self {
         EnvelopeError::MissingField { field: field.into() }
+    }
+
+    /// Shorthand for [`EnvelopeError::WrongType`]: `field` is not
+    /// `expected`, it is `found`.
+    fn wrong_type(field: impl Into<String>, expected: &str, found: &Value) -> Self {
+        EnvelopeError::WrongType {
+            field: field.into(),
+            reason: format!("expected {expected}, got {}", fields::kind(found)),
+        }
     }
 
     /// Shorthand for [`EnvelopeError::InvalidField`].

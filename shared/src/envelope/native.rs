@@ -76,7 +76,7 @@ mod tests {
         assert_eq!((n.id, n.occurred_at), (None, None));
         expect_err(normalize(br#"{"type":"a"}"#, None), "missing_field", Some("data"));
         expect_err(normalize(br#"{"data":{}}"#, None), "missing_field", Some("type"));
-        expect_err(normalize(br#"{"type":"a","data":1,"id":5}"#, None), "invalid_field", Some("id"));
+        expect_err(normalize(br#"{"type":"a","data":1,"id":5}"#, None), "invalid_type", Some("id"));
         expect_err(normalize(br#"{"type":"a","data":1,"id":" "}"#, None), "invalid_field", Some("id"));
     }
 

@@ -29,6 +29,7 @@ pub(super) fn run(m: &Map<String, Value>, f: Option<Format>) -> Result<Normalize
 }
 
 /// Expects an error with the given code and field.
+#[track_caller]
 pub(super) fn expect_err(r: Result<Normalized, EnvelopeError>, code: &str, field: Option<&str>) -> EnvelopeError {
     let e = r.expect_err("should be refused");
     assert_eq!(e.code(), code, "{e}");

@@ -73,7 +73,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     // large transactions) once held these past 60 s in CI.
     let d1 = s.settled_deliveries("aud-e1", 1, 120).await;
     let d2 = s.settled_deliveries("aud-e2", 1, 120).await;
-    assert_eq!((d1[0]["status"].as_str(), d2[0]["status"].as_str()), (Some("DeadLettered"), Some("DeadLettered")));
+    assert_eq!((d1[0]["status"].as_str(), d2[0]["status"].as_str()), (Some("dead_lettered"), Some("dead_lettered")));
     let (dl1, dl2) = (d1[0]["saga_id"].as_str().unwrap().to_string(), d2[0]["saga_id"].as_str().unwrap().to_string());
     for dl in [&dl1, &dl2] {
         eventually(20, "the dead letter", || async {
@@ -197,8 +197,10 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     // Bad input names the field.
     for (query, status, field) in [
         ("action=subscription.create", 400, "action"),
-        ("limit=0", 400, "limit"),
-        ("cursor=not-a-cursor", 400, "cursor"),
+        ("limit=0", 422, "limit"),
+        ("limit=ten", 400, "limit"),
+        ("cursor=not-a-cursor", 422, "cursor"),
+        ("subscription=x", 400, "subscription"),
         ("since=yesterday", 400, "since"),
         ("since=2026-11-26T10:00:00Z&until=2026-11-25T10:00:00Z", 422, "until"),
         ("since=2000-01-01T00:00:00Z", 422, "since"),
@@ -209,7 +211,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     let (_, v) = s.get(&format!("/v1/audit?subscription_id={a}&limit=2")).await;
     let c = v["next_cursor"].as_str().expect("a second page");
     let (st, v) = s.get(&format!("/v1/audit?subscription_id={b}&limit=2&cursor={c}")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a cursor of other filters: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "a cursor of other filters: {v}");
 }
 
 /// Operational events delivered to `path` of `r`, of `event_type`.
@@ -232,7 +234,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     s.subscribe(json!({"callback_url": r.url("/everything", Behaviour::Ok), "event_types": ["*"]})).await;
     // Producers cannot forge an operational event.
     let (st, v) = s.post("/v1/events", &json!({"type": "hookline.subscription.disabled", "data": {}})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("type")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("type")), "{v}");
     let (sub, _) = s
         .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["fail.*"], "retry_policy": fast_retry(2)}))
         .await;
@@ -241,7 +243,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     assert_eq!(st, 202);
     let d = s.settled_deliveries("fx-1", 2, 30).await;
     let d: Vec<&Value> = d.iter().filter(|x| x["subscription_id"] == sub.as_str()).collect();
-    assert_eq!(d[0]["status"], "DeadLettered");
+    assert_eq!(d[0]["status"], "dead_lettered");
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
     let created = eventually(30, "hookline.dead_letter.created delivered", || async {
         ops_events(&r, "/ops", "hookline.dead_letter.created").into_iter().find(|e| e["data"]["event_id"] == "fx-1")
@@ -313,7 +315,7 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     let (st, _) = s.post("/v1/events", &json!({"id": "fx-3", "type": "fail.three", "data": 3})).await;
     assert_eq!(st, 202);
     let d = s.settled_deliveries("fx-3", 2, 30).await;
-    assert!(d.iter().all(|x| x["status"] == "Completed"), "{d:?}");
+    assert!(d.iter().all(|x| x["status"] == "completed"), "{d:?}");
     let (_, v) = s.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(v["active"], true);
     assert_eq!(ops_events(&r, "/ops", "hookline.subscription.disabled").len(), 1, "disabled once");

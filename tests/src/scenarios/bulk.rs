@@ -308,9 +308,9 @@ pub async fn bulk_requeue_survives_a_crash_half_way<P: Pipeline>(s: &mut P, n: u
     // Each event: its dead saga and exactly one new one.
     for id in &ids {
         let (_, d) = s.get(&format!("/v1/events/{id}/deliveries")).await;
-        let d = d["deliveries"].as_array().unwrap();
+        let d = d["items"].as_array().unwrap();
         assert_eq!(d.len(), 2, "{id}: {d:?}");
-        let new = d.iter().find(|x| x["status"] == "Completed").expect("the requeued saga");
+        let new = d.iter().find(|x| x["status"] == "completed").expect("the requeued saga");
         assert_eq!(new["origin"]["kind"], "requeue");
         assert_eq!(new["origin"]["reason"], "endpoint fixed");
     }
@@ -432,7 +432,7 @@ pub async fn replay_jobs_by_partition_key_and_by_time_range<P: Pipeline>(s: &P) 
         let mut states = Vec::new();
         for (k, id) in &ids {
             let (_, d) = s.get(&format!("/v1/events/{id}/deliveries")).await;
-            states.push(format!("{k} {id}: {}", d["deliveries"]));
+            states.push(format!("{k} {id}: {}", d["items"]));
         }
         panic!("the partition was not replayed ({} deliveries): {states:#?}", r.successes("/rpk").len());
     }

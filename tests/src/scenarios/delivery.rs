@@ -115,7 +115,7 @@ pub(super) fn verify_delivery(d: &crate::Delivery, secret: &Secret) -> Result<()
 
 async fn contract_saga<P: Pipeline>(s: &P, event_id: &str) -> String {
     let (_, d) = s.get(&format!("/v1/events/{event_id}/deliveries")).await;
-    d["deliveries"][0]["saga_id"].as_str().unwrap_or_default().to_string()
+    d["items"][0]["saga_id"].as_str().unwrap_or_default().to_string()
 }
 
 fn base64_encode(b: &[u8]) -> String {
@@ -173,13 +173,13 @@ pub async fn retries_on_500_and_timeout_then_succeeds<P: Pipeline>(s: &P) {
     let (_, b) = s.post("/v1/events", &json!({"type": "b.one", "data": {}})).await;
     let da = s.settled_deliveries(a["event_id"].as_str().unwrap(), 1, 20).await;
     let db = s.settled_deliveries(b["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(da[0]["status"], "Completed");
+    assert_eq!(da[0]["status"], "completed");
     let attempts = da[0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 3);
     assert_eq!(attempts[0]["status_code"], 500);
     assert_eq!(attempts[1]["status_code"], 500);
     assert_eq!(attempts[2]["status_code"], 200);
-    assert_eq!(db[0]["status"], "Completed");
+    assert_eq!(db[0]["status"], "completed");
     let attempts = db[0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2);
     assert!(attempts[0]["error"].as_str().unwrap().contains("timed out"), "{}", attempts[0]);
@@ -201,7 +201,7 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     let (_, ev) = s.post("/v1/events", &json!({"type": "x.y", "data": {"k": 1}})).await;
     let id = ev["event_id"].as_str().unwrap();
     let d = s.settled_deliveries(id, 1, 20).await;
-    assert_eq!(d[0]["status"], "DeadLettered");
+    assert_eq!(d[0]["status"], "dead_lettered");
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 3);
     let dead_saga = d[0]["saga_id"].as_str().unwrap().to_string();
     // The dead letter is written right after the saga's terminal transition.
@@ -227,9 +227,9 @@ pub async fn dead_letter_after_max_attempts_then_requeue_and_replay<P: Pipeline>
     let d = s.settled_deliveries(id, 2, 20).await;
     let old = d.iter().find(|x| x["saga_id"] == dead_saga.as_str()).unwrap();
     let new = d.iter().find(|x| x["saga_id"] == rq["saga_id"]).unwrap();
-    assert_eq!(old["status"], "DeadLettered", "the dead saga never changes");
+    assert_eq!(old["status"], "dead_lettered", "the dead saga never changes");
     assert_eq!(old["attempts"].as_array().unwrap().len(), 3);
-    assert_eq!(new["status"], "Completed");
+    assert_eq!(new["status"], "completed");
     assert_eq!(new["origin"]["kind"], "requeue");
     assert_eq!(new["origin"]["actor"], s.actor().as_str(), "the caller, not what the body claims");
     assert_eq!(new["origin"]["previous_saga_id"], dead_saga.as_str());
@@ -265,7 +265,7 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     r.set("/gone", Behaviour::Always(410));
     let (_, ev) = s.post("/v1/events", &json!({"type": "x", "data": 1})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(d[0]["status"], "DeadLettered");
+    assert_eq!(d[0]["status"], "dead_lettered");
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "410 is not retried");
     // Deactivation follows the saga's terminal transition.
     let v = eventually(10, "410 Gone deactivates the subscription", || async {
@@ -300,7 +300,7 @@ pub async fn skip_closes_a_dead_letter_with_audit_and_gone_deactivates<P: Pipeli
     let (_, ev) = s.post("/v1/events", &json!({"type": "x", "data": 2})).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, d) = s.get(&format!("/v1/events/{}/deliveries", ev["event_id"].as_str().unwrap())).await;
-    assert_eq!(d["deliveries"].as_array().unwrap().len(), 0);
+    assert_eq!(d["items"].as_array().unwrap().len(), 0);
     assert_eq!(r.deliveries("/gone").len(), 1);
 }
 
@@ -347,7 +347,7 @@ pub async fn deliveries_are_paged_with_a_cursor<P: Pipeline>(s: &P) {
     loop {
         let (st, v) = s.get(&path).await;
         assert_eq!(st, 200, "{v}");
-        let items = v["deliveries"].as_array().unwrap();
+        let items = v["items"].as_array().unwrap();
         assert!(items.len() <= 2, "a page holds at most its limit: {v}");
         seen.extend(items.iter().map(|d| d["saga_id"].as_str().unwrap().to_string()));
         pages += 1;
@@ -366,10 +366,10 @@ pub async fn deliveries_are_paged_with_a_cursor<P: Pipeline>(s: &P) {
     assert_eq!(st, 200);
     let cursor = v["next_cursor"].as_str().unwrap().to_string();
     let (st, v) = s.get(&format!("/v1/events/paged-2/deliveries?cursor={cursor}")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "another event's cursor: {v}");
-    for bad in ["0", "101", "x"] {
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "another event's cursor: {v}");
+    for (bad, status) in [("0", 422), ("101", 422), ("x", 400)] {
         let (st, v) = s.get(&format!("/v1/events/paged-1/deliveries?limit={bad}")).await;
-        assert_eq!((st, v["error"]["field"].as_str()), (400, Some("limit")), "limit={bad}: {v}");
+        assert_eq!((st, v["error"]["field"].as_str()), (status, Some("limit")), "limit={bad}: {v}");
     }
 }
 
@@ -420,7 +420,7 @@ pub async fn idempotency_keys_make_a_retry_a_duplicate<P: Pipeline>(s: &P) {
     let events =
         [first_id.as_str(), &other_id, &keyed_id, p1["event_id"].as_str().unwrap(), p2["event_id"].as_str().unwrap()];
     for id in events {
-        assert_eq!(s.settled_deliveries(id, 1, 20).await[0]["status"], "Completed", "{id}");
+        assert_eq!(s.settled_deliveries(id, 1, 20).await[0]["status"], "completed", "{id}");
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let got = r.deliveries("/idem");

@@ -142,12 +142,14 @@ pub async fn events_are_found_by_every_filter_and_cursor_walks_see_each_once<P: 
         (format!("since={old}"), 422, "since"),
         ("since=yesterday".to_string(), 400, "since"),
         ("outcome=lost".to_string(), 400, "outcome"),
-        ("limit=0".to_string(), 400, "limit"),
-        ("limit=1001".to_string(), 400, "limit"),
-        ("cursor=not-a-cursor".to_string(), 400, "cursor"),
-        (format!("tenant_id=globex-{tag}&cursor={cursor}"), 400, "cursor"),
-        ("event_type=a%20b".to_string(), 400, "event_type"),
-        ("event_type=order*".to_string(), 400, "event_type"),
+        ("limit=0".to_string(), 422, "limit"),
+        ("limit=1001".to_string(), 422, "limit"),
+        ("limit=ten".to_string(), 400, "limit"),
+        ("cursor=not-a-cursor".to_string(), 422, "cursor"),
+        (format!("tenant_id=globex-{tag}&cursor={cursor}"), 422, "cursor"),
+        ("event_type=a%20b".to_string(), 422, "event_type"),
+        ("event_type=order*".to_string(), 422, "event_type"),
+        (format!("tenant={tenant}"), 400, "tenant"),
     ] {
         let (st, v) = s.get(&format!("/v1/events?{query}")).await;
         assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{query}: {v}");
@@ -223,9 +225,9 @@ pub async fn events_are_found_by_delivery_outcome<P: Pipeline>(s: &P) {
         ids.push(v["event_id"].as_str().unwrap().to_string());
     }
     let (flaky, down, fine) = (&ids[0], &ids[1], &ids[2]);
-    assert_eq!(s.settled_deliveries(flaky, 1, 30).await[0]["status"], "Completed");
-    assert_eq!(s.settled_deliveries(down, 1, 30).await[0]["status"], "DeadLettered");
-    assert_eq!(s.settled_deliveries(fine, 1, 30).await[0]["status"], "Completed");
+    assert_eq!(s.settled_deliveries(flaky, 1, 30).await[0]["status"], "completed");
+    assert_eq!(s.settled_deliveries(down, 1, 30).await[0]["status"], "dead_lettered");
+    assert_eq!(s.settled_deliveries(fine, 1, 30).await[0]["status"], "completed");
     let found = |q: String| async move {
         // The dead letter is put after the saga's transition: wait for it.
         eventually(20, &q.clone(), || {
@@ -260,4 +262,113 @@ pub async fn events_are_found_by_delivery_outcome<P: Pipeline>(s: &P) {
     assert!(want(&dead, &[(down, "dead_lettered")]), "without a tenant: {dead:?}");
     let failed = found(format!("outcome=failed&since={since}&event_type=flaky{tag}.x")).await;
     assert!(want(&failed, &[(flaky, "failed")]), "{failed:?}");
+}
+
+/// The wire contract of the event and audit routes (issue 25), on both
+/// backends: an unknown query parameter on each listing (a typo of a
+/// filter) is a `400 unknown_parameter` naming it, never a page filtered
+/// without it; a replay body with two bad fields reports both and replays
+/// nothing; the formats, delivery statuses, outcomes, origins and audit
+/// actions are spelled in snake_case (`?format=` still takes the old
+/// kebab-case names).
+pub async fn event_routes_refuse_unknown_parameters_and_speak_snake_case<P: Pipeline>(s: &P) {
+    let tag = shared::ids::random_token("").chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>();
+    let r = Receiver::start().await;
+    let (sub, _) = s
+        .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": [format!("wire{tag}.*")],
+            "retry_policy": fast_retry(1)}))
+        .await;
+    r.set("/down", Behaviour::Always(500));
+    let change = json!({"id": format!("cf-{tag}"), "entity_type": format!("Wire{tag}"), "entity_id": "e1",
+        "change_type": "updated", "published_at": "2026-01-10T12:34:56Z",
+        "payload": {"actor": "ops", "before": null, "after": {}, "diff": {}, "recorded_at": "2026-01-10T12:34:56Z"}});
+    let (st, v) = s.post("/v1/events?format=change-feed", &change).await;
+    assert_eq!(st, 202, "the old kebab-case name is still read: {v}");
+    let (st, v) = s.post("/v1/events?format=change_feed", &change).await;
+    assert_eq!((st, &v["duplicate"]), (202, &json!(true)), "and the snake_case one: {v}");
+    let cf = v["event_id"].as_str().unwrap().to_string();
+    let (st, v) = s.post("/v1/events?formt=native", &json!({"type": format!("wire{tag}.x"), "data": {}})).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("unknown_parameter"), Some("formt"))
+    );
+    let (st, v) =
+        s.post("/v1/events", &json!({"id": format!("w-{tag}"), "type": format!("wire{tag}.x"), "data": {}})).await;
+    assert_eq!(st, 202, "{v}");
+    let id = v["event_id"].as_str().unwrap().to_string();
+    let d = s.settled_deliveries(&id, 1, 30).await;
+    assert_eq!(d[0]["status"], "dead_lettered", "{d:?}");
+
+    // Snake case on the wire: the event's format, its outcome, the delivery's status.
+    let (st, v) = s.get(&format!("/v1/events/{}", enc(&cf))).await;
+    assert_eq!((st, &v["format"]), (200, &json!("change_feed")), "{v}");
+    let items = eventually(20, "the outcome", || async {
+        let (_, v) = s.get(&format!("/v1/events?event_type=wire{tag}.*&outcome=dead_lettered")).await;
+        v["items"].as_array().filter(|i| !i.is_empty()).cloned()
+    })
+    .await;
+    assert_eq!(
+        (&items[0]["id"], &items[0]["outcome"], &items[0]["format"]),
+        (&json!(id), &json!("dead_lettered"), &json!("native"))
+    );
+
+    // An unknown parameter on each listing is refused naming it, and so is
+    // a parameter given to a route that takes none.
+    let sub_q = format!("subscription_id={sub}");
+    for (path, typo) in [
+        (format!("/v1/events?event_type=wire{tag}.*&tenant=acme"), "tenant"),
+        (format!("/v1/events/{id}/deliveries?limit=5&cursr=x"), "cursr"),
+        (format!("/v1/audit?{sub_q}&subscription=x"), "subscription"),
+        ("/v1/audit?action=event.replayed&acter=key:ops".to_string(), "acter"),
+        (format!("/v1/events/{id}?expand=deliveries"), "expand"),
+    ] {
+        let (st, v) = s.get(&path).await;
+        assert_eq!(
+            (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+            (400, Some("unknown_parameter"), Some(typo)),
+            "{path}: {v}"
+        );
+        assert!(v.get("items").is_none(), "{path}: no page at all: {v}");
+    }
+    let (st, v) = s.get("/v1/audit?action=EventReplayed").await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("invalid_type"), Some("action"))
+    );
+
+    // A replay with two bad fields: both reported, nothing replayed, nothing audited.
+    let (st, v) = s.post(&format!("/v1/events/{id}/replay"), &json!({"reason": " ", "replay_key": ""})).await;
+    assert_eq!(st, 422, "{v}");
+    let fields: Vec<(&str, &str)> = v["error"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["field"].as_str().unwrap(), e["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(fields, [("reason", "reason_required"), ("replay_key", "invalid_field")], "{v}");
+    let (st, v) = s.post(&format!("/v1/events/{id}/replay"), &json!({"reason": "x", "replay_key": 5})).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (400, Some("invalid_type"), Some("replay_key"))
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, v) = s.get(&format!("/v1/events/{id}/deliveries")).await;
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(1), "nothing replayed: {v}");
+
+    // A good replay: its answer, the new delivery's origin and the audit
+    // record, all in snake_case.
+    let (st, v) =
+        s.post(&format!("/v1/events/{id}/replay"), &json!({"reason": "wire check", "subscription_id": sub})).await;
+    assert_eq!(st, 202, "{v}");
+    let d = s.settled_deliveries(&id, 2, 30).await;
+    let replayed = d.iter().find(|x| !x["origin"].is_null()).expect("the replayed delivery");
+    assert_eq!(replayed["origin"]["kind"], "replay", "{replayed}");
+    let (st, v) = s.get(&format!("/v1/audit?{sub_q}&action=event.replayed")).await;
+    assert_eq!(st, 200, "{v}");
+    let rec = &v["items"][0];
+    assert_eq!(
+        (&rec["action"], &rec["event_id"], &rec["reason"]),
+        (&json!("event.replayed"), &json!(id), &json!("wire check")),
+        "{v}"
+    );
 }

@@ -72,6 +72,7 @@ macro_rules! scenario_suite_tests {
             reconciler_recovers_a_given_up_routing_and_a_lost_job; $crate::pipeline::Settings::default().fast_reconcile(),
             events_are_found_by_every_filter_and_cursor_walks_see_each_once,
             events_are_found_by_delivery_outcome,
+            event_routes_refuse_unknown_parameters_and_speak_snake_case,
             audit_records_every_action_once_with_its_actor; $crate::pipeline::Settings::default().breaker(3, 1000, 2000),
             failing_endpoint_is_disabled_and_operational_events_are_published;
                 $crate::pipeline::Settings::default().disable_after_secs(3),

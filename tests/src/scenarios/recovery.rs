@@ -20,7 +20,7 @@ pub async fn crash_between_steps<P: Pipeline>(
     assert_eq!(st, 202, "{v}");
     s.recover().await;
     let d = s.settled_deliveries("crash-1", 1, 30).await;
-    assert_eq!(d[0]["status"], "Completed");
+    assert_eq!(d[0]["status"], "completed");
     let attempts = d[0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 1, "one attempt row: {attempts:?}");
     let got = r.deliveries("/c");
@@ -55,8 +55,8 @@ pub async fn reconciler_recovers_a_given_up_routing_and_a_lost_job<P: Pipeline>(
     let d = eventually(40, "the stuck event delivered after the reconciler ran", || async {
         s.reconcile().await;
         let (_, v) = s.get("/v1/events/rec-stuck/deliveries").await;
-        let d = v["deliveries"].as_array().cloned().unwrap_or_default();
-        (d.len() == 1 && d[0]["status"] == "Completed").then_some(d)
+        let d = v["items"].as_array().cloned().unwrap_or_default();
+        (d.len() == 1 && d[0]["status"] == "completed").then_some(d)
     })
     .await;
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 2, "one record per attempt: {d:?}");
@@ -263,7 +263,7 @@ pub async fn breaker_opens_defers_without_attempts_and_closes_after_a_probe<P: P
     // large transactions) once held these past 30 s in CI.
     for id in &ids {
         let d = s.settled_deliveries(id, 1, 90).await;
-        assert_eq!(d[0]["status"], "Completed", "{id}: {}", d[0]);
+        assert_eq!(d[0]["status"], "completed", "{id}: {}", d[0]);
     }
     // Every request made is an attempt on record and no attempt was made
     // without a request: deferral consumed none. While open, at most one
@@ -611,7 +611,7 @@ pub async fn retry_schedule_is_followed_then_dead_letters<P: Pipeline>(s: &P) {
     r.set("/ladder", Behaviour::Always(500));
     let (_, ev) = s.post("/v1/events", &json!({"type": "ladder.run", "data": {}})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 60).await;
-    assert_eq!(d[0]["status"], "DeadLettered", "{d:?}");
+    assert_eq!(d[0]["status"], "dead_lettered", "{d:?}");
     let attempts = d[0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 4, "the schedule's three waits and the first attempt: {attempts:?}");
     assert!(attempts.iter().all(|a| a["status_code"] == 500), "{attempts:?}");
@@ -651,7 +651,7 @@ pub async fn dead_letter_on_statuses_end_a_delivery_at_once<P: Pipeline>(s: &P) 
     r.set("/strict", Behaviour::Always(422));
     let (_, ev) = s.post("/v1/events", &json!({"type": "strict.bad", "data": {}})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(d[0]["status"], "DeadLettered", "{d:?}");
+    assert_eq!(d[0]["status"], "dead_lettered", "{d:?}");
     let attempts = d[0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 1, "not retried: {attempts:?}");
     assert_eq!(attempts[0]["status_code"], 422);
@@ -670,7 +670,7 @@ pub async fn dead_letter_on_statuses_end_a_delivery_at_once<P: Pipeline>(s: &P) 
     r.set("/strict", Behaviour::FailFirst(1, 500));
     let (_, ev) = s.post("/v1/events", &json!({"type": "strict.flaky", "data": {}})).await;
     let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 20).await;
-    assert_eq!(d[0]["status"], "Completed", "{d:?}");
+    assert_eq!(d[0]["status"], "completed", "{d:?}");
     let codes: Vec<&Value> = d[0]["attempts"].as_array().unwrap().iter().map(|a| &a["status_code"]).collect();
     assert_eq!(codes, [&json!(500), &json!(200)]);
     let (_, shown) = s.get(&format!("/v1/subscriptions/{sub}")).await;

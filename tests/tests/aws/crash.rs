@@ -54,7 +54,7 @@ async fn requeue_crash_after_resolving_the_dead_letter() {
     assert_eq!(st, 202);
     p.recover().await;
     let d = p.settled_deliveries("rq-1", 2, 30).await;
-    assert!(d.iter().any(|s| s["status"] == "Completed"));
+    assert!(d.iter().any(|s| s["status"] == "completed"));
     hookline_tests::eventually(20, "dead letter marked requeued", || async {
         let (_, dl) = p.get(&format!("/v1/dead-letters/{dead}")).await;
         (dl["state"] == "requeued").then_some(())

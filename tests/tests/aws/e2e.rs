@@ -33,7 +33,7 @@ async fn eventbridge_events_are_ingested_and_bad_ones_go_to_the_ingest_dlq() {
     )
     .await;
     let d = p.settled_deliveries("bus-1", 1, 30).await;
-    assert_eq!(d[0]["status"], "Completed");
+    assert_eq!(d[0]["status"], "completed");
     // A contract envelope is stored under its idempotency key.
     let contract = shared::ids::idempotent_event_id(None, "task:tsk_3001:attempt:2:failed");
     p.settled_deliveries(contract.as_str(), 1, 30).await;
@@ -74,7 +74,7 @@ async fn unreadable_stream_record_lands_in_the_on_failure_queue_without_stopping
     let (st, _) = p.post("/v1/events", &json!({"id": "after-poison", "type": "t", "data": 1})).await;
     assert_eq!(st, 202);
     let d = p.settled_deliveries("after-poison", 1, 60).await;
-    assert_eq!(d[0]["status"], "Completed");
+    assert_eq!(d[0]["status"], "completed");
     let url = p.queue_url("StreamFailuresQueue");
     let failures = eventually(30, "the poison record on the on-failure queue", || async {
         // Peek (visibility 0): the message stays for the reconciler.
@@ -114,7 +114,7 @@ async fn console_redrive_of_the_deliveries_dlq_requeues_once() {
     r.set("/down", Behaviour::Always(500));
     p.post("/v1/events", &json!({"id": "rd-1", "type": "t", "data": {}})).await;
     let d = p.settled_deliveries("rd-1", 1, 30).await;
-    assert_eq!(d[0]["status"], "DeadLettered");
+    assert_eq!(d[0]["status"], "dead_lettered");
     let dead = d[0]["saga_id"].as_str().unwrap().to_string();
     r.set("/down", Behaviour::Ok);
 
@@ -130,10 +130,10 @@ async fn console_redrive_of_the_deliveries_dlq_requeues_once() {
     p.moto.call("sqs", "AmazonSQS.SendMessage", json!({"QueueUrl": requeue_url, "MessageBody": job_body})).await;
     let d = p.settled_deliveries("rd-1", 2, 30).await;
     let new = d.iter().find(|s| s["saga_id"] != dead.as_str()).unwrap().clone();
-    assert_eq!(new["status"], "Completed");
+    assert_eq!(new["status"], "completed");
     assert_eq!(new["origin"]["actor"], "dlq-redrive");
     let old = d.iter().find(|s| s["saga_id"] == dead.as_str()).unwrap();
-    assert_eq!(old["status"], "DeadLettered");
+    assert_eq!(old["status"], "dead_lettered");
     assert_eq!(old["attempts"].as_array().unwrap().len(), 2, "the dead saga is untouched");
 
     // The same message again, and an API requeue: still one new saga.
@@ -142,7 +142,7 @@ async fn console_redrive_of_the_deliveries_dlq_requeues_once() {
     assert_eq!(st, 409, "the dead letter is requeued, no longer open: {v}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (_, all) = p.get("/v1/events/rd-1/deliveries").await;
-    assert_eq!(all["deliveries"].as_array().unwrap().len(), 2);
+    assert_eq!(all["items"].as_array().unwrap().len(), 2);
     let got = r.deliveries("/down");
     assert_eq!(got.len(), 3, "two failed attempts and one redriven delivery");
     assert!(got.iter().all(|x| x.header("webhook-id") == got[0].header("webhook-id")));
@@ -230,7 +230,7 @@ async fn subscriptions_stored_before_the_index_are_routed_and_listed_after_reind
     }
     p.post("/v1/events", &json!({"id": "ri-after", "type": "old.thing", "data": {}})).await;
     let d = p.settled_deliveries("ri-after", 3, 30).await;
-    assert!(d.iter().all(|s| s["status"] == "Completed"), "{d:?}");
+    assert!(d.iter().all(|s| s["status"] == "completed"), "{d:?}");
     for (_, path, _, _) in &old {
         assert_eq!(r.deliveries(path).len(), 1, "{path} got the event after the reindex, and only that one");
     }

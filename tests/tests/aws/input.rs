@@ -54,7 +54,7 @@ async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() 
         idempotent_event_id(Some("acme"), "task:1:failed"),
         idempotent_event_id(Some("globex"), "task:1:failed"),
     ] {
-        assert_eq!(p.settled_deliveries(id.as_str(), 1, 30).await[0]["status"], "Completed");
+        assert_eq!(p.settled_deliveries(id.as_str(), 1, 30).await[0]["status"], "completed");
     }
     put(acme).await;
     put(contract("bus-c2", "acme")).await;

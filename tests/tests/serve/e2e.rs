@@ -43,7 +43,7 @@ async fn kill9_during_ingest_loses_no_accepted_event() {
     s.restart(None);
     for id in &accepted {
         let d = s.settled_deliveries(id, 1, 30).await;
-        assert_eq!(d[0]["status"], "Completed");
+        assert_eq!(d[0]["status"], "completed");
         assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 1, "each attempt recorded once");
     }
 }

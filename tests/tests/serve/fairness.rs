@@ -70,7 +70,7 @@ async fn no_subscription_has_more_than_max_in_flight_requests_open_and_waiting_c
     // Waiting for a slot is not an attempt: each delivery succeeded on its first.
     for id in &ids {
         for d in s.settled_deliveries(id, 2, 10).await {
-            assert_eq!(d["status"], "Completed", "{d}");
+            assert_eq!(d["status"], "completed", "{d}");
             assert_eq!(d["attempts"].as_array().map(Vec::len), Some(1), "{d}");
         }
     }
