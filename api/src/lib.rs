@@ -18,6 +18,7 @@ pub mod fuzzing;
 mod keys;
 pub mod openapi;
 pub mod query;
+pub mod reference;
 mod reindex;
 mod replays;
 pub mod routes;

@@ -77,7 +77,7 @@ pub struct Route {
     /// The path pattern, e.g. `/v1/events/{event}/replay` (module docs).
     pub path: &'static str,
     /// What it does, as far as access goes; `None`: open to anyone
-    /// (`/healthz` only).
+    /// (`/healthz`, and the API's contract: `/openapi.json`, `/docs`).
     pub action: Option<Action>,
     /// What answers it.
     pub handler: Handler,
@@ -163,8 +163,12 @@ use Action::*;
 /// (`/v1/subscriptions/reindex` before `/v1/subscriptions/{subscription}`).
 pub static ROUTES: &[Route] = &[
     route("GET", "/healthz", None, |_, _| {
-        Box::pin(async { Ok(super::Response::json(200, &serde_json::json!({"status": "ok"}))) })
+        Box::pin(async {
+            Ok(super::Response::json(200, &hookline_wire::health::Health { status: hookline_wire::health::HealthStatus::Ok }))
+        })
     }),
+    route("GET", "/openapi.json", None, |_, _| Box::pin(async { Ok(super::openapi::response()) })),
+    route("GET", "/docs", None, |_, _| Box::pin(async { Ok(super::reference::response()) })),
     route("GET", "/metrics", Some(ReadMetrics), |api, _| Box::pin(async { Ok(api.metrics().await) })),
     route("POST", "/v1/events", Some(PostEvents), |api, c| Box::pin(api.post_event(c))),
     route("POST", "/v1/events/batch", Some(PostEvents), |api, c| Box::pin(api.post_batch(c))),
@@ -312,12 +316,13 @@ mod tests {
     }
 
     #[test]
-    fn every_route_is_one_method_and_pattern_and_only_healthz_is_open() {
+    fn every_route_is_one_method_and_pattern_and_only_health_and_the_contract_are_open() {
         for (i, a) in ROUTES.iter().enumerate() {
             for b in &ROUTES[i + 1..] {
                 assert!((a.method, a.path) != (b.method, b.path), "{} {} twice", a.method, a.path);
             }
-            assert_eq!(a.action.is_none(), a.path == "/healthz", "{} {}", a.method, a.path);
+            let open = ["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET";
+            assert_eq!(a.action.is_none(), open, "{} {}", a.method, a.path);
             for p in a.params() {
                 assert!(Resource::of_param(p).is_some() || p == "partition_key", "unknown parameter {p}");
             }

@@ -15,6 +15,7 @@
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
 pub mod error;
+pub mod health;
 pub mod page;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail, FieldIssue};
