@@ -321,24 +321,45 @@ pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
          a call) for subscriptions stored before index by_key existed; never on a pipeline path",
 )];
 
-/// HTTP API routes: (method, path) → function.
-pub(super) const ROUTES: &[(&str, &str, &str)] = &[
-    ("POST", "/v1/events", "IngestFunction"),
-    ("POST", "/v1/events/batch", "IngestFunction"),
-    ("ANY", "/v1/subscriptions", "ApiFunction"),
-    ("ANY", "/v1/subscriptions/{proxy+}", "ApiFunction"),
-    ("GET", "/v1/events", "ApiFunction"),
-    ("GET", "/v1/events/{id}", "ApiFunction"),
-    ("GET", "/v1/events/{id}/deliveries", "ApiFunction"),
-    ("POST", "/v1/events/{id}/replay", "ApiFunction"),
-    ("ANY", "/v1/dead-letters", "ApiFunction"),
-    ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
-    ("POST", "/v1/replays", "ApiFunction"),
-    ("GET", "/v1/jobs/{id}", "ApiFunction"),
-    ("GET", "/v1/audit", "ApiFunction"),
-    ("GET", "/healthz", "ApiFunction"),
-    ("GET", "/metrics", "ApiFunction"),
-];
+/// The HTTP API's routes, from the API's OpenAPI document (the contract
+/// `GET /openapi.json` serves): one route per operation, on IngestFunction
+/// for the event posts and on ApiFunction for every other, plus one `ANY`
+/// route per path on ApiFunction (so a wrong method reaches the router and
+/// is its `405` with `Allow`, not API Gateway's `404`). Each as (method,
+/// path, function, authorizer): `NONE` for the document's open operations
+/// (empty `security`), `AWS_IAM` (the API's default, not overridden) for
+/// the others, whose security is the document's SigV4 scheme.
+pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
+    let doc = serde_json::to_value(hookline_api::openapi::document()).expect("the document serializes");
+    let mut out = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let mut open = false;
+        for (method, op) in item.as_object().expect("path item") {
+            let method = method.to_uppercase();
+            let function = if method == "POST" && INGEST_PATHS.contains(&path.as_str()) {
+                "IngestFunction"
+            } else {
+                "ApiFunction"
+            };
+            open = op["security"].as_array().is_some_and(Vec::is_empty);
+            let sigv4 = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get(SIGV4).is_some()))
+                && doc["components"]["securitySchemes"][SIGV4]["x-amazon-apigateway-authtype"] == "awsSigv4";
+            let auth = match (open, sigv4) {
+                (true, _) => "NONE",
+                (false, true) => "AWS_IAM",
+                (false, false) => "not the document's awsSigv4 scheme",
+            };
+            out.insert((method, path.clone(), function.to_string(), auth));
+        }
+        out.insert(("ANY".to_string(), path.clone(), "ApiFunction".to_string(), if open { "NONE" } else { "AWS_IAM" }));
+    }
+    out
+}
+
+use hookline_api::openapi::SIGV4;
+
+/// The paths whose `POST` the ingest function answers.
+pub(super) const INGEST_PATHS: &[&str] = &["/v1/events", "/v1/events/batch"];
 
 /// infra/README.md's function environment: variable → the resource it names.
 pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
