@@ -22,7 +22,9 @@ use hookline_wire::{ErrorBody, ErrorCode, ErrorDetail};
 use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::link::Link;
 use utoipa::openapi::path::{Operation, PathItem};
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ContentBuilder, OpenApi, RefOr, Response, ResponseBuilder};
 
 use super::routes::ROUTES;
@@ -289,8 +291,20 @@ pub const LINKS: &[LinkSpec] = &[
     link(("POST", "/v1/events"), "202", ("POST", "/v1/events/{event}/replay"), "event", "/event_id"),
     link(("GET", "/v1/events"), "200", ("GET", EVENT), "event", "/items/0/id"),
     link(("GET", "/v1/dead-letters"), "200", ("GET", DEAD), "dead_letter", "/items/0/id"),
-    link(("GET", "/v1/dead-letters"), "200", ("POST", "/v1/dead-letters/{dead_letter}/requeue"), "dead_letter", "/items/0/id"),
-    link(("GET", "/v1/dead-letters"), "200", ("POST", "/v1/dead-letters/{dead_letter}/skip"), "dead_letter", "/items/0/id"),
+    link(
+        ("GET", "/v1/dead-letters"),
+        "200",
+        ("POST", "/v1/dead-letters/{dead_letter}/requeue"),
+        "dead_letter",
+        "/items/0/id",
+    ),
+    link(
+        ("GET", "/v1/dead-letters"),
+        "200",
+        ("POST", "/v1/dead-letters/{dead_letter}/skip"),
+        "dead_letter",
+        "/items/0/id",
+    ),
     link(("POST", "/v1/dead-letters/requeue"), "202", JOB, "job", "/job_id"),
     link(("POST", "/v1/dead-letters/skip"), "202", JOB, "job", "/job_id"),
     link(("POST", "/v1/replays"), "202", JOB, "job", "/job_id"),
@@ -352,12 +366,7 @@ pub fn operations(doc: &OpenApi) -> Vec<(&'static str, String)> {
 /// the codes and their meanings, an example of the first.
 fn error_response(codes: &[ErrorCode]) -> Response {
     let example = ErrorBody {
-        error: ErrorDetail {
-            code: codes[0],
-            message: codes[0].meaning().to_string(),
-            field: None,
-            errors: Vec::new(),
-        },
+        error: ErrorDetail { code: codes[0], message: codes[0].meaning().to_string(), field: None, errors: Vec::new() },
     };
     ResponseBuilder::new()
         .description(codes_text(codes))

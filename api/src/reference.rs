@@ -217,7 +217,18 @@ fn type_of(s: &Value) -> String {
 /// Constraints a schema states (range, length, pattern, default).
 fn constraints(s: &Value) -> String {
     let mut out = Vec::new();
-    for k in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "default"] {
+    for k in [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "pattern",
+        "default",
+    ] {
         if let Some(v) = s.get(k) {
             out.push(format!("{k}: <code>{}</code>", esc(&v.to_string())));
         }
@@ -335,7 +346,14 @@ fn operation(out: &mut String, method: &str, path: &str, op: &Value) {
                     let params = l
                         .get("parameters")
                         .and_then(Value::as_object)
-                        .map(|p| p.iter().map(|(k, v)| format!("<code>{}</code> = <code>{}</code>", esc(k), esc(v.as_str().unwrap_or("")))).collect::<Vec<_>>().join(", "))
+                        .map(|p| {
+                            p.iter()
+                                .map(|(k, v)| {
+                                    format!("<code>{}</code> = <code>{}</code>", esc(k), esc(v.as_str().unwrap_or("")))
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })
                         .unwrap_or_default();
                     let _ = write!(out, "<li><a href=\"#op-{0}\">{0}</a>: {params}</li>", esc(name));
                 }
@@ -355,8 +373,11 @@ fn schema(out: &mut String, name: &str, s: &Value) {
         out.push_str(&markdown(d));
     }
     if let Some(props) = s.get("properties").and_then(Value::as_object) {
-        let required: Vec<&str> =
-            s.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let required: Vec<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         out.push_str("<table><tr><th>field</th><th>type</th><th>description</th></tr>");
         for (field, p) in props {
             let _ = write!(
@@ -450,7 +471,9 @@ pub fn render(doc: &Value) -> String {
         .as_array()
         .map(|t| {
             t.iter()
-                .map(|t| (t["name"].as_str().unwrap_or("").to_string(), t["description"].as_str().unwrap_or("").to_string()))
+                .map(|t| {
+                    (t["name"].as_str().unwrap_or("").to_string(), t["description"].as_str().unwrap_or("").to_string())
+                })
                 .collect()
         })
         .unwrap_or_default();

@@ -164,7 +164,10 @@ use Action::*;
 pub static ROUTES: &[Route] = &[
     route("GET", "/healthz", None, |_, _| {
         Box::pin(async {
-            Ok(super::Response::json(200, &hookline_wire::health::Health { status: hookline_wire::health::HealthStatus::Ok }))
+            Ok(super::Response::json(
+                200,
+                &hookline_wire::health::Health { status: hookline_wire::health::HealthStatus::Ok },
+            ))
         })
     }),
     route("GET", "/openapi.json", None, |_, _| Box::pin(async { Ok(super::openapi::response()) })),

@@ -51,6 +51,7 @@ pub mod aws_pipeline;
 pub mod cli_ops;
 pub mod conformance;
 pub mod emulator;
+pub mod error_code_scenarios;
 pub mod guard_scenarios;
 pub mod iam;
 pub mod input_scenarios;
@@ -165,6 +166,12 @@ macro_rules! both_backend_suites {
         /// Waits (`hookline_tests::wait_scenarios`).
         mod wait_scenarios {
             $crate::wait_scenario_tests!($backend);
+        }
+
+        /// Every documented error code is reachable
+        /// (`hookline_tests::error_code_scenarios`).
+        mod error_codes {
+            $crate::error_code_scenario_tests!($backend);
         }
     };
 }

@@ -59,7 +59,8 @@ fn the_document_has_exactly_the_routes() {
     let extra: Vec<_> = documented.difference(&routes).collect();
     assert!(missing.is_empty(), "routes without an operation in the document: {missing:?}");
     assert!(extra.is_empty(), "operations of the document that are no route: {extra:?}");
-    let ids: BTreeSet<(String, String)> = OPERATION_IDS.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
+    let ids: BTreeSet<(String, String)> =
+        OPERATION_IDS.iter().map(|(m, p, _)| (m.to_string(), p.to_string())).collect();
     assert_eq!(ids, routes, "OPERATION_IDS names every route, and only routes");
     let unique: BTreeSet<&str> = OPERATION_IDS.iter().map(|(_, _, id)| *id).collect();
     assert_eq!(unique.len(), OPERATION_IDS.len(), "operation ids are unique");
@@ -131,14 +132,13 @@ fn every_request_body_has_an_example() {
 fn pointer_exists<'a>(doc: &'a Value, mut schema: &'a Value, pointer: &str) -> bool {
     for segment in pointer.trim_start_matches('/').split('/') {
         schema = resolve(doc, schema);
-        if let Some(one) = schema["allOf"].as_array().and_then(|a| a.iter().find(|s| !resolve(doc, s)["properties"][segment].is_null())) {
+        if let Some(one) = schema["allOf"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| !resolve(doc, s)["properties"][segment].is_null()))
+        {
             schema = resolve(doc, one);
         }
-        schema = if segment.parse::<usize>().is_ok() {
-            &schema["items"]
-        } else {
-            &schema["properties"][segment]
-        };
+        schema = if segment.parse::<usize>().is_ok() { &schema["items"] } else { &schema["properties"][segment] };
         if schema.is_null() {
             return false;
         }

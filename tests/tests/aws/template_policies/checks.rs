@@ -475,7 +475,9 @@ pub(super) fn check_api_and_bus(t: &Value) -> Vec<String> {
     }
     let want = routes();
     for r in found.difference(&want) {
-        errors.push(format!("a route the API's OpenAPI document does not have (or with another function or authorizer): {r:?}"));
+        errors.push(format!(
+            "a route the API's OpenAPI document does not have (or with another function or authorizer): {r:?}"
+        ));
     }
     for r in want.difference(&found) {
         errors.push(format!("missing route {r:?} of the API's OpenAPI document"));

@@ -112,9 +112,9 @@ fn broken_by(mutate: impl FnOnce(&mut Value), expect: &str) {
 /// signed route opened to anyone is caught.
 #[test]
 fn api_routes_drifting_from_the_openapi_document_are_caught() {
-    let api_events = |t: &mut Value| -> &mut serde_yaml::Mapping {
+    fn api_events(t: &mut Value) -> &mut serde_yaml::Mapping {
         t["Resources"]["ApiFunction"]["Properties"]["Events"].as_mapping_mut().expect("ApiFunction events")
-    };
+    }
     broken_by(
         |t| {
             api_events(t).remove("GetV1JobsJob");
