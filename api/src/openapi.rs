@@ -61,7 +61,8 @@ pub fn json() -> &'static [u8] {
 
 /// The answer of `GET /openapi.json`.
 pub fn response() -> crate::Response {
-    crate::Response { status: 200, content_type: "application/json", body: json().to_vec(), retry_after: None }
+    // The fields besides the body as every JSON answer has them.
+    crate::Response { body: json().to_vec(), ..crate::Response::json(200, &()) }
 }
 
 /// The document pretty-printed, as docs/openapi.json holds it.
@@ -433,6 +434,20 @@ fn finish(doc: &mut OpenApi) {
         }
         add_error(op, ErrorCode::Unavailable);
     }
+    // utoipa (5.5) writes a link's `operationId` as `operation_id`, which
+    // OpenAPI does not know: every link of the document says it as an
+    // extension field of the right name instead.
+    for (method, path) in operations(doc) {
+        let op = operation_mut(doc, method, &path).expect("listed");
+        for response in op.responses.responses.values_mut() {
+            let RefOr::T(response) = response else { continue };
+            for link in response.links.values_mut() {
+                if let RefOr::T(link) = link {
+                    spell_link(link);
+                }
+            }
+        }
+    }
     let ids: BTreeMap<(&str, &str), &str> = OPERATION_IDS.iter().map(|(m, p, id)| ((*m, *p), *id)).collect();
     for l in LINKS {
         if operation_mut(doc, l.to.0, l.to.1).is_none() {
@@ -440,12 +455,36 @@ fn finish(doc: &mut OpenApi) {
         }
         let Some(op) = operation_mut(doc, l.from.0, l.from.1) else { continue };
         let Some(RefOr::T(response)) = op.responses.responses.get_mut(l.status) else { continue };
+        let target_id = ids[&l.to];
+        // A link the operation's module already gives is kept as it is.
+        if response.links.values().any(|k| matches!(k, RefOr::T(k) if link_target(k) == Some(target_id))) {
+            continue;
+        }
         let mut target = Link::default();
-        target.operation_id = ids[&l.to].to_string();
+        target.operation_id = target_id.to_string();
         target.parameters.insert(l.param.to_string(), format!("$response.body#{}", l.pointer).into());
         target.description = format!("The `{}` of {} {}", l.param, l.to.0, l.to.1);
-        response.links.insert(ids[&l.to].to_string(), RefOr::T(target));
+        spell_link(&mut target);
+        response.links.insert(target_id.to_string(), RefOr::T(target));
     }
+}
+
+/// Moves a link's `operation_id`/`operation_ref` to the fields OpenAPI
+/// names `operationId`/`operationRef` (see [`finish`]).
+fn spell_link(link: &mut Link) {
+    let extensions = link.extensions.get_or_insert_with(Default::default);
+    for (name, value) in
+        [("operationId", std::mem::take(&mut link.operation_id)), ("operationRef", std::mem::take(&mut link.operation_ref))]
+    {
+        if !value.is_empty() {
+            extensions.insert(name.to_string(), value.into());
+        }
+    }
+}
+
+/// The operation a link leads to, by id.
+fn link_target(link: &Link) -> Option<&str> {
+    link.extensions.as_ref()?.get("operationId")?.as_str()
 }
 
 #[cfg(test)]

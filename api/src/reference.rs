@@ -37,10 +37,9 @@ pub fn html() -> &'static str {
 /// The answer of `GET /docs`.
 pub fn response() -> crate::Response {
     crate::Response {
-        status: 200,
         content_type: "text/html; charset=utf-8",
         body: html().as_bytes().to_vec(),
-        retry_after: None,
+        ..crate::Response::json(200, &())
     }
 }
 
