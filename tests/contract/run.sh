@@ -69,13 +69,32 @@ base="http://127.0.0.1:$api_port"
 wait_for "$base/healthz" || { cat "$work/serve.log" >&2; exit 1; }
 echo "contract: hookline serve at $base, receivers at :$ok_port (200) and :$fail_port (500)"
 
+# Data for the stateful phase to start from: a subscription to each
+# receiver (the failing one dead-letters at once), events for both, so the
+# listings have items whose ids the document's links pass on.
+"$VENV/bin/python" - "$base" "$HOOKLINE_API_KEY" "http://127.0.0.1:$ok_port/seed" "http://127.0.0.1:$fail_port/seed" <<'PY' || exit 1
+import json, sys, urllib.request
+base, key, ok, failing = sys.argv[1:]
+def post(path, body):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+post("/v1/subscriptions", {"callback_url": ok, "event_types": ["*"]})
+post("/v1/subscriptions", {"callback_url": failing, "event_types": ["seed.*"], "dead_letter_on": [500]})
+for n in range(5):
+    post("/v1/events", {"type": "seed.created", "data": {"n": n}, "partition_key": f"seed:{n}"})
+PY
+
 status=0
 for step in $STEPS; do
     case "$step" in
     fuzz)
         echo "contract: schemathesis ($mode: at most $MAX_EXAMPLES examples per operation, seed $SEED)"
         # shellcheck disable=SC2086
-        timeout "$BUDGET" "$VENV/bin/schemathesis" run "$base/openapi.json" \
+        CONTRACT_RECEIVERS="http://127.0.0.1:$ok_port/fuzz http://127.0.0.1:$fail_port/fuzz" \
+            PYTHONPATH="$PWD/tests/contract" SCHEMATHESIS_HOOKS=hooks \
+            timeout "$BUDGET" "$VENV/bin/schemathesis" run "$base/openapi.json" \
             --url "$base" \
             -H "Authorization: Bearer $HOOKLINE_API_KEY" \
             --checks not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance \
