@@ -39,10 +39,11 @@ contract: venv build
 schemathesis: venv build
 	VENV=$(VENV) CONTRACT_STEPS=fuzz $(ARGS) tests/contract/run.sh long
 
-# docs/openapi.json regenerated from the code (a test fails while the
-# checked-in copy differs).
+# docs/openapi.json and docs/api.md's route table regenerated from the code
+# (a test fails while either differs).
 openapi:
-	HOOKLINE_UPDATE_OPENAPI=1 $(CARGO) test -p hookline-api --locked --lib openapi::tests::the_checked_in_openapi_is_the_generated_one
+	HOOKLINE_UPDATE_OPENAPI=1 $(CARGO) test -p hookline-api --locked --lib -- --exact \
+		openapi::tests::the_checked_in_openapi_is_the_generated_one openapi::tests::the_api_doc_holds_the_route_table
 
 # Everything the test run needs, side by side: the Python venvs and the
 # template lint wait mostly on the network and the disk while cargo keeps

@@ -72,6 +72,25 @@ pub fn pretty() -> String {
     s
 }
 
+/// The route table of docs/api.md, rendered from the document (a test
+/// checks the doc holds it; `make openapi` rewrites it): each operation's
+/// method, path, summary, and the reference page's anchor for it.
+pub fn route_table() -> String {
+    let doc = serde_json::to_value(document()).expect("the document serializes");
+    let mut out = String::from("| route | what | operation |\n| --- | --- | --- |\n");
+    for (method, path) in operations(&document()) {
+        let op = &doc["paths"][&path][method.to_lowercase()];
+        let summary = op["summary"].as_str().unwrap_or("").replace('|', "\\|").replace('\n', " ");
+        let id = op["operationId"].as_str().unwrap_or("");
+        out.push_str(&format!("| `{method} {path}` | {summary} | `{id}` |\n"));
+    }
+    out
+}
+
+/// Where docs/api.md's generated route table starts and ends.
+pub const ROUTE_TABLE_MARKERS: (&str, &str) =
+    ("<!-- routes: generated from the OpenAPI document by `make openapi` -->\n", "<!-- /routes -->\n");
+
 /// The health answer (`GET /healthz`).
 #[utoipa::path(
     get,
@@ -473,9 +492,10 @@ fn finish(doc: &mut OpenApi) {
 /// names `operationId`/`operationRef` (see [`finish`]).
 fn spell_link(link: &mut Link) {
     let extensions = link.extensions.get_or_insert_with(Default::default);
-    for (name, value) in
-        [("operationId", std::mem::take(&mut link.operation_id)), ("operationRef", std::mem::take(&mut link.operation_ref))]
-    {
+    for (name, value) in [
+        ("operationId", std::mem::take(&mut link.operation_id)),
+        ("operationRef", std::mem::take(&mut link.operation_ref)),
+    ] {
         if !value.is_empty() {
             extensions.insert(name.to_string(), value.into());
         }

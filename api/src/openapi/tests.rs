@@ -30,6 +30,26 @@ fn the_checked_in_openapi_is_the_generated_one() {
     );
 }
 
+/// docs/api.md holds the route table the document gives ([`route_table`]),
+/// between its markers; `HOOKLINE_UPDATE_OPENAPI=1` rewrites it.
+#[test]
+fn the_api_doc_holds_the_route_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md");
+    let text = std::fs::read_to_string(path).expect("docs/api.md");
+    let (start, end) = ROUTE_TABLE_MARKERS;
+    let (Some(a), Some(b)) = (text.find(start), text.find(end)) else {
+        panic!("docs/api.md has no generated route table between {start:?} and {end:?}");
+    };
+    let table = route_table();
+    let current = &text[a + start.len()..b];
+    if std::env::var_os("HOOKLINE_UPDATE_OPENAPI").is_some() {
+        let updated = format!("{}{start}{table}{}", &text[..a], &text[b..]);
+        std::fs::write(path, updated).expect("writes docs/api.md");
+        return;
+    }
+    assert!(current == table, "docs/api.md's route table is out of date: regenerate it with `make openapi`");
+}
+
 /// Every route is in the document with at least one response, an
 /// operation id and its security (none for the open routes, the bearer key
 /// and SigV4 for every other), and every operation of the document is a
