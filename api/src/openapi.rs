@@ -59,10 +59,13 @@ pub fn json() -> &'static [u8] {
     JSON.get_or_init(|| serde_json::to_vec(&document()).expect("the document serializes"))
 }
 
-/// The answer of `GET /openapi.json`.
-pub fn response() -> crate::Response {
-    // The fields besides the body as every JSON answer has them.
-    crate::Response { body: json().to_vec(), ..crate::Response::json(200, &()) }
+impl crate::Api {
+    /// The answer of `GET /openapi.json` (a method, as every handler is,
+    /// so the route table needs no path to this module).
+    pub(crate) fn openapi_json(&self) -> crate::Response {
+        // The fields besides the body as every JSON answer has them.
+        crate::Response { body: json().to_vec(), ..crate::Response::json(200, &()) }
+    }
 }
 
 /// The document pretty-printed, as docs/openapi.json holds it.

@@ -34,12 +34,14 @@ pub fn html() -> &'static str {
     })
 }
 
-/// The answer of `GET /docs`.
-pub fn response() -> crate::Response {
-    crate::Response {
-        content_type: "text/html; charset=utf-8",
-        body: html().as_bytes().to_vec(),
-        ..crate::Response::json(200, &())
+impl crate::Api {
+    /// The answer of `GET /docs` (a method, as every handler is).
+    pub(crate) fn reference_page(&self) -> crate::Response {
+        crate::Response {
+            content_type: "text/html; charset=utf-8",
+            body: html().as_bytes().to_vec(),
+            ..crate::Response::json(200, &())
+        }
     }
 }
 
@@ -60,7 +62,7 @@ fn esc(s: &str) -> String {
 }
 
 /// One line of the document's Markdown, inline: `code`, **bold**,
-/// [text](target) (the text only: targets are other pages of the docs).
+/// `[text](target)` links (the text only: targets are other pages of the docs).
 fn inline(s: &str) -> String {
     let mut out = String::new();
     let mut rest = s;

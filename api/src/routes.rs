@@ -170,8 +170,8 @@ pub static ROUTES: &[Route] = &[
             ))
         })
     }),
-    route("GET", "/openapi.json", None, |_, _| Box::pin(async { Ok(super::openapi::response()) })),
-    route("GET", "/docs", None, |_, _| Box::pin(async { Ok(super::reference::response()) })),
+    route("GET", "/openapi.json", None, |api, _| Box::pin(async { Ok(api.openapi_json()) })),
+    route("GET", "/docs", None, |api, _| Box::pin(async { Ok(api.reference_page()) })),
     route("GET", "/metrics", Some(ReadMetrics), |api, _| Box::pin(async { Ok(api.metrics().await) })),
     route("POST", "/v1/events", Some(PostEvents), |api, c| Box::pin(api.post_event(c))),
     route("POST", "/v1/events/batch", Some(PostEvents), |api, c| Box::pin(api.post_batch(c))),

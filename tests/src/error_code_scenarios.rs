@@ -303,15 +303,36 @@ pub async fn every_documented_error_code_is_reachable<P: Pipeline>(p: &mut P) {
     assert!(wrong.is_empty(), "error codes not reached ({reached} were):\n  {}", wrong.join("\n  "));
 }
 
+/// The contract is served: `GET /openapi.json` is the document the code
+/// generates (every route of the route table in it), `GET /docs` the
+/// reference page, both `200` on either backend.
+pub async fn the_openapi_document_and_the_reference_page_are_served<P: Pipeline>(p: &mut P) {
+    let (st, doc) = p.get("/openapi.json").await;
+    assert_eq!(st, 200, "{doc}");
+    assert_eq!(doc, serde_json::to_value(hookline_api::openapi::document()).unwrap(), "the served document");
+    for r in hookline_api::routes::ROUTES {
+        assert!(
+            !doc["paths"][r.path][r.method.to_lowercase()].is_null(),
+            "{} {} is not in the served document",
+            r.method,
+            r.path
+        );
+    }
+    let (st, _, headers) = p.call_full("GET", "/docs", None, &[]).await;
+    assert_eq!(st, 200);
+    assert_eq!(headers.get("content-type").map(String::as_str), Some("text/html; charset=utf-8"));
+}
+
 /// The scenarios of this module as tests of one backend
-/// (`hookline_tests::error_code_scenario_tests!(aws)`, `(serve)`): one job
-/// per tenant and at most one item per job, so a second job and a job over
-/// two dead letters are refused.
+/// (`hookline_tests::error_code_scenario_tests!(aws)`, `(serve)`); the
+/// error-code table with one job per tenant and at most one item per job,
+/// so a second job and a job over two dead letters are refused.
 #[macro_export]
 macro_rules! error_code_scenario_tests {
     ($backend:ident) => {
         $crate::scenario_tests!($backend, error_code_scenarios;
             every_documented_error_code_is_reachable; $crate::pipeline::Settings::default().job_bounds(1, 1),
+            the_openapi_document_and_the_reference_page_are_served,
         );
     };
 }
