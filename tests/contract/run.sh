@@ -92,8 +92,10 @@ for step in $STEPS; do
     fuzz)
         echo "contract: schemathesis ($mode: at most $MAX_EXAMPLES examples per operation, seed $SEED)"
         # shellcheck disable=SC2086
-        CONTRACT_RECEIVERS="http://127.0.0.1:$ok_port/fuzz http://127.0.0.1:$fail_port/fuzz" \
-            PYTHONPATH="$PWD/tests/contract" SCHEMATHESIS_HOOKS=hooks \
+        # Run from the temporary directory: schemathesis and Hypothesis
+        # keep their caches (.schemathesis/, .hypothesis/) in the current one.
+        (cd "$work" && CONTRACT_RECEIVERS="http://127.0.0.1:$ok_port/fuzz http://127.0.0.1:$fail_port/fuzz" \
+            PYTHONPATH="$OLDPWD/tests/contract" SCHEMATHESIS_HOOKS=hooks \
             timeout "$BUDGET" "$VENV/bin/schemathesis" run "$base/openapi.json" \
             --url "$base" \
             -H "Authorization: Bearer $HOOKLINE_API_KEY" \
@@ -102,7 +104,7 @@ for step in $STEPS; do
             --max-examples "$MAX_EXAMPLES" --seed "$SEED" \
             --workers 2 --request-timeout 20 --suppress-health-check all \
             --report junit,ndjson --report-dir "$work/report" \
-            --no-color ${SCHEMATHESIS_ARGS:-} || status=1
+            --no-color ${SCHEMATHESIS_ARGS:-}) || status=1
         "$VENV/bin/python" tests/contract/figures.py "$work/report" || status=1
         ;;
     client)
