@@ -5,7 +5,10 @@
 # builds the hookline binary the end-to-end tests run, starts the emulator on
 # a free loopback port, runs every test of the workspace against both
 # backends (tests/run.sh: what `cargo test --workspace` runs, the AWS and the
-# serve suites side by side), and stops the emulator.
+# serve suites side by side), stops the emulator, then checks the API's
+# contract from outside (tests/contract/run.sh quick: a bounded schemathesis
+# run against a running `hookline serve`, and the README walk-through through
+# a client generated from docs/openapi.json).
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -13,7 +16,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test prepare rust build venv lint-template lint-rust docs fuzz bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
+.PHONY: test prepare rust build venv lint-template lint-rust docs openapi schemathesis contract fuzz bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
 
 test: prepare
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -21,7 +24,26 @@ test: prepare
 	AWS_ENDPOINT_URL=$$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_EC2_METADATA_DISABLED=true HOOKLINE_TEST_PYTHON=$(abspath $(VENV))/bin/python \
 	CARGO=$(CARGO) tests/run.sh; status=$$?; \
-	infra/emulator.sh stop; exit $$status
+	infra/emulator.sh stop; \
+	VENV=$(VENV) tests/contract/run.sh quick || status=1; \
+	exit $$status
+
+# The API's contract from outside (tests/contract/run.sh): schemathesis
+# against a running `hookline serve` and the generated client's
+# walk-through. `contract` is the bounded run of `make test`; `schemathesis`
+# the long one (200 examples per operation, a random seed; ARGS e.g.
+# "MAX_EXAMPLES=1000 SEED=7", SCHEMATHESIS_ARGS passed to schemathesis).
+contract: venv build
+	VENV=$(VENV) tests/contract/run.sh quick
+
+schemathesis: venv build
+	VENV=$(VENV) CONTRACT_STEPS=fuzz $(ARGS) tests/contract/run.sh long
+
+# docs/openapi.json and docs/api.md's route table regenerated from the code
+# (a test fails while either differs).
+openapi:
+	HOOKLINE_UPDATE_OPENAPI=1 $(CARGO) test -p hookline-api --locked --lib -- --exact \
+		openapi::tests::the_checked_in_openapi_is_the_generated_one openapi::tests::the_api_doc_holds_the_route_table
 
 # Everything the test run needs, side by side: the Python venvs and the
 # template lint wait mostly on the network and the disk while cargo keeps

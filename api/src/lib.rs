@@ -20,6 +20,7 @@ pub mod idempotency;
 mod keys;
 pub mod openapi;
 pub mod query;
+pub mod reference;
 mod reindex;
 mod replays;
 pub mod routes;

@@ -77,7 +77,7 @@ pub struct Route {
     /// The path pattern, e.g. `/v1/events/{event}/replay` (module docs).
     pub path: &'static str,
     /// What it does, as far as access goes; `None`: open to anyone
-    /// (`/healthz` only).
+    /// (`/healthz`, and the API's contract: `/openapi.json`, `/docs`).
     pub action: Option<Action>,
     /// What answers it.
     pub handler: Handler,
@@ -157,6 +157,18 @@ pub static ROUTES: &[Route] = &[
         Box::pin(async {
             super::query::typed::<super::query::NoQuery>(c.req.query)?;
             Ok(api.metrics().await)
+        })
+    }),
+    route("GET", "/openapi.json", None, |api, c| {
+        Box::pin(async {
+            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            Ok(api.openapi_json())
+        })
+    }),
+    route("GET", "/docs", None, |api, c| {
+        Box::pin(async {
+            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            Ok(api.reference_page())
         })
     }),
     route("POST", "/v1/events", Some(PostEvents), |api, c| Box::pin(api.post_event(c))),
@@ -307,12 +319,13 @@ mod tests {
     }
 
     #[test]
-    fn every_route_is_one_method_and_pattern_and_only_healthz_is_open() {
+    fn every_route_is_one_method_and_pattern_and_only_health_and_the_contract_are_open() {
         for (i, a) in ROUTES.iter().enumerate() {
             for b in &ROUTES[i + 1..] {
                 assert!((a.method, a.path) != (b.method, b.path), "{} {} twice", a.method, a.path);
             }
-            assert_eq!(a.action.is_none(), a.path == "/healthz", "{} {}", a.method, a.path);
+            let open = ["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET";
+            assert_eq!(a.action.is_none(), open, "{} {}", a.method, a.path);
             for p in a.params() {
                 assert!(Resource::of_param(p).is_some() || p == "partition_key", "unknown parameter {p}");
             }

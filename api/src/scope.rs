@@ -58,6 +58,15 @@ impl Api {
     ///
     /// `404` for a missing resource or another tenant's (or a global one).
     pub(super) async fn visible(&self, caller: &Caller, kind: Resource, id: &str) -> Result<(), ApiError> {
+        // Tests reach the API's answer to a storage failure (`503
+        // unavailable`) through this failpoint (`api.store@<id>`).
+        if self.hookline.failpoints.fails("api.store", id) {
+            return Err(shared::error::StoreError::Throttled {
+                message: format!("failpoint api.store@{id}"),
+                source: "injected".into(),
+            }
+            .into());
+        }
         if caller.tenant.is_none() {
             return Ok(());
         }

@@ -51,6 +51,7 @@ pub mod aws_pipeline;
 pub mod cli_ops;
 pub mod conformance;
 pub mod emulator;
+pub mod error_code_scenarios;
 pub mod guard_scenarios;
 pub mod iam;
 pub mod idempotency_scenarios;
@@ -182,6 +183,11 @@ macro_rules! both_backend_suites {
         /// The subscriptions' wire contract (`hookline_tests::subscription_wire_scenarios`).
         mod subscription_wire {
             $crate::subscription_wire_scenario_tests!($backend);
+        }
+        /// Every documented error code is reachable
+        /// (`hookline_tests::error_code_scenarios`).
+        mod error_codes {
+            $crate::error_code_scenario_tests!($backend);
         }
     };
 }

@@ -113,7 +113,7 @@ error_codes! {
     /// A callback URL that is not a public HTTPS URL.
     InvalidCallbackUrl = "invalid_callback_url", 422, "The callback URL is not an allowed public HTTPS URL (SSRF rules).";
     /// A retry schedule that is not a list of delays.
-    InvalidRetrySchedule = "invalid_retry_schedule", 422, "The retry schedule must be 1 to 20 increasing delays.";
+    InvalidRetrySchedule = "invalid_retry_schedule", 422, "`retry_policy.schedule_ms` must be 1 to 50 waits of 1 to 86,400,000 ms, without `max_attempts` or `max_delay_ms` beside it.";
     /// A retry schedule that outlives the retention.
     RetryScheduleTooLong = "retry_schedule_too_long", 422, "The retry schedule's total is longer than events are kept.";
     /// A dead-letter rule that is not one.

@@ -451,8 +451,9 @@ pub(super) fn check_queues_and_alarms(t: &Value) -> Vec<String> {
     errors
 }
 
-/// The HTTP API: IAM authorization by default, every route of the design
-/// on the right function and nothing else; EventBridge feeds IngestQueue
+/// The HTTP API: IAM authorization by default, exactly the routes of the
+/// API's OpenAPI document ([`routes`]) on the right function with the
+/// right authorizer (`NONE` only where the document's operation is open); EventBridge feeds IngestQueue
 /// through a queue policy scoped to the rule.
 pub(super) fn check_api_and_bus(t: &Value) -> Vec<String> {
     let mut errors = Vec::new();
@@ -462,7 +463,7 @@ pub(super) fn check_api_and_bus(t: &Value) -> Vec<String> {
     {
         errors.push("HttpApi: must be an AWS::Serverless::HttpApi with Auth.DefaultAuthorizer AWS_IAM".into());
     }
-    let mut routes = BTreeSet::new();
+    let mut found = BTreeSet::new();
     for (function, _, _) in FUNCTIONS {
         for (name, ty, p) in events(t, function) {
             if ty != "HttpApi" {
@@ -471,23 +472,33 @@ pub(super) fn check_api_and_bus(t: &Value) -> Vec<String> {
             if ref_of(&p["ApiId"]).as_deref() != Some("HttpApi") {
                 errors.push(format!("{function}.{name}: ApiId must be !Ref HttpApi"));
             }
-            if !p["Auth"].is_null() {
-                errors.push(format!("{function}.{name}: overrides the API's IAM authorization"));
-            }
-            routes.insert((
+            let auth = match (p["Auth"].is_null(), p["Auth"]["Authorizer"].as_str()) {
+                (true, _) => "AWS_IAM",
+                (false, Some("NONE")) if p["Auth"].as_mapping().is_some_and(|m| m.len() == 1) => "NONE",
+                _ => {
+                    errors.push(format!("{function}.{name}: Auth is the API's IAM default, or {{Authorizer: NONE}}"));
+                    "?"
+                }
+            };
+            found.insert((
                 p["Method"].as_str().unwrap_or("?").to_uppercase(),
                 p["Path"].as_str().unwrap_or("?").to_string(),
                 function.to_string(),
+                auth,
             ));
         }
     }
-    let want: BTreeSet<(String, String, String)> =
-        ROUTES.iter().map(|(m, p, f)| (m.to_string(), p.to_string(), f.to_string())).collect();
-    for r in routes.difference(&want) {
-        errors.push(format!("unexpected route {r:?}"));
+    let want = routes();
+    for r in found.difference(&want) {
+        errors.push(format!(
+            "a route the API's OpenAPI document does not have (or with another function or authorizer): {r:?}"
+        ));
     }
-    for r in want.difference(&routes) {
-        errors.push(format!("missing route {r:?}"));
+    for r in want.difference(&found) {
+        errors.push(format!("missing route {r:?} of the API's OpenAPI document"));
+    }
+    if found != want {
+        errors.push(format!("ApiFunction's HttpApi events, generated from the document:\n{}", api_events_yaml(&want)));
     }
 
     let rules = ids_of_type(t, "AWS::Events::Rule");
@@ -528,6 +539,32 @@ pub(super) fn check_api_and_bus(t: &Value) -> Vec<String> {
         }
     }
     errors
+}
+
+/// ApiFunction's `Events:` entries for `routes` (what template.yaml holds;
+/// printed when it differs).
+pub(super) fn api_events_yaml(routes: &BTreeSet<(String, String, String, &'static str)>) -> String {
+    let mut out = String::new();
+    for (method, path, function, auth) in routes {
+        if function != "ApiFunction" {
+            continue;
+        }
+        let name: String = std::iter::once(method.as_str())
+            .chain(path.split(['/', '{', '}', '-', '.', '_']))
+            .filter(|w| !w.is_empty())
+            .map(|w| {
+                let w = w.to_lowercase();
+                let mut c = w.chars();
+                c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
+            })
+            .collect();
+        let auth = if *auth == "NONE" { ", Auth: { Authorizer: NONE }" } else { "" };
+        let quoted = if path.contains('{') { format!("\"{path}\"") } else { path.clone() };
+        out.push_str(&format!(
+            "        {name}:\n          Type: HttpApi\n          Properties: {{ ApiId: !Ref HttpApi, Path: {quoted}, Method: {method}{auth} }}\n"
+        ));
+    }
+    out
 }
 
 pub(super) fn all_checks(t: &Value) -> Vec<String> {

@@ -324,24 +324,51 @@ pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
          a call) for subscriptions stored before index by_key existed; never on a pipeline path",
 )];
 
-/// HTTP API routes: (method, path) → function.
-pub(super) const ROUTES: &[(&str, &str, &str)] = &[
-    ("POST", "/v1/events", "IngestFunction"),
-    ("POST", "/v1/events/batch", "IngestFunction"),
-    ("ANY", "/v1/subscriptions", "ApiFunction"),
-    ("ANY", "/v1/subscriptions/{proxy+}", "ApiFunction"),
-    ("GET", "/v1/events", "ApiFunction"),
-    ("GET", "/v1/events/{id}", "ApiFunction"),
-    ("GET", "/v1/events/{id}/deliveries", "ApiFunction"),
-    ("POST", "/v1/events/{id}/replay", "ApiFunction"),
-    ("ANY", "/v1/dead-letters", "ApiFunction"),
-    ("ANY", "/v1/dead-letters/{proxy+}", "ApiFunction"),
-    ("POST", "/v1/replays", "ApiFunction"),
-    ("GET", "/v1/jobs/{id}", "ApiFunction"),
-    ("GET", "/v1/audit", "ApiFunction"),
-    ("GET", "/healthz", "ApiFunction"),
-    ("GET", "/metrics", "ApiFunction"),
-];
+/// The HTTP API's routes, from the API's OpenAPI document (the contract
+/// `GET /openapi.json` serves): one route per operation, on IngestFunction
+/// for the event posts and on ApiFunction for every other, plus one `ANY`
+/// route per path on ApiFunction (so a wrong method reaches the router and
+/// is its `405` with `Allow`, not API Gateway's `404`). Each as (method,
+/// path, function, authorizer): `NONE` for the document's open operations
+/// (empty `security`), `AWS_IAM` (the API's default, not overridden) for
+/// the others, whose security is the document's SigV4 scheme.
+pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
+    let doc = serde_json::to_value(hookline_api::openapi::document()).expect("the document serializes");
+    // The document's operations, and the route table's rows (the same set:
+    // hookline-api's `the_document_has_exactly_the_routes` fails when they
+    // differ; a row not yet documented is open when it has no action).
+    let mut operations: BTreeMap<(String, String), &'static str> = BTreeMap::new();
+    for r in hookline_api::routes::ROUTES {
+        let auth = if r.action.is_none() { "NONE" } else { "AWS_IAM" };
+        operations.insert((r.method.to_string(), r.path.to_string()), auth);
+    }
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let open = op["security"].as_array().is_some_and(Vec::is_empty);
+            let sigv4 = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get(SIGV4).is_some()))
+                && doc["components"]["securitySchemes"][SIGV4]["x-amazon-apigateway-authtype"] == "awsSigv4";
+            let auth = match (open, sigv4) {
+                (true, _) => "NONE",
+                (false, true) => "AWS_IAM",
+                (false, false) => "not the document's awsSigv4 scheme",
+            };
+            operations.insert((method.to_uppercase(), path.clone()), auth);
+        }
+    }
+    let mut out = BTreeSet::new();
+    for ((method, path), auth) in operations {
+        let function =
+            if method == "POST" && INGEST_PATHS.contains(&path.as_str()) { "IngestFunction" } else { "ApiFunction" };
+        out.insert(("ANY".to_string(), path.clone(), "ApiFunction".to_string(), auth));
+        out.insert((method, path, function.to_string(), auth));
+    }
+    out
+}
+
+use hookline_api::openapi::SIGV4;
+
+/// The paths whose `POST` the ingest function answers.
+pub(super) const INGEST_PATHS: &[&str] = &["/v1/events", "/v1/events/batch"];
 
 /// Variables only some functions have (not in Globals): (function,
 /// variable, the resource it names). No other function may have them.

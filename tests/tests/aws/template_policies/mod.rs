@@ -107,6 +107,35 @@ fn broken_by(mutate: impl FnOnce(&mut Value), expect: &str) {
     );
 }
 
+/// The HTTP API's routes are the OpenAPI document's: a route of the
+/// document missing from the template, an open route behind IAM, or a
+/// signed route opened to anyone is caught.
+#[test]
+fn api_routes_drifting_from_the_openapi_document_are_caught() {
+    fn api_events(t: &mut Value) -> &mut serde_yaml::Mapping {
+        t["Resources"]["ApiFunction"]["Properties"]["Events"].as_mapping_mut().expect("ApiFunction events")
+    }
+    broken_by(
+        |t| {
+            api_events(t).remove("GetV1JobsJob");
+        },
+        "missing route (\"GET\", \"/v1/jobs/{job}\", \"ApiFunction\", \"AWS_IAM\")",
+    );
+    broken_by(
+        |t| {
+            let e = &mut api_events(t)["GetOpenapiJson"]["Properties"];
+            e.as_mapping_mut().unwrap().remove("Auth");
+        },
+        "missing route (\"GET\", \"/openapi.json\", \"ApiFunction\", \"NONE\")",
+    );
+    broken_by(
+        |t| {
+            api_events(t)["GetV1Audit"]["Properties"]["Auth"] = yaml("{Authorizer: NONE}");
+        },
+        "does not have (or with another function or authorizer): (\"GET\", \"/v1/audit\", \"ApiFunction\", \"NONE\")",
+    );
+}
+
 #[test]
 fn router_updating_sagas_is_caught() {
     broken_by(
