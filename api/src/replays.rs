@@ -148,6 +148,47 @@ pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
     usize::from(replays().is_ok())
 }
 
+/// `POST /v1/replays`.
+#[utoipa::path(
+    post,
+    path = "/v1/replays",
+    tag = "replays",
+    summary = "Replay events",
+    description = "Starts a job delivering stored events again: one event, one partition (in acceptance order) or \
+        the events received in a time range; to one subscription or every one matching each event now; optionally \
+        only some types. A tenant-bound key replays its tenant's events into its tenant's subscriptions. Every bad \
+        field of the body is reported at once; nothing starts. Follow the job at `GET /v1/jobs/{job}`.",
+    request_body(content = ReplayRequest, example = json!({"partition_key": "order-7", "tenant_id": "acme",
+        "subscription_id": "sub_1", "reason": "consumer rebuilt its store"})),
+    responses(
+        (status = 202, description = "The job started.", body = hookline_wire::jobs::JobStarted,
+            example = json!({"job_id": "job_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "items": 12})),
+        (status = 400, description = super::dead_letters::body_400!(), body = ErrorBody),
+        (status = 404, description = "`not_found`: `event_id` or `subscription_id` names nothing the key may see.",
+            body = ErrorBody),
+        (status = 422, description = "Values broke rules; `errors` names each.\n\n`invalid_field`: not exactly one \
+            of `event_id`, `partition_key`, `since` with `until`; `tenant_id` with `event_id`; an empty or overlong \
+            id; `event_types` empty, past 100, or a bad pattern (`event_types[i]`); a bad reason.\n\n\
+            `reason_required`: no reason, or a blank one.\n\n`invalid_range`: `until` before `since`, or outside the \
+            event retention.\n\n`subscription_not_matching`: the named subscription would not receive the named \
+            event.\n\n`job_too_large`: more events than one job may take.", body = ErrorBody),
+        (status = 429, description = "`too_many_jobs`: the tenant runs as many jobs as it may; retry after \
+            `Retry-After`.", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait."))),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn start_replay() {}
+
+/// This module's part of the OpenAPI document ([`super::openapi`]): its
+/// routes' paths and the wire types they use.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(start_replay), components(schemas(ReplayRequest)))]
+    struct Part;
+    <Part as utoipa::OpenApi>::openapi()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,45 +231,4 @@ mod tests {
         assert_eq!(fields, ["tenant_id", "event_types[1]", "subscription_id", "reason"], "{e:?}");
         assert_eq!(e.status(), 422);
     }
-}
-
-/// `POST /v1/replays`.
-#[utoipa::path(
-    post,
-    path = "/v1/replays",
-    tag = "replays",
-    summary = "Replay events",
-    description = "Starts a job delivering stored events again: one event, one partition (in acceptance order) or \
-        the events received in a time range; to one subscription or every one matching each event now; optionally \
-        only some types. A tenant-bound key replays its tenant's events into its tenant's subscriptions. Every bad \
-        field of the body is reported at once; nothing starts. Follow the job at `GET /v1/jobs/{job}`.",
-    request_body(content = ReplayRequest, example = json!({"partition_key": "order-7", "tenant_id": "acme",
-        "subscription_id": "sub_1", "reason": "consumer rebuilt its store"})),
-    responses(
-        (status = 202, description = "The job started.", body = hookline_wire::jobs::JobStarted,
-            example = json!({"job_id": "job_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "items": 12})),
-        (status = 400, description = super::dead_letters::body_400!(), body = ErrorBody),
-        (status = 404, description = "`not_found`: `event_id` or `subscription_id` names nothing the key may see.",
-            body = ErrorBody),
-        (status = 422, description = "Values broke rules; `errors` names each.\n\n`invalid_field`: not exactly one \
-            of `event_id`, `partition_key`, `since` with `until`; `tenant_id` with `event_id`; an empty or overlong \
-            id; `event_types` empty, past 100, or a bad pattern (`event_types[i]`); a bad reason.\n\n\
-            `reason_required`: no reason, or a blank one.\n\n`invalid_range`: `until` before `since`, or outside the \
-            event retention.\n\n`subscription_not_matching`: the named subscription would not receive the named \
-            event.\n\n`job_too_large`: more events than one job may take.", body = ErrorBody),
-        (status = 429, description = "`too_many_jobs`: the tenant runs as many jobs as it may; retry after \
-            `Retry-After`.", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait."))),
-    ),
-    security(("bearer" = []), ("sigv4" = []))
-)]
-#[allow(dead_code)]
-fn start_replay() {}
-
-/// This module's part of the OpenAPI document ([`super::openapi`]): its
-/// routes' paths and the wire types they use.
-pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
-    #[derive(utoipa::OpenApi)]
-    #[openapi(paths(start_replay), components(schemas(ReplayRequest)))]
-    struct Part;
-    <Part as utoipa::OpenApi>::openapi()
 }

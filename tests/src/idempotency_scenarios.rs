@@ -148,7 +148,7 @@ pub async fn retried_jobs_and_replays_answer_the_first_response(p: &mut impl Pip
     let deliveries = p.settled_deliveries(&event, 3, 90).await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let (_, v) = p.get(&format!("/v1/events/{event}/deliveries")).await;
-    assert_eq!(v["deliveries"].as_array().map(Vec::len), Some(deliveries.len()), "nothing more: {v}");
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(deliveries.len()), "nothing more: {v}");
 }
 
 /// One `POST /v1/keys` through the API in-process, with `key`.

@@ -165,12 +165,19 @@ impl Client {
         let v: Value =
             if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
         if !status.is_success() {
-            let e = &v["error"];
+            // The API's error body; anything else (API Gateway's own
+            // refusal, a proxy's page) is shown by its status alone.
+            let e = serde_json::from_slice::<hookline_wire::ErrorBody>(&bytes).ok().map(|b| b.error);
+            // Every bad field the API named, not only the first.
+            let field = e.as_ref().and_then(|e| match e.errors.len() {
+                0 | 1 => e.field.clone(),
+                _ => Some(e.errors.iter().map(|i| i.field.as_str()).collect::<Vec<_>>().join(", ")),
+            });
             return Err(OpsError::Api {
                 status,
-                code: e["code"].as_str().unwrap_or("").to_string(),
-                message: e["message"].as_str().unwrap_or("request failed").to_string(),
-                field: e["field"].as_str().map(str::to_string),
+                code: e.as_ref().map_or("", |e| e.code.as_str()).to_string(),
+                message: e.map_or_else(|| "request failed".to_string(), |e| e.message),
+                field,
                 hint: None,
             }
             .into());
