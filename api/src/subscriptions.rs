@@ -37,6 +37,7 @@ use shared::stage::verify;
 use shared::subscription::{FieldError, PayloadFormat, SigningKey, Subscription};
 
 pub(crate) use spec::openapi;
+pub(crate) use view::on_dead_letter;
 
 /// Subscriptions per page unless `limit` says otherwise, and the most it may say.
 const DEFAULT_PAGE: usize = 100;

@@ -19,49 +19,9 @@ pub enum DeadLetterState {
     Skipped,
 }
 
-/// Where a saga (one event's delivery to one subscription) is in its life.
-/// A dead letter's snapshot is of a saga that ended `dead_lettered`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SagaStatus {
-    /// Created by routing; its first attempt is queued or running.
-    Pending,
-    /// Ordered: waits for the sagas before it in its partition's lane.
-    Waiting,
-    /// A retry is queued or running.
-    InProgress,
-    /// An attempt failed; the next waits for its backoff.
-    PendingRetry,
-    /// Delivered.
-    Completed,
-    /// Gave up: a dead letter holds it.
-    DeadLettered,
-}
-
-/// Why a saga that is not an event's first exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SagaOriginKind {
-    /// An operator requeued a dead letter.
-    Requeue,
-    /// An operator replayed a stored event.
-    Replay,
-}
-
-/// Who made a requeued or replayed saga, when and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct SagaOrigin {
-    /// Requeue or replay.
-    pub kind: SagaOriginKind,
-    /// The saga this one follows (a requeue's dead saga), if any.
-    pub previous_saga_id: Option<String>,
-    /// Who asked.
-    pub actor: String,
-    /// Why.
-    pub reason: String,
-    /// When.
-    pub at: DateTime<Utc>,
-}
+// A saga's status and origin are a delivery's (`GET /v1/events/{event}/deliveries`):
+// one schema for both.
+pub use crate::events::{DeliveryOrigin as SagaOrigin, DeliveryStatus as SagaStatus};
 
 /// A saga's place in its ordered subscription's partition lane.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -72,7 +32,7 @@ pub struct SagaLane {
     pub seq: u64,
     /// Whether a dead letter blocks the lane (`block`) or lets it go on
     /// (`continue`), as the subscription said when the saga was made.
-    pub on_dead_letter: String,
+    pub on_dead_letter: crate::subscriptions::OnDeadLetter,
 }
 
 /// The saga as it ended: the attempts it made and the last error.
@@ -162,10 +122,8 @@ pub struct DeadLetterEvent {
     pub received_at: DateTime<Utc>,
     /// Kept at least until then.
     pub expires_at: DateTime<Utc>,
-    /// The envelope format it came in (`native`, `change-feed`,
-    /// `domain-event`, `contract`: the names `?format=` takes).
-    #[schema(example = "native")]
-    pub format: String,
+    /// The envelope format it came in.
+    pub format: crate::events::EventFormat,
     /// The envelope as posted (sensitive-named fields redacted), as text.
     pub body: String,
 }

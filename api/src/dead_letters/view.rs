@@ -7,7 +7,7 @@ use hookline_wire::dead_letters as wire;
 use hookline_wire::jobs as wire_jobs;
 use shared::bulk::{Job, JobKind, JobSpec, JobState};
 use shared::dead_letter::{DeadLetter, DeadLetterState, Resolution, ResolutionAction};
-use shared::saga::{Saga, SagaStatus};
+use shared::saga::Saga;
 
 /// The wire spelling of a dead letter's state.
 pub(super) fn state_view(s: DeadLetterState) -> wire::DeadLetterState {
@@ -27,19 +27,6 @@ pub(super) fn state_of(s: wire::DeadLetterState) -> DeadLetterState {
     }
 }
 
-/// The wire spelling of a saga's status (stored as `DeadLettered`, shown
-/// `dead_lettered`).
-pub(super) fn saga_status_view(s: SagaStatus) -> wire::SagaStatus {
-    match s {
-        SagaStatus::Pending => wire::SagaStatus::Pending,
-        SagaStatus::Waiting => wire::SagaStatus::Waiting,
-        SagaStatus::InProgress => wire::SagaStatus::InProgress,
-        SagaStatus::PendingRetry => wire::SagaStatus::PendingRetry,
-        SagaStatus::Completed => wire::SagaStatus::Completed,
-        SagaStatus::DeadLettered => wire::SagaStatus::DeadLettered,
-    }
-}
-
 /// A stored saga snapshot as the API shows it; `None` when the stored JSON
 /// is not a saga (it always is for dead letters Hookline wrote).
 pub(super) fn saga_view(snapshot: serde_json::Value) -> Option<wire::SagaSnapshot> {
@@ -49,28 +36,15 @@ pub(super) fn saga_view(snapshot: serde_json::Value) -> Option<wire::SagaSnapsho
         event_id: s.event_id.to_string(),
         subscription_id: s.subscription_id.to_string(),
         webhook_id: s.webhook_id.to_string(),
-        status: saga_status_view(s.state.status),
+        status: crate::events::wire_status(s.state.status),
         attempts: s.state.attempts,
         next_attempt_at: s.state.next_attempt_at,
         last_error: s.state.last_error,
-        origin: s.origin.map(|o| wire::SagaOrigin {
-            kind: match o.kind {
-                shared::saga::OriginKind::Requeue => wire::SagaOriginKind::Requeue,
-                shared::saga::OriginKind::Replay => wire::SagaOriginKind::Replay,
-            },
-            previous_saga_id: o.previous_saga_id.map(|p| p.to_string()),
-            actor: o.actor,
-            reason: o.reason,
-            at: o.at,
-        }),
+        origin: s.origin.map(crate::events::wire_origin),
         lane: s.lane.map(|l| wire::SagaLane {
             partition_key: l.partition.key,
             seq: l.seq,
-            on_dead_letter: match l.on_dead_letter {
-                shared::lane::OnDeadLetter::Continue => "continue",
-                shared::lane::OnDeadLetter::Block => "block",
-            }
-            .to_string(),
+            on_dead_letter: crate::subscriptions::on_dead_letter(l.on_dead_letter),
         }),
         created_at: s.created_at,
         updated_at: s.updated_at,
@@ -119,7 +93,7 @@ pub(super) fn dead_letter_view(d: DeadLetter, with_event: bool) -> wire::DeadLet
             occurred_at: e.occurred_at,
             received_at: e.received_at,
             expires_at: e.expires_at,
-            format: e.format.as_str().to_string(),
+            format: crate::events::wire_format(e.format),
             body: String::from_utf8_lossy(&e.body).into_owned(),
         }),
     }

@@ -126,7 +126,8 @@ pub(crate) fn stored_ordering(o: wire::Ordering) -> Ordering {
     }
 }
 
-fn on_dead_letter(o: OnDeadLetter) -> wire::OnDeadLetter {
+/// The wire spelling of what a dead letter does to its lane.
+pub(crate) fn on_dead_letter(o: OnDeadLetter) -> wire::OnDeadLetter {
     match o {
         OnDeadLetter::Continue => wire::OnDeadLetter::Continue,
         OnDeadLetter::Block => wire::OnDeadLetter::Block,
