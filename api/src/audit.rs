@@ -5,13 +5,14 @@
 
 use chrono::Utc;
 
+use super::error::Issues;
 use super::routes::Call;
 use super::scope::tenant_filter;
 use super::{cursor, query, Api, ApiError, ApiResult, Response};
 use hookline_wire::audit as wire;
-use hookline_wire::{FieldIssue, Page};
+use hookline_wire::Page;
 use shared::audit::{Action, AuditFilter, AuditRecord};
-use shared::ids::SubscriptionId;
+use shared::ids::{SubscriptionId, TenantId};
 use shared::ports::TimeRange;
 
 /// An action as the wire names it (the same names: `event.replayed`).
@@ -67,34 +68,39 @@ fn record(r: AuditRecord) -> wire::AuditRecord {
     }
 }
 
+/// The audit listing's filters checked, every bad one reported at once:
+/// the page size, the tenant named and the time range.
+fn checked(
+    q: &wire::AuditQuery,
+    retention: chrono::Duration,
+) -> Result<(usize, Option<TenantId>, TimeRange), ApiError> {
+    let mut issues = Issues::default();
+    let limit = issues.take(query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE));
+    if q.actor.as_deref().is_some_and(|a| a.is_empty() || a.chars().count() > 1000) {
+        issues.push(ApiError::invalid("actor", "actor must be 1 to 1000 characters"));
+    }
+    if q.subscription_id.as_deref().is_some_and(|s| s.is_empty() || s.len() > shared::envelope::MAX_ID_BYTES) {
+        issues.push(ApiError::invalid("subscription_id", "subscription_id must be a subscription id"));
+    }
+    let tenant_id = issues.take(super::subscriptions::tenant(q.tenant_id.clone())).flatten();
+    let range = issues.take(query::check_range(TimeRange { since: q.since, until: q.until }, retention, Utc::now()));
+    issues.check()?;
+    Ok((limit.unwrap_or(query::DEFAULT_PAGE), tenant_id, range.unwrap_or_default()))
+}
+
+/// For the fuzzer ([`crate::fuzzing`]): the query string of `GET
+/// /v1/audit` read and checked as its handler does before any store call.
+pub(crate) fn fuzz_query(query: Option<&str>, retention: chrono::Duration) -> bool {
+    query::typed::<wire::AuditQuery>(query).and_then(|q| checked(&q, retention)).is_ok()
+}
+
 impl Api {
     /// `GET /v1/audit` ([`wire::AuditQuery`]); a tenant-bound caller lists
     /// the records of its tenant's resources only (`tenant_id` forced to
     /// its own). Every bad filter is reported at once.
     pub(super) async fn list_audit(&self, c: &Call<'_>) -> ApiResult {
         let q: wire::AuditQuery = query::typed(c.req.query)?;
-        let mut issues: Vec<FieldIssue> = Vec::new();
-        let mut keep = |r: Result<(), ApiError>| {
-            if let Err(e) = r {
-                issues.extend(e.into_issues());
-            }
-        };
-        let mut limit = query::DEFAULT_PAGE;
-        keep(query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE).map(|l| limit = l));
-        if q.actor.as_deref().is_some_and(|a| a.is_empty() || a.chars().count() > 1000) {
-            keep(Err(ApiError::invalid("actor", "actor must be 1 to 1000 characters")));
-        }
-        if q.subscription_id.as_deref().is_some_and(|s| s.is_empty() || s.len() > shared::envelope::MAX_ID_BYTES) {
-            keep(Err(ApiError::invalid("subscription_id", "subscription_id must be a subscription id")));
-        }
-        let mut tenant_id = None;
-        keep(super::subscriptions::tenant(q.tenant_id.clone()).map(|t| tenant_id = t));
-        let mut range = TimeRange::default();
-        let given = TimeRange { since: q.since, until: q.until };
-        keep(query::check_range(given, self.hookline.config.audit_retention, Utc::now()).map(|r| range = r));
-        if let Some(e) = ApiError::fields(issues) {
-            return Err(e);
-        }
+        let (limit, tenant_id, range) = checked(&q, self.hookline.config.audit_retention)?;
         let tenant_id = tenant_filter(&c.caller, tenant_id, "tenant_id")?;
         let action = q.action.map(stored_action);
         let filters = format!(

@@ -8,6 +8,8 @@ use hookline_wire::dead_letters as wire;
 use hookline_wire::jobs as wire_jobs;
 use hookline_wire::{ErrorBody, FieldIssue, Page};
 
+pub(super) use super::error::Issues;
+
 mod view;
 
 use super::reindex::{self, Walk};
@@ -22,68 +24,6 @@ use shared::ports::TimeRange;
 use shared::stage::bulk;
 use shared::stage::requeue::{self, Audit};
 use view::{dead_letter_view, job_view, state_of};
-
-/// Every bad field of a request, gathered so that all of them are reported
-/// at once ([`ApiError::fields`]) rather than the first only.
-#[derive(Default)]
-pub(super) struct Issues {
-    fields: Vec<FieldIssue>,
-    /// An error that names no field (reported before the fields' ones).
-    other: Option<ApiError>,
-}
-
-impl Issues {
-    /// `r`'s value; or `None`, its error kept for [`Issues::check`].
-    pub(super) fn take<T>(&mut self, r: Result<T, ApiError>) -> Option<T> {
-        match r {
-            Ok(v) => Some(v),
-            Err(e) if e.field.is_none() && e.issues.is_empty() => {
-                self.other.get_or_insert(e);
-                None
-            }
-            Err(e) => {
-                self.fields.extend(e.into_issues());
-                None
-            }
-        }
-    }
-
-    /// Keeps one more issue.
-    pub(super) fn push(&mut self, e: ApiError) {
-        self.take::<()>(Err(e));
-    }
-
-    /// `Ok` when nothing was wrong; else one error with every bad field.
-    pub(super) fn check(self) -> Result<(), ApiError> {
-        match (self.other, ApiError::fields(self.fields)) {
-            (Some(e), _) | (None, Some(e)) => Err(e),
-            (None, None) => Ok(()),
-        }
-    }
-}
-
-/// The query string of a route that takes no parameter.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoQuery {}
-
-/// Refuses any query parameter of a route that takes none (`400
-/// unknown_parameter` naming it): a parameter is never ignored.
-pub(super) fn no_query(req: &Request<'_>) -> Result<(), ApiError> {
-    query::typed::<NoQuery>(req.query).map(|NoQuery {}| ())
-}
-
-/// `?limit=` already read as an integer (a typed query): 1 to
-/// [`query::MAX_PAGE`] (else a `422` naming `limit`), default
-/// [`query::DEFAULT_PAGE`].
-pub(super) fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
-    match limit {
-        None => Ok(query::DEFAULT_PAGE),
-        Some(n) => usize::try_from(n).ok().filter(|n| (1..=query::MAX_PAGE).contains(n)).ok_or_else(|| {
-            ApiError::invalid("limit", format!("limit must be an integer between 1 and {}", query::MAX_PAGE))
-        }),
-    }
-}
 
 /// A filter value that names one thing (an id, a type, a tenant): 1 to
 /// 256 characters without control characters; else a `422` naming it.
@@ -108,7 +48,7 @@ fn list_query(q: wire::DeadLetterListQuery, retention: chrono::Duration) -> Resu
     let range = issues
         .take(query::check_range(TimeRange { since: q.since, until: q.until }, retention, Utc::now()))
         .unwrap_or_default();
-    issues.take(page_limit(q.limit));
+    issues.take(query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE));
     issues.check()?;
     Ok(DeadLetterQuery {
         subscription_id,
@@ -165,7 +105,8 @@ impl Api {
     /// naming it, never an unfiltered page.
     pub(super) async fn list_dead_letters(&self, c: &Call<'_>) -> ApiResult {
         let typed: wire::DeadLetterListQuery = query::typed(c.req.query)?;
-        let (limit, cursor) = (page_limit(typed.limit), typed.cursor.clone());
+        let (limit, cursor) =
+            (query::page_limit(typed.limit, query::DEFAULT_PAGE, query::MAX_PAGE), typed.cursor.clone());
         let mut q = list_query(typed, self.dead_letter_retention())?;
         let limit = limit?;
         q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "tenant_id")?;
@@ -187,7 +128,7 @@ impl Api {
 
     /// `GET /v1/dead-letters/{dead_letter}`, with its event snapshot.
     pub(super) async fn get_dead_letter(&self, id: &DeadLetterId, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let dl =
             self.hookline.stores.dead_letters.get(id).await?.ok_or_else(|| ApiError::not_found("dead letter", id))?;
         Ok(Response::json(200, &dead_letter_view(dl, true)))
@@ -195,7 +136,7 @@ impl Api {
 
     pub(super) async fn resolve_dead_letter(&self, id: &DeadLetterId, c: &Call<'_>, requeue: bool) -> ApiResult {
         let req = &c.req;
-        no_query(req)?;
+        query::none(req.query)?;
         let body: wire::ReasonBody = parse(req.body, true)?;
         let audit = Audit { actor: c.caller.actor.clone(), reason: query::reason(body.reason.as_deref())? };
         let record = |action| AuditRecord::new(action, &audit.actor).reason(&audit.reason).dead_letter(id);
@@ -233,7 +174,7 @@ impl Api {
     /// stored dead letters examined, the listing keys of those stored
     /// without them written, so the filters and bulk jobs find them.
     pub(super) async fn reindex_dead_letters(&self, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let (after, limit) = reindex::page_of(req, Walk::DeadLetters, &self.cursor_key())?;
         let page = self.hookline.stores.dead_letters.reindex_page(after.as_deref(), limit).await?;
         tracing::info!(reindexed = page.reindexed, examined = page.examined, "dead letters reindexed");
@@ -246,7 +187,7 @@ impl Api {
     /// its own (`404` naming `filter.subscription_id`).
     pub(super) async fn bulk_dead_letters(&self, c: &Call<'_>, kind: JobKind) -> ApiResult {
         let req = &c.req;
-        no_query(req)?;
+        query::none(req.query)?;
         let (reason, mut q) = bulk_request(req.body, self.dead_letter_retention())?;
         q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "filter.tenant_id")?;
         let subscription = q.subscription_id.clone();
@@ -271,7 +212,7 @@ impl Api {
 
     /// `GET /v1/jobs/{id}`.
     pub(super) async fn get_job(&self, id: &str, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         // Only jobs are shown: the job store also keeps each tenant's
         // running-job slots, under `slots#…` keys.
         if !id.starts_with("job_") {
@@ -396,7 +337,7 @@ mod tests {
     /// A route that takes no query parameter refuses any, naming it.
     #[test]
     fn a_route_without_parameters_refuses_any() {
-        let read = |q: Option<&str>| query::typed::<NoQuery>(q).map(|NoQuery {}| ());
+        let read = query::none;
         assert!(read(None).is_ok() && read(Some("")).is_ok());
         let e = read(Some("expand=secret")).unwrap_err();
         assert_eq!((e.status(), e.code, e.field.as_deref()), (400, ErrorCode::UnknownParameter, Some("expand")));

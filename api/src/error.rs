@@ -108,6 +108,55 @@ impl ApiError {
     }
 }
 
+/// Every bad field of a request, gathered so that all of them are
+/// reported at once ([`ApiError::fields`]) rather than the first only.
+#[derive(Debug, Default)]
+pub struct Issues {
+    fields: Vec<FieldIssue>,
+    /// An error that names no field (reported before the fields' ones).
+    other: Option<ApiError>,
+}
+
+impl Issues {
+    /// `r`'s value; or `None`, its error kept for [`Issues::check`].
+    pub fn take<T>(&mut self, r: Result<T, ApiError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) if e.field.is_none() && e.issues.is_empty() => {
+                self.other.get_or_insert(e);
+                None
+            }
+            Err(e) => {
+                self.fields.extend(e.into_issues());
+                None
+            }
+        }
+    }
+
+    /// Keeps one more issue.
+    pub fn push(&mut self, e: ApiError) {
+        self.take::<()>(Err(e));
+    }
+
+    /// Keeps a domain check's field error, with `code`.
+    pub fn add(&mut self, code: ErrorCode, e: FieldError) {
+        self.fields.push(FieldIssue { field: e.field, code, message: e.message });
+    }
+
+    /// `r`'s value; or `None`, each of its field errors kept with `code`.
+    pub fn all<T>(&mut self, code: ErrorCode, r: Result<T, Vec<FieldError>>) -> Option<T> {
+        r.map_err(|es| es.into_iter().for_each(|e| self.add(code, e))).ok()
+    }
+
+    /// `Ok` when nothing was wrong; else one error with every bad field.
+    pub fn check(self) -> Result<(), ApiError> {
+        match (self.other, ApiError::fields(self.fields)) {
+            (Some(e), _) | (None, Some(e)) => Err(e),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
 impl serde::Serialize for ApiError {
     /// As the error detail (inside a batch answer's item, say).
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

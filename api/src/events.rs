@@ -1,7 +1,7 @@
 //! `/v1/events`: ingest one envelope or a batch, find events by their
 //! filters, read an event and its deliveries, replay it.
 
-use super::error::ErrorCode;
+use super::error::{ErrorCode, Issues};
 use chrono::Utc;
 
 use super::routes::Call;
@@ -156,33 +156,23 @@ pub fn event_query(
     caller: &Caller,
 ) -> Result<(EventQuery, usize, Option<String>), ApiError> {
     let q: wire::EventListQuery = query::typed(req.query)?;
-    let mut issues: Vec<FieldIssue> = Vec::new();
-    let mut keep = |r: Result<(), ApiError>| {
-        if let Err(e) = r {
-            issues.extend(e.into_issues());
-        }
-    };
-    let mut event_type = None;
-    if let Some(t) = &q.event_type {
-        keep(TypeFilter::parse(t.trim()).map(|t| event_type = t).map_err(|e| ApiError::invalid("event_type", e)));
-    }
-    let mut tenant_id = None;
-    keep(super::subscriptions::tenant(q.tenant_id.clone()).map(|t| tenant_id = t));
+    let mut issues = Issues::default();
+    let event_type = q.event_type.as_ref().and_then(|t| {
+        issues.take(TypeFilter::parse(t.trim()).map_err(|e| ApiError::invalid("event_type", e))).flatten()
+    });
+    let tenant_id = issues.take(super::subscriptions::tenant(q.tenant_id.clone())).flatten();
     if let Some(k) = &q.partition_key {
         if k.is_empty() || k.len() > MAX_PARTITION_KEY || k.chars().any(char::is_control) {
-            keep(Err(ApiError::invalid(
+            issues.push(ApiError::invalid(
                 "partition_key",
                 format!("partition_key must be 1 to {MAX_PARTITION_KEY} bytes without control characters"),
-            )));
+            ));
         }
     }
-    let mut received = TimeRange::default();
-    keep(query::check_range(TimeRange { since: q.since, until: q.until }, retention, Utc::now()).map(|r| received = r));
-    let mut limit = query::DEFAULT_PAGE;
-    keep(query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE).map(|l| limit = l));
-    if let Some(e) = ApiError::fields(issues) {
-        return Err(e);
-    }
+    let received = issues.take(query::check_range(TimeRange { since: q.since, until: q.until }, retention, Utc::now()));
+    let limit = issues.take(query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE));
+    issues.check()?;
+    let (received, limit) = (received.unwrap_or_default(), limit.unwrap_or(query::DEFAULT_PAGE));
     let tenant_id = tenant_filter(caller, tenant_id, "tenant_id")?;
     let query = EventQuery {
         event_type,
@@ -321,7 +311,7 @@ impl Api {
     /// `GET /v1/events/{id}`: the event with its body. Takes no query
     /// parameter.
     pub(super) async fn get_event(&self, id: &EventId, req: &Request<'_>) -> ApiResult {
-        query::typed::<query::NoQuery>(req.query)?;
+        query::none(req.query)?;
         let e = self.hookline.stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         Ok(Response::json(200, &event_view(e)))
     }
@@ -361,7 +351,7 @@ impl Api {
     /// subscriptions are left out.
     pub(super) async fn replay(&self, id: &EventId, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
-        query::typed::<query::NoQuery>(req.query)?;
+        query::none(req.query)?;
         let body: wire::ReplayEventBody = parse(req.body, true)?;
         let reason = check_replay(&body)?;
         let subscription_id = body.subscription_id.map(SubscriptionId::new);

@@ -4,10 +4,9 @@
 //! answer with an [`ApiError`](crate::ApiError) (or accept), never panic, loop or allocate
 //! without bound. Not used by the API itself.
 
-use shared::audit::Action;
 use shared::context::Config;
 
-use super::{dead_letters, events, query, query_param, reindex, replays, subscriptions, Request};
+use super::{audit, dead_letters, events, reindex, replays, subscriptions, Request};
 
 /// The request as the fuzzer builds it: `body` and `query` as received.
 fn request<'a>(query: Option<&'a str>, body: &'a [u8], idempotency_key: Option<&'a [u8]>) -> Request<'a> {
@@ -42,19 +41,14 @@ pub fn bodies(body: &[u8], config: &Config) -> usize {
 
 /// `query` (the raw query string, without `?`) read as every list and
 /// ingest route reads it before any store call: `?format=`, the filters of
-/// `GET /v1/events`, `GET /v1/dead-letters` and `GET /v1/audit`, `limit`,
-/// `since`/`until`, and every parameter through [`query_param`];
+/// `GET /v1/events`, `GET /v1/dead-letters` and `GET /v1/audit`, each
+/// through its typed query ([`crate::query::typed`]);
 /// `idempotency_key` is the `Idempotency-Key` header of `POST /v1/events`.
 /// The number of checks that accepted it.
 pub fn queries(query: &str, idempotency_key: Option<&[u8]>, config: &Config) -> usize {
     let req = request(Some(query), b"", idempotency_key);
     let mut accepted = events::fuzz_query(&req, config.retention);
     accepted += usize::from(dead_letters::fuzz_query(&req, config.dead_letter_retention).is_ok());
-    let audit = query_param(req.query, "action").map(|a| a.parse::<Action>().map(|_| ())).transpose().is_ok()
-        && query::time_range(&req, config.audit_retention).is_ok();
-    accepted += usize::from(audit);
-    for name in ["limit", "cursor", "since", "until", "tenant_id", "event_type", "actor", "state", "outcome"] {
-        accepted += usize::from(query_param(req.query, name).is_some());
-    }
+    accepted += usize::from(audit::fuzz_query(req.query, config.audit_retention));
     accepted
 }

@@ -14,7 +14,7 @@ use hookline_wire::keys as wire;
 use hookline_wire::{ErrorBody, Page};
 use serde_json::json;
 
-use super::dead_letters::{no_query, page_limit, Issues};
+use super::error::Issues;
 use super::scope::tenant_filter;
 use super::{cursor, parse, query, Api, ApiError, ApiResult, Auth, Request, Response};
 use shared::access::{Caller, Role};
@@ -104,7 +104,7 @@ impl Api {
     /// secret key, its secret (shown this once). A secret key on `hookline
     /// serve`, a principal grant behind API Gateway.
     pub(super) async fn create_key(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let body: wire::CreateKey = parse(req.body, false)?;
         let behind_gateway = matches!(self.auth, Auth::Gateway);
         let now = Utc::now();
@@ -182,7 +182,7 @@ impl Api {
     /// for, or without it the keys bound to no tenant), in id order.
     pub(super) async fn list_keys(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
         let q: wire::KeyListQuery = query::typed(req.query)?;
-        let limit = page_limit(q.limit)?;
+        let limit = query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE)?;
         let tenant = tenant_filter(caller, q.tenant_id.map(TenantId::new), "tenant_id")?;
         let filters = format!("keys\ntenant={}", tenant.as_ref().map_or("", |t| t.as_str()));
         let after = q
@@ -201,7 +201,7 @@ impl Api {
 
     /// `GET /v1/keys/{id}` (`ManageKeys`).
     pub(super) async fn get_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let k = self.key_of(caller, id).await?;
         Ok(Response::json(200, &shown(&k, Utc::now())))
     }
@@ -210,7 +210,7 @@ impl Api {
     /// process, within [`shared::context::KEY_CACHE_TTL`] in every other.
     /// Revoking a revoked key changes nothing.
     pub(super) async fn revoke_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let k = self.key_of(caller, id).await?;
         let now = Utc::now();
         if k.revoked_at.is_some() {
@@ -226,7 +226,7 @@ impl Api {
     /// new secret, shown once; the old one keeps working for the overlap
     /// (default: the subscriptions' rotation overlap; 0 ends it now).
     pub(super) async fn rotate_key(&self, caller: &Caller, id: &str, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let body: wire::RotateKey = parse(req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,

@@ -382,12 +382,6 @@ impl Api {
     }
 }
 
-/// One query parameter, percent-decoded (`+` is a space; lossy on bad
-/// UTF-8).
-pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    form_urlencoded::parse(query?.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
-}
-
 /// The ARNs a principal's grant may be stored under: its own, and for an
 /// assumed role's session the role's.
 fn principal_candidates(arn: &str) -> Vec<String> {
@@ -415,14 +409,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_params_decode() {
-        assert_eq!(query_param(Some("format=change-feed&x=1"), "format").as_deref(), Some("change-feed"));
-        assert_eq!(query_param(Some("a=%41b+c"), "a").as_deref(), Some("Ab c"));
-        assert_eq!(query_param(Some("a=%4"), "a").as_deref(), Some("%4"));
-        assert_eq!(query_param(None, "a"), None);
-    }
 
     #[test]
     fn an_assumed_role_is_also_found_by_its_role() {

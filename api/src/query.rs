@@ -6,7 +6,7 @@ use super::error::ErrorCode;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 
-use super::{query_param, ApiError, Request};
+use super::ApiError;
 use shared::ports::TimeRange;
 
 /// The query string read into its wire type `T` (a `hookline_wire` query
@@ -50,27 +50,16 @@ pub fn typed<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct NoQuery {}
 
+/// Refuses any query parameter of a route that takes none (`400
+/// unknown_parameter` naming it): a parameter is never ignored.
+pub fn none(query: Option<&str>) -> Result<(), ApiError> {
+    typed::<NoQuery>(query).map(|NoQuery {}| ())
+}
+
 /// Items on a page when the request names no `limit`.
 pub const DEFAULT_PAGE: usize = 100;
 /// The largest `limit` a list endpoint takes.
 pub const MAX_PAGE: usize = 1000;
-
-/// `?limit=` (1 to [`MAX_PAGE`], default [`DEFAULT_PAGE`]): not an integer
-/// is a `400`, out of range a `422`, each naming `limit`.
-pub fn limit(req: &Request<'_>) -> Result<usize, ApiError> {
-    match query_param(req.query, "limit") {
-        None => Ok(DEFAULT_PAGE),
-        Some(l) => {
-            let n = l.parse::<usize>().map_err(|_| {
-                ApiError::unreadable("limit", format!("limit must be an integer between 1 and {MAX_PAGE}"))
-            })?;
-            (1..=MAX_PAGE)
-                .contains(&n)
-                .then_some(n)
-                .ok_or_else(|| ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_PAGE}")))
-        }
-    }
-}
 
 /// A typed query's `limit` (its type already read): `default` when
 /// absent, else 1 to `max`, or a `422` naming `limit`.
@@ -88,13 +77,6 @@ pub fn instant(field: &str, value: &str) -> Result<DateTime<Utc>, ApiError> {
     DateTime::parse_from_rfc3339(value.trim()).map(|t| t.with_timezone(&Utc)).map_err(|_| {
         ApiError::unreadable(field, format!("{field} must be an RFC 3339 time such as 2026-11-26T09:30:00Z"))
     })
-}
-
-/// `?since=&until=` of a request, checked by [`check_range`].
-pub fn time_range(req: &Request<'_>, retention: chrono::Duration) -> Result<TimeRange, ApiError> {
-    let since = query_param(req.query, "since").map(|s| instant("since", &s)).transpose()?;
-    let until = query_param(req.query, "until").map(|s| instant("until", &s)).transpose()?;
-    check_range(TimeRange { since, until }, retention, Utc::now())
 }
 
 /// How far from now a time bound may lie beyond what is kept: clocks

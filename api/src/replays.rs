@@ -6,7 +6,8 @@ use chrono::Utc;
 use hookline_wire::replays::ReplayRequest;
 use hookline_wire::ErrorBody;
 
-use super::dead_letters::{name_value, Issues};
+use super::dead_letters::name_value;
+use super::error::Issues;
 use super::routes::Call;
 use super::scope::tenant_filter;
 use super::{parse, query, Api, ApiError, ApiResult};
@@ -91,7 +92,7 @@ impl Api {
     /// subscriptions are left out). The job is its tenant's.
     pub(super) async fn start_replay(&self, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
-        super::dead_letters::no_query(req)?;
+        query::none(req.query)?;
         let body: ReplayRequest = parse(req.body, false)?;
         let (reason, mut filter) = filter_of(body, self.hookline.config.retention)?;
         if filter.event_id.is_none() {

@@ -148,26 +148,26 @@ use Action::*;
 pub static ROUTES: &[Route] = &[
     route("GET", "/healthz", None, |_, c| {
         Box::pin(async {
-            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            super::query::none(c.req.query)?;
             let ok = hookline_wire::health::Health { status: hookline_wire::health::HealthStatus::Ok };
             Ok(super::Response::json(200, &ok))
         })
     }),
     route("GET", "/metrics", Some(ReadMetrics), |api, c| {
         Box::pin(async {
-            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            super::query::none(c.req.query)?;
             Ok(api.metrics().await)
         })
     }),
     route("GET", "/openapi.json", None, |api, c| {
         Box::pin(async {
-            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            super::query::none(c.req.query)?;
             Ok(api.openapi_json())
         })
     }),
     route("GET", "/docs", None, |api, c| {
         Box::pin(async {
-            super::query::typed::<super::query::NoQuery>(c.req.query)?;
+            super::query::none(c.req.query)?;
             Ok(api.reference_page())
         })
     }),

@@ -21,7 +21,7 @@ use hookline_wire::Page;
 use super::reindex::{self, Walk};
 use super::routes::Call;
 use super::scope::tenant_filter;
-use super::{cursor, parse, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
+use super::{cursor, parse, query, Api, ApiError, ApiResult, Patch, Request, Response, Verification};
 use checks::Issues;
 use shared::audit::{Action, AuditRecord};
 use shared::context::Config;
@@ -38,10 +38,6 @@ use shared::subscription::{FieldError, PayloadFormat, SigningKey, Subscription};
 
 pub(crate) use spec::openapi;
 pub(crate) use view::on_dead_letter;
-
-/// Subscriptions per page unless `limit` says otherwise, and the most it may say.
-const DEFAULT_PAGE: usize = 100;
-const MAX_PAGE: usize = 1000;
 
 /// The API's answer to a change the store did not take.
 fn managed(e: ManageError<ApiError>, id: &SubscriptionId) -> ApiError {
@@ -65,17 +61,6 @@ pub(super) fn tenant(t: Option<String>) -> Result<Option<TenantId>, ApiError> {
     Ok(t.map(TenantId::new))
 }
 
-/// The query string of a route that takes none.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoQuery {}
-
-/// Refuses any query parameter (`400 unknown_parameter` naming it): a
-/// route that takes none must not ignore one a client thinks it sent.
-pub(super) fn no_query(req: &Request<'_>) -> Result<(), ApiError> {
-    super::query::typed::<NoQuery>(req.query).map(drop)
-}
-
 /// A callback URL that passes the address policy without resolving it
 /// (`422 invalid_callback_url` naming `callback_url` otherwise).
 fn url_shape(url: &str, config: &Config) -> Result<(), ApiError> {
@@ -93,12 +78,12 @@ impl Api {
     /// cannot create one of every tenant. Every bad field is reported, and
     /// nothing is stored then.
     pub(super) async fn create_subscription(&self, c: &Call<'_>) -> ApiResult {
-        no_query(&c.req)?;
+        query::none(c.req.query)?;
         let body: CreateSubscription = parse(c.req.body, false)?;
         let mut v = Issues::default();
-        let callback_url = v.api(self.check_url(&body.callback_url).await);
+        let callback_url = v.take(self.check_url(&body.callback_url).await);
         let f = checks::create(&body, &self.hookline.config, &mut v);
-        v.finish()?;
+        v.check()?;
         let now = Utc::now();
         let secret = Secret::generate();
         let sub = Subscription {
@@ -178,26 +163,24 @@ impl Api {
     /// filter `tenant_id` is forced to its tenant; another is a `403`), and
     /// with `event_type` only its tenant's, not the global ones.
     pub(super) async fn list_subscriptions(&self, c: &Call<'_>) -> ApiResult {
-        let q: ListSubscriptions = super::query::typed(c.req.query)?;
+        let q: ListSubscriptions = query::typed(c.req.query)?;
         let mut v = Issues::default();
-        let limit = match q.limit {
-            None => Some(DEFAULT_PAGE),
-            Some(n) => v.api(usize::try_from(n).ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
-                ApiError::invalid("limit", format!("limit must be an integer between 1 and {MAX_PAGE}"))
-            })),
-        };
-        let tenant_id = v.api(tenant(q.tenant_id)).flatten();
+        // Read as an `i64` so that a negative limit is out of range (422), not
+        // unreadable; out of `u32` is out of range too.
+        let given = q.limit.map(|n| u32::try_from(n).unwrap_or(0));
+        let limit = v.take(query::page_limit(given, query::DEFAULT_PAGE, query::MAX_PAGE));
+        let tenant_id = v.take(tenant(q.tenant_id)).flatten();
         let event_type = q.event_type;
         if let Some(t) = &event_type {
             if t.is_empty() || t.len() > MAX_EVENT_TYPE_LEN || t.chars().any(char::is_control) {
-                v.api::<()>(Err(ApiError::invalid(
+                v.push(ApiError::invalid(
                     "event_type",
                     format!("event_type must be an event type of 1 to {MAX_EVENT_TYPE_LEN} characters"),
-                )));
+                ));
             }
         }
-        v.finish()?;
-        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        v.check()?;
+        let limit = limit.unwrap_or(query::DEFAULT_PAGE);
         let tenant_id = tenant_filter(&c.caller, tenant_id, "tenant_id")?;
         let filters = format!(
             "tenant_id={}\nevent_type={}",
@@ -232,7 +215,7 @@ impl Api {
     /// `GET /v1/subscriptions/{id}`: with its health and, ordered by
     /// partition, its oldest blocked lanes.
     pub(super) async fn get_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        no_query(&c.req)?;
+        query::none(c.req.query)?;
         let sub = self.load_subscription(id).await?;
         let health = self.hookline.stores.health.get(id).await?;
         let mut shown = self.shown(&sub, health);
@@ -251,7 +234,7 @@ impl Api {
     /// subscription of every tenant.
     pub(super) async fn skip_lane(&self, id: &SubscriptionId, key: &str, c: &Call<'_>) -> ApiResult {
         let req = &c.req;
-        no_query(req)?;
+        query::none(req.query)?;
         let body: SkipLane = parse(req.body, true)?;
         let reason = super::query::reason(body.reason.as_deref())?;
         let sub = self.load_subscription(id).await?;
@@ -334,16 +317,16 @@ impl Api {
     /// the subscription to another tenant or make it global (`403` naming
     /// `tenant_id`). Every bad field is reported, and nothing changes then.
     pub(super) async fn patch_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        no_query(&c.req)?;
+        query::none(c.req.query)?;
         let body: PatchSubscription = parse(c.req.body, false)?;
         // Every value is checked before anything is read or written.
         let mut v = Issues::default();
         let new_url = match &body.callback_url {
-            Patch::Value(u) => v.api(self.check_url(u).await),
+            Patch::Value(u) => v.take(self.check_url(u).await),
             _ => None,
         };
         let ch = checks::patch(&body, &self.hookline.config, &mut v);
-        v.finish()?;
+        v.check()?;
         let tenant_id = match ch.tenant_id {
             Patch::Value(t) => {
                 Patch::Value(tenant_filter(&c.caller, Some(t), "tenant_id")?.expect("a value stays a value"))
@@ -393,7 +376,7 @@ impl Api {
     }
 
     pub(super) async fn delete_subscription(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        no_query(&c.req)?;
+        query::none(c.req.query)?;
         if !manage::delete(&self.hookline, id, &c.caller.actor).await? {
             return Err(ApiError::not_found("subscription", id));
         }
@@ -401,7 +384,7 @@ impl Api {
     }
 
     pub(super) async fn verify_now(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        no_query(&c.req)?;
+        query::none(c.req.query)?;
         let sub = verify::verify_as(&self.hookline, id, &c.caller.actor)
             .await?
             .ok_or_else(|| ApiError::not_found("subscription", id))?;
@@ -409,7 +392,7 @@ impl Api {
     }
 
     pub(super) async fn rotate_secret(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
-        no_query(&c.req)?;
+        query::none(c.req.query)?;
         let body: RotateSecret = parse(c.req.body, true)?;
         let overlap = match body.overlap_seconds {
             None => self.hookline.config.rotation_overlap,
@@ -429,7 +412,7 @@ impl Api {
     /// stored items examined, the index entries of those stored without
     /// them written.
     pub(super) async fn reindex_subscriptions(&self, req: &Request<'_>) -> ApiResult {
-        no_query(req)?;
+        query::none(req.query)?;
         let (after, limit) = reindex::page_of(req, Walk::Subscriptions, &self.cursor_key())?;
         let page = self.hookline.stores.subscriptions.reindex_page(after.as_deref(), limit).await?;
         if page.reindexed > 0 {
@@ -448,18 +431,18 @@ pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
     let create = || -> Result<(), ApiError> {
         let b: CreateSubscription = parse(body, false)?;
         let mut v = Issues::default();
-        v.api(url_shape(&b.callback_url, config));
+        v.take(url_shape(&b.callback_url, config));
         checks::create(&b, config, &mut v);
-        v.finish()
+        v.check()
     };
     let patch = || -> Result<(), ApiError> {
         let b: PatchSubscription = parse(body, false)?;
         let mut v = Issues::default();
         if let Patch::Value(u) = &b.callback_url {
-            v.api(url_shape(u, config));
+            v.take(url_shape(u, config));
         }
         checks::patch(&b, config, &mut v);
-        v.finish()
+        v.check()
     };
     let skip = || -> Result<(), ApiError> {
         let b: SkipLane = parse(body, true)?;

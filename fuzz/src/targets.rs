@@ -52,7 +52,7 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         name: "api_query",
-        about: "hookline_api::fuzzing::queries and hookline_api::query_param: the query strings of the list \
+        about: "hookline_api::fuzzing::queries: the typed query strings of the list \
                 and ingest routes, and the Idempotency-Key header (`query` + newline + header)",
         json: false,
         seeds: no_seeds,

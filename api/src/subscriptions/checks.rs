@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use hookline_wire::subscriptions::{CreateSubscription, PatchSubscription};
-use hookline_wire::{FieldIssue, Patch};
+use hookline_wire::Patch;
 use shared::bounds::MAX_SUBSCRIPTION_PATTERNS;
 use shared::context::Config;
 use shared::ids::TenantId;
@@ -19,33 +19,8 @@ use shared::retry::RetryPolicy;
 use shared::subscription::{self, check_custom_header, FieldError, PayloadFormat};
 
 use super::view;
+pub(crate) use crate::error::Issues;
 use crate::error::{ApiError, ErrorCode};
-
-/// Every issue found in a request so far.
-#[derive(Debug, Default)]
-pub(crate) struct Issues(Vec<FieldIssue>);
-
-impl Issues {
-    /// Records `e` with `code`.
-    pub(crate) fn add(&mut self, code: ErrorCode, e: FieldError) {
-        self.0.push(FieldIssue { field: e.field, code, message: e.message });
-    }
-
-    /// The value of `r`, or `None` with each of its errors recorded as `code`.
-    pub(crate) fn all<T>(&mut self, code: ErrorCode, r: Result<T, Vec<FieldError>>) -> Option<T> {
-        r.map_err(|es| es.into_iter().for_each(|e| self.add(code, e))).ok()
-    }
-
-    /// The value of `r`, or `None` with its issues recorded.
-    pub(crate) fn api<T>(&mut self, r: Result<T, ApiError>) -> Option<T> {
-        r.map_err(|e| self.0.extend(e.into_issues())).ok()
-    }
-
-    /// `Ok` when nothing was found; else one error naming every issue.
-    pub(crate) fn finish(self) -> Result<(), ApiError> {
-        ApiError::fields(self.0).map_or(Ok(()), Err)
-    }
-}
 
 /// A new subscription's fields, checked (the callback URL apart).
 #[derive(Debug, Default)]
@@ -69,16 +44,16 @@ pub(crate) fn create(b: &CreateSubscription, config: &Config, v: &mut Issues) ->
     let payload_format = b.payload_format.map(view::stored_payload_format).unwrap_or_default();
     let data_fields = b.data_fields.as_ref().and_then(|f| v.all(ErrorCode::InvalidField, data_fields(f)));
     if b.data_fields.is_some() && payload_format != PayloadFormat::ContractWebhook {
-        v.api::<()>(Err(data_fields_need_contract()));
+        v.push(data_fields_need_contract());
     }
     NewFields {
         event_types: v
             .all(ErrorCode::InvalidField, subscription::validate_event_types(&b.event_types, MAX_SUBSCRIPTION_PATTERNS))
             .map(|()| b.event_types.clone())
             .unwrap_or_default(),
-        tenant_id: v.api(super::tenant(b.tenant_id.clone())).flatten(),
-        headers: v.api(headers(b.headers.clone().unwrap_or_default())).unwrap_or_default(),
-        retry_policy: v.api(retry_policy(b.retry_policy.clone(), config)),
+        tenant_id: v.take(super::tenant(b.tenant_id.clone())).flatten(),
+        headers: v.take(headers(b.headers.clone().unwrap_or_default())).unwrap_or_default(),
+        retry_policy: v.take(retry_policy(b.retry_policy.clone(), config)),
         dead_letter_on: v
             .all(ErrorCode::InvalidDeadLetterOn, dead_letter_on(b.dead_letter_on.as_deref().unwrap_or_default()))
             .unwrap_or_default(),
@@ -86,8 +61,8 @@ pub(crate) fn create(b: &CreateSubscription, config: &Config, v: &mut Issues) ->
         data_fields: data_fields.flatten(),
         ordering: b.ordering.map(view::stored_ordering).unwrap_or_default(),
         on_dead_letter: b.on_dead_letter.map(view::stored_on_dead_letter).unwrap_or_default(),
-        max_in_flight: b.max_in_flight.and_then(|n| v.api(max_in_flight(n))),
-        rate_limit: b.rate_limit.and_then(|r| v.api(rate_limit(r))),
+        max_in_flight: b.max_in_flight.and_then(|n| v.take(max_in_flight(n))),
+        rate_limit: b.rate_limit.and_then(|r| v.take(rate_limit(r))),
     }
 }
 
@@ -113,10 +88,10 @@ pub(crate) struct Changes {
 /// cannot be removed).
 pub(crate) fn patch(b: &PatchSubscription, config: &Config, v: &mut Issues) -> Changes {
     if matches!(b.callback_url, Patch::Null) {
-        v.api::<()>(Err(ApiError::invalid("callback_url", "cannot be removed")));
+        v.push(ApiError::invalid("callback_url", "cannot be removed"));
     }
     let event_types = match &b.event_types {
-        Patch::Null => v.api(Err(ApiError::invalid("event_types", "cannot be removed"))),
+        Patch::Null => v.take(Err(ApiError::invalid("event_types", "cannot be removed"))),
         Patch::Absent => None,
         Patch::Value(t) => v
             .all(ErrorCode::InvalidField, subscription::validate_event_types(t, MAX_SUBSCRIPTION_PATTERNS))
@@ -124,12 +99,12 @@ pub(crate) fn patch(b: &PatchSubscription, config: &Config, v: &mut Issues) -> C
     };
     Changes {
         event_types,
-        tenant_id: check_patch(&b.tenant_id, |t| v.api(super::tenant(Some(t.clone()))).flatten()),
-        headers: check_patch(&b.headers, |h| v.api(headers(h.clone()))),
+        tenant_id: check_patch(&b.tenant_id, |t| v.take(super::tenant(Some(t.clone()))).flatten()),
+        headers: check_patch(&b.headers, |h| v.take(headers(h.clone()))),
         retry_policy: match &b.retry_policy {
             Patch::Absent => None,
-            Patch::Null => v.api(retry_policy(None, config)),
-            Patch::Value(p) => v.api(retry_policy(Some(p.clone()), config)),
+            Patch::Null => v.take(retry_policy(None, config)),
+            Patch::Value(p) => v.take(retry_policy(Some(p.clone()), config)),
         },
         dead_letter_on: match &b.dead_letter_on {
             Patch::Absent => None,
@@ -140,8 +115,8 @@ pub(crate) fn patch(b: &PatchSubscription, config: &Config, v: &mut Issues) -> C
         data_fields: check_patch(&b.data_fields, |f| v.all(ErrorCode::InvalidField, data_fields(f)).flatten()),
         ordering: b.ordering.clone().map(view::stored_ordering),
         on_dead_letter: b.on_dead_letter.clone().map(view::stored_on_dead_letter),
-        max_in_flight: check_patch(&b.max_in_flight, |n| v.api(max_in_flight(*n))),
-        rate_limit: check_patch(&b.rate_limit, |r| v.api(rate_limit(*r))),
+        max_in_flight: check_patch(&b.max_in_flight, |n| v.take(max_in_flight(*n))),
+        rate_limit: check_patch(&b.rate_limit, |r| v.take(rate_limit(*r))),
     }
 }
 
@@ -209,7 +184,7 @@ fn headers(h: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ApiE
             v.add(ErrorCode::InvalidHeader, FieldError::new(format!("headers.{k}"), e.to_string()));
         }
     }
-    v.finish().map(|()| h)
+    v.check().map(|()| h)
 }
 
 /// A retry policy: well-formed ([`shared::retry::RetryPolicyInput::resolve`]:
@@ -229,7 +204,7 @@ fn retry_policy(
         for e in shared::retry::schedule_errors(schedule) {
             v.add(ErrorCode::InvalidRetrySchedule, e);
         }
-        v.finish()?;
+        v.check()?;
     }
     let code = if p.schedule_ms.is_some() { ErrorCode::InvalidRetrySchedule } else { ErrorCode::InvalidField };
     let p = view::retry_input(p).resolve().map_err(|e| ApiError::new(code, e.to_string()).on(e.field))?;
@@ -263,7 +238,7 @@ mod tests {
         .unwrap();
         let mut v = Issues::default();
         create(&b, &config(), &mut v);
-        let e = v.finish().unwrap_err();
+        let e = v.check().unwrap_err();
         let got: Vec<(&str, &str)> = e.issues.iter().map(|i| (i.field.as_str(), i.code.as_str())).collect();
         for want in [
             ("event_types[1]", "invalid_field"),
@@ -296,12 +271,12 @@ mod tests {
         let mut v = Issues::default();
         let c = patch(&b, &config(), &mut v);
         assert_eq!(c.rate_limit, Patch::Absent);
-        let e = v.finish().unwrap_err();
+        let e = v.check().unwrap_err();
         let fields: Vec<&str> = e.issues.iter().map(|i| i.field.as_str()).collect();
         assert_eq!(fields, ["callback_url", "event_types", "data_fields[1]", "rate_limit"]);
         let mut v = Issues::default();
         let c = patch(&PatchSubscription { rate_limit: Patch::Null, ..Default::default() }, &config(), &mut v);
-        assert!(v.finish().is_ok());
+        assert!(v.check().is_ok());
         assert_eq!(c.rate_limit, Patch::Null);
     }
 }
