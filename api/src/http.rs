@@ -25,6 +25,7 @@ use axum::routing::{MethodFilter, MethodRouter};
 use axum::Router;
 use tower::ServiceExt;
 
+use crate::console;
 use crate::routes::{self, Found, Route, ROUTES};
 use crate::{Api, ErrorCode, Request, Response};
 
@@ -35,9 +36,19 @@ use crate::{Api, ErrorCode, Request, Response};
 pub struct Principal(pub String);
 
 /// The router of the whole API over `api`: every row of [`ROUTES`], the
-/// `405` of a known path's other methods, the `404` of any other path.
+/// `405` of a known path's other methods, the `404` of any other path; and
+/// the console ([`console`]): its files under `/ui`, and the same table
+/// again under `/ui/api`, authenticated by bearer credentials only
+/// ([`Api::for_console`]).
 pub fn router(api: Api) -> Router {
-    table_router(api)
+    let console = table_router(api.for_console());
+    let assets = axum::routing::get(|Path(path): Path<String>| async move { console::asset(&path) });
+    Router::new()
+        .route(console::UI_PATH, axum::routing::get(|| async { console::asset("") }))
+        .route("/ui/", axum::routing::get(|| async { console::asset("") }))
+        .route("/ui/{*path}", assets)
+        .nest_service(console::UI_API_PATH, console)
+        .fallback_service(table_router(api))
 }
 
 /// Answers one request through `router` (a tower service call).

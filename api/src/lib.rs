@@ -10,6 +10,7 @@
 
 mod audit;
 mod body;
+pub mod console;
 pub mod cursor;
 mod dead_letters;
 mod error;
@@ -202,6 +203,20 @@ impl Api {
     pub fn trusting_actor_header(mut self, trust: bool) -> Self {
         self.trust_actor_header = trust;
         self
+    }
+
+    /// The same API for the console's calls (`/ui/api/…`): authenticated
+    /// by `Authorization: Bearer` only (a key of the key store, a static
+    /// key of `hookline serve`, a portal token). Behind API Gateway the
+    /// console's prefix is the one route without the IAM authorizer: a
+    /// browser cannot sign requests, so this API checks every credential
+    /// itself and no IAM principal is read.
+    pub fn for_console(&self) -> Api {
+        let mut api = self.clone();
+        if matches!(api.auth, Auth::Gateway) {
+            api.auth = Auth::Bearer(Arc::from(Vec::new()));
+        }
+        api
     }
 
     /// The context behind the API.

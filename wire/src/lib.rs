@@ -23,8 +23,10 @@ pub mod jobs;
 pub mod keys;
 pub mod page;
 pub mod patch;
+pub mod portal;
 pub mod reindex;
 pub mod replays;
+pub mod stats;
 pub mod subscriptions;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail, FieldIssue};
