@@ -262,11 +262,12 @@ pub enum RangeError {
 }
 
 impl RangeError {
-    /// The query field the error is about.
+    /// The query field the error is about: `until` for an empty range,
+    /// `since` (the bound to move) for one too long.
     pub fn field(&self) -> &'static str {
         match self {
-            RangeError::Empty => "since",
-            RangeError::MinutesTooLong | RangeError::LongerThanRetention(_) => "bucket",
+            RangeError::Empty => "until",
+            RangeError::MinutesTooLong | RangeError::LongerThanRetention(_) => "since",
         }
     }
 }
