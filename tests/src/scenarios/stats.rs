@@ -41,7 +41,9 @@ pub async fn stats_count_every_attempt_and_failures_keep_an_excerpt<P: Pipeline>
     let mut last = Utc::now();
     let mut first = None;
     for i in 0..3 {
-        let (st, ev) = s.post("/v1/events", &json!({"type": format!("st{tag}.created"), "tenant_id": tenant, "data": {"i": i}})).await;
+        let (st, ev) = s
+            .post("/v1/events", &json!({"type": format!("st{tag}.created"), "tenant_id": tenant, "data": {"i": i}}))
+            .await;
         assert_eq!(st, 202, "{ev}");
         let d = s.settled_deliveries(ev["event_id"].as_str().unwrap(), 2, 30).await;
         for delivery in &d {
@@ -73,7 +75,8 @@ pub async fn stats_count_every_attempt_and_failures_keep_an_excerpt<P: Pipeline>
     let until = Width::Minute.start_of(last) + Span::minutes(1);
     let wait = (until - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(1);
     tokio::time::sleep(wait).await;
-    let (st, v) = s.post("/v1/events", &json!({"type": format!("trigger{tag}.tick"), "tenant_id": tenant, "data": {}})).await;
+    let (st, v) =
+        s.post("/v1/events", &json!({"type": format!("trigger{tag}.tick"), "tenant_id": tenant, "data": {}})).await;
     assert_eq!(st, 202, "{v}");
     s.settled_deliveries(v["event_id"].as_str().unwrap(), 1, 30).await;
 
