@@ -49,7 +49,7 @@ export async function render(main, { session, args }) {
   const extra = h("div", { "aria-live": "polite" });
   fill(main,
     h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, link("/events", "Events"), " / "),
-    h("div", { class: "page-head" }, h("h1", {}, h("code", {}, ev.event_type), " ", h("span", { class: "muted mono small" }, ev.id)),
+    h("div", { class: "page-head" }, h("h1", {}, h("code", {}, ev.type ?? ev.event_type), " ", h("span", { class: "muted mono small" }, ev.id)),
       h("div", { class: "toolbar" },
         h("button", { type: "button", onclick: () => deliveries.reload() }, "Refresh"),
         session.can("recover") ? h("button", { type: "button", onclick: () => fill(extra, replayForm(ev)) }, "Replay") : null)),

@@ -32,7 +32,7 @@ export async function render(main, { session, params }) {
     (cursor) => get("/v1/events", { ...query(), cursor, limit: 25 }),
     (items) => table("Events", [
       ["Event", (e) => link(`/events/${encodeURIComponent(e.id)}`, e.id, { class: "mono" })],
-      ["Type", (e) => h("code", {}, e.event_type)],
+      ["Type", (e) => h("code", {}, e.type ?? e.event_type)],
       ["Tenant", (e) => e.tenant_id || "—"],
       ["Partition", (e) => e.partition_key ? h("code", {}, e.partition_key) : "—"],
       ["Received", (e) => time(e.received_at)],
