@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VENV="$(cd "${VENV:-.venv}" && pwd)" || { echo "browser: no venv (make venv)" >&2; exit 1; }
-export HOOKLINE_BIN="${HOOKLINE_BIN:-$(pwd)/${CARGO_TARGET_DIR:-target}/debug/hookline}"
+export HOOKLINE_BIN="${HOOKLINE_BIN:-${CARGO_TARGET_DIR:-target}/debug/hookline}"
 case "$HOOKLINE_BIN" in /*) ;; *) HOOKLINE_BIN="$(pwd)/$HOOKLINE_BIN" ;; esac
 [[ -x "$HOOKLINE_BIN" ]] || { echo "browser: no hookline binary at $HOOKLINE_BIN (make build)" >&2; exit 1; }
 CHROMIUM="$(infra/chromium.sh ensure)" || exit 1

@@ -94,6 +94,17 @@ def test_posted_events_show_on_the_timeline_with_their_attempts(page, hookline, 
     # Times are in the viewer's zone, UTC on hover.
     assert page.locator("time").first.get_attribute("title").endswith("UTC")
     shot(page, "event-timeline")
+    # The subscription's page, and the list with its health.
+    delivery.get_by_role("link", name=sub["id"]).click()
+    expect(page.get_by_role("heading", name="Timeline receiver")).to_be_visible()
+    expect(page.get_by_role("heading", name="Health")).to_be_visible()
+    page.locator("figure.chart-box").first.wait_for()
+    shot(page, "subscription")
+    menu(page, "Subscriptions")
+    row = page.locator("tbody tr", has_text="Timeline receiver")
+    expect(row).to_contain_text("100 %")
+    expect(row).to_contain_text("closed")
+    shot(page, "subscriptions")
 
 
 def test_failing_endpoint_dead_letters_then_bulk_requeue_follows_the_job(page, hookline, receiver):
@@ -139,6 +150,29 @@ def test_failing_endpoint_dead_letters_then_bulk_requeue_follows_the_job(page, h
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("tbody tr").first).to_contain_text("endpoint fixed (browser test)")
     shot(page, "audit")
+    menu(page, "Overview")
+    page.locator("figure.chart-box").first.wait_for()
+    shot(page, "overview")
+
+
+def test_replay_by_partition_follows_the_job(page, hookline, receiver):
+    receiver.status = 200
+    hookline.subscription(receiver, "/replayed", event_types=["replay.*"], description="Replay receiver")
+    ids = [hookline.ok("POST", "/v1/events", {"type": "replay.created", "partition_key": "replay:1", "data": {"n": n}})["event_id"]
+           for n in range(2)]
+    hookline.wait("deliveries", lambda: all(hookline.ok("GET", f"/v1/events/{i}/deliveries")["items"] for i in ids))
+    sign_in(page, hookline)
+    menu(page, "Replays")
+    page.get_by_label("Partition key").fill("replay:1")
+    page.get_by_role("button", name="Start replay").click()
+    expect(page.locator('[data-field="reason"] .field-error')).not_to_be_empty()
+    page.get_by_label("Reason").fill("receiver lost its data (browser test)")
+    page.get_by_role("button", name="Start replay").click()
+    job = page.locator("section.job")
+    expect(job).to_contain_text("completed", timeout=30000)
+    expect(job).to_contain_text("2 done, 0 failed of 2 matched")
+    shot(page, "replays")
+    hookline.wait("replayed deliveries", lambda: all(len(hookline.ok("GET", f"/v1/events/{i}/deliveries")["items"]) == 2 for i in ids))
 
 
 def test_a_reader_key_sees_no_button_it_may_not_use(page, hookline, receiver):
