@@ -5,7 +5,7 @@
 // routes the page's fragment (#/...) to one view module each.
 
 import * as api from "./api.js";
-import { h, fill } from "./dom.js";
+import { h, fill, time } from "./dom.js";
 import * as overview from "./views/overview.js";
 import * as subscriptions from "./views/subscriptions.js";
 import * as subscription from "./views/subscription.js";
@@ -24,7 +24,7 @@ let session = null;
 
 // [pattern, view, label in the menu or null, action the menu item needs]
 const ROUTES = [
-  [/^\/$/, overview, "Overview", "read"],
+  [/^\/$/, overview, "Overview", "overview"],
   [/^\/subscriptions$/, subscriptions, "Subscriptions", "read"],
   [/^\/subscriptions\/new$/, subscription, null, "manage_subscriptions"],
   [/^\/subscriptions\/([^/]+)$/, subscription, null, "read"],
@@ -32,8 +32,8 @@ const ROUTES = [
   [/^\/events\/([^/]+)$/, eventView, null, "read"],
   [/^\/dead-letters$/, deadLetters, "Dead letters", "read"],
   [/^\/dead-letters\/([^/]+)$/, deadLetter, null, "read"],
-  [/^\/replays$/, replays, "Replays", "recover"],
-  [/^\/audit$/, audit, "Audit trail", "read_audit"],
+  [/^\/replays$/, replays, "Replays", "replays"],
+  [/^\/audit$/, audit, "Audit trail", "audit"],
 ];
 
 /** Navigates to `route` (a fragment path such as "/events/abc"). */
@@ -68,6 +68,7 @@ async function render() {
     }
     drawChrome();
   }
+  if (path === "/" && !session.can("overview")) return navigate("/subscriptions");
   const route = ROUTES.find(([re]) => re.test(path));
   markCurrent(path);
   if (!route) return fill(main, h("h1", {}, "Not found"), h("p", {}, "No such page."));
@@ -80,7 +81,8 @@ async function render() {
   try {
     await view.render(main, { session, args, params, navigate, path });
   } catch (e) {
-    fill(main, h("h1", {}, "Something went wrong"), h("div", { class: "alert", role: "alert" }, e.message));
+    const title = e.status === 404 ? "Not found" : e.status === 403 ? "Not allowed" : "Something went wrong";
+    fill(main, h("h1", {}, title), h("div", { class: "alert", role: "alert" }, e.message));
   }
   main.focus({ preventScroll: true });
 }
@@ -90,7 +92,7 @@ function drawChrome() {
     const route = re.source.replace(/^\^\\?|\$$/g, "").replace(/\\\//g, "/") || "/";
     return h("li", {}, h("a", { href: "#" + route, "data-route": route }, label));
   })));
-  fill(who, h("span", { class: "who-text" }, session.describe()),
+  fill(who, h("span", { class: "who-text" }, session.describe(), session.expiresAt ? [" · until ", time(session.expiresAt)] : null),
     h("button", { type: "button", class: "link-button", onclick: () => { api.signOut(); session = null; fill(nav); fill(who); navigate("/"); } }, "Sign out"));
 }
 

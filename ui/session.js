@@ -1,16 +1,9 @@
-// Who the signed-in caller is and what it may do, from GET /v1/me: the page
-// shows only what the credential's role and tenant allow (the API checks
-// every request anyway; this only keeps forbidden buttons off the screen).
+// Who the signed-in caller is and what it may do, from GET /v1/me
+// ({actor, role, tenant_id, permissions, expires_at}): the page shows only
+// what the credential's role and tenant allow (the API checks every
+// request anyway; this keeps forbidden buttons and pages off the screen).
 
 import { get } from "./api.js";
-
-/** What each role may do (the API's table), for a server without /v1/me. */
-const ROLE_ACTIONS = {
-  producer: ["post_events"],
-  reader: ["read", "read_metrics", "read_audit"],
-  operator: ["read", "read_metrics", "read_audit", "recover"],
-  admin: ["read", "read_metrics", "read_audit", "recover", "manage_subscriptions", "manage_keys", "rebuild", "post_events", "test_events"],
-};
 
 /** The signed-in caller. */
 export class Session {
@@ -18,29 +11,28 @@ export class Session {
     this.actor = me.actor;
     this.role = me.role;
     this.tenantId = me.tenant_id ?? null;
-    const acts = me.actions || ROLE_ACTIONS[me.role] || [];
-    this.actions = new Set(acts.map((a) => String(a).replace(/[-.\s]/g, "_").replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase()));
-    // Reading the audit trail is part of "read" in the API's table.
-    if (this.actions.has("read")) this.actions.add("read_audit");
-    if (this.actions.has("manage_subscriptions")) this.actions.add("test_events");
-    if (this.role === "portal") this.actions.delete("read_audit");
+    this.expiresAt = me.expires_at ?? null;
+    this.permissions = new Set(me.permissions || []);
   }
 
   /** Reads GET /v1/me (and checks the credential on the way). */
   static async load() {
-    try {
-      return new Session(await get("/v1/me"));
-    } catch (e) {
-      if (e.status !== 404) throw e;
-      // A server without /v1/me: check the credential, assume the least role that reads.
-      await get("/v1/subscriptions", { limit: 1 });
-      return new Session({ actor: "key", role: "admin" });
-    }
+    return new Session(await get("/v1/me"));
   }
 
-  /** Whether the caller may perform `action` (snake_case: read, recover, manage_subscriptions, …). */
-  can(action) {
-    return this.actions.has(action);
+  /**
+   * Whether the caller may do `what`: a permission of GET /v1/me (read,
+   * recover, manage_subscriptions, …) or one of the page's own views
+   * below, which the portal leaves out to stay about its tenant's
+   * endpoints and deliveries.
+   */
+  can(what) {
+    switch (what) {
+      case "overview": return this.permissions.has("read") && !this.portal;
+      case "audit": return this.permissions.has("read") && !this.portal;
+      case "replays": return this.permissions.has("recover") && !this.portal;
+      default: return this.permissions.has(what);
+    }
   }
 
   /** Whether this is a subscriber's portal (a tenant's portal token). */
@@ -50,7 +42,7 @@ export class Session {
 
   /** One line for the header. */
   describe() {
-    if (this.portal) return `Portal · tenant ${this.tenantId}`;
+    if (this.portal) return `Portal of ${this.tenantId}`;
     return `${this.actor} · ${this.role}${this.tenantId ? " · tenant " + this.tenantId : ""}`;
   }
 }

@@ -95,7 +95,7 @@ function renderOne(main, ctx, sub) {
       const r = await post(`/v1/subscriptions/${seg(sub.id)}/rotate-secret`, {});
       fill(extra, secretBox(r.secret, "New signing secret"));
     }) }, "Rotate secret"),
-    can("test_events") && h("button", { type: "button", onclick: () => fill(extra, testForm(sub, act)) }, "Send test event"),
+    can("manage_subscriptions") && h("button", { type: "button", onclick: () => fill(extra, testForm(sub, act)) }, "Send test event"),
     can("manage_subscriptions") && h("button", { type: "button", class: "danger", onclick: () => { confirmDelete.hidden = false; confirmDelete.querySelector("button").focus(); } }, "Delete"),
   ];
   const hl = sub.health;
