@@ -175,3 +175,9 @@ export function link(route, text, attrs = {}) {
 export function json(value) {
   return h("pre", { class: "json", tabindex: "0" }, JSON.stringify(value, null, 2));
 }
+
+/** A filter form in a disclosure: open on a wide screen (or when `open`), closed on a phone. */
+export function filterBox(form, open = false) {
+  return h("details", { class: "filter-box", open: open || window.matchMedia("(min-width: 641px)").matches },
+    h("summary", {}, "Filters"), form);
+}

@@ -2,7 +2,7 @@
 // GET /v1/audit (action, actor, subscription, tenant, time range).
 
 import { get } from "../api.js";
-import { h, fill, field, values, pager, table, time, localToIso, link } from "../dom.js";
+import { h, fill, field, values, pager, table, time, localToIso, link, filterBox } from "../dom.js";
 
 const ACTIONS = ["subscription.created", "subscription.updated", "subscription.deleted", "subscription.verified",
   "subscription.verification_failed", "subscription.secret_rotated", "subscription.disabled", "subscription.enabled",
@@ -37,6 +37,6 @@ export async function render(main, { session }) {
       ["Tenant", (r) => r.tenant_id || "—"],
       ["Reason", (r) => r.reason || "—"],
     ], items, "No audit records match."));
-  fill(main, h("h1", {}, "Audit trail"), form, list.el);
+  fill(main, h("h1", {}, "Audit trail"), filterBox(form), list.el);
   await list.start();
 }

@@ -3,7 +3,7 @@
 // reason (a job, followed live).
 
 import { get, post, seg } from "../api.js";
-import { h, fill, field, values, pager, table, link, badge, time, localToIso, showError } from "../dom.js";
+import { h, fill, field, values, pager, table, link, badge, time, localToIso, showError, filterBox } from "../dom.js";
 import { jobProgress } from "./job.js";
 
 /** A dead letter's state as a badge. */
@@ -42,7 +42,7 @@ export async function render(main, { session, params }) {
     ], items, "No dead letters match."));
   const jobs = h("div", { class: "jobs" });
   const bulk = canRecover ? bulkForm(filter, jobs, () => list.reload()) : null;
-  fill(main, h("h1", {}, "Dead letters"), form, bulk, jobs, list.el);
+  fill(main, h("h1", {}, "Dead letters"), filterBox(form, [...params].length > 0), bulk, jobs, list.el);
   await list.start();
 }
 

@@ -2,7 +2,7 @@
 // key, time range, outcome), newest first, paged by the API's cursor.
 
 import { get } from "../api.js";
-import { h, fill, field, values, pager, table, link, badge, time, localToIso } from "../dom.js";
+import { h, fill, field, values, pager, table, link, badge, time, localToIso, filterBox } from "../dom.js";
 
 /** An event's outcome so far as a badge. */
 export function outcomeBadge(o) {
@@ -38,6 +38,6 @@ export async function render(main, { session, params }) {
       ["Received", (e) => time(e.received_at)],
       ["Outcome", (e) => outcomeBadge(e.outcome)],
     ], items, "No events match."));
-  fill(main, h("h1", {}, "Events"), form, list.el);
+  fill(main, h("h1", {}, "Events"), filterBox(form, [...params].length > 0), list.el);
   await list.start();
 }

@@ -3,7 +3,7 @@
 // by tenant and event type, paged by the API's cursor.
 
 import { get } from "../api.js";
-import { h, fill, field, values, pager, table, link, badge, time } from "../dom.js";
+import { h, fill, field, values, pager, table, link, badge, time, filterBox } from "../dom.js";
 
 /** A subscription's state as a badge: paused, disabled, verifying, failed verification, active. */
 export function stateBadge(s) {
@@ -51,6 +51,6 @@ export async function render(main, { session }) {
   fill(main,
     h("div", { class: "page-head" }, h("h1", {}, "Subscriptions"),
       session.can("manage_subscriptions") ? link("/subscriptions/new", "New subscription", { class: "button primary" }) : null),
-    form, list.el);
+    filterBox(form), list.el);
   await list.start();
 }
