@@ -93,6 +93,7 @@ fn wire_attempt(a: &Attempt) -> wire::AttemptView {
         error: a.error.clone(),
         latency_ms: a.latency_ms,
         at: a.at,
+        response_excerpt: a.response_excerpt.clone(),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use shared::context::Config;
 
-use super::{audit, dead_letters, events, reindex, replays, subscriptions, Request};
+use super::{audit, dead_letters, events, reindex, replays, stats, subscriptions, Request};
 
 /// The request as the fuzzer builds it: `body` and `query` as received.
 fn request<'a>(query: Option<&'a str>, body: &'a [u8], idempotency_key: Option<&'a [u8]>) -> Request<'a> {
@@ -41,7 +41,7 @@ pub fn bodies(body: &[u8], config: &Config) -> usize {
 
 /// `query` (the raw query string, without `?`) read as every list and
 /// ingest route reads it before any store call: `?format=`, the filters of
-/// `GET /v1/events`, `GET /v1/dead-letters` and `GET /v1/audit`, each
+/// `GET /v1/events`, `GET /v1/dead-letters`, `GET /v1/audit` and `GET /v1/stats`, each
 /// through its typed query ([`crate::query::typed`]);
 /// `idempotency_key` is the `Idempotency-Key` header of `POST /v1/events`.
 /// The number of checks that accepted it.
@@ -50,5 +50,6 @@ pub fn queries(query: &str, idempotency_key: Option<&[u8]>, config: &Config) -> 
     let mut accepted = events::fuzz_query(&req, config.retention);
     accepted += usize::from(dead_letters::fuzz_query(&req, config.dead_letter_retention).is_ok());
     accepted += usize::from(audit::fuzz_query(req.query, config.audit_retention));
+    accepted += usize::from(stats::fuzz_query(req.query, config.retention));
     accepted
 }

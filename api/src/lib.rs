@@ -26,6 +26,7 @@ mod reindex;
 mod replays;
 pub mod routes;
 pub mod scope;
+mod stats;
 mod subscriptions;
 
 use std::sync::Arc;

@@ -45,6 +45,7 @@ pub fn document() -> OpenApi {
         super::replays::openapi(),
         super::keys::openapi(),
         super::audit::openapi(),
+        super::stats::openapi(),
     ] {
         doc.merge(part);
     }
@@ -169,6 +170,7 @@ fn base() -> OpenApi {
             (name = "replays", description = "Delivering stored events again; bulk and replay jobs."),
             (name = "keys", description = "API keys (`hookline serve`) and principal grants (AWS)."),
             (name = "audit", description = "The audit trail of every change."),
+            (name = "stats", description = "Delivery statistics behind the console's charts."),
             (name = "meta", description = "Health, metrics and this document.")
         )
     )]
@@ -265,6 +267,8 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("GET", "/v1/keys/{key}", "get_key"),
     ("DELETE", "/v1/keys/{key}", "revoke_key"),
     ("POST", "/v1/keys/{key}/rotate", "rotate_key"),
+    ("GET", "/v1/subscriptions/{subscription}/stats", "subscription_stats"),
+    ("GET", "/v1/stats", "system_stats"),
 ];
 
 /// One link of the document: from an operation's success response, a

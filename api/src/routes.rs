@@ -201,6 +201,9 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/subscriptions/{subscription}/rotate-secret", Some(ManageSubscriptions), |api, c| {
         Box::pin(async { api.rotate_secret(&c.subscription(), c).await })
     }),
+    route("GET", "/v1/subscriptions/{subscription}/stats", Some(Read), |api, c| {
+        Box::pin(async { api.subscription_stats(c.subscription(), c).await })
+    }),
     route("POST", "/v1/subscriptions/{subscription}/lanes/{partition_key}/skip", Some(Recover), |api, c| {
         Box::pin(async { api.skip_lane(&c.subscription(), c.param("partition_key"), c).await })
     }),
@@ -222,6 +225,7 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/replays", Some(Recover), |api, c| Box::pin(api.start_replay(c))),
     route("GET", "/v1/jobs/{job}", Some(Read), |api, c| Box::pin(api.get_job(c.param("job"), &c.req))),
     route("GET", "/v1/audit", Some(Read), |api, c| Box::pin(api.list_audit(c))),
+    route("GET", "/v1/stats", Some(Read), |api, c| Box::pin(api.system_stats(c))),
     route("POST", "/v1/keys", Some(ManageKeys), |api, c| Box::pin(async { api.create_key(&c.caller, &c.req).await })),
     route("GET", "/v1/keys", Some(ManageKeys), |api, c| Box::pin(async { api.list_keys(&c.caller, &c.req).await })),
     route("GET", "/v1/keys/{key}", Some(ManageKeys), |api, c| {

@@ -326,6 +326,10 @@ pub async fn deliver_batch(h: &Hookline, event: SqsEvent) -> SqsBatchResponse {
     // The health windows of subscriptions not flushed for a while (a frozen
     // container keeps the rest until its next invocation).
     shared::stage::breaker::flush_windows(h, false).await;
+    // The delivery statistics of minutes that closed since the last flush
+    // (one add per series per minute; a frozen container keeps the open
+    // minute until its next invocation).
+    shared::stage::stats::flush(h, false).await;
     queue::count_abandoned(&h.metrics, "deliveries", &received, &done);
     not_done(&event, &done)
 }

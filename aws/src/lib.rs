@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 pub use dynamodb::{
     DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoIdempotency, DynamoJobs, DynamoSagas,
-    DynamoSubscriptions,
+    DynamoStats, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
@@ -66,6 +66,9 @@ pub struct AwsNames {
     /// `IDEMPOTENCY_TABLE` (optional): idempotency keys' records
     /// ([`shared::idempotency`]); only the API function has it.
     pub idempotency_table: Option<String>,
+    /// `STATS_TABLE`: delivery statistics ([`shared::stats`]); the delivery
+    /// function adds to it, the API reads it.
+    pub stats_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -127,6 +130,7 @@ impl AwsNames {
             audit_table: req("AUDIT_TABLE"),
             api_keys_table: req("API_KEYS_TABLE"),
             idempotency_table: opt("IDEMPOTENCY_TABLE"),
+            stats_table: req("STATS_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -254,6 +258,7 @@ impl AwsBackend {
                 Some(t) => Arc::new(DynamoIdempotency::new(dynamodb.clone(), t)),
                 None => Arc::new(dynamodb::IdempotencyNotConfigured),
             },
+            stats: Arc::new(DynamoStats::new(dynamodb.clone(), &names.stats_table, retention)),
         };
         AwsBackend {
             stores,

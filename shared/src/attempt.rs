@@ -32,6 +32,35 @@ pub struct Attempt {
     /// The job's lane ([`crate::message::DeliveryJob::lane`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<crate::ordering::LaneRef>,
+    /// The start of the subscriber's response body ([`excerpt`]), kept only
+    /// for attempts that did not succeed (a success stores none, so the
+    /// happy path writes nothing more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_excerpt: Option<String>,
+}
+
+/// Most bytes of a response body an attempt keeps ([`excerpt`]).
+pub const EXCERPT_BYTES: usize = 256;
+
+/// What an attempt keeps of a response body: at most [`EXCERPT_BYTES`]
+/// bytes of its text (already decoded as lossy UTF-8), cut at a character
+/// boundary, with line breaks and tabs as spaces and every other control
+/// character as U+FFFD, so the excerpt is safe to show and log. `None`
+/// for an empty body.
+pub fn excerpt(body: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in body.chars() {
+        let c = match c {
+            '\n' | '\r' | '\t' => ' ',
+            c if c.is_control() => '\u{FFFD}',
+            c => c,
+        };
+        if out.len() + c.len_utf8() > EXCERPT_BYTES {
+            break;
+        }
+        out.push(c);
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 impl Attempt {
@@ -43,6 +72,24 @@ impl Attempt {
             "error": self.error,
             "latency_ms": self.latency_ms,
             "at": self.at,
+            "response_excerpt": self.response_excerpt,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_excerpt_is_short_printable_and_cut_at_a_character() {
+        assert_eq!(excerpt(""), None);
+        assert_eq!(excerpt("{\"error\":\n\t\"down\"}\u{7}").as_deref(), Some("{\"error\":  \"down\"}\u{FFFD}"));
+        let long = "é".repeat(200); // 400 bytes
+        let e = excerpt(&long).unwrap();
+        assert_eq!(e.len(), 256);
+        assert!(e.chars().all(|c| c == 'é'));
+        let odd = format!("a{}", "é".repeat(200));
+        assert_eq!(excerpt(&odd).unwrap().len(), 255, "a two-byte character is not cut");
     }
 }

@@ -57,6 +57,8 @@ pub struct Stores {
     pub keys: Arc<dyn crate::ports::KeyStore>,
     /// Idempotency keys of creating requests ([`crate::idempotency`]).
     pub idempotency: Arc<dyn crate::ports::IdempotencyStore>,
+    /// Delivery statistics per subscription, tenant and system ([`crate::stats`]).
+    pub stats: Arc<dyn crate::ports::StatsStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -405,6 +407,9 @@ pub struct Hookline {
     /// from it ([`crate::keyring`]): the same in every process of one
     /// deployment.
     pub keyring: Arc<crate::keyring::Keyring>,
+    /// Delivery statistics counted by this process and not yet stored
+    /// ([`crate::stats`], written by [`crate::stage::stats::flush`]).
+    pub stats: crate::stats::StatsAggregator,
 }
 
 impl Hookline {
@@ -440,6 +445,7 @@ impl Hookline {
             metrics: Metrics::default(),
             failpoints: Default::default(),
             keyring,
+            stats: Default::default(),
         }
     }
 }

@@ -43,6 +43,7 @@ pub mod sealed;
 pub mod signing;
 pub mod ssrf;
 pub mod stage;
+pub mod stats;
 pub mod subscription;
 pub mod tenant;
 #[cfg(any(test, feature = "testkit"))]

@@ -624,3 +624,31 @@ pub trait IdempotencyStore: Send + Sync {
     /// response (an answer that is not kept); otherwise nothing.
     async fn release(&self, id: &str, token: &str) -> StoreResult<()>;
 }
+
+/// Delivery statistics ([`crate::stats`]): per series, one point per minute
+/// and one per hour (the roll-up of its minutes), each the sum of what
+/// every process added to it, kept for the event retention (SQLite's
+/// purge, DynamoDB's TTL). Narrow on purpose: add a flushed minute, read a
+/// range of one series.
+#[async_trait]
+pub trait StatsStore: Send + Sync {
+    /// Adds `tally` to `series`' point of the minute starting at `minute`
+    /// and to the hour holding it (creating either when absent). Adds,
+    /// never replaces: two processes' adds of one minute sum up.
+    async fn add(
+        &self,
+        series: &crate::stats::Series,
+        minute: DateTime<Utc>,
+        tally: &crate::stats::Tally,
+    ) -> StoreResult<()>;
+    /// The points of `series` of `width` whose bucket starts in
+    /// `[since, until)`, oldest first (buckets with nothing counted are
+    /// absent). The caller bounds the range ([`crate::stats::check_range`]).
+    async fn read(
+        &self,
+        series: &crate::stats::Series,
+        width: crate::stats::Width,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Vec<crate::stats::Point>>;
+}

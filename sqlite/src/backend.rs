@@ -94,6 +94,7 @@ impl Backend {
             keys: Arc::new(stores::SqliteApiKeys(db.clone())),
             audit: Arc::new(audit::SqliteAudit(db.clone())),
             idempotency: Arc::new(stores::SqliteIdempotency(db.clone())),
+            stats: Arc::new(stores::SqliteStats(db.clone())),
         };
         Ok(Backend {
             stores,

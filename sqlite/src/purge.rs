@@ -22,6 +22,8 @@
 //! - outbox rows whose record is gone (left when a stage had not yet
 //!   acknowledged a record the purge deleted);
 //! - audit records older than the audit retention ([`shared::audit`]);
+//! - delivery statistics' rows whose bucket ended longer ago than the
+//!   event retention ([`shared::stats`]);
 //! - idempotency keys' records past their expiry
 //!   ([`shared::idempotency::KEY_TTL`] after the answer; the store reads an
 //!   expired one as absent until then).
@@ -73,6 +75,9 @@ pub struct PurgePolicy {
     pub max_lag: Duration,
     /// Audit records are deleted this long after they were written.
     pub audit_retention: chrono::Duration,
+    /// Delivery statistics' rows are deleted this long after their bucket
+    /// ended (the event retention).
+    pub stats_retention: chrono::Duration,
 }
 
 impl Default for PurgePolicy {
@@ -83,6 +88,7 @@ impl Default for PurgePolicy {
             rescan_every: Duration::from_secs(600),
             max_lag: Duration::from_secs(30),
             audit_retention: chrono::Duration::days(365),
+            stats_retention: chrono::Duration::days(30),
         }
     }
 }
@@ -106,6 +112,8 @@ pub struct Purged {
     pub audit: u64,
     /// Idempotency keys' records past their expiry ([`shared::idempotency::KEY_TTL`]).
     pub idempotency_keys: u64,
+    /// Delivery statistics' rows past the retention.
+    pub stats: u64,
     /// Expired events examined but kept (a saga in flight or an open dead letter).
     pub held: u64,
 }
@@ -121,6 +129,7 @@ impl Purged {
             + self.queue_messages
             + self.audit
             + self.idempotency_keys
+            + self.stats
     }
 
     fn add(&mut self, o: &Purged) {
@@ -132,6 +141,7 @@ impl Purged {
         self.queue_messages += o.queue_messages;
         self.audit += o.audit;
         self.idempotency_keys += o.idempotency_keys;
+        self.stats += o.stats;
         self.held += o.held;
     }
 
@@ -141,7 +151,9 @@ impl Purged {
         m.purged.sagas.fetch_add(self.sagas, Relaxed);
         m.purged.attempts.fetch_add(self.attempts, Relaxed);
         m.purged.dead_letters.fetch_add(self.dead_letters, Relaxed);
-        m.purged.other.fetch_add(self.outbox + self.queue_messages + self.audit + self.idempotency_keys, Relaxed);
+        m.purged
+            .other
+            .fetch_add(self.outbox + self.queue_messages + self.audit + self.idempotency_keys + self.stats, Relaxed);
     }
 }
 
@@ -192,6 +204,10 @@ impl Purger {
             now.checked_sub_signed(self.policy.dead_letter_retention).map_or(i64::MIN, |t| t.timestamp_millis());
         let audit_cutoff =
             now.checked_sub_signed(self.policy.audit_retention).map_or(i64::MIN, |t| t.timestamp_millis());
+        // A row goes once its bucket (an hour at most) ended a retention ago.
+        let stats_cutoff = now
+            .checked_sub_signed(self.policy.stats_retention + chrono::Duration::hours(1))
+            .map_or(i64::MIN, |t| t.timestamp());
         let size = if self.behind { self.policy.batch.saturating_mul(BEHIND_FACTOR) } else { self.policy.batch };
         let (limit, cursor) = (size.max(1), self.cursor);
         let (Examined { purged, last, oldest, full: more }, writer_time) = self
@@ -203,11 +219,13 @@ impl Purger {
                 let (messages, q_more) = dead_queue_messages(c, dl_cutoff, limit)?;
                 let (audit, a_more) = old_audit_records(c, audit_cutoff, limit)?;
                 let (keys, k_more) = expired_idempotency_keys(c, now_ms / 1000, limit)?;
+                let (stats, s_more) = old_stats(c, stats_cutoff, limit)?;
+                e.purged.stats = stats;
                 e.purged.dead_letters = dead_letters;
                 e.purged.queue_messages = messages;
                 e.purged.audit = audit;
                 e.purged.idempotency_keys = keys;
-                e.full |= dl_more || q_more || a_more || k_more;
+                e.full |= dl_more || q_more || a_more || k_more || s_more;
                 Ok((e, t0.elapsed()))
             })
             .await?;
@@ -434,6 +452,21 @@ fn old_audit_records(c: &Connection, cutoff_ms: i64, limit: usize) -> Result<(u6
         .prepare_cached("DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE pos < ?1 ORDER BY pos LIMIT ?2)")
         .map_err(sql)?
         .execute(params![shared::audit::time_key(cutoff_ms), limit as i64])
+        .map_err(sql)?;
+    Ok((n as u64, n == limit))
+}
+
+/// Up to `limit` delivery statistics' rows whose bucket started before
+/// `cutoff_s` (seconds; a range of `delivery_stats_by_at`); whether the
+/// batch was full.
+fn old_stats(c: &Connection, cutoff_s: i64, limit: usize) -> Result<(u64, bool), StoreError> {
+    let n = c
+        .prepare_cached(
+            "DELETE FROM delivery_stats WHERE (series, width, at) IN \
+             (SELECT series, width, at FROM delivery_stats WHERE at < ?1 ORDER BY at LIMIT ?2)",
+        )
+        .map_err(sql)?
+        .execute(params![cutoff_s, limit as i64])
         .map_err(sql)?;
     Ok((n as u64, n == limit))
 }

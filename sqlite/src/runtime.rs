@@ -17,7 +17,7 @@ use shared::ports::{JobQueue, Received};
 use shared::queue::{self, Delivered};
 use shared::stage::dispatch::{DispatchLimits, Dispatcher};
 use shared::stage::reconcile::{self, ReconcileLimits};
-use shared::stage::{breaker, requeue_queue, route, saga, verify};
+use shared::stage::{breaker, requeue_queue, route, saga, stats, verify};
 use tokio::sync::watch;
 
 use crate::purge::{PurgePolicy, Purger};
@@ -145,6 +145,7 @@ impl Runtime {
             // Behind when expired events wait longer than a few runs.
             max_lag: (limits.purge_interval * 3).max(Duration::from_secs(30)),
             audit_retention: h.config.audit_retention,
+            stats_retention: retention,
         };
         tasks.spawn(pipeline(purge_loop(
             Purger::new(backend.db.clone(), purge_policy),
@@ -153,6 +154,7 @@ impl Runtime {
             stop.clone(),
         )));
         tasks.spawn(health_loop(h.clone(), stop.clone()));
+        tasks.spawn(stats_loop(h.clone(), stop.clone()));
         tasks.spawn(pipeline(reconcile_loop(h.clone(), h.config.reconcile, limits.reconcile_interval, stop.clone())));
         tasks.spawn(reverify_unverified(h.clone()));
         Runtime { stop_tx, tasks }
@@ -173,6 +175,20 @@ async fn health_loop(h: Arc<Hookline>, mut stop: watch::Receiver<bool>) {
         breaker::flush_windows(&h, false).await;
     }
     breaker::flush_windows(&h, true).await;
+}
+
+/// How often `hookline serve` looks for closed minutes of delivery
+/// statistics to store ([`shared::stage::stats::flush`]): each series'
+/// minute is still written once, a few seconds after it closed.
+pub const STATS_TICK: Duration = Duration::from_secs(5);
+
+/// Stores the delivery statistics of each minute once it closed, and
+/// everything counted when stopping.
+async fn stats_loop(h: Arc<Hookline>, mut stop: watch::Receiver<bool>) {
+    while wait_or_stop(&mut stop, STATS_TICK).await {
+        stats::flush(&h, false).await;
+    }
+    stats::flush(&h, true).await;
 }
 
 /// The reconciler ([`shared::stage::reconcile`]): every `every`, re-drives

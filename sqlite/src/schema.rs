@@ -277,4 +277,23 @@ CREATE TABLE idempotency_keys (
 ) WITHOUT ROWID;
 CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 "#,
+    // 16: delivery statistics (`shared::stats`): one row per series
+    // (`sub:<id>`, `tenant:<id>`, `system`), width (`m` minute, `h` hour)
+    // and bucket start (`at`, epoch seconds): attempts by outcome and the
+    // latency histogram's bucket counts (comma-separated). Added to by the
+    // flush of closed minutes; deleted by the purge past the event
+    // retention, through the `at` index.
+    r#"
+CREATE TABLE delivery_stats (
+    series TEXT NOT NULL,
+    width TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    succeeded INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    dead_lettered INTEGER NOT NULL,
+    latency TEXT NOT NULL,
+    PRIMARY KEY (series, width, at)
+) WITHOUT ROWID;
+CREATE INDEX delivery_stats_by_at ON delivery_stats (at);
+"#,
 ];

@@ -458,6 +458,11 @@ pub struct AttemptView {
     pub latency_ms: u64,
     /// When it ended.
     pub at: DateTime<Utc>,
+    /// The start of the subscriber's response body (at most 256 bytes,
+    /// lossy UTF-8, control characters replaced) of an attempt that did not
+    /// succeed; `null` for a success or an empty body.
+    #[serde(default)]
+    pub response_excerpt: Option<String>,
 }
 
 /// One delivery of an event to one subscription (a saga), with its attempts.

@@ -35,6 +35,23 @@ pub struct StatsQuery {
     pub tenant_id: Option<String>,
 }
 
+/// The query of `GET /v1/subscriptions/{subscription}/stats`: the range
+/// and width only (the subscription names the series; `tenant_id` is
+/// refused as an unknown parameter).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SubscriptionStatsQuery {
+    /// Start of the range (inclusive, RFC 3339); default: one hour (minute
+    /// buckets) or one week (hour buckets, at most the retention) before
+    /// `until`.
+    pub since: Option<DateTime<Utc>>,
+    /// End of the range (exclusive, RFC 3339); default: now.
+    pub until: Option<DateTime<Utc>>,
+    /// Width of each point; default `minute`.
+    pub bucket: Option<Bucket>,
+}
+
 /// One point of a series: what happened in `[at, at + bucket)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct StatsPoint {

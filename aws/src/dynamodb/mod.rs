@@ -13,6 +13,7 @@ mod events;
 mod idempotency;
 mod jobs;
 mod sagas;
+mod stats;
 mod subscriptions;
 
 pub use api_keys::DynamoApiKeys;
@@ -21,6 +22,7 @@ pub use events::{DynamoEvents, MAX_SEARCH_QUERIES};
 pub use idempotency::{DynamoIdempotency, IdempotencyNotConfigured};
 pub use jobs::DynamoJobs;
 pub use sagas::{DynamoAttempts, DynamoSagas};
+pub use stats::DynamoStats;
 pub use subscriptions::DynamoSubscriptions;
 
 use std::collections::HashMap;

@@ -354,9 +354,11 @@ async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
     };
     let sub = match sub {
         None => return Ok(Gated::Done(Prepared::Record(refused(job, "subscription no longer exists")))),
-        Some(s) if !s.active => return Ok(Gated::Done(Prepared::Record(refused(job, "subscription is inactive")))),
+        Some(s) if !s.active => {
+            return Ok(Gated::Done(Prepared::Record(refused_counted(h, &s, job, "subscription is inactive"))))
+        }
         Some(s) if !s.verified => {
-            return Ok(Gated::Done(Prepared::Record(refused(job, "subscription is not verified"))))
+            return Ok(Gated::Done(Prepared::Record(refused_counted(h, &s, job, "subscription is not verified"))))
         }
         Some(s) => s,
     };
@@ -403,7 +405,7 @@ async fn gate(h: &Hookline, r: &ReceivedJob) -> Result<Gated, StoreError> {
                     );
                     h.metrics.deliveries_rejected.fetch_add(1, Relaxed);
                     tracing::warn!(saga_id = %job.saga_id, subscription_id = %sub.id, attempt = job.attempt, due, "breaker open past the retry schedule: the job ends");
-                    Prepared::Record(refused(job, &error))
+                    Prepared::Record(refused_counted(h, &sub, job, &error))
                 }
             }));
         }
@@ -427,7 +429,16 @@ fn refused(job: &DeliveryJob, error: &str) -> Attempt {
         at: Utc::now(),
         result: AttemptResult::Rejected { error: error.to_string() },
         lane: job.lane.clone(),
+        response_excerpt: None,
     }
+}
+
+/// [`refused`], counted in the delivery statistics of `sub` (a failed
+/// attempt that ends its saga, without a latency).
+fn refused_counted(h: &Hookline, sub: &Subscription, job: &DeliveryJob, error: &str) -> Attempt {
+    let a = refused(job, error);
+    super::stats::observe(h, sub, job.attempt, &a.result, None, None);
+    a
 }
 
 /// The event a saga delivers: the stored one, or, once it has expired, the
@@ -496,7 +507,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
     }
     let Some(event) = event else {
         release(h, lease.as_ref()).await;
-        return Ok(Prepared::Record(refused(job, "event is no longer stored")));
+        return Ok(Prepared::Record(refused_counted(h, &sub, job, "event is no longer stored")));
     };
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
@@ -525,6 +536,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
         AttemptResult::Failed { error, .. } => Outcome::of(res.status, Some(error)),
         AttemptResult::Gone | AttemptResult::Rejected { .. } => Outcome::Other(error.clone().unwrap_or_default()),
     };
+    super::stats::observe(h, &sub, job.attempt, &result, res.status, Some(latency_ms));
     if let Some(health) = breaker::observe(h, &sub.id, &outcome, latency_ms).await {
         if outcome != Outcome::Success {
             super::failing::after_attempt(h, &sub.id, &health).await;
@@ -539,6 +551,10 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
         error,
         latency_ms,
         at: Utc::now(),
+        response_excerpt: match result {
+            AttemptResult::Delivered => None,
+            _ => crate::attempt::excerpt(&res.body),
+        },
         result,
         lane: job.lane.clone(),
     }))

@@ -18,5 +18,6 @@ pub mod requeue;
 pub mod requeue_queue;
 pub mod route;
 pub mod saga;
+pub mod stats;
 pub mod subscriptions;
 pub mod verify;

@@ -7,6 +7,7 @@ mod events;
 mod idempotency;
 mod jobs;
 mod sagas;
+mod stats;
 mod subscriptions;
 
 pub use api_keys::SqliteApiKeys;
@@ -15,6 +16,7 @@ pub use events::SqliteEvents;
 pub use idempotency::SqliteIdempotency;
 pub use jobs::{SqliteJobs, SqliteSettings, DATA_KEY_SETTING};
 pub use sagas::{SqliteAttempts, SqliteSagas};
+pub use stats::SqliteStats;
 pub use subscriptions::SqliteSubscriptions;
 
 use rusqlite::types::Value;

@@ -2,7 +2,7 @@
 //! backend: `tests/tests/serve/ports.rs` (the embedded SQLite backend) and
 //! `tests/tests/aws/ports.rs` (DynamoDB and SQS in the emulator). Each case takes a
 //! fresh [`Stores`] and checks the guarantees the stages rely on:
-//! conditional inserts, conditional saga transitions that never leave a
+//! conditional inserts, delivery statistics that add, conditional saga transitions that never leave a
 //! terminal status, versioned subscription updates, dead letters resolved
 //! once, and SQS queue semantics.
 //!
@@ -15,6 +15,7 @@ mod idempotency;
 mod queues;
 mod records;
 mod search;
+mod stats;
 mod stores;
 
 pub use api_keys::*;
@@ -22,6 +23,7 @@ pub use idempotency::*;
 pub use queues::*;
 pub use records::*;
 pub use search::*;
+pub use stats::*;
 pub use stores::*;
 
 use std::collections::BTreeMap;
@@ -94,5 +96,8 @@ macro_rules! for_each_conformance_case {
         $m!(partitions_are_numbered_marked_and_laned);
         $m!(events_are_found_by_every_filter);
         $m!(audit_pages_newest_first_with_every_filter);
+        $m!(stats_minutes_and_hours_add_up);
+        $m!(stats_two_writers_add_to_one_minute);
+        $m!(stats_concurrent_adds_sum_up);
     };
 }

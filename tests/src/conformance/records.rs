@@ -53,6 +53,7 @@ pub fn attempt(saga_id: &str, n: u32, result: AttemptResult) -> Attempt {
         at: now(),
         result,
         lane: None,
+        response_excerpt: None,
     }
 }
 

@@ -37,6 +37,8 @@ pub struct TableSchema {
     pub key: Vec<String>,
     /// Its global secondary indexes.
     pub indexes: Vec<IndexSchema>,
+    /// Its TTL attribute, when the template enables TTL on it.
+    pub ttl: Option<String>,
 }
 
 pub(super) fn key_names(schema: Option<&Yaml>) -> Vec<String> {
@@ -94,6 +96,12 @@ pub fn table_schemas() -> Vec<TableSchema> {
             logical_id: id.as_str().unwrap_or_default().to_string(),
             key: key_names(props.and_then(|p| p.get("KeySchema"))),
             indexes,
+            ttl: props
+                .and_then(|p| p.get("TimeToLiveSpecification"))
+                .filter(|s| s.get("Enabled").and_then(Yaml::as_bool) == Some(true))
+                .and_then(|s| s.get("AttributeName"))
+                .and_then(Yaml::as_str)
+                .map(str::to_string),
         });
     }
     out

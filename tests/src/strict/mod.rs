@@ -43,6 +43,7 @@
 //!   table or index queried ("A filter expression cannot contain partition
 //!   key or sort key attributes"): Developer Guide, "Filter expressions for
 //!   the Query operation".
+//! - D10 a write of a table's TTL attribute that TTL would ignore ([`ttl`]).
 //!
 //! SQS rules ("Amazon SQS message quotas", "Amazon SQS batch action quotas",
 //! API reference of each action):
@@ -95,6 +96,8 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use serde_json::{Map, Value};
+
+mod ttl;
 
 use crate::iam::{self, Roles};
 use crate::metering::{table_schemas, value_size, Projection, TableSchema};
@@ -339,9 +342,11 @@ impl Strict {
             "PutItem" => {
                 expression_params(req, &["ConditionExpression"], &mut out);
                 self.item(table, &req["Item"], &mut out);
+                ttl::check(self.schema(table), table, req, &mut out);
             }
             "UpdateItem" => {
                 expression_params(req, &["UpdateExpression", "ConditionExpression"], &mut out);
+                ttl::check(self.schema(table), table, req, &mut out);
                 self.key(table, &req["Key"], &mut out);
                 let size = obj_size(&req["Key"]) + obj_size(&req["ExpressionAttributeValues"]);
                 if size > MAX_ITEM {
@@ -389,6 +394,7 @@ impl Strict {
                         _ => &["ConditionExpression"],
                     };
                     expression_params(body, exprs, &mut out);
+                    ttl::check(self.schema(t), t, body, &mut out);
                     let key = if kind == "Put" {
                         self.item(t, &body["Item"], &mut out);
                         bytes += obj_size(&body["Item"]);

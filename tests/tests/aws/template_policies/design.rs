@@ -138,6 +138,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // put), with its audit record and hookline.subscription.disabled;
     // breaker flips are audited.
     grant(&mut g, &["dynamodb:PutItem"], &["SubscriptionsTable", "EventsTable", "AuditTable"]);
+    // Delivery statistics: a closed minute added to its minute and hour
+    // items (UpdateItem ADD), once per series per minute per container.
+    grant(&mut g, &["dynamodb:UpdateItem"], &["StatsTable"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -254,6 +257,8 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Idempotency-Key on creating requests: a key's record read, claimed
     // and answered (conditional puts), released when the answer is not kept.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["IdempotencyTable"]);
+    // The stats routes: one series' range of points (Query of one partition).
+    grant(&mut g, &["dynamodb:Query"], &["StatsTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
@@ -316,13 +321,22 @@ pub(super) const NEVER: &[(Option<&str>, &str, &str, &str)] = &[
 
 /// Grants a rule of [`NEVER`] allows for one function, each with why:
 /// (function, action, resource, why). Nothing else is exempt.
-pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[(
-    "ApiFunction",
-    "dynamodb:Scan",
-    "SubscriptionsTable",
-    "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 items \
-         a call) for subscriptions stored before index by_key existed; never on a pipeline path",
-)];
+pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
+    (
+        "ApiFunction",
+        "dynamodb:Scan",
+        "SubscriptionsTable",
+        "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 \
+         items a call) for subscriptions stored before index by_key existed; never on a pipeline path",
+    ),
+    (
+        "DeliveryFunction",
+        "dynamodb:UpdateItem",
+        "StatsTable",
+        "delivery statistics are counters: a closed minute is added (UpdateItem ADD) to its minute and hour items, \
+         so several containers' flushes sum up; no saga, attempt or dead letter is touched",
+    ),
+];
 
 /// The HTTP API's routes, from the API's OpenAPI document (the contract
 /// `GET /openapi.json` serves): one route per operation, on IngestFunction
@@ -385,6 +399,7 @@ pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
     ("ATTEMPTS_TABLE", "AttemptsTable"),
     ("DEAD_LETTERS_TABLE", "DeadLettersTable"),
     ("JOBS_TABLE", "JobsTable"),
+    ("STATS_TABLE", "StatsTable"),
     ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
     ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
     ("RETRIES_QUEUE_URL", "RetriesQueue"),
