@@ -65,29 +65,33 @@ function legend(items) {
   return h("ul", { class: "legend" }, items.map(([cls, label]) => h("li", {}, h("span", { class: `swatch ${cls}`, "aria-hidden": "true" }), label)));
 }
 
-/** Attempts per bucket, stacked by outcome (succeeded, failed, dead-lettered). */
+/**
+ * Attempts per bucket, stacked by outcome: succeeded, failed and retried,
+ * failed for good (dead-lettered). The API's `failed` counts every failed
+ * attempt, the dead-lettering ones included.
+ */
 export function outcomes(stats) {
   const b = buckets(stats);
-  const max = niceMax(Math.max(0, ...b.points.map((p) => p.succeeded + p.failed + p.dead_lettered)));
+  const parts = (p) => [p.succeeded, Math.max(p.failed - p.dead_lettered, 0), p.dead_lettered];
+  const max = niceMax(Math.max(0, ...b.points.map((p) => p.succeeded + p.failed)));
   const t = stats.total;
-  const summary = `${t.succeeded} succeeded, ${t.failed} failed, ${t.dead_lettered} dead-lettered in the range`;
+  const summary = `${t.succeeded} succeeded, ${t.failed} failed (${t.dead_lettered} of them dead-lettered) in the range`;
   const f = frame(`Attempts per ${stats.bucket} by outcome`, summary, max, "", null);
   const bw = f.iw / b.points.length;
   const bars = b.points.map((p, i) => {
     let top = 0;
     const x = PAD.l + i * bw;
-    const parts = [["succeeded", "ok"], ["failed", "warn"], ["dead_lettered", "bad"]].map(([k, cls]) => {
-      const v = p[k];
+    const rects = parts(p).map((v, j) => {
       if (!v) return null;
       const y0 = f.y(top + v);
       const hgt = f.y(top) - y0;
       top += v;
-      return h("rect", { class: `bar ${cls}`, x: x + bw * 0.1, width: Math.max(bw * 0.8, 0.5), y: y0, height: hgt });
+      return h("rect", { class: `bar ${["ok", "warn", "bad"][j]}`, x: x + bw * 0.1, width: Math.max(bw * 0.8, 0.5), y: y0, height: hgt });
     });
-    return h("g", {}, h("title", {}, `${new Date(p.at).toLocaleString()}: ${p.succeeded} ok, ${p.failed} failed, ${p.dead_lettered} dead-lettered`), parts);
+    return h("g", {}, h("title", {}, `${new Date(p.at).toLocaleString()}: ${p.succeeded} succeeded, ${p.failed} failed, ${p.dead_lettered} dead-lettered`), rects);
   });
-  return h("figure", { class: "chart-box" }, h("figcaption", {}, "Deliveries by outcome"),
-    f.svg(bars, xAxis(b, f.iw)), legend([["ok", "succeeded"], ["warn", "failed"], ["bad", "dead-lettered"]]));
+  return h("figure", { class: "chart-box" }, h("figcaption", {}, "Attempts by outcome"),
+    f.svg(bars, xAxis(b, f.iw)), legend([["ok", "succeeded"], ["warn", "failed, retried"], ["bad", "failed, dead-lettered"]]));
 }
 
 /** Latency percentiles (p50, p90, p99) per bucket, in milliseconds. */
@@ -116,7 +120,7 @@ export function latency(stats) {
     f.svg(lines, xAxis(b, f.iw)), legend(keys.map(([, cls, label]) => [cls, label])));
 }
 
-/** The share of attempts that failed per bucket (failed and dead-lettered over all). */
+/** The share of attempts that failed per bucket (the API's `failed`, dead-lettering ones included, over all). */
 export function failures(stats) {
   const b = buckets(stats);
   const rate = (p) => { const n = p.succeeded + p.failed; return n ? ((p.failed) / n) * 100 : 0; };

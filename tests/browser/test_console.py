@@ -4,6 +4,7 @@ events on the timeline with their attempts, bulk requeue dead letters and
 follow the job, a reader key sees no button it may not use, keyboard-only
 navigation, phone width."""
 
+import os
 import re
 
 from playwright.sync_api import expect
@@ -129,7 +130,14 @@ def test_failing_endpoint_dead_letters_then_bulk_requeue_follows_the_job(page, h
     expect(page.get_by_role("heading", name="Delivery snapshot")).to_be_visible()
     expect(page.get_by_text("HTTP 500").first).to_be_visible()
     shot(page, "dead-letter")
-    page.go_back()
+    # The failed attempt on the event's timeline, with what the receiver answered.
+    page.get_by_role("link", name=re.compile("^evt_")).first.click()
+    attempt = page.locator("article.delivery .attempt")
+    expect(attempt).to_contain_text("500")
+    attempt.get_by_text("Response body").click()
+    expect(attempt.locator("pre.excerpt")).to_contain_text("receiver is down for the test")
+    shot(page, "event-failed")
+    page.goto(hookline.base + "/ui/#/dead-letters")
     page.get_by_label("Subscription").fill(sub["id"])
     # The endpoint is fixed; requeue them all with a reason.
     receiver.status = 200
@@ -150,8 +158,21 @@ def test_failing_endpoint_dead_letters_then_bulk_requeue_follows_the_job(page, h
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("tbody tr").first).to_contain_text("endpoint fixed (browser test)")
     shot(page, "audit")
+    # The overview's charts draw GET /v1/stats: the summary is the API's total.
+    if os.environ.get("HOOKLINE_SCREENSHOTS") == "1":
+        # Pictures with bars: wait until the minute closed and was flushed.
+        hookline.wait("a closed minute of stats", lambda: hookline.ok("GET", "/v1/stats")["points"], timeout=75)
     menu(page, "Overview")
-    page.locator("figure.chart-box").first.wait_for()
+    chart = page.get_by_role("img", name=re.compile("^Attempts per minute by outcome"))
+    expect(chart).to_have_attribute("aria-label", re.compile(r"\d+ succeeded, \d+ failed"))
+    shown = [int(n) for n in re.findall(r"(\d+) (?:succeeded|failed)", chart.get_attribute("aria-label"))]
+    total = hookline.ok("GET", "/v1/stats")["total"]  # read after the page: it only grows
+    assert shown[0] <= total["succeeded"] and shown[1] <= total["failed"], (shown, total)
+    expect(page.get_by_role("img", name=re.compile("^Latency percentiles"))).to_be_visible()
+    expect(page.get_by_role("img", name=re.compile("^Failure rate"))).to_be_visible()
+    page.get_by_role("button", name="Last week").click()
+    expect(page.get_by_role("img", name=re.compile("^Attempts per hour by outcome"))).to_be_visible()
+    page.get_by_role("button", name="Last hour").click()
     shot(page, "overview")
 
 
