@@ -45,6 +45,7 @@ pub fn document() -> OpenApi {
         super::replays::openapi(),
         super::keys::openapi(),
         super::audit::openapi(),
+        super::portal::openapi(),
     ] {
         doc.merge(part);
     }
@@ -169,6 +170,7 @@ fn base() -> OpenApi {
             (name = "replays", description = "Delivering stored events again; bulk and replay jobs."),
             (name = "keys", description = "API keys (`hookline serve`) and principal grants (AWS)."),
             (name = "audit", description = "The audit trail of every change."),
+            (name = "portal", description = "The subscriber portal and the console: portal links, the caller, event types seen, test events."),
             (name = "meta", description = "Health, metrics and this document.")
         )
     )]
@@ -265,6 +267,10 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("GET", "/v1/keys/{key}", "get_key"),
     ("DELETE", "/v1/keys/{key}", "revoke_key"),
     ("POST", "/v1/keys/{key}/rotate", "rotate_key"),
+    ("POST", "/v1/portal-links", "create_portal_link"),
+    ("GET", "/v1/me", "me"),
+    ("GET", "/v1/event-types", "list_event_types"),
+    ("POST", "/v1/subscriptions/{subscription}/test", "send_test_event"),
 ];
 
 /// One link of the document: from an operation's success response, a

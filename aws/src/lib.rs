@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoIdempotency, DynamoJobs, DynamoSagas,
-    DynamoSubscriptions,
+    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEventTypes, DynamoEvents, DynamoIdempotency, DynamoJobs,
+    DynamoSagas, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
@@ -66,6 +66,10 @@ pub struct AwsNames {
     /// `IDEMPOTENCY_TABLE` (optional): idempotency keys' records
     /// ([`shared::idempotency`]); only the API function has it.
     pub idempotency_table: Option<String>,
+    /// `EVENT_TYPES_TABLE`: the event types seen at ingest
+    /// ([`shared::event_types`]); written by the functions that ingest
+    /// producers' events, read by the API.
+    pub event_types_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -127,6 +131,7 @@ impl AwsNames {
             audit_table: req("AUDIT_TABLE"),
             api_keys_table: req("API_KEYS_TABLE"),
             idempotency_table: opt("IDEMPOTENCY_TABLE"),
+            event_types_table: req("EVENT_TYPES_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -254,6 +259,7 @@ impl AwsBackend {
                 Some(t) => Arc::new(DynamoIdempotency::new(dynamodb.clone(), t)),
                 None => Arc::new(dynamodb::IdempotencyNotConfigured),
             },
+            event_types: Arc::new(DynamoEventTypes::new(dynamodb.clone(), &names.event_types_table)),
         };
         AwsBackend {
             stores,

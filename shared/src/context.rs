@@ -57,6 +57,8 @@ pub struct Stores {
     pub keys: Arc<dyn crate::ports::KeyStore>,
     /// Idempotency keys of creating requests ([`crate::idempotency`]).
     pub idempotency: Arc<dyn crate::ports::IdempotencyStore>,
+    /// Event types seen at ingest ([`crate::event_types`]).
+    pub event_types: Arc<dyn crate::ports::EventTypeStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -405,6 +407,8 @@ pub struct Hookline {
     /// from it ([`crate::keyring`]): the same in every process of one
     /// deployment.
     pub keyring: Arc<crate::keyring::Keyring>,
+    /// The event types this process has recorded ([`crate::event_types`]).
+    pub seen_types: crate::event_types::SeenTypes,
 }
 
 impl Hookline {
@@ -440,6 +444,7 @@ impl Hookline {
             metrics: Metrics::default(),
             failpoints: Default::default(),
             keyring,
+            seen_types: Default::default(),
         }
     }
 }

@@ -94,6 +94,7 @@ impl Backend {
             keys: Arc::new(stores::SqliteApiKeys(db.clone())),
             audit: Arc::new(audit::SqliteAudit(db.clone())),
             idempotency: Arc::new(stores::SqliteIdempotency(db.clone())),
+            event_types: Arc::new(stores::SqliteEventTypes(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -277,4 +277,16 @@ CREATE TABLE idempotency_keys (
 ) WITHOUT ROWID;
 CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 "#,
+    // 16 (17 after the delivery statistics' migration): the event types
+    // seen at ingest (`shared::event_types`): one row per (scope, type),
+    // inserted once (`INSERT OR IGNORE`), listed by scope in type order
+    // through the primary key; `first_seen_at` in milliseconds.
+    r#"
+CREATE TABLE event_types (
+    scope TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    first_seen_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, event_type)
+) WITHOUT ROWID;
+"#,
 ];

@@ -444,6 +444,7 @@ impl Created {
             audit_table: table("AuditTable"),
             api_keys_table: table("ApiKeysTable"),
             idempotency_table: Some(table("IdempotencyTable")),
+            event_types_table: table("EventTypesTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),
