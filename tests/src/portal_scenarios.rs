@@ -209,7 +209,7 @@ pub async fn event_types_seen_are_listed_per_tenant(p: &mut impl Pipeline) {
             None => "/v1/event-types?limit=2".to_string(),
         };
         let (st, page) = p.call_console(&token, "GET", &q, None).await;
-        assert_eq!(st, 200, "{page}");
+        assert_eq!(st, 200, "{q}: {page}");
         let page: hookline_wire::Page<hookline_wire::portal::EventType> = serde_json::from_value(page).expect("a page");
         assert!(page.items.len() <= 2);
         assert!(page.items.iter().all(|t| t.tenant_id.as_deref() == Some(a.as_str())));

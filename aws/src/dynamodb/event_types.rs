@@ -2,8 +2,6 @@
 //! ([`shared::event_types`]), inserted once per (scope, type) by a
 //! conditional `PutItem` and listed by scope with `Query`.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use chrono::DateTime;
@@ -71,15 +69,17 @@ impl EventTypeStore for DynamoEventTypes {
                 .client
                 .query()
                 .table_name(&self.table)
-                .set_expression_attribute_names(Some(HashMap::from([
-                    ("#s".to_string(), "scope".to_string()),
-                    ("#t".to_string(), "event_type".to_string()),
-                ])))
+                .expression_attribute_names("#s", "scope")
                 .expression_attribute_values(":s", s(scope.as_text()))
                 .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start.take());
+            // `#t` only where the condition uses it (AWS refuses a name
+            // no expression uses).
             q = match after {
-                Some(a) => q.key_condition_expression("#s = :s AND #t > :a").expression_attribute_values(":a", s(a)),
+                Some(a) => q
+                    .key_condition_expression("#s = :s AND #t > :a")
+                    .expression_attribute_names("#t", "event_type")
+                    .expression_attribute_values(":a", s(a)),
                 None => q.key_condition_expression("#s = :s"),
             };
             let page = q.send().await.map_err(|e| backend("Query", &self.table, e))?;
