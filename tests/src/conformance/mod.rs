@@ -11,6 +11,7 @@
 //! which expands it once per case.
 
 mod api_keys;
+mod event_types;
 mod idempotency;
 mod queues;
 mod records;
@@ -18,6 +19,7 @@ mod search;
 mod stores;
 
 pub use api_keys::*;
+pub use event_types::*;
 pub use idempotency::*;
 pub use queues::*;
 pub use records::*;
@@ -94,5 +96,8 @@ macro_rules! for_each_conformance_case {
         $m!(partitions_are_numbered_marked_and_laned);
         $m!(events_are_found_by_every_filter);
         $m!(audit_pages_newest_first_with_every_filter);
+        $m!(event_types_are_recorded_once_and_listed_per_scope);
+        $m!(event_types_racing_writers_insert_once);
+        $m!(a_test_events_target_round_trips);
     };
 }
