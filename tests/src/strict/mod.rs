@@ -20,7 +20,10 @@
 //!   Developer Guide, "Constraints in Amazon DynamoDB" › Expression parameters.
 //! - D4 a partition key value of 0 or over 2,048 bytes, a sort key value of 0
 //!   or over 1,024 bytes (tables and indexes): "Constraints" › Partition keys
-//!   and sort keys.
+//!   and sort keys. Also where a request only names a key: a `Query`'s
+//!   `ExclusiveStartKey`, and each value its `KeyConditionExpression`
+//!   compares with a key attribute (a page's `sort > :after`), which moto
+//!   takes at any length.
 //! - D5 an item over 400 KB (names plus values): "Constraints" › Items.
 //! - D6 `TransactWriteItems` over 100 actions, over 4 MB, or two actions on
 //!   one item; `BatchWriteItem` over 25 requests; `BatchGetItem` over 100
@@ -377,6 +380,10 @@ impl Strict {
                 }
                 if op == "Query" {
                     self.query_keys(table, req, &mut out);
+                    self.key_condition_sizes(table, req, &mut out);
+                }
+                if req.get("ExclusiveStartKey").is_some_and(Value::is_object) {
+                    self.key(table, &req["ExclusiveStartKey"], &mut out);
                 }
             }
             "TransactWriteItems" => {
@@ -510,6 +517,42 @@ impl Strict {
             for a in attributes(f) {
                 if key.contains(&a) {
                     out.push(format!("D9 Query on {table}: the filter names the key attribute {a}"));
+                }
+            }
+        }
+    }
+
+    /// D4 on the values a `Query`'s key condition compares with a key
+    /// attribute: each placeholder is taken as compared with the key
+    /// attribute named last before it (`#s = :s AND #t BETWEEN :lo AND
+    /// :hi`, `begins_with(#t, :p)`).
+    fn key_condition_sizes(&self, table: &str, req: &Value, out: &mut Vec<String>) {
+        let Some(schema) = self.schema(table) else { return };
+        let key: &[String] = match req["IndexName"].as_str() {
+            None => &schema.key,
+            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
+                Some(i) => &i.key,
+                None => return,
+            },
+        };
+        let Some(kc) = req["KeyConditionExpression"].as_str() else { return };
+        let names = &req["ExpressionAttributeNames"];
+        let mut attribute: Option<usize> = None;
+        for token in kc.split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',')).filter(|t| !t.is_empty()) {
+            if let Some(p) = token.strip_prefix(':') {
+                let Some(i) = attribute else { continue };
+                let size = value_size(&req["ExpressionAttributeValues"][format!(":{p}")]);
+                let (limit, what) = if i == 0 { (MAX_PARTITION_KEY, "partition") } else { (MAX_SORT_KEY, "sort") };
+                if size == 0 || size > limit {
+                    out.push(format!(
+                        "D4 Query on {table}: the {what} key {} is compared with a value of {size} bytes (1 to {limit})",
+                        key[i]
+                    ));
+                }
+            } else {
+                let name = if token.starts_with('#') { names[token].as_str().unwrap_or(token) } else { token };
+                if let Some(i) = key.iter().position(|k| k == name) {
+                    attribute = Some(i);
                 }
             }
         }
