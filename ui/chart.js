@@ -7,9 +7,9 @@
 
 import { h } from "./dom.js";
 
-const W = 720;
-const H = 200;
-const PAD = { l: 48, r: 12, t: 12, b: 28 };
+const W = 560;
+const H = 220;
+const PAD = { l: 52, r: 12, t: 12, b: 28 };
 const STEP = { minute: 60e3, hour: 3600e3 };
 
 /** Every bucket of the range, with the API's points where it has one. */
@@ -44,17 +44,18 @@ function fmt(v) {
   return Number.isInteger(v) ? String(v) : v.toFixed(1);
 }
 
-function niceMax(v) {
-  if (v <= 0) return 1;
+function niceMax(v, least = 1) {
+  if (v <= least) return least;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
   return 10 * p;
 }
 
 function xAxis(b, iw) {
-  const ticks = 6;
+  const ticks = 4;
   const span = b.end - b.start;
-  const fmtT = (t) => new Date(t).toLocaleString(undefined, span > 2 * 86400e3 ? { weekday: "short", hour: "2-digit" } : { hour: "2-digit", minute: "2-digit" });
+  const opts = span > 2 * 86400e3 ? { weekday: "short", day: "numeric" } : { hour: "2-digit", minute: "2-digit" };
+  const fmtT = (t) => new Date(t).toLocaleString(undefined, opts);
   return h("g", { class: "axis" }, Array.from({ length: ticks + 1 }, (_, i) => {
     const t = b.start + (span * i) / ticks;
     return h("text", { x: PAD.l + (iw * i) / ticks, y: H - 8, "text-anchor": i === 0 ? "start" : i === ticks ? "end" : "middle" }, fmtT(t));
@@ -73,7 +74,7 @@ function legend(items) {
 export function outcomes(stats) {
   const b = buckets(stats);
   const parts = (p) => [p.succeeded, Math.max(p.failed - p.dead_lettered, 0), p.dead_lettered];
-  const max = niceMax(Math.max(0, ...b.points.map((p) => p.succeeded + p.failed)));
+  const max = niceMax(Math.max(0, ...b.points.map((p) => p.succeeded + p.failed)), 2);
   const t = stats.total;
   const summary = `${t.succeeded} succeeded, ${t.failed} failed (${t.dead_lettered} of them dead-lettered) in the range`;
   const f = frame(`Attempts per ${stats.bucket} by outcome`, summary, max, "", null);
@@ -153,14 +154,18 @@ export function rangeQuery(i) {
 export function panel(load, title = "Delivery statistics") {
   const charts = h("div", { class: "charts", "aria-live": "polite" });
   const buttons = RANGES.map(([label], i) => h("button", { type: "button", "aria-pressed": String(i === 0), onclick: () => show(i) }, label));
+  let shown = 0; // the latest range asked for: an older answer arriving late is dropped
   async function show(i) {
+    const mine = ++shown;
     buttons.forEach((b, j) => b.setAttribute("aria-pressed", String(i === j)));
+    let content;
     try {
       const stats = await load(rangeQuery(i));
-      charts.replaceChildren(outcomes(stats), latency(stats), failures(stats));
+      content = [outcomes(stats), latency(stats), failures(stats)];
     } catch (e) {
-      charts.replaceChildren(h("p", { class: "muted" }, `Statistics unavailable: ${e.message}`));
+      content = [h("p", { class: "muted" }, `Statistics unavailable: ${e.message}`)];
     }
+    if (mine === shown) charts.replaceChildren(...content);
   }
   show(0);
   return h("section", { class: "stats", "aria-label": title }, h("div", { class: "section-head" }, h("h2", {}, title), h("div", { class: "segmented", role: "group", "aria-label": "Range" }, buttons)), charts);
