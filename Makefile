@@ -51,7 +51,7 @@ browser: venv build
 	VENV=$(VENV) tests/browser/run.sh
 
 screenshots: venv build
-	HOOKLINE_SCREENSHOTS=1 VENV=$(VENV) tests/browser/run.sh
+	HOOKLINE_SCREENSHOTS=1 BROWSER_BUDGET=400 VENV=$(VENV) tests/browser/run.sh
 
 schemathesis: venv build
 	VENV=$(VENV) CONTRACT_STEPS=fuzz $(ARGS) tests/contract/run.sh long

@@ -9,7 +9,7 @@ import { h } from "./dom.js";
 
 const W = 560;
 const H = 220;
-const PAD = { l: 52, r: 12, t: 12, b: 28 };
+const PAD = { l: 64, r: 12, t: 12, b: 28 };
 const STEP = { minute: 60e3, hour: 3600e3 };
 
 /** Every bucket of the range, with the API's points where it has one. */
@@ -44,10 +44,18 @@ function fmt(v) {
   return Number.isInteger(v) ? String(v) : v.toFixed(1);
 }
 
-function niceMax(v, least = 1) {
-  if (v <= least) return least;
+function niceMax(v) {
+  if (v <= 1) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+/** A top for a count axis whose middle line is a whole number too. */
+function niceCount(v) {
+  if (v <= 10) return Math.max(2, Math.ceil(v / 2) * 2);
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
   return 10 * p;
 }
 
@@ -74,7 +82,7 @@ function legend(items) {
 export function outcomes(stats) {
   const b = buckets(stats);
   const parts = (p) => [p.succeeded, Math.max(p.failed - p.dead_lettered, 0), p.dead_lettered];
-  const max = niceMax(Math.max(0, ...b.points.map((p) => p.succeeded + p.failed)), 2);
+  const max = niceCount(Math.max(0, ...b.points.map((p) => p.succeeded + p.failed)));
   const t = stats.total;
   const summary = `${t.succeeded} succeeded, ${t.failed} failed (${t.dead_lettered} of them dead-lettered) in the range`;
   const f = frame(`Attempts per ${stats.bucket} by outcome`, summary, max, "", null);
