@@ -21,10 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoIdempotency, DynamoJobs, DynamoSagas,
-    DynamoStats, DynamoSubscriptions,
     DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEventTypes, DynamoEvents, DynamoIdempotency, DynamoJobs,
-    DynamoSagas, DynamoSubscriptions,
+    DynamoSagas, DynamoStats, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;

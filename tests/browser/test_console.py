@@ -298,3 +298,26 @@ def test_lists_page_through_the_api_cursor(page, hookline):
     expect(rows).to_have_count(25)
     expect(rows.first.get_by_role("link")).to_have_text(first)
     expect(previous).to_be_disabled()
+
+
+def test_a_blocked_ordered_lane_is_shown_and_skipped_with_a_reason(page, hookline, receiver):
+    receiver.status = 200
+    sub = hookline.subscription(receiver, "/ordered", event_types=["lane.*"], ordering="partition",
+                                on_dead_letter="block", dead_letter_on=[500], description="Ordered receiver")
+    receiver.status = 500
+    first = hookline.ok("POST", "/v1/events", {"type": "lane.created", "partition_key": "lane:1", "data": {"n": 1}})
+    blocked = lambda: hookline.ok("GET", f"/v1/subscriptions/{sub['id']}").get("blocked_lanes")
+    hookline.wait("the lane to block", blocked)
+    receiver.status = 200
+    second = hookline.ok("POST", "/v1/events", {"type": "lane.created", "partition_key": "lane:1", "data": {"n": 2}})
+    sign_in(page, hookline)
+    page.goto(f"{hookline.base}/ui/#/subscriptions/{sub['id']}")
+    lanes = page.locator("section", has=page.get_by_role("heading", name="Blocked lanes"))
+    expect(lanes).to_contain_text("lane:1")
+    lanes.get_by_label("Reason").fill("receiver cannot take this one (browser test)")
+    lanes.get_by_role("button", name="Skip what holds it").click()
+    expect(page.get_by_role("heading", name="Blocked lanes")).to_have_count(0)
+    assert not blocked()
+    hookline.wait("the next event of the lane delivered", lambda: any(
+        d["status"] == "completed" for d in hookline.ok("GET", f"/v1/events/{second['event_id']}/deliveries")["items"]))
+    assert first["event_id"] != second["event_id"]

@@ -129,7 +129,7 @@ function renderOne(main, ctx, sub) {
         ["Headers", Object.keys(sub.headers).length ? json(sub.headers) : null],
         ["Created", time(sub.created_at)],
       ]))),
-    sub.blocked_lanes?.length ? h("section", { class: "card" }, h("h2", {}, "Blocked lanes"), dl(sub.blocked_lanes.map((l) => [l.partition_key, [l.reason, " since ", time(l.since)]]))) : null,
+    sub.blocked_lanes?.length ? blockedLanes(sub, session.can("recover"), act, reload) : null,
     h("p", {}, link(`/dead-letters?subscription_id=${encodeURIComponent(sub.id)}`, "Dead letters of this subscription")),
     panel((q) => get(`/v1/subscriptions/${seg(sub.id)}/stats`, q), "Statistics of this subscription"));
 }
@@ -148,4 +148,24 @@ function testForm(sub, act) {
   h("div", { class: "field", "data-field": "event_type" }, h("label", { for: "test-type" }, "Event type"), typeInput, h("p", { class: "field-error" })),
   h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Send")), out);
   return form;
+}
+
+/**
+ * The ordered lanes a dead letter holds, each with a skip (with a reason)
+ * for a caller that may recover: what holds the lane is skipped and the
+ * partition goes on.
+ */
+function blockedLanes(sub, canSkip, act, reload) {
+  return h("section", { class: "card" }, h("h2", {}, "Blocked lanes"),
+    h("ul", { class: "lanes" }, sub.blocked_lanes.map((l, i) => {
+      const reason = h("input", { id: `lane-reason-${i}`, name: "reason" });
+      return h("li", {}, h("code", {}, l.partition_key), " ", l.reason, " since ", time(l.since),
+        canSkip ? h("form", { class: "inline-form", onsubmit: (e) => { e.preventDefault(); act(async () => {
+          await post(`/v1/subscriptions/${seg(sub.id)}/lanes/${seg(l.partition_key)}/skip`,
+            { reason: reason.value.trim() || undefined, tenant_id: l.tenant_id ?? undefined });
+          await reload();
+        }); } },
+        h("label", { for: `lane-reason-${i}` }, "Reason"), reason,
+        h("button", { type: "submit" }, "Skip what holds it")) : null);
+    })));
 }
