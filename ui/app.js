@@ -22,19 +22,21 @@ const nav = document.getElementById("nav");
 const who = document.getElementById("who");
 let session = null;
 
-// [pattern, view, label in the menu or null, action the menu item needs]
+// Each page: its fragment pattern, its view module, what the caller must
+// be allowed (Session.can), and its entry in the main menu, if it has one.
 const ROUTES = [
-  [/^\/$/, overview, "Overview", "overview"],
-  [/^\/subscriptions$/, subscriptions, "Subscriptions", "read"],
-  [/^\/subscriptions\/new$/, subscription, null, "manage_subscriptions"],
-  [/^\/subscriptions\/([^/]+)$/, subscription, null, "read"],
-  [/^\/events$/, events, "Events", "read"],
-  [/^\/events\/([^/]+)$/, eventView, null, "read"],
-  [/^\/dead-letters$/, deadLetters, "Dead letters", "read"],
-  [/^\/dead-letters\/([^/]+)$/, deadLetter, null, "read"],
-  [/^\/replays$/, replays, "Replays", "replays"],
-  [/^\/audit$/, audit, "Audit trail", "audit"],
+  { re: /^\/$/, view: overview, need: "overview", menu: ["/", "Overview"] },
+  { re: /^\/subscriptions$/, view: subscriptions, need: "read", menu: ["/subscriptions", "Subscriptions"] },
+  { re: /^\/subscriptions\/new$/, view: subscription, need: "manage_subscriptions" },
+  { re: /^\/subscriptions\/([^/]+)$/, view: subscription, need: "read" },
+  { re: /^\/events$/, view: events, need: "read", menu: ["/events", "Events"] },
+  { re: /^\/events\/([^/]+)$/, view: eventView, need: "read" },
+  { re: /^\/dead-letters$/, view: deadLetters, need: "read", menu: ["/dead-letters", "Dead letters"] },
+  { re: /^\/dead-letters\/([^/]+)$/, view: deadLetter, need: "read" },
+  { re: /^\/replays$/, view: replays, need: "replays", menu: ["/replays", "Replays"] },
+  { re: /^\/audit$/, view: audit, need: "audit", menu: ["/audit", "Audit trail"] },
 ];
+let rendering = 0; // the latest render: an older one finishing late is dropped
 
 /** Navigates to `route` (a fragment path such as "/events/abc"). */
 export function navigate(route) {
@@ -69,29 +71,32 @@ async function render() {
     drawChrome();
   }
   if (path === "/" && !session.can("overview")) return navigate("/subscriptions");
-  const route = ROUTES.find(([re]) => re.test(path));
+  const route = ROUTES.find((r) => r.re.test(path));
   markCurrent(path);
   if (!route) return fill(main, h("h1", {}, "Not found"), h("p", {}, "No such page."));
-  const [re, view, , action] = route;
-  if (!session.can(action)) {
+  if (!session.can(route.need)) {
     return fill(main, h("h1", {}, "Not allowed"), h("p", {}, "Your credential may not see this page."));
   }
-  const args = (path.match(re) || []).slice(1).map(decodeURIComponent);
+  const args = (path.match(route.re) || []).slice(1).map(decodeURIComponent);
+  // The view draws into a box of its own, shown once it is ready (and only
+  // if no later navigation started meanwhile).
+  const mine = ++rendering;
+  const box = h("div", { class: "view" });
   fill(main, h("p", { class: "muted" }, "Loading…"));
   try {
-    await view.render(main, { session, args, params, navigate, path });
+    await route.view.render(box, { session, args, params, navigate, path });
   } catch (e) {
     const title = e.status === 404 ? "Not found" : e.status === 403 ? "Not allowed" : "Something went wrong";
-    fill(main, h("h1", {}, title), h("div", { class: "alert", role: "alert" }, e.message));
+    fill(box, h("h1", {}, title), h("div", { class: "alert", role: "alert" }, e.message));
   }
+  if (mine !== rendering) return;
+  fill(main, box);
   main.focus({ preventScroll: true });
 }
 
 function drawChrome() {
-  fill(nav, h("ul", {}, ROUTES.filter(([, , label, action]) => label && session.can(action)).map(([re, , label]) => {
-    const route = re.source.replace(/^\^\\?|\$$/g, "").replace(/\\\//g, "/") || "/";
-    return h("li", {}, h("a", { href: "#" + route, "data-route": route }, label));
-  })));
+  fill(nav, h("ul", {}, ROUTES.filter((r) => r.menu && session.can(r.need)).map(({ menu: [route, label] }) =>
+    h("li", {}, h("a", { href: "#" + route, "data-route": route }, label)))));
   fill(who, h("span", { class: "who-text" }, session.describe(), session.expiresAt ? [" · until ", time(session.expiresAt)] : null),
     h("button", { type: "button", class: "link-button", onclick: () => { api.signOut(); session = null; fill(nav); fill(who); navigate("/"); } }, "Sign out"));
 }
@@ -106,6 +111,7 @@ function markCurrent(path) {
 }
 
 function signInScreen(message) {
+  rendering++; // a view still loading is not shown over this
   fill(nav);
   fill(who);
   const input = h("input", { id: "key", name: "key", type: "password", autocomplete: "off", required: true, "aria-describedby": "key-hint" });
