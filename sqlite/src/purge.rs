@@ -588,6 +588,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn delivery_statistics_go_after_the_retention() {
+        use shared::ports::StatsStore;
+        use shared::stats::{Series, Tally};
+        let t = TempDb::new("stats");
+        let store = super::super::stores::SqliteStats(t.1.clone());
+        let now = Utc::now();
+        let one = Tally { succeeded: 1, ..Tally::default() };
+        // 30 days is the default stats retention: one series' minute (and
+        // hour) from 32 days ago goes, one from 28 days ago stays.
+        store.add(&Series::System, now - chrono::Duration::days(32), &one).await.unwrap();
+        store.add(&Series::System, now - chrono::Duration::days(28), &one).await.unwrap();
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM delivery_stats").await, 4);
+        let mut p = Purger::new(t.1.clone(), policy(100));
+        let total = p.run(now, &Metrics::default(), Duration::ZERO, || true).await.unwrap();
+        assert_eq!(total.stats, 2, "the old minute and its hour");
+        assert_eq!(count(&t.1, "SELECT COUNT(*) FROM delivery_stats").await, 2);
+    }
+
+    #[tokio::test]
     async fn audit_records_go_after_their_own_retention() {
         use shared::ports::AuditStore;
         let t = TempDb::new("audit");

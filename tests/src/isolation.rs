@@ -224,6 +224,11 @@ fn attacks(route: &Route, b: &OfB, a_event: &EventId) -> Vec<Attack> {
             vec![attack(path, None, json!({"description": "taken", "tenant_id": A}), Refused)]
         }
         ("POST", "/v1/subscriptions/{subscription}/rotate-secret") => vec![attack(path, None, json!({}), Refused)],
+        ("GET", "/v1/subscriptions/{subscription}/stats") => vec![attack(path, None, Value::Null, Refused)],
+        ("GET", "/v1/stats") => vec![
+            attack(path.clone(), Some(&format!("tenant_id={B}")), Value::Null, Refused),
+            attack(path, None, Value::Null, Clean),
+        ],
         ("POST", "/v1/subscriptions/{subscription}/lanes/{partition_key}/skip") => {
             vec![attack(path, None, reason.clone(), Refused)]
         }

@@ -22,6 +22,8 @@ pub enum Behaviour {
     SlowFirst(usize, Duration),
     /// Always `status`.
     Always(u16),
+    /// Always `status`, with this response body (bytes, as sent).
+    AlwaysWithBody(u16, Vec<u8>),
     /// 200 to verification without echoing the challenge (handshake fails).
     NoEcho,
     /// `status` with a `Retry-After` header of `secs`, for the first `n`.
@@ -204,7 +206,7 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
         let status = match &b {
             _ if verification => 200,
             Behaviour::FailFirst(k, s) | Behaviour::RetryAfterFirst(k, s, _) if n <= *k => *s,
-            Behaviour::Always(s) => *s,
+            Behaviour::Always(s) | Behaviour::AlwaysWithBody(s, _) => *s,
             Behaviour::FailRandomly(p, s) if rand::random::<f64>() < *p => *s,
             Behaviour::FailMatching(text, s) if String::from_utf8_lossy(&d.body).contains(text.as_str()) => *s,
             _ => 200,
@@ -243,6 +245,7 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
             StatusCode::OK.into_response()
         }
         Behaviour::Always(s) => status(s).into_response(),
+        Behaviour::AlwaysWithBody(s, body) => (status(s), body).into_response(),
         Behaviour::RetryAfterFirst(k, s, secs) if n <= k => {
             (status(s), [("retry-after", secs.to_string())]).into_response()
         }

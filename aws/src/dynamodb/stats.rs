@@ -63,7 +63,7 @@ impl DynamoStats {
         self.client
             .update_item()
             .table_name(&self.table)
-            .key("series", s(&Self::partition(series, width)))
+            .key("series", s(Self::partition(series, width)))
             .key("at", n(at.timestamp()))
             .update_expression(format!("SET #exp = :exp ADD {}", adds.join(", ")))
             .set_expression_attribute_names(Some(names))
@@ -122,7 +122,7 @@ impl StatsStore for DynamoStats {
             "#p = :p AND #at BETWEEN :lo AND :hi",
             HashMap::from([("#p".to_string(), "series".to_string()), ("#at".to_string(), "at".to_string())]),
             HashMap::from([
-                (":p".to_string(), s(&Self::partition(series, width))),
+                (":p".to_string(), s(Self::partition(series, width))),
                 (":lo".to_string(), n(since.timestamp())),
                 (":hi".to_string(), n(until.timestamp() - 1)),
             ]),

@@ -10,6 +10,7 @@ mod delivery;
 mod finding;
 mod ordering;
 mod recovery;
+mod stats;
 
 pub use audit::*;
 pub use bulk::*;
@@ -17,6 +18,7 @@ pub use delivery::*;
 pub use finding::*;
 pub use ordering::*;
 pub use recovery::*;
+pub use stats::*;
 
 use std::time::Duration;
 
@@ -72,6 +74,10 @@ macro_rules! scenario_suite_tests {
             reconciler_recovers_a_given_up_routing_and_a_lost_job; $crate::pipeline::Settings::default().fast_reconcile(),
             events_are_found_by_every_filter_and_cursor_walks_see_each_once,
             events_are_found_by_delivery_outcome,
+            // The breaker would refuse the failing receiver's later
+            // attempts (counted too, but without a request): kept closed.
+            stats_count_every_attempt_and_failures_keep_an_excerpt;
+                $crate::pipeline::Settings::default().breaker(100, 1000, 2000),
             event_routes_refuse_unknown_parameters_and_speak_snake_case,
             audit_records_every_action_once_with_its_actor; $crate::pipeline::Settings::default().breaker(3, 1000, 2000),
             failing_endpoint_is_disabled_and_operational_events_are_published;
