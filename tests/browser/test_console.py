@@ -300,7 +300,7 @@ def test_lists_page_through_the_api_cursor(page, hookline):
     expect(previous).to_be_disabled()
 
 
-def test_a_blocked_ordered_lane_is_shown_and_skipped_with_a_reason(page, hookline, receiver):
+def test_a_blocked_ordered_lane_is_shown_and_freed_through_its_dead_letter(page, hookline, receiver):
     receiver.status = 200
     sub = hookline.subscription(receiver, "/ordered", event_types=["lane.*"], ordering="partition",
                                 on_dead_letter="block", dead_letter_on=[500], description="Ordered receiver")
@@ -314,8 +314,17 @@ def test_a_blocked_ordered_lane_is_shown_and_skipped_with_a_reason(page, hooklin
     page.goto(f"{hookline.base}/ui/#/subscriptions/{sub['id']}")
     lanes = page.locator("section", has=page.get_by_role("heading", name="Blocked lanes"))
     expect(lanes).to_contain_text("lane:1")
+    # A lane held by a dead letter: the lane skip says to deal with the dead letter...
     lanes.get_by_label("Reason").fill("receiver cannot take this one (browser test)")
     lanes.get_by_role("button", name="Skip what holds it").click()
+    expect(page.get_by_role("alert")).to_contain_text("requeue or skip it")
+    # ...which the lane links to; skipping it frees the lane.
+    lanes.get_by_role("link", name="open the dead letter that holds it").click()
+    page.get_by_label("Reason").fill("receiver cannot take this one (browser test)")
+    page.get_by_role("button", name="Skip", exact=True).click()
+    expect(page.locator(".page-head")).to_contain_text("skipped")
+    page.goto(f"{hookline.base}/ui/#/subscriptions/{sub['id']}")
+    expect(page.get_by_role("heading", name="Ordered receiver")).to_be_visible()
     expect(page.get_by_role("heading", name="Blocked lanes")).to_have_count(0)
     assert not blocked()
     hookline.wait("the next event of the lane delivered", lambda: any(

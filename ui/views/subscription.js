@@ -151,15 +151,19 @@ function testForm(sub, act) {
 }
 
 /**
- * The ordered lanes a dead letter holds, each with a skip (with a reason)
- * for a caller that may recover: what holds the lane is skipped and the
- * partition goes on.
+ * The ordered lanes that are held, each with a skip (with a reason) for a
+ * caller that may recover: what holds the lane is skipped and the
+ * partition goes on. A lane held by a dead letter links to it (the API
+ * has it requeued or skipped there, and says so to a lane skip).
  */
 function blockedLanes(sub, canSkip, act, reload) {
   return h("section", { class: "card" }, h("h2", {}, "Blocked lanes"),
     h("ul", { class: "lanes" }, sub.blocked_lanes.map((l, i) => {
       const reason = h("input", { id: `lane-reason-${i}`, name: "reason" });
+      // A dead letter that holds the lane is requeued or skipped on its own page.
+      const held = /dead letter (\S+)/.exec(l.reason);
       return h("li", {}, h("code", {}, l.partition_key), " ", l.reason, " since ", time(l.since),
+        held ? [" · ", link(`/dead-letters/${encodeURIComponent(held[1])}`, "open the dead letter that holds it")] : null,
         canSkip ? h("form", { class: "inline-form", onsubmit: (e) => { e.preventDefault(); act(async () => {
           await post(`/v1/subscriptions/${seg(sub.id)}/lanes/${seg(l.partition_key)}/skip`,
             { reason: reason.value.trim() || undefined, tenant_id: l.tenant_id ?? undefined });
