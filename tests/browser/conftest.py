@@ -220,5 +220,7 @@ def sign_in(page, hookline, key=ADMIN_KEY):
 
 
 def menu(page, name):
-    """Follows the main menu's link `name`."""
+    """Follows the main menu's link `name` and waits for its page (whose
+    heading is the link's text)."""
     page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True).click()
+    page.locator("main h1").filter(has_text=name).wait_for()

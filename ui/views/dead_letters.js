@@ -49,7 +49,7 @@ export async function render(main, { session, params }) {
 /** Requeue or skip every open dead letter of the filter, with a reason. */
 function bulkForm(filter, jobs, refresh) {
   const reason = h("input", { id: "bulk-reason", name: "reason", required: true, placeholder: "e.g. endpoint fixed, ticket #123" });
-  const form = h("form", { class: "card bulk", "aria-label": "Bulk action", onsubmit: (e) => e.preventDefault() },
+  const form = h("form", { class: "card bulk", "aria-label": "Requeue or skip in bulk", onsubmit: (e) => e.preventDefault() },
     h("div", { class: "alert", role: "alert", hidden: true }),
     h("h2", {}, "Every open dead letter of the filter"),
     h("div", { class: "field", "data-field": "reason" }, h("label", { for: "bulk-reason" }, "Reason"), reason, h("p", { class: "field-error" })),
