@@ -8,7 +8,10 @@
 # serve suites side by side), stops the emulator, then checks the API's
 # contract from outside (tests/contract/run.sh quick: a bounded schemathesis
 # run against a running `hookline serve`, and the README walk-through through
-# a client generated from docs/openapi.json).
+# a client generated from docs/openapi.json), then the console in a real
+# browser (tests/browser/run.sh: the system's Chromium, installed by
+# infra/chromium.sh where missing, driven by Playwright against a running
+# `hookline serve`).
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -16,7 +19,7 @@ CARGO ?= cargo
 # The Lambda functions (functions/<name>/), one bootstrap each.
 FUNCTIONS := ingest router saga delivery requeue api reconciler
 
-.PHONY: test prepare rust build venv lint-template lint-rust docs openapi schemathesis contract fuzz bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
+.PHONY: browser screenshots chromium test prepare rust build venv lint-template lint-rust docs openapi schemathesis contract fuzz bench bench-neighbours bench-slowloris bench-retention bench-cost bench-cold-start bench-bulk-requeue bench-compare lambda sam-build clean-venv
 
 test: prepare
 	@endpoint=$$(infra/emulator.sh start) || exit 1; \
@@ -26,6 +29,7 @@ test: prepare
 	CARGO=$(CARGO) tests/run.sh; status=$$?; \
 	infra/emulator.sh stop; \
 	VENV=$(VENV) tests/contract/run.sh quick || status=1; \
+	VENV=$(VENV) tests/browser/run.sh || status=1; \
 	exit $$status
 
 # The API's contract from outside (tests/contract/run.sh): schemathesis
@@ -35,6 +39,19 @@ test: prepare
 # "MAX_EXAMPLES=1000 SEED=7", SCHEMATHESIS_ARGS passed to schemathesis).
 contract: venv build
 	VENV=$(VENV) tests/contract/run.sh quick
+
+# The system's Chromium for the browser tests (Debian's package, installed
+# where missing).
+chromium:
+	infra/chromium.sh ensure
+
+# The console's browser tests alone; `screenshots` also rewrites
+# docs/screenshots/ (the pictures the README and docs/console.md show).
+browser: venv build
+	VENV=$(VENV) tests/browser/run.sh
+
+screenshots: venv build
+	HOOKLINE_SCREENSHOTS=1 BROWSER_BUDGET=400 VENV=$(VENV) tests/browser/run.sh
 
 schemathesis: venv build
 	VENV=$(VENV) CONTRACT_STEPS=fuzz $(ARGS) tests/contract/run.sh long
@@ -50,7 +67,7 @@ openapi:
 # the cores busy (cargo runs its own steps one at a time on its lock).
 # Output is grouped per step.
 prepare:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target venv lint-template rust
+	@$(MAKE) --no-print-directory -j3 --output-sync=target venv lint-template rust chromium
 
 # The Rust checks, then the binary the serve suite runs.
 rust: lint-rust docs

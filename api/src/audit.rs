@@ -39,6 +39,8 @@ fn wire_action(a: Action) -> wire::AuditAction {
         Action::KeyCreated => W::KeyCreated,
         Action::KeyRotated => W::KeyRotated,
         Action::KeyRevoked => W::KeyRevoked,
+        Action::PortalLinkCreated => W::PortalLinkCreated,
+        Action::SubscriptionTestSent => W::SubscriptionTestSent,
     }
 }
 

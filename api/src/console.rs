@@ -46,8 +46,23 @@ macro_rules! asset {
 /// Every file of `ui/`, embedded.
 pub static ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
-    asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
+    asset!("app.js", "text/javascript; charset=utf-8"),
+    asset!("api.js", "text/javascript; charset=utf-8"),
+    asset!("session.js", "text/javascript; charset=utf-8"),
+    asset!("dom.js", "text/javascript; charset=utf-8"),
+    asset!("chart.js", "text/javascript; charset=utf-8"),
+    asset!("views/audit.js", "text/javascript; charset=utf-8"),
+    asset!("views/dead_letter.js", "text/javascript; charset=utf-8"),
+    asset!("views/dead_letters.js", "text/javascript; charset=utf-8"),
+    asset!("views/event.js", "text/javascript; charset=utf-8"),
+    asset!("views/events.js", "text/javascript; charset=utf-8"),
+    asset!("views/job.js", "text/javascript; charset=utf-8"),
+    asset!("views/overview.js", "text/javascript; charset=utf-8"),
+    asset!("views/replays.js", "text/javascript; charset=utf-8"),
+    asset!("views/subscription.js", "text/javascript; charset=utf-8"),
+    asset!("views/subscription_form.js", "text/javascript; charset=utf-8"),
+    asset!("views/subscriptions.js", "text/javascript; charset=utf-8"),
 ];
 
 /// What the browser may load and where it may connect: this origin only.

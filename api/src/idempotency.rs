@@ -40,6 +40,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/replays"),
     ("POST", "/v1/keys"),
     ("POST", "/v1/keys/{key}/rotate"),
+    ("POST", "/v1/portal-links"),
+    ("POST", "/v1/subscriptions/{subscription}/test"),
 ];
 
 /// The other `POST` routes, and why they do not take a key here: a test

@@ -38,6 +38,9 @@ fn role_view(r: Role) -> wire::Role {
         Role::Reader => wire::Role::Reader,
         Role::Operator => wire::Role::Operator,
         Role::Admin => wire::Role::Admin,
+        // No key holds the portal's role (it is never stored: serde skips
+        // it, and no wire role names it); a reader is what it would show.
+        Role::Portal => wire::Role::Reader,
     }
 }
 

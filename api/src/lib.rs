@@ -20,6 +20,7 @@ pub mod http;
 pub mod idempotency;
 mod keys;
 pub mod openapi;
+mod portal;
 pub mod query;
 pub mod reference;
 mod reindex;
@@ -280,6 +281,12 @@ impl Api {
     /// The credential behind `req`: the one place a request's [`Caller`]
     /// comes from (its role and tenant binding).
     ///
+    /// A portal link's token (`Authorization: Bearer hlp1.…`,
+    /// [`shared::portal`]) wherever bearer credentials are read (`hookline
+    /// serve`, and the console's `/ui/api` on both backends): checked by
+    /// its MAC under the data key, no store read; a [`Role::Portal`] caller
+    /// bound to the token's tenant. `401` says only `expired` or `invalid`.
+    ///
     /// `hookline serve`: `Authorization: Bearer <secret>`, one of the
     /// static keys (every one compared in constant time) or a key of the
     /// key store, found by the keyed hash of the secret
@@ -328,6 +335,13 @@ impl Api {
             || ApiError::new(ErrorCode::Unauthorized, "missing or wrong API key (Authorization: Bearer <key>)");
         let given = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|g| !g.is_empty());
         let given = given.ok_or_else(unauthorized)?;
+        // A portal token is checked by its MAC alone: no store is read.
+        if shared::portal::is_token(given) {
+            return match shared::portal::verify(&self.hookline.keyring, given, chrono::Utc::now()) {
+                Ok(grant) => Ok(Caller { actor: grant.actor(), role: Role::Portal, tenant: Some(grant.tenant) }),
+                Err(e) => Err(ApiError::new(ErrorCode::Unauthorized, e.to_string())),
+            };
+        }
         // Every static key is compared, so timing tells nothing about which matched.
         let fixed = keys.iter().fold(None, |found, k| {
             if constant_time_eq(given.as_bytes(), k.secret.as_bytes()) {

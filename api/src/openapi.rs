@@ -46,6 +46,7 @@ pub fn document() -> OpenApi {
         super::keys::openapi(),
         super::audit::openapi(),
         super::stats::openapi(),
+        super::portal::openapi(),
     ] {
         doc.merge(part);
     }
@@ -171,6 +172,7 @@ fn base() -> OpenApi {
             (name = "keys", description = "API keys (`hookline serve`) and principal grants (AWS)."),
             (name = "audit", description = "The audit trail of every change."),
             (name = "stats", description = "Delivery statistics behind the console's charts."),
+            (name = "portal", description = "The subscriber portal and the console: portal links, the caller, event types seen, test events."),
             (name = "meta", description = "Health, metrics and this document.")
         )
     )]
@@ -269,6 +271,10 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("POST", "/v1/keys/{key}/rotate", "rotate_key"),
     ("GET", "/v1/subscriptions/{subscription}/stats", "subscription_stats"),
     ("GET", "/v1/stats", "system_stats"),
+    ("POST", "/v1/portal-links", "create_portal_link"),
+    ("GET", "/v1/me", "me"),
+    ("GET", "/v1/event-types", "list_event_types"),
+    ("POST", "/v1/subscriptions/{subscription}/test", "send_test_event"),
 ];
 
 /// One link of the document: from an operation's success response, a

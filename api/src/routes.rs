@@ -237,6 +237,12 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/keys/{key}/rotate", Some(ManageKeys), |api, c| {
         Box::pin(async { api.rotate_key(&c.caller, c.param("key"), &c.req).await })
     }),
+    route("POST", "/v1/portal-links", Some(ManageKeys), |api, c| Box::pin(api.create_portal_link(c))),
+    route("GET", "/v1/me", Some(Identify), |api, c| Box::pin(api.me(c))),
+    route("GET", "/v1/event-types", Some(Read), |api, c| Box::pin(api.list_event_types(c))),
+    route("POST", "/v1/subscriptions/{subscription}/test", Some(ManageSubscriptions), |api, c| {
+        Box::pin(async { api.send_test_event(&c.subscription(), c).await })
+    }),
 ];
 
 /// What the router ([`super::http::router`]) found for a request's path
@@ -288,10 +294,11 @@ pub fn allowed(path: &str) -> Vec<&'static str> {
 /// test checks the doc holds it): for each route, its action, which roles
 /// may call it, and what a tenant-bound key may do with it.
 pub fn role_table() -> String {
-    let mut out = String::from("| route | action | producer | reader | operator | admin | tenant-bound key |\n");
-    out.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    let mut out =
+        String::from("| route | action | producer | reader | operator | admin | portal | tenant-bound key |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for r in ROUTES {
-        let cells: Vec<&str> = shared::access::Role::ALL
+        let cells: Vec<&str> = shared::access::Role::EVERY
             .into_iter()
             .map(|role| match r.action {
                 None => "open",

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEvents, DynamoIdempotency, DynamoJobs, DynamoSagas,
-    DynamoStats, DynamoSubscriptions,
+    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEventTypes, DynamoEvents, DynamoIdempotency, DynamoJobs,
+    DynamoSagas, DynamoStats, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
@@ -69,6 +69,10 @@ pub struct AwsNames {
     /// `STATS_TABLE`: delivery statistics ([`shared::stats`]); the delivery
     /// function adds to it, the API reads it.
     pub stats_table: String,
+    /// `EVENT_TYPES_TABLE`: the event types seen at ingest
+    /// ([`shared::event_types`]); written by the functions that ingest
+    /// producers' events, read by the API.
+    pub event_types_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -131,6 +135,7 @@ impl AwsNames {
             api_keys_table: req("API_KEYS_TABLE"),
             idempotency_table: opt("IDEMPOTENCY_TABLE"),
             stats_table: req("STATS_TABLE"),
+            event_types_table: req("EVENT_TYPES_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -259,6 +264,7 @@ impl AwsBackend {
                 None => Arc::new(dynamodb::IdempotencyNotConfigured),
             },
             stats: Arc::new(DynamoStats::new(dynamodb.clone(), &names.stats_table, retention)),
+            event_types: Arc::new(DynamoEventTypes::new(dynamodb.clone(), &names.event_types_table)),
         };
         AwsBackend {
             stores,

@@ -6,9 +6,11 @@
 
 use crate::ids::TenantId;
 
-/// What a credential may do. Ordered from least to most: each role may do
-/// what the one before it may, and more (except [`Role::Producer`], which
-/// may only post events).
+/// What a credential may do. The key roles are ordered from least to most:
+/// each may do what the one before it may, and more (except
+/// [`Role::Producer`], which may only post events). [`Role::Portal`] stands
+/// apart: no key holds it; a portal token ([`crate::portal`]) does, always
+/// bound to one tenant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -23,11 +25,22 @@ pub enum Role {
     /// Everything: also creates, changes and deletes subscriptions, rotates
     /// their secrets, manages keys and (without a tenant) rebuilds indexes.
     Admin,
+    /// A tenant's subscriber portal (a portal link's token): reads its
+    /// tenant's resources, manages its subscriptions (test events
+    /// included) and recovers its dead letters; posts no events, reads no
+    /// metrics, manages no keys and creates no portal links. Never stored
+    /// (serde skips it), so no key can be created with it.
+    #[serde(skip)]
+    Portal,
 }
 
 impl Role {
-    /// Every role, least first.
+    /// Every role a key can hold, least first.
     pub const ALL: [Role; 4] = [Role::Producer, Role::Reader, Role::Operator, Role::Admin];
+
+    /// Every role a caller can have: the key roles, then the portal's (the
+    /// columns of the role table).
+    pub const EVERY: [Role; 5] = [Role::Producer, Role::Reader, Role::Operator, Role::Admin, Role::Portal];
 
     /// The role's name on the wire and in settings.
     pub fn as_str(self) -> &'static str {
@@ -36,10 +49,12 @@ impl Role {
             Role::Reader => "reader",
             Role::Operator => "operator",
             Role::Admin => "admin",
+            Role::Portal => "portal",
         }
     }
 
-    /// The role named `s` (`producer`, `reader`, `operator`, `admin`).
+    /// The key role named `s` (`producer`, `reader`, `operator`, `admin`;
+    /// never `portal`, which no key holds).
     pub fn parse(s: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
     }
@@ -49,16 +64,17 @@ impl Role {
         use Action::*;
         match self {
             Role::Admin => true,
-            Role::Operator => matches!(action, Read | ReadMetrics | Recover),
-            Role::Reader => matches!(action, Read | ReadMetrics),
-            Role::Producer => matches!(action, PostEvents),
+            Role::Operator => matches!(action, Identify | Read | ReadMetrics | Recover),
+            Role::Reader => matches!(action, Identify | Read | ReadMetrics),
+            Role::Producer => matches!(action, Identify | PostEvents),
+            Role::Portal => matches!(action, Identify | Read | Recover | ManageSubscriptions),
         }
     }
 
     /// Whether a caller with this role may hand out a key with `other`:
     /// never one that may do more than itself.
     pub fn may_grant(self, other: Role) -> bool {
-        self == Role::Admin || self == other
+        other != Role::Portal && (self == Role::Admin || self == other)
     }
 }
 
@@ -66,6 +82,8 @@ impl Role {
 /// API names exactly one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
+    /// `GET /v1/me`: who the caller is and what it may do (every role).
+    Identify,
     /// `POST /v1/events`, `POST /v1/events/batch`.
     PostEvents,
     /// Every `GET` of a tenant's resources.
@@ -78,13 +96,39 @@ pub enum Action {
     /// Create, change, delete a subscription; rotate its secret.
     ManageSubscriptions,
     /// Create, list, rotate, revoke keys (within the caller's tenant and
-    /// role).
+    /// role); create portal links (`POST /v1/portal-links`).
     ManageKeys,
     /// Rebuild an index over every tenant's data: global only.
     Rebuild,
 }
 
 impl Action {
+    /// Every action, in the order of this enum.
+    pub const ALL: [Action; 8] = [
+        Action::Identify,
+        Action::PostEvents,
+        Action::Read,
+        Action::ReadMetrics,
+        Action::Recover,
+        Action::ManageSubscriptions,
+        Action::ManageKeys,
+        Action::Rebuild,
+    ];
+
+    /// The action's name on the wire (`GET /v1/me`): snake case.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Identify => "identify",
+            Action::PostEvents => "post_events",
+            Action::Read => "read",
+            Action::ReadMetrics => "read_metrics",
+            Action::Recover => "recover",
+            Action::ManageSubscriptions => "manage_subscriptions",
+            Action::ManageKeys => "manage_keys",
+            Action::Rebuild => "rebuild",
+        }
+    }
+
     /// Whether a credential bound to a tenant may ever perform this action
     /// (on its own tenant's resources): not for what spans all tenants.
     pub fn open_to_tenants(self) -> bool {
@@ -118,6 +162,19 @@ pub enum Denied {
     /// The action spans every tenant; the caller is bound to one.
     #[error("a key bound to a tenant may not do this: it acts on every tenant")]
     Global,
+    /// A portal token's holder may not do this (keys, portal links,
+    /// metrics, posting events, rebuilds).
+    #[error("a portal link may not do this")]
+    Portal,
+}
+
+impl Caller {
+    /// What this caller may do, in [`Action::ALL`]'s order (`GET /v1/me`):
+    /// what its role allows and, when bound to a tenant, what is open to
+    /// tenants.
+    pub fn actions(&self) -> Vec<Action> {
+        Action::ALL.into_iter().filter(|a| self.may(*a).is_ok()).collect()
+    }
 }
 
 impl Caller {
@@ -128,8 +185,16 @@ impl Caller {
     ///
     /// [`Denied`] naming the role it needs, or that it spans every tenant.
     pub fn may(&self, action: Action) -> Result<(), Denied> {
+        // A portal caller is bound to its tenant by construction; one that
+        // is not (a bug) may do nothing.
+        if self.role == Role::Portal && self.tenant.is_none() {
+            return Err(Denied::Global);
+        }
         if !self.role.allows(action) {
             let needs = Role::ALL.into_iter().find(|r| r.allows(action)).unwrap_or(Role::Admin);
+            if self.role == Role::Portal {
+                return Err(Denied::Portal);
+            }
             return Err(Denied::Role { role: self.role.as_str(), needs: needs.as_str() });
         }
         if self.tenant.is_some() && !action.open_to_tenants() {
@@ -160,16 +225,20 @@ mod tests {
     #[test]
     fn roles_allow_what_the_table_says() {
         use Action::*;
-        let all = [PostEvents, Read, ReadMetrics, Recover, ManageSubscriptions, ManageKeys, Rebuild];
+        let all = Action::ALL;
         let table = |r: Role| all.into_iter().filter(|a| r.allows(*a)).collect::<Vec<_>>();
-        assert_eq!(table(Role::Producer), vec![PostEvents]);
-        assert_eq!(table(Role::Reader), vec![Read, ReadMetrics]);
-        assert_eq!(table(Role::Operator), vec![Read, ReadMetrics, Recover]);
+        assert_eq!(table(Role::Producer), vec![Identify, PostEvents]);
+        assert_eq!(table(Role::Reader), vec![Identify, Read, ReadMetrics]);
+        assert_eq!(table(Role::Operator), vec![Identify, Read, ReadMetrics, Recover]);
         assert_eq!(table(Role::Admin), all.to_vec());
+        assert_eq!(table(Role::Portal), vec![Identify, Read, Recover, ManageSubscriptions]);
         for r in Role::ALL {
             assert_eq!(Role::parse(r.as_str()), Some(r));
         }
         assert_eq!(Role::parse("Admin"), None);
+        assert_eq!(Role::parse("portal"), None, "no key holds the portal's role");
+        let names: Vec<&str> = all.iter().map(|a| a.as_str()).collect();
+        assert_eq!(names.len(), names.iter().collect::<std::collections::HashSet<_>>().len());
     }
 
     #[test]
@@ -198,5 +267,19 @@ mod tests {
         assert!(Role::Operator.may_grant(Role::Operator));
         assert!(!Role::Operator.may_grant(Role::Admin));
         assert!(!Role::Reader.may_grant(Role::Producer));
+        assert!(!Role::Admin.may_grant(Role::Portal) && !Role::Portal.may_grant(Role::Portal));
+    }
+
+    #[test]
+    fn a_portal_caller_acts_within_its_tenant_and_never_on_keys_metrics_or_events() {
+        use Action::*;
+        let portal = caller(Role::Portal, Some("acme"));
+        assert_eq!(portal.actions(), vec![Identify, Read, Recover, ManageSubscriptions]);
+        for a in [PostEvents, ReadMetrics, ManageKeys, Rebuild] {
+            assert_eq!(portal.may(a), Err(Denied::Portal), "{a:?}");
+        }
+        assert_eq!(caller(Role::Portal, None).may(Read), Err(Denied::Global), "an unbound portal may do nothing");
+        assert!(serde_json::from_str::<Role>("\"portal\"").is_err(), "never read from a store");
+        assert_eq!(caller(Role::Reader, Some("acme")).actions(), vec![Identify, Read]);
     }
 }

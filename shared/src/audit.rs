@@ -98,11 +98,17 @@ pub enum Action {
     /// `key.revoked`.
     #[serde(rename = "key.revoked")]
     KeyRevoked,
+    /// `portal_link.created`: a portal link for one tenant (never its token).
+    #[serde(rename = "portal_link.created")]
+    PortalLinkCreated,
+    /// `subscription.test_sent`: a test event sent to one subscription.
+    #[serde(rename = "subscription.test_sent")]
+    SubscriptionTestSent,
 }
 
 impl Action {
     /// Every action, in the order the docs list them.
-    pub const ALL: [Action; 20] = [
+    pub const ALL: [Action; 22] = [
         Action::SubscriptionCreated,
         Action::SubscriptionUpdated,
         Action::SubscriptionDeleted,
@@ -123,6 +129,8 @@ impl Action {
         Action::KeyCreated,
         Action::KeyRotated,
         Action::KeyRevoked,
+        Action::PortalLinkCreated,
+        Action::SubscriptionTestSent,
     ];
 
     /// The one spelling (`subscription.created`, …).
@@ -148,6 +156,8 @@ impl Action {
             Action::KeyCreated => "key.created",
             Action::KeyRotated => "key.rotated",
             Action::KeyRevoked => "key.revoked",
+            Action::PortalLinkCreated => "portal_link.created",
+            Action::SubscriptionTestSent => "subscription.test_sent",
         }
     }
 }

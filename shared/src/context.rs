@@ -59,6 +59,8 @@ pub struct Stores {
     pub idempotency: Arc<dyn crate::ports::IdempotencyStore>,
     /// Delivery statistics per subscription, tenant and system ([`crate::stats`]).
     pub stats: Arc<dyn crate::ports::StatsStore>,
+    /// Event types seen at ingest ([`crate::event_types`]).
+    pub event_types: Arc<dyn crate::ports::EventTypeStore>,
 }
 
 /// Settings that are the same for every stage.
@@ -410,6 +412,8 @@ pub struct Hookline {
     /// Delivery statistics counted by this process and not yet stored
     /// ([`crate::stats`], written by [`crate::stage::stats::flush`]).
     pub stats: crate::stats::StatsAggregator,
+    /// The event types this process has recorded ([`crate::event_types`]).
+    pub seen_types: crate::event_types::SeenTypes,
 }
 
 impl Hookline {
@@ -446,6 +450,7 @@ impl Hookline {
             failpoints: Default::default(),
             keyring,
             stats: Default::default(),
+            seen_types: Default::default(),
         }
     }
 }

@@ -47,6 +47,13 @@ pub struct EventRecord {
     /// The envelope as posted (sensitive-named fields redacted), delivered as is.
     #[serde(with = "body_text")]
     pub body: Vec<u8>,
+    /// A test event's one subscription (`POST
+    /// /v1/subscriptions/{id}/test`): routing sends it there and nowhere
+    /// else, whatever the subscription's patterns, and no replay or
+    /// requeue takes it to another ([`crate::routing::check_scope`]).
+    /// `None` for every producer's event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::ids::SubscriptionId>,
 }
 
 impl EventRecord {
@@ -73,6 +80,7 @@ impl EventRecord {
             expires_at: now + retention,
             format: n.format,
             body: n.body,
+            target: None,
         }
     }
 

@@ -652,3 +652,22 @@ pub trait StatsStore: Send + Sync {
         until: DateTime<Utc>,
     ) -> StoreResult<Vec<crate::stats::Point>>;
 }
+
+/// The event types seen at ingest, per tenant and across tenants
+/// ([`crate::event_types`]): one small row per (scope, type), written once
+/// by a conditional insert when a process first sees the pair, listed in
+/// type order for the portal's type picker. No path reads it per event.
+#[async_trait]
+pub trait EventTypeStore: Send + Sync {
+    /// Inserts each row unless its (scope, type) is stored (a stored one
+    /// keeps its `first_seen_at`); `true` where it was new.
+    async fn record(&self, seen: &[crate::event_types::SeenType]) -> StoreResult<Vec<bool>>;
+    /// Up to `limit` types of `scope` in type order, after the type `after`
+    /// (a previous page's `next`).
+    async fn page(
+        &self,
+        scope: &crate::event_types::TypeScope,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<crate::event_types::SeenType>>;
+}

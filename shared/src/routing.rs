@@ -148,6 +148,10 @@ pub enum OutOfScope {
         /// The event's type.
         event_type: String,
     },
+    /// The event is a test event sent to another subscription
+    /// ([`EventRecord::target`]).
+    #[error("the event is a test event of another subscription")]
+    TestOfAnother,
 }
 
 /// The routing decision for one subscription and one event, whatever the
@@ -157,8 +161,13 @@ pub enum OutOfScope {
 /// event's type ([`pattern_matches`]). The one place both routing
 /// ([`in_scope`], [`wants`]) and replays to a named subscription decide it,
 /// so a replay never delivers what routing would not have. A tenant
-/// mismatch is reported before a type mismatch.
+/// mismatch is reported before a type mismatch. A test event
+/// ([`EventRecord::target`]) is in the scope of its one subscription
+/// (tenant rule aside), whatever its patterns, and of no other.
 pub fn check_scope(sub: &Subscription, event: &EventRecord) -> Result<(), OutOfScope> {
+    if event.target.as_ref().is_some_and(|t| t != &sub.id) {
+        return Err(OutOfScope::TestOfAnother);
+    }
     if let Some(t) = &sub.tenant_id {
         if event.tenant_id.as_ref() != Some(t) {
             return Err(OutOfScope::OtherTenant {
@@ -167,7 +176,7 @@ pub fn check_scope(sub: &Subscription, event: &EventRecord) -> Result<(), OutOfS
             });
         }
     }
-    if !sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type)) {
+    if event.target.is_none() && !sub.event_types.iter().any(|p| pattern_matches(p, &event.event_type)) {
         return Err(OutOfScope::TypeNotMatched { event_type: event.event_type.clone() });
     }
     Ok(())

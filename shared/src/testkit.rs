@@ -47,5 +47,6 @@ pub fn event(tenant_id: Option<&str>, event_type: &str) -> EventRecord {
         expires_at: at,
         format: crate::envelope::Format::Native,
         body: b"{}".to_vec(),
+        target: None,
     }
 }

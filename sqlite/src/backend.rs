@@ -95,6 +95,7 @@ impl Backend {
             audit: Arc::new(audit::SqliteAudit(db.clone())),
             idempotency: Arc::new(stores::SqliteIdempotency(db.clone())),
             stats: Arc::new(stores::SqliteStats(db.clone())),
+            event_types: Arc::new(stores::SqliteEventTypes(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -296,4 +296,16 @@ CREATE TABLE delivery_stats (
 ) WITHOUT ROWID;
 CREATE INDEX delivery_stats_by_at ON delivery_stats (at);
 "#,
+    // 17: the event types seen at ingest (`shared::event_types`): one row
+    // per (scope, type), inserted once (`INSERT OR IGNORE`), listed by
+    // scope in type order through the primary key; `first_seen_at` in
+    // milliseconds.
+    r#"
+CREATE TABLE event_types (
+    scope TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    first_seen_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, event_type)
+) WITHOUT ROWID;
+"#,
 ];

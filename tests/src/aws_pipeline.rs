@@ -348,7 +348,61 @@ impl AwsPipeline {
     }
 }
 
+impl AwsPipeline {
+    /// One request through API Gateway's console routes (`GET /ui`, `ANY
+    /// /ui/{proxy+}`, no authorizer: no IAM principal is passed on) to the
+    /// api function's handler, as an API Gateway v2 event; `authorization`
+    /// is the `Authorization` header, if any. Returns the status, the
+    /// content type and the body as text.
+    pub async fn gateway_console(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> (u16, String, String) {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let mut headers = serde_json::Map::from_iter([("content-type".to_string(), json!("application/json"))]);
+        if let Some(a) = authorization {
+            headers.insert("authorization".to_string(), json!(a));
+        }
+        let route = if path == "/ui" { "GET /ui".to_string() } else { "ANY /ui/{proxy+}".to_string() };
+        let req = json!({
+            "version": "2.0",
+            "routeKey": route,
+            "rawPath": path,
+            "rawQueryString": query,
+            "headers": headers,
+            "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
+                               "accountId": "123456789012", "apiId": "api", "stage": "$default", "requestId": "r", "domainName": "localhost", "time": "", "timeEpoch": 0},
+            "body": body.map(|b| String::from_utf8_lossy(b).into_owned()),
+            "isBase64Encoded": false,
+        });
+        let req = serde_json::from_value(req).expect("an API Gateway v2 request");
+        let api = self.api.clone();
+        self.stats.record_api_gateway();
+        let started = std::time::Instant::now();
+        let res =
+            tokio::spawn(crate::iam::as_function("ApiFunction", async move { lambda::http(&api, req).await })).await;
+        self.stats.record_invocation("ApiFunction", 1, started.elapsed(), res.is_err());
+        let Ok(res) = res else { return (500, String::new(), String::new()) };
+        let content_type = res.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let text = match res.body {
+            Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
+            Some(hookline_aws::lambda::events::encodings::Body::Binary(b)) => String::from_utf8_lossy(&b).into_owned(),
+            _ => String::new(),
+        };
+        (res.status_code as u16, content_type, text)
+    }
+}
+
 impl crate::pipeline::Pipeline for AwsPipeline {
+    async fn call_console(&self, token: &str, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        let bearer = format!("Bearer {token}");
+        let (status, _, text) = self.gateway_console(method, &format!("/ui/api{path}"), Some(&bearer), body).await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     async fn credential(&self, role: shared::access::Role, tenant: Option<&str>) -> crate::pipeline::Credential {
         let name = crate::pipeline::unique_name(role.as_str());
         let principal = format!("arn:aws:iam::123456789012:user/{name}");

@@ -445,6 +445,7 @@ impl Created {
             api_keys_table: table("ApiKeysTable"),
             idempotency_table: Some(table("IdempotencyTable")),
             stats_table: table("StatsTable"),
+            event_types_table: table("EventTypesTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

@@ -9,7 +9,9 @@
 //! cannot go unchecked. An admin of no tenant creates tenant B's
 //! subscription (with a custom header and its callback URL), event, dead
 //! letter, job and audit records; keys of tenant A, of every role, then
-//! try every route against them. Each answer must be a `403` or a `404`
+//! try every route against them, and so does a portal token of tenant A
+//! (through the console's `/ui/api`; expired and forged ones are `401` on
+//! every route). Each answer must be a `403` or a `404`
 //! (or, for a listing A may make, hold nothing of B), never carry anything
 //! of B (ids, URL, header value, tenant name, event body), and nothing may
 //! be written: B's records unchanged, no audit record or queued message
@@ -264,6 +266,16 @@ fn attacks(route: &Route, b: &OfB, a_event: &EventId) -> Vec<Attack> {
         ],
         ("GET", "/v1/keys/{key}") | ("DELETE", "/v1/keys/{key}") => vec![attack(path, None, Value::Null, Refused)],
         ("POST", "/v1/keys/{key}/rotate") => vec![attack(path, None, json!({}), Refused)],
+        ("POST", "/v1/portal-links") => vec![attack(path, None, json!({"tenant_id": B}), Refused)],
+        ("GET", "/v1/me") => vec![attack(path, None, Value::Null, Clean)],
+        ("GET", "/v1/event-types") => vec![
+            attack(path.clone(), Some(&format!("tenant_id={B}")), Value::Null, Refused),
+            attack(path, None, Value::Null, Clean),
+        ],
+        ("POST", "/v1/subscriptions/{subscription}/test") => vec![
+            attack(path.clone(), None, Value::Null, Refused),
+            attack(path, None, json!({"event_type": "order.created", "data": {"m": "x"}}), Refused),
+        ],
         (m, p) => panic!("no isolation case for {m} {p}: add its attacks to tests/src/isolation.rs"),
     }
 }
@@ -420,6 +432,81 @@ pub async fn no_tenant_reaches_another_on_any_route(rig: &Rig) -> (usize, usize)
             }
         }
     }
+    // A's portal token, through the console's copy of the API (`/ui/api`):
+    // the same attacks, the same answers; and what the portal role may not
+    // do (keys, portal links, metrics, events, rebuilds) is a 403.
+    let (token, grant) = shared::portal::mint(
+        &api.hookline().keyring,
+        &TenantId::new(A),
+        chrono::Utc::now() + chrono::Duration::hours(1),
+    );
+    for route in routes::ROUTES {
+        for atk in attacks(route, &b, &a_event) {
+            let path = format!("/ui/api{}", atk.path);
+            let res = call(&api, &token, route.method, &path, atk.query.as_deref(), &atk.body).await;
+            cases += 1;
+            let what = format!(
+                "A's portal: {} {path}?{} {} -> {} {}",
+                route.method,
+                atk.query.as_deref().unwrap_or(""),
+                String::from_utf8_lossy(&atk.body),
+                res.status,
+                String::from_utf8_lossy(&res.body)
+            );
+            let body = String::from_utf8_lossy(&res.body);
+            for m in &marks {
+                assert!(!body.contains(m.as_str()), "B's {m:?} in the answer to {what}");
+            }
+            match atk.expect {
+                Expect::Refused | Expect::BatchRefused => assert!(matches!(res.status, 403 | 404), "{what}"),
+                Expect::Clean => assert!(res.status < 500 && res.status != 401, "{what}"),
+            }
+            if route.action.is_some_and(|a| !Role::Portal.allows(a)) {
+                assert_eq!(res.status, 403, "{what}");
+            }
+        }
+    }
+    // Forged and expired portal tokens are a 401 on every route that reads
+    // a credential, whatever it names.
+    let (expired, _) = shared::portal::mint(
+        &api.hookline().keyring,
+        &TenantId::new(A),
+        chrono::Utc::now() - chrono::Duration::seconds(1),
+    );
+    let forged = shared::portal::mint(
+        &shared::keyring::Keyring::ephemeral(),
+        &TenantId::new(A),
+        chrono::Utc::now() + chrono::Duration::hours(1),
+    )
+    .0;
+    for route in routes::ROUTES.iter().filter(|r| r.action.is_some()) {
+        let path = format!("/ui/api{}", path_of(route, &b));
+        for (bad, why) in [(&expired, "expired"), (&forged, "invalid")] {
+            let res = call(&api, bad, route.method, &path, None, b"{}").await;
+            let v = res.body_json();
+            assert_eq!(
+                (res.status, v["error"]["message"].as_str()),
+                (
+                    401,
+                    Some(
+                        format!("the portal token {}", if why == "expired" { "has expired" } else { "is invalid" })
+                            .as_str()
+                    )
+                ),
+                "{why} token: {} {path}: {v}",
+                route.method
+            );
+            cases += 1;
+        }
+    }
+    let page = rig
+        .stores
+        .audit
+        .page(&AuditFilter { actor: Some(grant.actor()), ..AuditFilter::default() }, 10, None)
+        .await
+        .unwrap();
+    assert!(page.items.is_empty(), "A's portal left audit records: {:?}", page.items);
+
     // Nothing written: B's records as they were, no audit record by A's
     // keys, nothing queued.
     assert_eq!(snapshot(rig, &b).await, before, "B's records changed");
@@ -482,9 +569,9 @@ pub async fn no_role_does_more_than_it_may(rig: &Rig) -> usize {
             checked += 1;
         }
         // The three rules the issue names, read off the table.
-        let reader_writes = !matches!(action, Action::Read | Action::ReadMetrics);
+        let reader_writes = !matches!(action, Action::Read | Action::ReadMetrics | Action::Identify);
         assert_eq!(!Role::Reader.allows(action), reader_writes, "{} {}", route.method, route.path);
-        assert_eq!(Role::Producer.allows(action), action == Action::PostEvents);
+        assert_eq!(Role::Producer.allows(action), matches!(action, Action::PostEvents | Action::Identify));
         if action == Action::ManageSubscriptions {
             assert!(!Role::Operator.allows(action));
         }

@@ -62,6 +62,7 @@ pub mod lambda_driver;
 pub mod lane_scenarios;
 pub mod metering;
 pub mod pipeline;
+pub mod portal_scenarios;
 pub mod router_scenarios;
 pub mod scenarios;
 pub mod stages;
@@ -188,6 +189,11 @@ macro_rules! both_backend_suites {
         /// (`hookline_tests::error_code_scenarios`).
         mod error_codes {
             $crate::error_code_scenario_tests!($backend);
+        }
+        /// Portal links, `/v1/me`, test events, event types
+        /// (`hookline_tests::portal_scenarios`).
+        mod portal {
+            $crate::portal_scenario_tests!($backend);
         }
     };
 }

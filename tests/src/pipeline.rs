@@ -44,6 +44,18 @@ pub trait Pipeline: Sync {
         headers: &[(&str, &str)],
     ) -> impl Future<Output = (u16, Value)> + Send;
 
+    /// Calls the console's copy of the API (`/ui/api{path}`) with
+    /// `Authorization: Bearer <token>` (a portal token or a key) and no
+    /// other credential: on AWS, API Gateway's console route has no IAM
+    /// authorizer, so no principal is passed on.
+    fn call_console(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> impl Future<Output = (u16, Value)> + Send;
+
     /// Calls the HTTP API (authenticated as the backend expects) with extra
     /// request headers `(name, value)`; returns status, JSON body (`Null`
     /// when not JSON) and the response headers (lower-case names).

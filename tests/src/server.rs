@@ -334,6 +334,10 @@ impl crate::pipeline::Pipeline for Server {
         self.request_full(method, path, body, Some(&self.key), headers).await
     }
 
+    async fn call_console(&self, token: &str, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        self.request(method, &format!("/ui/api{path}"), body, Some(token), &[]).await
+    }
+
     async fn logs(&self) -> String {
         std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default()
     }

@@ -71,6 +71,12 @@ pub enum AuditAction {
     /// An API key or grant was revoked.
     #[serde(rename = "key.revoked")]
     KeyRevoked,
+    /// A portal link was created for a tenant.
+    #[serde(rename = "portal_link.created")]
+    PortalLinkCreated,
+    /// A test event was sent to one subscription.
+    #[serde(rename = "subscription.test_sent")]
+    SubscriptionTestSent,
 }
 
 /// The filters of `GET /v1/audit` (newest first by `at`).

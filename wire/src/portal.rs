@@ -30,3 +30,120 @@ pub struct PortalLink {
     /// When it stops working.
     pub expires_at: DateTime<Utc>,
 }
+
+/// The role of a caller (`GET /v1/me`): a key's role, or `portal` for a
+/// portal link's token (which no key can hold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallerRole {
+    /// Posts events; reads nothing.
+    Producer,
+    /// Reads; changes nothing.
+    Reader,
+    /// Reads and recovers.
+    Operator,
+    /// Everything.
+    Admin,
+    /// One tenant's subscriber portal.
+    Portal,
+}
+
+/// What a caller may do, as `GET /v1/me` lists it (the access check's
+/// actions: each route of the API performs exactly one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// `GET /v1/me`.
+    Identify,
+    /// `POST /v1/events`, `/v1/events/batch`.
+    PostEvents,
+    /// Every listing and read of its tenant's (or every) resource.
+    Read,
+    /// `GET /metrics` (unbound keys only).
+    ReadMetrics,
+    /// Requeue, skip, replay, lane skip, re-run a verification.
+    Recover,
+    /// Create, change, pause, delete subscriptions; rotate secrets; send
+    /// test events.
+    ManageSubscriptions,
+    /// Keys and portal links.
+    ManageKeys,
+    /// Rebuild indexes (unbound keys only).
+    Rebuild,
+}
+
+/// `GET /v1/me`: who the caller is, so a console shows only what its
+/// credential may do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"actor": "portal:acme:9f86d081884c7d65", "role": "portal", "tenant_id": "acme",
+    "permissions": ["identify", "read", "recover", "manage_subscriptions"], "expires_at": "2026-11-29T03:00:00Z"}))]
+pub struct Me {
+    /// As the audit trail records it (`key:<name>`, an IAM ARN,
+    /// `portal:<tenant>:<link id>`).
+    pub actor: String,
+    /// Its role.
+    pub role: CallerRole,
+    /// The one tenant it sees; `null`: every tenant.
+    pub tenant_id: Option<String>,
+    /// What it may do.
+    pub permissions: Vec<Permission>,
+    /// When the credential stops working, for a portal token; `null`
+    /// otherwise.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/subscriptions/{subscription}/test` (an empty body is `{}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendTestEvent {
+    /// The event's type (default `hookline.test`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// The event's `data` (default `{"test": true}`): any JSON value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
+}
+
+/// The answer of `POST /v1/subscriptions/{subscription}/test`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TestEventSent {
+    /// The test event's id: follow it at `GET /v1/events/{event}/deliveries`.
+    pub event_id: String,
+    /// The subscription it goes to (and no other).
+    pub subscription_id: String,
+    /// Its type.
+    pub event_type: String,
+}
+
+/// The filters of `GET /v1/event-types`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventTypeQuery {
+    /// The tenant whose types to list (a tenant-bound caller: its own,
+    /// whether named or not); absent for an unbound caller: the types seen
+    /// across every tenant (and events without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    /// Items per page, 1 to 1000 (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`, with the same `tenant_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// One event type seen at ingest (`GET /v1/event-types`), in type order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"event_type": "order.created", "tenant_id": "acme", "first_seen_at": "2026-11-28T09:00:00Z"}))]
+pub struct EventType {
+    /// The type.
+    pub event_type: String,
+    /// The tenant it was seen for; `null` in the listing across tenants.
+    pub tenant_id: Option<String>,
+    /// About when it was first seen (by the first process that recorded
+    /// it).
+    pub first_seen_at: DateTime<Utc>,
+}

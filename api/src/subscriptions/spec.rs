@@ -177,12 +177,40 @@ fn rotate_secret() {}
 )]
 fn skip_lane() {}
 
+/// `POST /v1/subscriptions/{subscription}/test`.
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{subscription}/test",
+    tag = "subscriptions",
+    summary = "Send a test event",
+    description = "Stores one event of `event_type` (default `hookline.test`) with `data` (default \
+        `{\"test\": true}`) in the subscription's tenant and delivers it to this subscription only (no other \
+        receives it, whatever its patterns), signed and retried like any event. Follow it at \
+        `GET /v1/events/{event}/deliveries`. Audited (`subscription.test_sent`).",
+    params(("subscription" = String, Path, description = "The subscription's id (`sub_…`).")),
+    request_body(content = hookline_wire::portal::SendTestEvent, example = json!({"event_type": "order.created", "data": {"id": 7}})),
+    responses(
+        (status = 202, description = "Stored; its delivery follows.", body = hookline_wire::portal::TestEventSent,
+            example = json!({"event_id": "evt_0193a1b2c3d4e5f6a7b8c9d0e1f2a3b4", "subscription_id": "sub_1",
+                "event_type": "order.created"})),
+        (status = 400, description = "Could not be parsed: `unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 409, description = "`conflict`: the subscription is paused or not verified.", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the event would be larger than the body limit.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `event_type` not a valid type, or a reserved `hookline.` \
+            type other than `hookline.test`.", body = ErrorBody),
+    ),
+    security(("bearer" = []), ("sigv4" = []))
+)]
+#[allow(dead_code)]
+fn send_test_event() {}
+
 /// This module's part of the OpenAPI document ([`crate::openapi`]): its
 /// routes' paths and the wire types they use.
 pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
     #[derive(utoipa::OpenApi)]
     #[openapi(
-        paths(create, reindex, list, get, patch, delete, verify, rotate_secret, skip_lane),
+        paths(create, reindex, list, get, patch, delete, verify, rotate_secret, skip_lane, send_test_event),
         components(schemas(
             CreateSubscription,
             PatchSubscription,
@@ -203,6 +231,8 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
             ReindexRequest,
             ReindexAnswer,
             Page<Subscription>,
+            hookline_wire::portal::SendTestEvent,
+            hookline_wire::portal::TestEventSent,
         )),
         tags((name = "subscriptions", description = "Who receives which events, where, and how they are signed."))
     )]

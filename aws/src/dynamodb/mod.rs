@@ -9,6 +9,7 @@
 
 mod api_keys;
 mod dead_letters;
+mod event_types;
 mod events;
 mod idempotency;
 mod jobs;
@@ -18,6 +19,7 @@ mod subscriptions;
 
 pub use api_keys::DynamoApiKeys;
 pub use dead_letters::{DynamoDeadLetters, DEAD_LETTER_QUERIES_PER_PAGE};
+pub use event_types::DynamoEventTypes;
 pub use events::{DynamoEvents, MAX_SEARCH_QUERIES};
 pub use idempotency::{DynamoIdempotency, IdempotencyNotConfigured};
 pub use jobs::DynamoJobs;

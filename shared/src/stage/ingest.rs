@@ -137,6 +137,49 @@ async fn ingest_one(
     }
     let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
     h.failpoints.hit("ingest.after_insert");
+    if !operational {
+        record_types(h, std::slice::from_ref(&record)).await;
+    }
+    Ok(count(h, &record, inserted[0]))
+}
+
+/// The type of a test event when its sender names none.
+pub const TEST_EVENT_TYPE: &str = "hookline.test";
+
+/// Accepts a test event for `sub` (`POST /v1/subscriptions/{id}/test`): a
+/// native envelope of `event_type` (a producer's type, or
+/// [`TEST_EVENT_TYPE`]) with `data`, in the subscription's tenant, from
+/// producer `hookline.test`, stored like any event but with `sub` as its
+/// one target ([`EventRecord::target`]): routing sends it to that
+/// subscription only, through the usual sagas, signing and retries. Its
+/// type is not recorded as seen.
+///
+/// # Errors
+///
+/// [`IngestError`]: a bad type, an envelope past the size limit, or the
+/// store.
+pub async fn ingest_test(
+    h: &Hookline,
+    sub: &crate::subscription::Subscription,
+    event_type: &str,
+    data: serde_json::Value,
+) -> Result<Accepted, IngestError> {
+    let mut envelope = serde_json::json!({"type": event_type, "producer": "hookline.test", "data": data});
+    if let Some(t) = &sub.tenant_id {
+        envelope["tenant_id"] = serde_json::Value::String(t.as_str().to_string());
+    }
+    let raw = serde_json::to_vec(&envelope).expect("json serializes");
+    check_size(h, &raw)?;
+    let normalized = envelope::normalize(&raw, Some(Format::Native)).and_then(|n| {
+        if n.event_type == TEST_EVENT_TYPE {
+            Ok(n)
+        } else {
+            check_not_operational(&n).map(|()| n)
+        }
+    })?;
+    let mut record = EventRecord::from_normalized(normalized, Utc::now(), h.config.retention);
+    record.target = Some(sub.id.clone());
+    let inserted = h.stores.events.insert(std::slice::from_ref(&record)).await?;
     Ok(count(h, &record, inserted[0]))
 }
 
@@ -198,6 +241,7 @@ pub async fn ingest_batch(
         }
     }
     let inserted = if records.is_empty() { vec![] } else { h.stores.events.insert(&records).await? };
+    record_types(h, &records).await;
     let mut stored = records.into_iter().zip(inserted);
     Ok(results
         .into_iter()
@@ -208,4 +252,21 @@ pub async fn ingest_batch(
             })
         })
         .collect())
+}
+
+/// Records the types of `events` (just accepted) that this process has not
+/// recorded yet ([`crate::event_types`]): one conditional insert per new
+/// (scope, type), nothing otherwise. A store failure is logged and
+/// forgotten (the pair is tried again when seen again): the events are
+/// stored whatever happens here.
+async fn record_types(h: &Hookline, events: &[EventRecord]) {
+    let now = Utc::now();
+    let rows = h.seen_types.unseen(events.iter().flat_map(|e| crate::event_types::rows_of(e, now)).collect());
+    if rows.is_empty() {
+        return;
+    }
+    match h.stores.event_types.record(&rows).await {
+        Ok(_) => h.seen_types.remember(&rows),
+        Err(e) => tracing::warn!(error = %e, types = rows.len(), "event types not recorded; retried when seen again"),
+    }
 }

@@ -3,6 +3,7 @@
 
 mod api_keys;
 mod dead_letters;
+mod event_types;
 mod events;
 mod idempotency;
 mod jobs;
@@ -12,6 +13,7 @@ mod subscriptions;
 
 pub use api_keys::SqliteApiKeys;
 pub use dead_letters::SqliteDeadLetters;
+pub use event_types::SqliteEventTypes;
 pub use events::SqliteEvents;
 pub use idempotency::SqliteIdempotency;
 pub use jobs::{SqliteJobs, SqliteSettings, DATA_KEY_SETTING};

@@ -11,6 +11,7 @@
 //! which expands it once per case.
 
 mod api_keys;
+mod event_types;
 mod idempotency;
 mod queues;
 mod records;
@@ -19,6 +20,7 @@ mod stats;
 mod stores;
 
 pub use api_keys::*;
+pub use event_types::*;
 pub use idempotency::*;
 pub use queues::*;
 pub use records::*;
@@ -99,5 +101,8 @@ macro_rules! for_each_conformance_case {
         $m!(stats_minutes_and_hours_add_up);
         $m!(stats_two_writers_add_to_one_minute);
         $m!(stats_concurrent_adds_sum_up);
+        $m!(event_types_are_recorded_once_and_listed_per_scope);
+        $m!(event_types_racing_writers_insert_once);
+        $m!(a_test_events_target_round_trips);
     };
 }

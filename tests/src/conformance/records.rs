@@ -27,6 +27,9 @@ pub fn event(id: &str, event_type: &str) -> EventRecord {
         format: Format::Native,
         body: format!(r#"{{"id":"{id}","type":"{event_type}","data":{{"n":1,"s":"é\"q"}}}}"#).into_bytes(),
         partition_seq: None,
+        // A test event's target changes where it is routed: the
+        // conformance of event types checks its round trip on its own.
+        target: None,
     }
 }
 

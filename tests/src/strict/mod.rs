@@ -20,7 +20,10 @@
 //!   Developer Guide, "Constraints in Amazon DynamoDB" › Expression parameters.
 //! - D4 a partition key value of 0 or over 2,048 bytes, a sort key value of 0
 //!   or over 1,024 bytes (tables and indexes): "Constraints" › Partition keys
-//!   and sort keys.
+//!   and sort keys. Also where a request only names a key: a `Query`'s
+//!   `ExclusiveStartKey`, and each value its `KeyConditionExpression`
+//!   compares with a key attribute (a page's `sort > :after`), which moto
+//!   takes at any length.
 //! - D5 an item over 400 KB (names plus values): "Constraints" › Items.
 //! - D6 `TransactWriteItems` over 100 actions, over 4 MB, or two actions on
 //!   one item; `BatchWriteItem` over 25 requests; `BatchGetItem` over 100
@@ -100,7 +103,7 @@ use serde_json::{Map, Value};
 mod ttl;
 
 use crate::iam::{self, Roles};
-use crate::metering::{table_schemas, value_size, Projection, TableSchema};
+use crate::metering::{table_schemas, value_size, TableSchema};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -377,6 +380,10 @@ impl Strict {
                 }
                 if op == "Query" {
                     self.query_keys(table, req, &mut out);
+                    self.key_condition_sizes(table, req, &mut out);
+                }
+                if req.get("ExclusiveStartKey").is_some_and(Value::is_object) {
+                    self.key(table, &req["ExclusiveStartKey"], &mut out);
                 }
             }
             "TransactWriteItems" => {
@@ -431,88 +438,6 @@ impl Strict {
             _ => {}
         }
         out
-    }
-
-    /// D8 on a `Query` of index `index` of `table`.
-    fn index_query(&self, table: &str, index: &str, req: &Value, out: &mut Vec<String>) {
-        let Some(schema) = self.schema(table) else { return };
-        let Some(ix) = schema.indexes.iter().find(|i| i.name == index) else {
-            out.push(format!("D8 Query of {table} names index {index}, which the template does not declare"));
-            return;
-        };
-        let projected = |a: &str| {
-            ix.key.iter().chain(&schema.key).any(|k| k == a)
-                || match &ix.projection {
-                    Projection::All => true,
-                    Projection::KeysOnly => false,
-                    Projection::Include(attrs) => attrs.iter().any(|k| k == a),
-                }
-        };
-        let names = |field: &str| attribute_names(req[field].as_str().unwrap_or(""), &req["ExpressionAttributeNames"]);
-        for a in names("KeyConditionExpression") {
-            if !ix.key.contains(&a) {
-                out.push(format!("D8 KeyConditionExpression on index {index} of {table} names {a}, not a key of it"));
-            }
-        }
-        for a in names("FilterExpression") {
-            if ix.key.contains(&a) {
-                out.push(format!("D8 FilterExpression on index {index} of {table} names its key {a}"));
-            } else if !projected(&a) {
-                out.push(format!(
-                    "D8 FilterExpression on index {index} of {table} names {a}, which it does not project"
-                ));
-            }
-        }
-        for a in names("ProjectionExpression") {
-            if !projected(&a) {
-                out.push(format!(
-                    "D8 ProjectionExpression on index {index} of {table} names {a}, which it does not project"
-                ));
-            }
-        }
-    }
-
-    /// D9 on a `Query`: the key condition on the queried key's
-    /// attributes only (and `BETWEEN` bounds in order), the filter on none.
-    fn query_keys(&self, table: &str, req: &Value, out: &mut Vec<String>) {
-        let Some(schema) = self.schema(table) else { return };
-        let key: &[String] = match req["IndexName"].as_str() {
-            None => &schema.key,
-            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
-                Some(i) => &i.key,
-                None => return,
-            },
-        };
-        let attributes = |expr: &str| attribute_names(expr, &req["ExpressionAttributeNames"]);
-        if let Some(kc) = req["KeyConditionExpression"].as_str() {
-            for a in attributes(kc) {
-                if !key.contains(&a) {
-                    out.push(format!("D9 Query on {table}: the key condition names {a}, not a key of what is queried"));
-                }
-            }
-            let words: Vec<&str> = kc.split_whitespace().collect();
-            for w in
-                words.windows(4).filter(|w| w[0].eq_ignore_ascii_case("BETWEEN") && w[2].eq_ignore_ascii_case("AND"))
-            {
-                let value = |p: &str| req["ExpressionAttributeValues"][p.trim_end_matches(')')].clone();
-                let (lo, hi) = (value(w[1]), value(w[3]));
-                let out_of_order = match (lo["S"].as_str(), hi["S"].as_str(), lo["N"].as_str(), hi["N"].as_str()) {
-                    (Some(a), Some(b), _, _) => a > b,
-                    (_, _, Some(a), Some(b)) => a.parse::<f64>().ok() > b.parse::<f64>().ok(),
-                    _ => false,
-                };
-                if out_of_order {
-                    out.push(format!("D9 Query on {table}: BETWEEN {lo} AND {hi} has its lower bound above its upper"));
-                }
-            }
-        }
-        if let Some(f) = req["FilterExpression"].as_str() {
-            for a in attributes(f) {
-                if key.contains(&a) {
-                    out.push(format!("D9 Query on {table}: the filter names the key attribute {a}"));
-                }
-            }
-        }
     }
 
     fn key_of_item(&self, table: &str, item: &Value) -> String {
@@ -895,5 +820,6 @@ impl Intercept for Checking {
     }
 }
 
+mod queries;
 #[cfg(test)]
 mod tests;

@@ -195,3 +195,30 @@ fn base64_of(n: usize) -> String {
     };
     format!("{}{tail}", "AAAA".repeat(n / 3))
 }
+
+/// A page's key condition and start key are held to the key limits: moto
+/// takes a sort key bound or an `ExclusiveStartKey` of any length.
+#[test]
+fn key_condition_values_and_start_keys_fit_the_key_limits() {
+    let q = |after: String, start: Option<Value>| {
+        let mut q = json!({"TableName": "p-EventTypesTable", "KeyConditionExpression": "#s = :s AND #t > :a",
+                           "ExpressionAttributeNames": {"#s": "scope", "#t": "event_type"},
+                           "ExpressionAttributeValues": {":s": {"S": "a"}, ":a": {"S": after}}, "Limit": 3});
+        if let Some(k) = start {
+            q["ExclusiveStartKey"] = k;
+        }
+        ddb("Query", q)
+    };
+    assert!(q("order.created".into(), None).is_empty());
+    let v = q("x".repeat(1025), None);
+    assert!(v.iter().any(|m| m.starts_with("D4") && m.contains("sort key event_type")), "{v:?}");
+    let v = q("x".into(), Some(json!({"scope": {"S": "s".repeat(2049)}, "event_type": {"S": "t"}})));
+    assert!(v.iter().any(|m| m.starts_with("D4 partition key scope")), "{v:?}");
+    let v = ddb(
+        "Query",
+        json!({"TableName": "p-AuditTable", "IndexName": "by_actor", "KeyConditionExpression": "#k = :k AND begins_with(#p, :p)",
+               "ExpressionAttributeNames": {"#k": "actor", "#p": "pos"},
+               "ExpressionAttributeValues": {":k": {"S": "a"}, ":p": {"S": "p".repeat(1025)}}}),
+    );
+    assert!(v.iter().any(|m| m.contains("sort key pos")), "{v:?}");
+}

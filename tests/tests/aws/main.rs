@@ -6,6 +6,7 @@
 //! `hookline_tests` and run here and in `tests/tests/serve` alike.
 
 mod cli_ops;
+mod console;
 mod crash;
 mod e2e;
 mod input;

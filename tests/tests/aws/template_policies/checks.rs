@@ -550,7 +550,7 @@ pub(super) fn api_events_yaml(routes: &BTreeSet<(String, String, String, &'stati
             continue;
         }
         let name: String = std::iter::once(method.as_str())
-            .chain(path.split(['/', '{', '}', '-', '.', '_']))
+            .chain(path.split(['/', '{', '}', '-', '.', '_', '+']))
             .filter(|w| !w.is_empty())
             .map(|w| {
                 let w = w.to_lowercase();

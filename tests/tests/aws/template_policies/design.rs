@@ -72,6 +72,8 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["OrderTable"]);
     // POST /v1/events authenticates its caller: the grant of its principal.
     grant(&mut g, &["dynamodb:GetItem"], &["ApiKeysTable"]);
+    // The event types seen: one conditional put per new (scope, type).
+    grant(&mut g, &["dynamodb:PutItem"], &["EventTypesTable"]);
     m.insert("IngestFunction", g);
 
     // router: reads the Events stream and Subscriptions; writes Sagas
@@ -259,6 +261,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["IdempotencyTable"]);
     // The stats routes: one series' range of points (Query of one partition).
     grant(&mut g, &["dynamodb:Query"], &["StatsTable"]);
+    // GET /v1/event-types (Query on one scope); the console's
+    // /ui/api/v1/events ingests here too (conditional puts).
+    grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query"], &["EventTypesTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
@@ -370,6 +375,9 @@ pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
         }
     }
     let mut out = BTreeSet::new();
+    for (method, path) in CONSOLE_ROUTES {
+        out.insert((method.to_string(), path.to_string(), "ApiFunction".to_string(), "NONE"));
+    }
     for ((method, path), auth) in operations {
         let function =
             if method == "POST" && INGEST_PATHS.contains(&path.as_str()) { "IngestFunction" } else { "ApiFunction" };
@@ -380,6 +388,12 @@ pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
 }
 
 use hookline_api::openapi::SIGV4;
+
+/// The console's routes (api/src/console.rs), besides the document's: its
+/// files and the API again under `/ui/api`, where the API checks bearer
+/// credentials itself (a browser cannot sign requests), so API Gateway
+/// authorizes nothing there.
+pub(super) const CONSOLE_ROUTES: &[(&str, &str)] = &[("GET", "/ui"), ("ANY", "/ui/{proxy+}")];
 
 /// The paths whose `POST` the ingest function answers.
 pub(super) const INGEST_PATHS: &[&str] = &["/v1/events", "/v1/events/batch"];
@@ -400,6 +414,7 @@ pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
     ("DEAD_LETTERS_TABLE", "DeadLettersTable"),
     ("JOBS_TABLE", "JobsTable"),
     ("STATS_TABLE", "StatsTable"),
+    ("EVENT_TYPES_TABLE", "EventTypesTable"),
     ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
     ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
     ("RETRIES_QUEUE_URL", "RetriesQueue"),

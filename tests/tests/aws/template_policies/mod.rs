@@ -136,6 +136,39 @@ fn api_routes_drifting_from_the_openapi_document_are_caught() {
     );
 }
 
+/// The console's routes are exactly `GET /ui` and `ANY /ui/{proxy+}`
+/// without the IAM authorizer (the API checks bearer credentials there):
+/// one missing, one behind IAM, or another open route beside them is
+/// caught.
+#[test]
+fn console_routes_are_exactly_the_two_open_ones() {
+    fn api_events(t: &mut Value) -> &mut serde_yaml::Mapping {
+        t["Resources"]["ApiFunction"]["Properties"]["Events"].as_mapping_mut().expect("ApiFunction events")
+    }
+    broken_by(
+        |t| {
+            api_events(t).remove("GetUi");
+        },
+        "missing route (\"GET\", \"/ui\", \"ApiFunction\", \"NONE\")",
+    );
+    broken_by(
+        |t| {
+            let e = &mut api_events(t)["AnyUiProxy"]["Properties"];
+            e.as_mapping_mut().unwrap().remove("Auth");
+        },
+        "(\"ANY\", \"/ui/{proxy+}\", \"ApiFunction\", \"AWS_IAM\")",
+    );
+    broken_by(
+        |t| {
+            api_events(t).insert(
+                "AnyUi2Proxy".into(),
+                yaml("{Type: HttpApi, Properties: {ApiId: !Ref HttpApi, Path: \"/ui2/{proxy+}\", Method: ANY, Auth: {Authorizer: NONE}}}"),
+            );
+        },
+        "(\"ANY\", \"/ui2/{proxy+}\", \"ApiFunction\", \"NONE\")",
+    );
+}
+
 #[test]
 fn router_updating_sagas_is_caught() {
     broken_by(
