@@ -256,9 +256,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Idempotency-Key on creating requests: a key's record read, claimed
     // and answered (conditional puts), released when the answer is not kept.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["IdempotencyTable"]);
-    // GET /v1/event-types (Query on one scope); the console's
-    // /ui/api/v1/events ingests here too (conditional puts).
-    grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query"], &["EventTypesTable"]);
+    // GET /v1/event-types (Query on one scope); it ingests no producer
+    // event, so it records no type.
+    grant(&mut g, &["dynamodb:Query"], &["EventTypesTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
