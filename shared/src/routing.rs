@@ -201,6 +201,25 @@ pub fn lane_for(sub: &Subscription, event: &EventRecord) -> Option<LaneRef> {
 mod operational_tests {
     use super::*;
 
+    /// A test event is in the scope of its target only, whatever the
+    /// patterns (its own or another's), and still by the tenant rule.
+    #[test]
+    fn a_test_event_is_in_its_targets_scope_only() {
+        let mut target = crate::testkit::subscription();
+        target.event_types = vec!["order.*".into()];
+        target.tenant_id = Some(crate::ids::TenantId::new("acme"));
+        let mut other = crate::testkit::subscription();
+        other.event_types = vec!["hookline.*".into(), "*".into()];
+        let mut e = crate::testkit::event(Some("acme"), "hookline.test");
+        assert_eq!(check_scope(&target, &e), Err(OutOfScope::TypeNotMatched { event_type: "hookline.test".into() }));
+        assert!(check_scope(&other, &e).is_ok(), "a producer event of this type would go to `hookline.*`");
+        e.target = Some(target.id.clone());
+        assert_eq!(check_scope(&target, &e), Ok(()));
+        assert_eq!(check_scope(&other, &e), Err(OutOfScope::TestOfAnother));
+        e.tenant_id = Some(crate::ids::TenantId::new("globex"));
+        assert!(matches!(check_scope(&target, &e), Err(OutOfScope::OtherTenant { .. })));
+    }
+
     #[test]
     fn operational_events_go_only_to_patterns_that_name_them() {
         let t = "hookline.subscription.disabled";

@@ -170,6 +170,25 @@ pub async fn a_test_event_reaches_its_one_subscription(p: &mut impl Pipeline) {
     let (_, d) = p.get(&format!("/v1/events/{}/deliveries", sent.event_id)).await;
     assert!(!d.to_string().contains(&other), "{d}");
 
+    // Replayed by id without naming a subscription, it goes to its target
+    // again (routing's rule), and only there.
+    let replay = json!({"reason": "check the endpoint again"}).to_string();
+    let path = format!("/v1/events/{}/replay", sent.event_id);
+    let (st, v) = p.call_console(&token, "POST", &path, Some(replay.as_bytes())).await;
+    assert_eq!((st, v["sagas"].as_array().map(Vec::len)), (202, Some(1)), "{v}");
+    assert_eq!(v["sagas"][0]["subscription_id"], target.as_str(), "{v}");
+    let d = p.settled_deliveries(&sent.event_id, 2, 60).await;
+    assert!(d.iter().all(|s| s["subscription_id"] == target.as_str()), "{d:?}");
+    let (st, v) = p
+        .call_console(
+            &token,
+            "POST",
+            &path,
+            Some(json!({"reason": "r", "subscription_id": other}).to_string().as_bytes()),
+        )
+        .await;
+    assert_eq!((st, v["error"]["code"].as_str()), (422, Some("subscription_not_matching")), "{v}");
+
     let (st, audit) = p.get(&format!("/v1/audit?action=subscription.test_sent&subscription_id={target}")).await;
     assert_eq!((st, audit["items"].as_array().map(Vec::len)), (200, Some(2)), "{audit}");
     assert_eq!(audit["items"][0]["actor"].as_str().map(|a| a.starts_with("portal:")), Some(true), "{audit}");

@@ -129,9 +129,12 @@ async fn replay_targets(
             vec![s]
         }
         None => {
-            // The subscriptions that match it now, found through the index.
-            let mut ids: Vec<SubscriptionId> =
-                store.routes(&routing::route_keys(event)).await?.into_iter().flatten().collect();
+            // The subscriptions that match it now, found through the index;
+            // a test event's one candidate is its target (routing's rule).
+            let mut ids: Vec<SubscriptionId> = match &event.target {
+                Some(target) => vec![target.clone()],
+                None => store.routes(&routing::route_keys(event)).await?.into_iter().flatten().collect(),
+            };
             ids.sort();
             ids.dedup();
             let subs: Vec<_> = store.get_many(&ids).await?.into_iter().flatten().collect();
