@@ -105,7 +105,9 @@ impl Api {
     /// `POST /v1/keys` (`ManageKeys`): `{name, role, tenant_id?,
     /// expires_in_seconds?, principal?}` → 201 with the key and, for a
     /// secret key, its secret (shown this once). A secret key on `hookline
-    /// serve`, a principal grant behind API Gateway.
+    /// serve`; behind API Gateway a principal grant, or (no `principal`) a
+    /// console key: a secret that signs in to the console (`/ui/api`), since
+    /// a browser cannot sign requests with IAM.
     pub(super) async fn create_key(&self, caller: &Caller, req: &Request<'_>) -> ApiResult {
         query::none(req.query)?;
         let body: wire::CreateKey = parse(req.body, false)?;
@@ -132,14 +134,14 @@ impl Api {
                 "principal",
                 "principal grants are for AWS deployments (IAM); hookline serve's keys are secrets: leave principal out",
             )),
-            (None, true) => issues.push(ApiError::invalid(
-                "principal",
-                "on AWS callers sign requests with IAM: give the principal (user or role ARN) this grant is for",
-            )),
             (Some(p), true) => {
                 issues.take(check_principal(p).map_err(|e| ApiError::invalid("principal", format!("principal {e}"))));
             }
-            (None, false) => {}
+            // Behind API Gateway a key without a principal is a console
+            // key: a secret for the console's `/ui/api` (the one route
+            // without the IAM authorizer); the signed `/v1` routes never
+            // read it.
+            (None, _) => {}
         }
         issues.check()?;
         let role = role_of(body.role);
@@ -294,8 +296,9 @@ impl Api {
     path = "/v1/keys",
     tag = "keys",
     summary = "Create a key",
-    description = "A secret key (`hookline serve`; its secret is in this answer only, never again) or, on AWS, a \
-        grant to an IAM principal. A key may create keys of its own role (an admin: any) and, when bound to a \
+    description = "A secret key (its secret is in this answer only, never again) or, on AWS, a grant to an IAM \
+        principal. On AWS a secret key is a console key: it signs in to the console (`/ui/api`), never to the \
+        IAM-signed `/v1` routes. A key may create keys of its own role (an admin: any) and, when bound to a \
         tenant, of its tenant only. Every bad field of the body is reported at once; nothing is written.",
     request_body(content = wire::CreateKey),
     responses(
@@ -314,8 +317,7 @@ impl Api {
         (status = 409, description = "`conflict`: a key with this name exists in the tenant, or the principal \
             already has a grant.", body = ErrorBody),
         (status = 422, description = "Values broke rules; `errors` names each.\n\n`invalid_field`: a bad `name`, \
-            `tenant_id` or `principal`, `expires_in_seconds` out of range, a principal on `hookline serve` or none \
-            on AWS.", body = ErrorBody),
+            `tenant_id` or `principal`, `expires_in_seconds` out of range, a principal on `hookline serve`.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))
 )]

@@ -51,8 +51,10 @@ pub struct CreateKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 316224000)]
     pub expires_in_seconds: Option<i64>,
-    /// AWS only (required there): the IAM user or role ARN this grant is
-    /// for; `hookline serve` makes a secret instead.
+    /// AWS only: the IAM user or role ARN this grant is for. Left out, the
+    /// key is a secret: on `hookline serve` an API key, on AWS a console key
+    /// (it signs in to the console's `/ui/api`, never to the IAM-signed
+    /// `/v1` routes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
 }

@@ -60,3 +60,36 @@ async fn a_portal_token_works_through_the_console_route_only() {
     let (st, v) = p.call_as_principal(&stranger, "GET", "/v1/me", None, &[("authorization", &bearer)]).await;
     assert_eq!(st, 403, "the IAM routes read the principal, never a bearer token: {v}");
 }
+
+/// An operator signs in to the console on AWS with a console key: a secret
+/// key an IAM admin creates (`POST /v1/keys` without `principal`). It is
+/// the caller under `/ui/api` with its role and tenant (a tenant-bound
+/// reader reads its tenant and changes nothing), and no credential at all
+/// on the IAM-signed `/v1` routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_signs_in_to_the_console_with_a_console_key() {
+    let p = AwsPipeline::start("console-key").await;
+    let tenant = unique_name("ops");
+    let (st, key) =
+        p.post("/v1/keys", &json!({"name": unique_name("console"), "role": "reader", "tenant_id": tenant})).await;
+    assert_eq!((st, key.get("principal")), (201, None), "{key}");
+    let secret = key["secret"].as_str().expect("a console key's secret, shown once").to_string();
+    let (st, me) = p.call_console(&secret, "GET", "/v1/me", None).await;
+    assert_eq!(
+        (st, me["role"].as_str(), me["tenant_id"].as_str()),
+        (200, Some("reader"), Some(tenant.as_str())),
+        "{me}"
+    );
+    let (st, list) = p.call_console(&secret, "GET", "/v1/subscriptions", None).await;
+    assert_eq!(st, 200, "{list}");
+    let body = json!({"callback_url": "https://example.com/hook", "event_types": ["x"]}).to_string();
+    let (st, v) = p.call_console(&secret, "POST", "/v1/subscriptions", Some(body.as_bytes())).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (403, Some("forbidden")), "a reader changes nothing: {v}");
+    let (st, v) = p.call_console(&format!("{secret}x"), "GET", "/v1/me", None).await;
+    assert_eq!(st, 401, "a wrong secret: {v}");
+
+    let stranger = format!("arn:aws:iam::123456789012:user/{}", unique_name("stranger"));
+    let bearer = format!("Bearer {secret}");
+    let (st, v) = p.call_as_principal(&stranger, "GET", "/v1/me", None, &[("authorization", &bearer)]).await;
+    assert_eq!(st, 403, "the IAM routes never read a console key: {v}");
+}
