@@ -15,6 +15,7 @@ import * as deadLetters from "./views/dead_letters.js";
 import * as deadLetter from "./views/dead_letter.js";
 import * as replays from "./views/replays.js";
 import * as audit from "./views/audit.js";
+import * as portalLinks from "./views/portal_links.js";
 import { Session } from "./session.js";
 
 const main = document.getElementById("main");
@@ -35,6 +36,7 @@ const ROUTES = [
   { re: /^\/dead-letters\/([^/]+)$/, view: deadLetter, need: "read" },
   { re: /^\/replays$/, view: replays, need: "replays", menu: ["/replays", "Replays"] },
   { re: /^\/audit$/, view: audit, need: "audit", menu: ["/audit", "Audit trail"] },
+  { re: /^\/portal-links$/, view: portalLinks, need: "manage_keys", menu: ["/portal-links", "Portal links"] },
 ];
 let rendering = 0; // the latest render: an older one finishing late is dropped
 

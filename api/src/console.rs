@@ -60,6 +60,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("views/job.js", "text/javascript; charset=utf-8"),
     asset!("views/overview.js", "text/javascript; charset=utf-8"),
     asset!("views/replays.js", "text/javascript; charset=utf-8"),
+    asset!("views/portal_links.js", "text/javascript; charset=utf-8"),
     asset!("views/subscription.js", "text/javascript; charset=utf-8"),
     asset!("views/subscription_form.js", "text/javascript; charset=utf-8"),
     asset!("views/subscriptions.js", "text/javascript; charset=utf-8"),

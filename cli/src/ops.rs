@@ -119,6 +119,10 @@ pub enum OpsCommand {
     /// API keys and (AWS) IAM principal grants: create, list, show, revoke, rotate.
     #[command(subcommand, after_help = examples!("hookline keys create --name ci --role producer --tenant acme"))]
     Keys(keys::Command),
+    /// A signed, expiring link to one tenant's portal in the console (its
+    /// subscriptions, deliveries and dead letters only).
+    #[command(name = "portal-link", after_help = examples!("hookline portal-link --tenant acme --expires-in-seconds 86400"))]
+    PortalLink(keys::PortalLinkArgs),
     /// Show an event and its deliveries (the same as `events show`).
     #[command(hide = true)]
     Inspect(events::ShowArgs),
@@ -134,6 +138,7 @@ pub async fn run(cmd: OpsCommand) -> anyhow::Result<()> {
         OpsCommand::Audit(a) => audit::run(a).await,
         OpsCommand::Jobs(c) => audit::run_jobs(c).await,
         OpsCommand::Keys(c) => keys::run(c).await,
+        OpsCommand::PortalLink(a) => keys::portal_link(a).await,
         OpsCommand::Inspect(a) => events::show(a).await,
     }
 }

@@ -10,7 +10,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from conftest import menu, shot
+from conftest import menu, shot, sign_in
 
 A, B = "portal-tenant-a", "portal-tenant-b"
 
@@ -38,10 +38,22 @@ def tenants(hookline, receiver):
     return out
 
 
-def open_portal(page, hookline, tenant):
-    link = hookline.ok("POST", "/v1/portal-links", {"tenant_id": tenant, "expires_in_seconds": 900})
-    url = link["url"] if link["url"].startswith("http") else hookline.base + link["url"]
-    assert "/ui/#/portal?token=" in url
+def open_portal(page, hookline, tenant, through_console=False):
+    """Opens tenant's portal in `page`: with a link an admin made in the
+    console (its Portal links page), or through the API."""
+    if through_console:
+        sign_in(page, hookline)
+        menu(page, "Portal links")
+        page.get_by_label("Tenant").fill(tenant)
+        page.get_by_label("Expires after").select_option("3600")
+        page.get_by_role("button", name="Create link").click()
+        url = page.get_by_label("Link").input_value()
+        shot(page, "portal-link")
+        link = None
+    else:
+        link = hookline.ok("POST", "/v1/portal-links", {"tenant_id": tenant, "expires_in_seconds": 900})
+        url = link["url"] if link["url"].startswith("http") else hookline.base + link["url"]
+    assert url.startswith(hookline.base + "/ui/#/portal?token="), url
     page.goto(url)
     expect(page.locator("#who")).to_contain_text(f"Portal of {tenant}")
     # The token left the address bar (and the history entry) at once.
@@ -50,7 +62,7 @@ def open_portal(page, hookline, tenant):
 
 
 def test_the_portal_shows_its_tenant_only_and_refuses_the_other_tenant(page, hookline, tenants):
-    open_portal(page, hookline, A)
+    open_portal(page, hookline, A, through_console=True)
     nav = page.get_by_role("navigation", name="Main")
     for hidden in ["Overview", "Replays", "Audit trail"]:
         expect(nav.get_by_role("link", name=hidden, exact=True)).to_have_count(0)

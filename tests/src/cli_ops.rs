@@ -7,6 +7,8 @@
 //! the exit codes (2 invalid input, 3 not found, 4 conflict), colours only
 //! on a terminal; and where the signing keys come from.
 
+mod keys;
+
 use std::sync::Arc;
 
 use crate::aws_pipeline::AwsPipeline;
@@ -14,6 +16,7 @@ use crate::pipeline::Pipeline;
 use crate::server::binary;
 use crate::{Behaviour, Receiver, Server};
 use hookline_api::{Api, Verification};
+pub use keys::{ops_keys, ops_portal_link};
 use serde_json::{json, Value};
 use shared::context::Hookline;
 
@@ -824,59 +827,6 @@ pub async fn ops_bulk_jobs_and_replays<P: OpsTarget>(p: &mut P) {
     lists_bulk_jobs_and_replays(p, &borrow(&owned)).await;
 }
 
-/// `hookline keys`: create (the secret printed once; on AWS a grant for a
-/// principal), list and show without secrets, rotate (a secret key; a
-/// grant has none: 409), revoke; bad input exit 2, a duplicate 4, an
-/// unknown id 3.
-pub async fn ops_keys<P: OpsTarget>(p: &mut P) {
-    let owned = p.ops_env().await;
-    let env = borrow(&owned);
-    let aws = P::OPS_ACTOR.starts_with("arn:");
-    let tenant = crate::pipeline::unique_name("acme");
-    let name = crate::pipeline::unique_name("ci");
-    let principal = format!("arn:aws:iam::123456789012:user/{name}");
-    let mut create = vec!["keys", "create", "--name", &name, "--role", "producer", "--tenant", &tenant];
-    if aws {
-        create.extend(["--principal", &principal]);
-    }
-    let made = hookline(&create, &env);
-    made.ok();
-    let key = made.json();
-    let id = key["id"].as_str().expect("an id").to_string();
-    assert_eq!((key["role"].as_str(), key["tenant_id"].as_str()), (Some("producer"), Some(tenant.as_str())), "{key}");
-    let secret = key["secret"].as_str().map(str::to_string);
-    assert_eq!(secret.is_some(), !aws, "a secret on serve, none for a grant: {key}");
-
-    let again = hookline(&create, &env);
-    assert_eq!(again.code, 4, "a duplicate name: {}", again.err);
-    let bad = hookline(&["keys", "create", "--name", "x", "--role", "root"], &env);
-    assert_eq!(bad.code, 2, "{}", bad.err);
-    assert!(bad.err.contains("role"), "{}", bad.err);
-
-    let listed = listed(&["keys", "list", "--tenant", &tenant], &env, 1).await;
-    assert_eq!(listed[0]["id"], id.as_str(), "{listed:?}");
-    assert!(listed[0].get("secret").is_none(), "{listed:?}");
-    let shown = hookline(&["keys", "show", &id], &env);
-    shown.ok();
-    assert!(shown.json().get("secret").is_none(), "{}", shown.out);
-    if let Some(s) = &secret {
-        assert!(!shown.out.contains(s.as_str()), "never shown again");
-    }
-    assert_eq!(hookline(&["keys", "show", "key_nothing"], &env).code, 3);
-
-    let rotated = hookline(&["keys", "rotate", &id, "--overlap-seconds", "0"], &env);
-    if aws {
-        assert_eq!(rotated.code, 4, "a grant has no secret to rotate: {}", rotated.err);
-    } else {
-        rotated.ok();
-        let new = rotated.json()["secret"].as_str().expect("a new secret").to_string();
-        assert_ne!(Some(&new), secret.as_ref());
-    }
-    let revoked = hookline(&["keys", "revoke", &id], &env);
-    revoked.ok();
-    assert_eq!(revoked.json()["state"], "revoked", "{}", revoked.out);
-}
-
 /// The ops commands' cases, listed once; each backend's test binary
 /// expands them (`hookline_tests::cli_ops_scenario_tests!(aws)`, `(serve)`).
 #[macro_export]
@@ -887,6 +837,7 @@ macro_rules! cli_ops_scenario_tests {
             ops_events_dead_letters_and_replay,
             ops_events_list,
             ops_keys,
+            ops_portal_link,
             ops_audit; $crate::pipeline::Settings::default().trust_actor_header(),
             // Five failures would open the breaker; its cool-down must not
             // hold the requeued deliveries back.

@@ -2,6 +2,7 @@
 //! (AWS) through `/v1/keys`. A new or rotated secret is printed once.
 
 use hookline_wire::keys::{CreateKey, Key, KeyWithSecret, Role, RotateKey};
+use hookline_wire::portal::{CreatePortalLink, PortalLink};
 use serde_json::Value;
 
 use super::client::{json, read};
@@ -142,4 +143,34 @@ fn secret_note(common: &Common, k: &KeyWithSecret) {
     if !common.out().json() && k.secret.is_some() {
         eprintln!("keep the secret now: it is not shown again (hookline keys rotate issues a new one)");
     }
+}
+
+/// `hookline portal-link`: a signed, expiring link to one tenant's portal
+/// (`POST /v1/portal-links`), printed whole (the API's base joined to the
+/// link's relative `url`), to pass on to the tenant's people.
+#[derive(clap::Args)]
+pub struct PortalLinkArgs {
+    /// The tenant the portal shows.
+    #[arg(long)]
+    tenant: String,
+    /// The link stops working this many seconds from now (default 3600,
+    /// at most 604800: 7 days).
+    #[arg(long, value_name = "SECONDS")]
+    expires_in_seconds: Option<i64>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Runs `hookline portal-link`.
+pub async fn portal_link(args: PortalLinkArgs) -> anyhow::Result<()> {
+    let PortalLinkArgs { tenant, expires_in_seconds, common } = args;
+    let client = common.client()?;
+    let body = json(&CreatePortalLink { tenant_id: tenant, expires_in_seconds });
+    let mut link: PortalLink = read(client.send_json("POST", &["v1", "portal-links"], Some(body)).await?)?;
+    link.url = client.url(&[], &[])?.join(&link.url)?.to_string();
+    common.out().object(&json(&link), &[])?;
+    if !common.out().json() {
+        eprintln!("whoever holds this link acts as the tenant's portal until it expires: pass it on privately");
+    }
+    Ok(())
 }
