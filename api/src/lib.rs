@@ -39,7 +39,7 @@ pub use error::{ApiError, ApiResult, ErrorCode};
 
 use routes::{Call, Found};
 use shared::access::{Caller, Role};
-use shared::api_key::{check_actor_header, principal_lookup, secret_lookup};
+use shared::api_key::{check_actor_header, constant_time_eq, principal_lookup, secret_lookup};
 use shared::context::Hookline;
 use shared::context::{KeyCache, KEY_CACHE_TTL};
 use shared::envelope::{show, MAX_ID_BYTES};
@@ -429,13 +429,6 @@ fn principal_candidates(arn: &str) -> Vec<String> {
     out
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,12 +444,5 @@ mod tests {
             principal_candidates("arn:aws-cn:sts::9:assumed-role/a/b/c"),
             ["arn:aws-cn:sts::9:assumed-role/a/b/c", "arn:aws-cn:iam::9:role/a/b"]
         );
-    }
-
-    #[test]
-    fn key_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
     }
 }

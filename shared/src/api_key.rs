@@ -41,6 +41,16 @@ pub const MAX_PRINCIPAL_CHARS: usize = 2048;
 /// rotation's overlap, the one it replaced.
 pub const MAX_CREDENTIALS: usize = 2;
 
+/// Whether two credentials are equal, in time that depends on their
+/// length only: a caller comparing a guess learns nothing from how long the
+/// answer takes (static keys, portal token MACs).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// A fresh secret: [`SECRET_PREFIX`] and 256 random bits as unpadded
 /// base64url (43 characters of `A-Z a-z 0-9 - _`), so it is printable,
 /// copies as one word and cannot be confused with anything else.
@@ -309,6 +319,13 @@ pub enum KeyConflict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_compare_equal_only_when_equal() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
 
     #[test]
     fn generated_secrets_are_long_random_and_printable() {

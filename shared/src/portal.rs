@@ -18,6 +18,7 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use rand::RngCore;
 
+use crate::api_key::constant_time_eq;
 use crate::envelope::MAX_ID_BYTES;
 use crate::ids::TenantId;
 use crate::keyring::Keyring;
@@ -130,13 +131,6 @@ pub fn verify(keyring: &Keyring, token: &str, now: DateTime<Utc>) -> Result<Port
 
 fn mac(keyring: &Keyring, exp: &str, id: &str, tenant: &str) -> [u8; 32] {
     keyring.mac(&[PURPOSE, exp, id, tenant])
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
