@@ -263,6 +263,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     println!("hookline serve");
     println!("  listening on  http://{addr}");
+    println!("  console       http://{addr}/ui/  (sign in with an API key)");
     println!("  database      {}", args.db.display());
     println!(
         "  master key    {}",
