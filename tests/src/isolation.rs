@@ -134,6 +134,22 @@ fn attack(path: String, query: Option<&str>, body: Value, expect: Expect) -> Att
     Attack { path, query: query.map(str::to_string), body, expect }
 }
 
+/// The attack `atk` sent by `who` to `path` and its answer `res`, described
+/// for assertion messages, once checked to hold none of B's `marks`.
+fn leaks_nothing(who: &str, method: &str, path: &str, atk: &Attack, res: &Response, marks: &[String]) -> String {
+    let body = String::from_utf8_lossy(&res.body);
+    let what = format!(
+        "{who}: {method} {path}?{} {} -> {} {body}",
+        atk.query.as_deref().unwrap_or(""),
+        String::from_utf8_lossy(&atk.body),
+        res.status,
+    );
+    for m in marks {
+        assert!(!body.contains(m.as_str()), "B's {m:?} in the answer to {what}");
+    }
+    what
+}
+
 /// The path of `route` with its parameters filled with B's resources.
 fn path_of(route: &Route, b: &OfB) -> String {
     let segments: Vec<String> = route
@@ -401,19 +417,7 @@ pub async fn no_tenant_reaches_another_on_any_route(rig: &Rig) -> (usize, usize)
                 let key = secret(role, Some(A));
                 let res = call(&api, &key, route.method, &atk.path, atk.query.as_deref(), &atk.body).await;
                 cases += 1;
-                let what = format!(
-                    "{role:?} of A: {} {}?{} {} -> {} {}",
-                    route.method,
-                    atk.path,
-                    atk.query.as_deref().unwrap_or(""),
-                    String::from_utf8_lossy(&atk.body),
-                    res.status,
-                    String::from_utf8_lossy(&res.body)
-                );
-                let body = String::from_utf8_lossy(&res.body);
-                for m in &marks {
-                    assert!(!body.contains(m.as_str()), "B's {m:?} in the answer to {what}");
-                }
+                let what = leaks_nothing(&format!("{role:?} of A"), route.method, &atk.path, &atk, &res, &marks);
                 match atk.expect {
                     Expect::Refused => assert!(matches!(res.status, 403 | 404), "{what}"),
                     Expect::BatchRefused => {
@@ -445,18 +449,7 @@ pub async fn no_tenant_reaches_another_on_any_route(rig: &Rig) -> (usize, usize)
             let path = format!("/ui/api{}", atk.path);
             let res = call(&api, &token, route.method, &path, atk.query.as_deref(), &atk.body).await;
             cases += 1;
-            let what = format!(
-                "A's portal: {} {path}?{} {} -> {} {}",
-                route.method,
-                atk.query.as_deref().unwrap_or(""),
-                String::from_utf8_lossy(&atk.body),
-                res.status,
-                String::from_utf8_lossy(&res.body)
-            );
-            let body = String::from_utf8_lossy(&res.body);
-            for m in &marks {
-                assert!(!body.contains(m.as_str()), "B's {m:?} in the answer to {what}");
-            }
+            let what = leaks_nothing("A's portal", route.method, &path, &atk, &res, &marks);
             match atk.expect {
                 Expect::Refused | Expect::BatchRefused => assert!(matches!(res.status, 403 | 404), "{what}"),
                 Expect::Clean => assert!(res.status < 500 && res.status != 401, "{what}"),

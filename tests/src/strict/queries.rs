@@ -49,14 +49,7 @@ impl Strict {
     /// D9 on a `Query`: the key condition on the queried key's
     /// attributes only (and `BETWEEN` bounds in order), the filter on none.
     pub(super) fn query_keys(&self, table: &str, req: &Value, out: &mut Vec<String>) {
-        let Some(schema) = self.schema(table) else { return };
-        let key: &[String] = match req["IndexName"].as_str() {
-            None => &schema.key,
-            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
-                Some(i) => &i.key,
-                None => return,
-            },
-        };
+        let Some(key) = self.queried_key(table, req) else { return };
         let attributes = |expr: &str| attribute_names(expr, &req["ExpressionAttributeNames"]);
         if let Some(kc) = req["KeyConditionExpression"].as_str() {
             for a in attributes(kc) {
@@ -94,14 +87,7 @@ impl Strict {
     /// attribute named last before it (`#s = :s AND #t BETWEEN :lo AND
     /// :hi`, `begins_with(#t, :p)`).
     pub(super) fn key_condition_sizes(&self, table: &str, req: &Value, out: &mut Vec<String>) {
-        let Some(schema) = self.schema(table) else { return };
-        let key: &[String] = match req["IndexName"].as_str() {
-            None => &schema.key,
-            Some(ix) => match schema.indexes.iter().find(|i| i.name == ix) {
-                Some(i) => &i.key,
-                None => return,
-            },
-        };
+        let Some(key) = self.queried_key(table, req) else { return };
         let Some(kc) = req["KeyConditionExpression"].as_str() else { return };
         let names = &req["ExpressionAttributeNames"];
         let mut attribute: Option<usize> = None;
@@ -122,6 +108,17 @@ impl Strict {
                     attribute = Some(i);
                 }
             }
+        }
+    }
+
+    /// The key a `Query` of `table` reads by: the table's, or its named
+    /// index's (`None` for a table or index the template does not declare:
+    /// D8 reports those).
+    fn queried_key(&self, table: &str, req: &Value) -> Option<&[String]> {
+        let schema = self.schema(table)?;
+        match req["IndexName"].as_str() {
+            None => Some(&schema.key),
+            Some(ix) => schema.indexes.iter().find(|i| i.name == ix).map(|i| i.key.as_slice()),
         }
     }
 }
