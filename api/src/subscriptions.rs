@@ -110,6 +110,7 @@ impl Api {
             created_at: now,
             updated_at: now,
             version: 1,
+            auto_requeue: body.auto_requeue.unwrap_or(false),
         };
         let actor = c.caller.actor.clone();
         manage::create(&self.hookline, &sub, &actor).await?;
@@ -363,6 +364,7 @@ impl Api {
             sub.max_in_flight = ch.max_in_flight.clone().apply_option(sub.max_in_flight);
             sub.rate_limit = ch.rate_limit.clone().apply_option(sub.rate_limit);
             sub.active = body.active.clone().apply(sub.active, || true);
+            sub.auto_requeue = body.auto_requeue.clone().apply(sub.auto_requeue, || false);
             Ok(())
         })
         .await

@@ -38,6 +38,7 @@ pub mod payload;
 pub mod portal;
 pub mod ports;
 pub mod queue;
+pub mod recovery;
 pub mod retry;
 pub mod routing;
 pub mod saga;

@@ -152,6 +152,12 @@ pub enum RequeueMessage {
     },
     /// A dead saga's job, redriven from the deliveries dead-letter queue.
     DeadJob(DeliveryJob),
+    /// `{"auto_requeue": {...}}`: a subscription's automatic requeue,
+    /// turned into a bulk job by the requeue stage ([`crate::recovery`]).
+    AutoRequeue {
+        /// The request.
+        auto_requeue: crate::recovery::AutoRequeue,
+    },
 }
 
 /// A delivery job's group is its subscription: SQS fair queues keep one

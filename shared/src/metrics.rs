@@ -55,6 +55,80 @@ pub struct Metrics {
     latency_sum_ms: AtomicU64,
     /// What the last EMF line reported, and latencies since (Lambda only).
     emf: Mutex<EmfState>,
+    /// Attempts by the event's producer and outcome, for the first
+    /// [`PRODUCER_SERIES`] producers this process saw.
+    pub by_producer: ProducerCounters,
+}
+
+/// How many producers [`ProducerCounters`] names (per process, the first
+/// seen); attempts of any other are counted under [`OTHER_PRODUCER`], so
+/// `/metrics` has at most `3 × (PRODUCER_SERIES + 2)` such series whatever
+/// producers send.
+pub const PRODUCER_SERIES: usize = 50;
+
+/// The longest producer name a series shows (longer ones are cut, on a
+/// character boundary).
+pub const PRODUCER_LABEL_CHARS: usize = 64;
+
+/// The series of events without a producer.
+pub const NO_PRODUCER: &str = "(none)";
+
+/// The series of producers past the first [`PRODUCER_SERIES`].
+pub const OTHER_PRODUCER: &str = "(other)";
+
+/// The outcomes [`ProducerCounters`] counts, in its counters' order.
+const PRODUCER_OUTCOMES: [&str; 3] = ["delivered", "failed", "rejected"];
+
+/// Delivery attempts by producer (`EventRecord::producer`) and outcome,
+/// bounded: one lock and one map lookup per attempt.
+#[derive(Default)]
+pub struct ProducerCounters {
+    counts: Mutex<std::collections::HashMap<String, [u64; 3]>>,
+}
+
+/// How an attempt ended, as [`ProducerCounters`] counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProducerOutcome {
+    /// 2xx.
+    Delivered,
+    /// Failed, may be retried.
+    Failed,
+    /// Refused or 410: not retried.
+    Rejected,
+}
+
+impl ProducerCounters {
+    /// Counts one attempt of an event of `producer`.
+    pub fn count(&self, producer: Option<&str>, outcome: ProducerOutcome) {
+        let name = match producer {
+            None => NO_PRODUCER,
+            Some(p) => match p.char_indices().nth(PRODUCER_LABEL_CHARS) {
+                Some((cut, _)) => &p[..cut],
+                None => p,
+            },
+        };
+        let i = outcome as usize;
+        let mut g = self.counts.lock().expect("producer counters");
+        if let Some(c) = g.get_mut(name) {
+            c[i] += 1;
+            return;
+        }
+        let named = g.len() - usize::from(g.contains_key(NO_PRODUCER)) - usize::from(g.contains_key(OTHER_PRODUCER));
+        let key = if named < PRODUCER_SERIES || name == NO_PRODUCER { name } else { OTHER_PRODUCER };
+        g.entry(key.to_string()).or_default()[i] += 1;
+    }
+
+    /// The counters, by producer name (sorted).
+    pub fn snapshot(&self) -> Vec<(String, [u64; 3])> {
+        let mut v: Vec<_> = self.counts.lock().expect("producer counters").iter().map(|(k, c)| (k.clone(), *c)).collect();
+        v.sort();
+        v
+    }
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// Rows the retention purge deleted since the process started, by table.
@@ -204,6 +278,19 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
+            "# HELP hookline_deliveries_by_producer_total Delivery attempts by the event's producer (the first {PRODUCER_SERIES} seen by this process; the others as {OTHER_PRODUCER}) and outcome.\n# TYPE hookline_deliveries_by_producer_total counter"
+        );
+        for (producer, counts) in self.by_producer.snapshot() {
+            for (outcome, n) in PRODUCER_OUTCOMES.iter().zip(counts) {
+                let _ = writeln!(
+                    out,
+                    "hookline_deliveries_by_producer_total{{producer=\"{}\",outcome=\"{outcome}\"}} {n}",
+                    label(&producer)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
             "# HELP hookline_jobs_abandoned_total Delivery jobs given up at their last receive with nothing recorded (moved to the deliveries dead-letter queue).\n# TYPE hookline_jobs_abandoned_total counter\nhookline_jobs_abandoned_total {}",
             self.jobs_abandoned.load(Relaxed)
         );
@@ -309,6 +396,36 @@ mod tests {
         assert!(text.contains("hookline_subscriptions_unhealthy{breaker=\"half_open\"} 0"));
         assert!(text
             .contains("hookline_subscription_consecutive_failures{subscription_id=\"sub_down\",breaker=\"open\"} 7"));
+    }
+
+    #[test]
+    fn producers_are_counted_by_name_up_to_the_bound_then_as_other() {
+        let m = Metrics::default();
+        m.by_producer.count(Some("billing"), ProducerOutcome::Delivered);
+        m.by_producer.count(Some("billing"), ProducerOutcome::Failed);
+        m.by_producer.count(None, ProducerOutcome::Rejected);
+        m.by_producer.count(Some("a\"b\nc\\"), ProducerOutcome::Delivered);
+        for i in 0..PRODUCER_SERIES + 10 {
+            m.by_producer.count(Some(&format!("p{i:03}")), ProducerOutcome::Delivered);
+        }
+        let long = "x".repeat(PRODUCER_LABEL_CHARS + 5);
+        m.by_producer.count(Some(&long), ProducerOutcome::Delivered);
+        let snap = m.by_producer.snapshot();
+        assert_eq!(snap.len(), PRODUCER_SERIES + 2, "named, (none), and (other)");
+        let text = m.render(&[], None, &[]);
+        assert!(text.contains("hookline_deliveries_by_producer_total{producer=\"billing\",outcome=\"delivered\"} 1\n"));
+        assert!(text.contains("hookline_deliveries_by_producer_total{producer=\"billing\",outcome=\"failed\"} 1\n"));
+        assert!(text.contains("hookline_deliveries_by_producer_total{producer=\"(none)\",outcome=\"rejected\"} 1\n"));
+        assert!(text.contains("producer=\"a\\\"b\\nc\\\\\""), "escaped: {text}");
+        // billing and the escaped one, then p000..p047 are named; p048..p059
+        // and the long one are other.
+        let other = snap.iter().find(|(p, _)| p == OTHER_PRODUCER).expect("other");
+        assert_eq!(other.1, [13, 0, 0]);
+        assert!(text.contains("producer=\"p047\"") && !text.contains("producer=\"p048\""), "{text}");
+        assert!(!text.contains(&long), "a long name is cut or counted as other");
+        // Known producers keep counting by name past the bound.
+        m.by_producer.count(Some("billing"), ProducerOutcome::Delivered);
+        assert!(m.render(&[], None, &[]).contains("producer=\"billing\",outcome=\"delivered\"} 2\n"));
     }
 
     #[test]

@@ -132,6 +132,12 @@ pub struct Subscription {
     pub updated_at: DateTime<Utc>,
     /// Bumped on every change; updates are conditional on it.
     pub version: u64,
+    /// Whether its open dead letters of an outage are requeued by Hookline
+    /// when the outage ends: its breaker closes, or it is enabled again
+    /// after Hookline disabled it ([`crate::recovery`]). Absent from
+    /// subscriptions stored before it existed (false).
+    #[serde(default)]
+    pub auto_requeue: bool,
 }
 
 impl Subscription {
@@ -195,6 +201,7 @@ impl Subscription {
             "verification_error": self.verification_error,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "auto_requeue": self.auto_requeue,
         })
     }
 }

@@ -214,6 +214,7 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         created_at: at,
         updated_at: at,
         version: 1,
+        auto_requeue: false,
     }
 }
 

@@ -156,6 +156,12 @@ pub struct CreateSubscription {
     /// Whether it receives events (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<bool>,
+    /// Whether Hookline requeues its open dead letters of an outage when
+    /// the outage ends: its circuit breaker closes, or it is enabled again
+    /// after Hookline disabled it (default `false`;
+    /// docs/operations.md#automatic-requeue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_requeue: Option<bool>,
 }
 
 /// `PATCH /v1/subscriptions/{subscription}`: each field left out stays as
@@ -223,6 +229,10 @@ pub struct PatchSubscription {
     #[serde(default, skip_serializing_if = "Patch::is_absent")]
     #[schema(value_type = Option<bool>)]
     pub active: Patch<bool>,
+    /// Switch automatic requeue on or off (`null`: off).
+    #[serde(default, skip_serializing_if = "Patch::is_absent")]
+    #[schema(value_type = Option<bool>)]
+    pub auto_requeue: Patch<bool>,
 }
 
 /// `GET /v1/subscriptions`: `tenant_id` alone lists that tenant's;
@@ -345,6 +355,10 @@ pub struct Subscription {
     /// partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_lanes: Option<Vec<BlockedLane>>,
+    /// Whether Hookline requeues its open dead letters of an outage when
+    /// the outage ends (docs/operations.md#automatic-requeue).
+    #[serde(default)]
+    pub auto_requeue: bool,
 }
 
 /// A subscription with its new signing secret: the answer of create and

@@ -100,7 +100,13 @@ pub async fn observe(h: &Hookline, sub: &SubscriptionId, outcome: &Outcome, late
         match update(h, sub, cached, |base| health::after_all(base, &outcomes, &h.config.breaker)).await {
             Ok(Some((before, after))) => {
                 announce(h, sub, &before, &after);
-                audit_flip(h, sub, &before, &after).await;
+                if flipped(&before, &after).is_some() {
+                    let subscription = cached_subscription(h, sub).await;
+                    audit_flip(h, sub, subscription.as_deref(), &before, &after).await;
+                    if let (Some(s), Some(audit::Action::BreakerClosed)) = (&subscription, flipped(&before, &after)) {
+                        super::auto_requeue::after_breaker_closed(h, s, &before).await;
+                    }
+                }
                 written = Some(after);
             }
             Ok(None) => {}
@@ -126,22 +132,43 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// The audit record of a breaker that opened (from closed) or closed.
-async fn audit_flip(h: &Hookline, sub: &SubscriptionId, before: &Health, after: &Health) {
-    let action = match (before.breaker, after.breaker) {
-        (BreakerState::Closed, BreakerState::Open) => audit::Action::BreakerOpened,
-        (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Closed) => audit::Action::BreakerClosed,
-        _ => return,
-    };
+/// What a write did to the breaker, as an audit action: opened (from
+/// closed) or closed; `None` for anything else.
+fn flipped(before: &Health, after: &Health) -> Option<audit::Action> {
+    match (before.breaker, after.breaker) {
+        (BreakerState::Closed, BreakerState::Open) => Some(audit::Action::BreakerOpened),
+        (BreakerState::HalfOpen | BreakerState::Open, BreakerState::Closed) => Some(audit::Action::BreakerClosed),
+        _ => None,
+    }
+}
+
+/// The subscription, from the cache delivery keeps (`None` if unknown or
+/// unreadable).
+async fn cached_subscription(
+    h: &Hookline,
+    sub: &SubscriptionId,
+) -> Option<std::sync::Arc<crate::subscription::Subscription>> {
+    match h.subscription_cache.get_many(h.stores.subscriptions.as_ref(), std::slice::from_ref(sub)).await {
+        Ok(subs) => subs.into_iter().flatten().next(),
+        Err(_) => None,
+    }
+}
+
+/// The audit record of a breaker that opened (from closed) or closed, of
+/// the subscription's tenant.
+async fn audit_flip(
+    h: &Hookline,
+    sub: &SubscriptionId,
+    subscription: Option<&crate::subscription::Subscription>,
+    before: &Health,
+    after: &Health,
+) {
+    let Some(action) = flipped(before, after) else { return };
     let reason = match action {
         audit::Action::BreakerOpened => format!("{} consecutive failures", after.consecutive_failures),
         _ => "a probe succeeded".to_string(),
     };
-    // Of the subscription's tenant (from the cache delivery keeps).
-    let tenant = match h.subscription_cache.get_many(h.stores.subscriptions.as_ref(), std::slice::from_ref(sub)).await {
-        Ok(subs) => subs.into_iter().flatten().next().and_then(|s| s.tenant_id.clone()),
-        Err(_) => None,
-    };
+    let tenant = subscription.and_then(|s| s.tenant_id.clone());
     let rec = audit::AuditRecord::new(action, audit::SYSTEM)
         .subscription(sub)
         .tenant(tenant.as_ref())

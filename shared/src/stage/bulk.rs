@@ -178,6 +178,9 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
                 if h.failpoints.fails("bulk.plan", tenant) {
                     return Err(StoreError::other(format!("failpoint bulk.plan@{tenant}")));
                 }
+                if page == 0 {
+                    super::operational::replay_job_started(h, &job).await?;
+                }
                 let (items, next) = plan_page(h, &job).await?;
                 let planned = job.planned(items, next, Utc::now());
                 if !h.stores.jobs.update(&planned, job.version).await? {
@@ -189,6 +192,9 @@ pub async fn run(h: &Hookline, step: &JobStep) -> Result<(), StoreError> {
             }
         };
         let outcomes = act(h, &job, &plan).await?;
+        // Before the commit: a worker that dies after publishing does the
+        // page again and publishes under the same id.
+        super::operational::page_done(h, &job, &plan, &outcomes).await?;
         let committed = job.committed_counts(counts(&outcomes), Utc::now());
         if !h.stores.jobs.update(&committed, job.version).await? {
             // Another worker committed this page first, and goes on.

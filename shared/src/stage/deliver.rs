@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 
+use crate::metrics::ProducerOutcome;
 use crate::attempt::Attempt;
 use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::context::Hookline;
@@ -467,6 +468,7 @@ async fn attempt(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> Result<P
         subscription_id = %job.subscription_id,
         attempt = job.attempt,
         trace_id = tracing::field::Empty,
+        producer = tracing::field::Empty,
     );
     attempt_in_span(h, job, sub).instrument(span).await
 }
@@ -509,6 +511,9 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
         release(h, lease.as_ref()).await;
         return Ok(Prepared::Record(refused_counted(h, &sub, job, "event is no longer stored")));
     };
+    if let Some(p) = event.producer.as_deref() {
+        tracing::Span::current().record("producer", tracing::field::display(crate::envelope::LogSafe(p)));
+    }
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let res = h.client.post(&sub.callback_url, &headers, body).await;
@@ -525,6 +530,12 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
         AttemptResult::Gone | AttemptResult::Rejected { .. } => &h.metrics.deliveries_rejected,
     };
     counter.fetch_add(1, Relaxed);
+    let by_producer = match &result {
+        AttemptResult::Delivered => ProducerOutcome::Delivered,
+        AttemptResult::Failed { .. } => ProducerOutcome::Failed,
+        AttemptResult::Gone | AttemptResult::Rejected { .. } => ProducerOutcome::Rejected,
+    };
+    h.metrics.by_producer.count(event.producer.as_deref(), by_producer);
     let error = match &result {
         AttemptResult::Delivered => None,
         AttemptResult::Failed { error, .. } | AttemptResult::Rejected { error } => Some(error.clone()),

@@ -6,12 +6,14 @@
 //! `deliver` → Attempts → `saga` … ; `requeue` and `replay` start new sagas;
 //! `verify` runs the callback handshake.
 
+pub mod auto_requeue;
 pub mod breaker;
 pub mod bulk;
 pub mod deliver;
 pub mod dispatch;
 pub mod failing;
 pub mod ingest;
+pub mod operational;
 pub mod ordering;
 pub mod reconcile;
 pub mod requeue;

@@ -146,8 +146,13 @@ async fn replay_targets(
 /// Requeues a dead letter: a new Pending saga for the same event and
 /// subscription (same `webhook-id`). Idempotent: requeueing it again returns
 /// the saga the first requeue created.
+///
+/// Publishes `hookline.dead_letter.requeued` ([`super::operational`]),
+/// once however often it is repeated.
 pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<Saga, RequeueError> {
-    requeue_as(h, dead_letter_id, audit, None).await
+    let saga = requeue_as(h, dead_letter_id, audit, None).await?;
+    super::operational::resolved_one(h, true, dead_letter_id, &saga.subscription_id, audit).await?;
+    Ok(saga)
 }
 
 /// [`requeue`] on behalf of bulk job `job_id` (recorded on the resolution):
@@ -199,9 +204,13 @@ pub async fn requeue_as(
     Ok(h.stores.sagas.get(&dl.event_id, &new_id).await?.unwrap_or(saga))
 }
 
-/// Closes a dead letter without delivering it, with the audit record.
+/// Closes a dead letter without delivering it, with the audit record, and
+/// publishes `hookline.dead_letter.skipped` ([`super::operational`]).
 pub async fn skip(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<(), RequeueError> {
-    skip_as(h, dead_letter_id, audit, None).await
+    skip_as(h, dead_letter_id, audit, None).await?;
+    let dl = load_dead_letter(h, dead_letter_id).await?;
+    super::operational::resolved_one(h, false, dead_letter_id, &dl.subscription_id, audit).await?;
+    Ok(())
 }
 
 /// [`skip`] on behalf of bulk job `job_id` (recorded on the resolution): a

@@ -10,6 +10,7 @@ use crate::message::RequeueMessage;
 
 use super::bulk;
 use super::requeue::{self, Audit, RequeueError};
+use crate::message::ReplayRequest;
 
 /// The requeue stage: one message of the requeue queue, received
 /// `receive_count` times.
@@ -18,25 +19,19 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
         RequeueMessage::Requeue { requeue: r } => {
             requeue::requeue(h, &r.dead_letter_id, &Audit { actor: r.actor, reason: r.reason }).await.map(|_| ())
         }
-        RequeueMessage::Replay { replay: r } => match requeue::replay(
-            h,
-            &r.event_id,
-            r.subscription_id.as_ref(),
-            r.confined_to.as_ref(),
-            &r.replay_key,
-            &Audit { actor: r.actor, reason: r.reason },
-        )
-        .await
-        {
+        RequeueMessage::Replay { replay: r } => match replay_announced(h, r).await {
             // The API refuses these; one queued before (or whose
             // subscription changed since) is consumed without effect.
             Err(e @ RequeueError::NotRouted { .. }) => {
                 tracing::warn!(error = %e, "replay not made: the subscription's routing would not take the event");
                 Ok(())
             }
-            r => r.map(|_| ()),
+            r => r,
         },
         RequeueMessage::Job { job } => bulk::run_received(h, &job, receive_count).await.map_err(RequeueError::Store),
+        RequeueMessage::AutoRequeue { auto_requeue } => {
+            super::auto_requeue::handle(h, &auto_requeue).await.map_err(RequeueError::Store)
+        }
         RequeueMessage::DeadJob(job) => {
             let dead_letter_id = ids::dead_letter_id(&job.saga_id);
             if h.stores.dead_letters.get(&dead_letter_id).await?.is_none() {
@@ -79,4 +74,17 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
             }
         }
     }
+}
+
+/// A single replay: its sagas, then `hookline.replay.started` when it made
+/// any ([`super::operational`]; once, however often it is done again).
+async fn replay_announced(h: &Hookline, r: ReplayRequest) -> Result<(), RequeueError> {
+    let audit = Audit { actor: r.actor, reason: r.reason };
+    let sagas =
+        requeue::replay(h, &r.event_id, r.subscription_id.as_ref(), r.confined_to.as_ref(), &r.replay_key, &audit)
+            .await?;
+    if !sagas.is_empty() {
+        super::operational::replay_started(h, &r.event_id, r.subscription_id.as_ref(), &r.replay_key, &audit).await?;
+    }
+    Ok(())
 }

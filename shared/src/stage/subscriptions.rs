@@ -77,7 +77,8 @@ pub async fn create(h: &Hookline, sub: &Subscription, actor: &str) -> Result<(),
 /// given). Records `subscription.updated` with the names of the fields that
 /// changed, or `subscription.enabled` when it enables a disabled one (whose
 /// failing run then starts afresh and `hookline.subscription.enabled` is
-/// published).
+/// published; with `auto_requeue`, after Hookline disabled it, the dead
+/// letters of its outage are requeued: [`super::auto_requeue`]).
 pub async fn change<E>(
     h: &Hookline,
     id: &SubscriptionId,
@@ -106,6 +107,13 @@ pub async fn change<E>(
         }
         sub.version = before.version + 1;
         sub.updated_at = Utc::now();
+        // Its health before the re-enable forgets the failing run: when an
+        // automatic requeue's outage began.
+        let health = if enabling && sub.auto_requeue && before.disabled_reason.is_some() {
+            h.stores.health.get(id).await?
+        } else {
+            None
+        };
         if h.stores.subscriptions.update(&sub, before.version).await? {
             h.subscription_cache.invalidate().await;
             let action = if enabling { Action::SubscriptionEnabled } else { Action::SubscriptionUpdated };
@@ -118,6 +126,7 @@ pub async fn change<E>(
                 if let Err(e) = failing::enabled(h, &sub).await {
                     tracing::warn!(subscription_id = %id, error = %e, "re-enabled subscription: its failing run or event not stored");
                 }
+                super::auto_requeue::after_re_enabled(h, &before, &sub, health.as_ref()).await;
             }
             return Ok(Changed { subscription: sub, reverify });
         }

@@ -87,6 +87,8 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         created_at: at,
         updated_at: at,
         version,
+        // Not the default: the stores keep it (stored in the subscription's data).
+        auto_requeue: true,
     }
 }
 
