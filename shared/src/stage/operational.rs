@@ -22,7 +22,6 @@
 use serde_json::json;
 
 use super::failing::publish;
-use super::requeue::Audit;
 use crate::bulk::{ItemOutcome, Job, JobSpec, PagePlan};
 use crate::context::Hookline;
 use crate::error::StoreError;
@@ -36,15 +35,24 @@ pub const DEAD_LETTER_SKIPPED: &str = "hookline.dead_letter.skipped";
 pub const REPLAY_STARTED: &str = "hookline.replay.started";
 
 /// The body of a requeued or skipped event.
-fn moved(ids: &[&str], job_id: Option<&str>, subscription: Option<&SubscriptionId>, audit: &Audit) -> serde_json::Value {
+fn moved(ids: &[&str], job_id: Option<&str>, subscription: Option<&SubscriptionId>, by: By<'_>) -> serde_json::Value {
     json!({
         "dead_letter_ids": ids,
         "count": ids.len(),
         "job_id": job_id,
         "subscription_id": subscription,
-        "actor": audit.actor,
-        "reason": audit.reason,
+        "actor": by.actor,
+        "reason": by.reason,
     })
+}
+
+/// Who asked, and why (the request's audit).
+#[derive(Debug, Clone, Copy)]
+pub struct By<'a> {
+    /// The actor.
+    pub actor: &'a str,
+    /// Their reason.
+    pub reason: &'a str,
 }
 
 /// One dead letter requeued (`requeue`) or skipped by a single request.
@@ -53,10 +61,10 @@ pub async fn resolved_one(
     requeue: bool,
     dead_letter: &DeadLetterId,
     subscription: &SubscriptionId,
-    audit: &Audit,
+    by: By<'_>,
 ) -> Result<(), StoreError> {
     let event_type = if requeue { DEAD_LETTER_REQUEUED } else { DEAD_LETTER_SKIPPED };
-    let data = moved(&[dead_letter.as_str()], None, Some(subscription), audit);
+    let data = moved(&[dead_letter.as_str()], None, Some(subscription), by);
     publish(h, &[dead_letter.as_str()], event_type, data).await
 }
 
@@ -74,8 +82,8 @@ pub async fn page_done(h: &Hookline, job: &Job, plan: &PagePlan, outcomes: &[Ite
     if ids.is_empty() {
         return Ok(());
     }
-    let audit = Audit { actor: job.actor.clone(), reason: job.reason.clone() };
-    let data = moved(&ids, Some(&job.id), query.subscription_id.as_ref(), &audit);
+    let by = By { actor: &job.actor, reason: &job.reason };
+    let data = moved(&ids, Some(&job.id), query.subscription_id.as_ref(), by);
     let page = plan.page.to_string();
     publish(h, &[job.id.as_str(), &page], event_type, data).await
 }
@@ -100,15 +108,15 @@ pub async fn replay_started(
     event: &EventId,
     subscription: Option<&SubscriptionId>,
     replay_key: &str,
-    audit: &Audit,
+    by: By<'_>,
 ) -> Result<(), StoreError> {
     let data = json!({
         "job_id": null,
         "event_id": event,
         "subscription_id": subscription,
         "filter": null,
-        "actor": audit.actor,
-        "reason": audit.reason,
+        "actor": by.actor,
+        "reason": by.reason,
     });
     publish(h, &[event.as_str(), replay_key], REPLAY_STARTED, data).await
 }
@@ -126,8 +134,8 @@ mod tests {
 
     #[test]
     fn a_moved_body_names_every_dead_letter_and_counts_them() {
-        let audit = Audit { actor: "system".into(), reason: "automatic requeue: breaker closed".into() };
-        let v = moved(&["dl_a", "dl_b"], Some("job_x"), Some(&SubscriptionId::new("sub_a")), &audit);
+        let by = By { actor: "system", reason: "automatic requeue: breaker closed" };
+        let v = moved(&["dl_a", "dl_b"], Some("job_x"), Some(&SubscriptionId::new("sub_a")), by);
         assert_eq!(v["dead_letter_ids"], json!(["dl_a", "dl_b"]));
         assert_eq!((v["count"].as_u64(), v["job_id"].as_str()), (Some(2), Some("job_x")));
         assert_eq!((v["subscription_id"].as_str(), v["actor"].as_str()), (Some("sub_a"), Some("system")));

@@ -63,6 +63,13 @@ pub struct Audit {
     pub reason: String,
 }
 
+impl Audit {
+    /// Borrowed, as the operational events name it.
+    pub fn by(&self) -> super::operational::By<'_> {
+        super::operational::By { actor: &self.actor, reason: &self.reason }
+    }
+}
+
 async fn load_dead_letter(h: &Hookline, id: &DeadLetterId) -> Result<DeadLetter, RequeueError> {
     h.stores.dead_letters.get(id).await?.ok_or_else(|| RequeueError::NotFound(format!("dead letter {id}")))
 }
@@ -151,7 +158,7 @@ async fn replay_targets(
 /// once however often it is repeated.
 pub async fn requeue(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<Saga, RequeueError> {
     let saga = requeue_as(h, dead_letter_id, audit, None).await?;
-    super::operational::resolved_one(h, true, dead_letter_id, &saga.subscription_id, audit).await?;
+    super::operational::resolved_one(h, true, dead_letter_id, &saga.subscription_id, audit.by()).await?;
     Ok(saga)
 }
 
@@ -209,7 +216,7 @@ pub async fn requeue_as(
 pub async fn skip(h: &Hookline, dead_letter_id: &DeadLetterId, audit: &Audit) -> Result<(), RequeueError> {
     skip_as(h, dead_letter_id, audit, None).await?;
     let dl = load_dead_letter(h, dead_letter_id).await?;
-    super::operational::resolved_one(h, false, dead_letter_id, &dl.subscription_id, audit).await?;
+    super::operational::resolved_one(h, false, dead_letter_id, &dl.subscription_id, audit.by()).await?;
     Ok(())
 }
 

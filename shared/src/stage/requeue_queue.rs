@@ -1,14 +1,20 @@
 //! The consumer of the requeue queue: each message is an operator's
 //! requeue or replay ([`super::requeue`]), a step of a bulk job
-//! ([`super::bulk`]), or a delivery job redriven from the deliveries
-//! dead-letter queue. Above both, so neither imports the other back.
+//! ([`super::bulk`]), a delivery job redriven from the deliveries
+//! dead-letter queue, or an automatic requeue ([`crate::recovery`]), which
+//! it turns into a bulk job. Above both, so neither imports the other back.
 
-use crate::audit::{Action, AuditRecord};
+use chrono::Utc;
+
+use crate::audit::{self, Action, AuditRecord};
+use crate::bulk::{Job, JobSpec};
 use crate::context::Hookline;
+use crate::error::StoreError;
 use crate::ids;
 use crate::message::RequeueMessage;
+use crate::recovery::{self, AutoRequeue, Next};
 
-use super::bulk;
+use super::bulk::{self, AdmitError};
 use super::requeue::{self, Audit, RequeueError};
 use crate::message::ReplayRequest;
 
@@ -29,9 +35,7 @@ pub async fn handle(h: &Hookline, msg: RequeueMessage, receive_count: u32) -> Re
             r => r,
         },
         RequeueMessage::Job { job } => bulk::run_received(h, &job, receive_count).await.map_err(RequeueError::Store),
-        RequeueMessage::AutoRequeue { auto_requeue } => {
-            super::auto_requeue::handle(h, &auto_requeue).await.map_err(RequeueError::Store)
-        }
+        RequeueMessage::AutoRequeue { auto_requeue: req } => auto_requeue(h, &req).await.map_err(RequeueError::Store),
         RequeueMessage::DeadJob(job) => {
             let dead_letter_id = ids::dead_letter_id(&job.saga_id);
             if h.stores.dead_letters.get(&dead_letter_id).await?.is_none() {
@@ -84,7 +88,77 @@ async fn replay_announced(h: &Hookline, r: ReplayRequest) -> Result<(), RequeueE
         requeue::replay(h, &r.event_id, r.subscription_id.as_ref(), r.confined_to.as_ref(), &r.replay_key, &audit)
             .await?;
     if !sagas.is_empty() {
-        super::operational::replay_started(h, &r.event_id, r.subscription_id.as_ref(), &r.replay_key, &audit).await?;
+        super::operational::replay_started(h, &r.event_id, r.subscription_id.as_ref(), &r.replay_key, audit.by())
+            .await?;
     }
+    Ok(())
+}
+
+/// An automatic requeue ([`super::auto_requeue`] queued it): starts the
+/// job of `req` (at most one per
+/// outage: its id derives from the subscription and the outage start),
+/// waits for the handshake of a re-enabled subscription, or drops a request
+/// that no longer applies. A store error is returned (the message is
+/// received again).
+pub async fn auto_requeue(h: &Hookline, req: &AutoRequeue) -> Result<(), StoreError> {
+    let sub = h.stores.subscriptions.get(&req.subscription_id).await?;
+    match recovery::decide(req, sub.as_ref()) {
+        Next::Drop(why) => {
+            tracing::info!(subscription_id = %req.subscription_id, why, "automatic requeue dropped");
+            return Ok(());
+        }
+        Next::WaitForVerification => {
+            let again = RequeueMessage::AutoRequeue { auto_requeue: req.waited() };
+            return h.stores.requeues.send(&[(again, recovery::VERIFY_WAIT)]).await;
+        }
+        Next::Start => {}
+    }
+    let Some(sub) = sub else { return Ok(()) };
+    let cause = req.cause();
+    let parts: Vec<&str> = cause.iter().map(String::as_str).collect();
+    let id = recovery::job_id(&h.keyring.mac(&parts));
+    if h.stores.jobs.get(&id).await?.is_some() {
+        return Ok(());
+    }
+    let reason = req.trigger.reason();
+    let mut job = Job { id, ..Job::new(JobSpec::Requeue(req.query()), reason, audit::SYSTEM, Utc::now()) };
+    job.tenant_id = sub.tenant_id.clone();
+    match bulk::admit(h, &mut job).await {
+        Ok(()) => {}
+        Err(AdmitError::Store(e)) => return Err(e),
+        Err(e @ AdmitError::TooManyJobs { .. }) => {
+            // The tenant's jobs are all taken: asked again when one may
+            // have finished.
+            tracing::warn!(subscription_id = %sub.id, error = %e, "automatic requeue waits for a job slot");
+            let again = RequeueMessage::AutoRequeue { auto_requeue: req.clone() };
+            let wait = std::time::Duration::from_secs(bulk::RETRY_AFTER_SECS);
+            return h.stores.requeues.send(&[(again, wait)]).await;
+        }
+        Err(e @ AdmitError::TooLarge { .. }) => {
+            tracing::error!(subscription_id = %sub.id, error = %e, "automatic requeue not started: the outage left more dead letters than one job may take; an operator requeues them in parts");
+            let rec = AuditRecord::new(Action::DeadLettersRequeueStarted, audit::SYSTEM)
+                .with_id(format!("aud_auto_{}", job.id))
+                .reason(format!("{reason}: not started: {e}"))
+                .subscription(&sub.id)
+                .tenant(sub.tenant_id.as_ref())
+                .details(serde_json::json!({"filter": job.spec.filter(), "trigger": req.trigger, "started": false}));
+            h.audit(rec).await;
+            return Ok(());
+        }
+    }
+    if job.items == Some(0) {
+        tracing::info!(subscription_id = %sub.id, trigger = ?req.trigger, "automatic requeue: no open dead letters of the outage");
+        return Ok(());
+    }
+    let job = bulk::start(h, job).await?;
+    let rec = AuditRecord::new(Action::DeadLettersRequeueStarted, audit::SYSTEM)
+        .with_id(format!("aud_auto_{}", job.id))
+        .reason(reason)
+        .job(&job.id)
+        .subscription(&sub.id)
+        .tenant(sub.tenant_id.as_ref())
+        .details(serde_json::json!({"filter": job.spec.filter(), "trigger": req.trigger, "items": job.items}));
+    h.audit(rec).await;
+    tracing::info!(subscription_id = %sub.id, job_id = %job.id, items = job.items, trigger = ?req.trigger, "automatic requeue started");
     Ok(())
 }

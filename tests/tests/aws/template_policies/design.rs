@@ -143,6 +143,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Delivery statistics: a closed minute added to its minute and hour
     // items (UpdateItem ADD), once per series per minute per container.
     grant(&mut g, &["dynamodb:UpdateItem"], &["StatsTable"]);
+    // The breaker of an auto_requeue subscription closed: a request to the
+    // requeue stage, which makes the bulk job.
+    grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -209,6 +212,8 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["OrderTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["AuditTable"]);
+    // Operational events of requeues, skips and replays (one conditional put).
+    grant(&mut g, &["dynamodb:PutItem"], &["EventsTable"]);
     m.insert("RequeueFunction", g);
 
     // api: subscriptions CRUD, event and delivery status, dead letters
