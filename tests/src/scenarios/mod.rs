@@ -5,6 +5,7 @@
 //! replay, idempotency, scoping, bad input, and crashes between steps.
 
 mod audit;
+mod auto_requeue;
 mod bulk;
 mod delivery;
 mod finding;
@@ -13,6 +14,7 @@ mod recovery;
 mod stats;
 
 pub use audit::*;
+pub use auto_requeue::*;
 pub use bulk::*;
 pub use delivery::*;
 pub use finding::*;
@@ -101,6 +103,12 @@ macro_rules! scenario_suite_tests {
             // as 1,000 in pages of 100 crashed in the sixth of ten.
             bulk_requeue_survives_a_crash_half_way = bulk_requeue_survives_a_crash_half_way(40, "bulk.half_page.page5");
                 $crate::pipeline::Settings::default().bulk_page_size(5),
+            // Issue 27, part D: recovery without an operator.
+            auto_requeue_after_the_breaker_closes; $crate::pipeline::Settings::default().breaker(3, 1000, 2000),
+            auto_requeue_after_re_enabling;
+                $crate::pipeline::Settings::default().disable_after_secs(3).breaker(100, 1000, 2000),
+            requeues_skips_and_replays_publish_operational_events,
+            metrics_and_logs_name_the_producer,
         );
     };
 }
