@@ -162,6 +162,10 @@ pub struct Fields {
     /// `on_dead_letter`, `data_fields`, …); the flags above win over it.
     #[arg(long, value_name = "OBJECT", value_parser = json_object)]
     json: Option<Map<String, Value>>,
+    /// true: requeue the dead letters of an outage when it ends
+    /// (`auto_requeue`; docs/operations.md#automatic-requeue).
+    #[arg(long, value_name = "BOOL")]
+    auto_requeue: Option<bool>,
 }
 
 fn header(s: &str) -> Result<(String, String), String> {
@@ -201,6 +205,7 @@ impl Fields {
         set("ordering", self.ordering.map(Value::from));
         set("max_in_flight", self.max_in_flight.map(Value::from));
         set("rate_limit", self.rate_limit.map(Value::from));
+        set("auto_requeue", self.auto_requeue.map(Value::from));
         b
     }
 }
