@@ -120,7 +120,8 @@ impl ProducerCounters {
 
     /// The counters, by producer name (sorted).
     pub fn snapshot(&self) -> Vec<(String, [u64; 3])> {
-        let mut v: Vec<_> = self.counts.lock().expect("producer counters").iter().map(|(k, c)| (k.clone(), *c)).collect();
+        let mut v: Vec<_> =
+            self.counts.lock().expect("producer counters").iter().map(|(k, c)| (k.clone(), *c)).collect();
         v.sort();
         v
     }

@@ -55,8 +55,13 @@ pub async fn after_re_enabled(h: &Hookline, before: &Subscription, after: &Subsc
         return;
     }
     let Some(since) = recovery::disable_outage_start(before, health) else { return };
-    let req =
-        AutoRequeue { subscription_id: after.id.clone(), trigger: Trigger::ReEnabled, since, until: Utc::now(), waits: 0 };
+    let req = AutoRequeue {
+        subscription_id: after.id.clone(),
+        trigger: Trigger::ReEnabled,
+        since,
+        until: Utc::now(),
+        waits: 0,
+    };
     if let Err(e) = request(h, req).await {
         tracing::error!(subscription_id = %after.id, error = %e, "automatic requeue not queued: the outage's dead letters wait for an operator");
     }

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use crate::metrics::ProducerOutcome;
 use crate::attempt::Attempt;
 use crate::bounds::{all_bounded, JOB_RECEIVE_LIMIT, MAX_DELIVERIES_IN_FLIGHT};
 use crate::context::Hookline;
@@ -28,6 +27,7 @@ use crate::health::{Gate, Outcome};
 use crate::http_client::{PostError, PostResult};
 use crate::ids::{self, EventId, SagaId, SubscriptionId};
 use crate::message::DeliveryJob;
+use crate::metrics::ProducerOutcome;
 use crate::ports::Admission;
 use crate::retry::{self, BreakerHold};
 use crate::saga::{AttemptResult, SagaStatus};

@@ -1,5 +1,5 @@
 //! The operational events of requeues, skips and replays, published into
-//! Hookline like `hookline.dead_letter.created` ([`failing::publish`]:
+//! Hookline like `hookline.dead_letter.created` ([`super::failing::publish`]:
 //! stored and routed like any event, under an id derived from their cause,
 //! so a stage that does its work again publishes each once):
 //!

@@ -49,8 +49,10 @@ async fn auto_job_record<P: Pipeline>(s: &P, sub: &str) -> Value {
 /// dead letters open.
 pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    s.subscribe(json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}))
-        .await;
+    s.subscribe(
+        json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}),
+    )
+    .await;
     let (auto, _) = s
         .subscribe(json!({"callback_url": r.url("/auto", Behaviour::Ok), "event_types": ["arb.*"],
                           "retry_policy": once(), "auto_requeue": true}))
@@ -106,7 +108,10 @@ pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
     assert_eq!(rec["reason"], "automatic requeue: breaker closed", "{rec}");
     let job_id = rec["job_id"].as_str().expect("the record names the job").to_string();
     let job = finished_job(s, &job_id, 60).await;
-    assert_eq!((&job["state"], &job["kind"], &job["actor"]), (&json!("completed"), &json!("requeue"), &json!("system")));
+    assert_eq!(
+        (&job["state"], &job["kind"], &job["actor"]),
+        (&json!("completed"), &json!("requeue"), &json!("system"))
+    );
     assert_eq!(job["filter"]["subscription_id"], auto.as_str(), "{job}");
     assert!(job["done"].as_u64().unwrap() >= 4, "{job}");
     assert_eq!(job["failed"], 0, "{job}");
@@ -128,7 +133,9 @@ pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
     // The subscription without the setting: its dead letters still wait.
     let open = all_dead_letters(s, &format!("subscription_id={manual}&state=open"), 100).await;
     assert!(open.len() >= 4, "{open:?}");
-    assert!(audit_all(s, &format!("subscription_id={manual}&action=dead_letters.requeue_started"), 10).await.is_empty());
+    assert!(audit_all(s, &format!("subscription_id={manual}&action=dead_letters.requeue_started"), 10)
+        .await
+        .is_empty());
     for id in &ids {
         assert_eq!(delivered(&r, "/manual", id), 0, "{id} was not requeued for {manual}");
     }
@@ -140,8 +147,10 @@ pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
 /// (reason `automatic requeue: re-enabled`, actor `system`) and delivered.
 pub async fn auto_requeue_after_re_enabling<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    s.subscribe(json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}))
-        .await;
+    s.subscribe(
+        json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}),
+    )
+    .await;
     let (sub, _) = s
         .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["are.*"],
                           "retry_policy": once(), "auto_requeue": true}))
@@ -197,7 +206,9 @@ pub async fn requeues_skips_and_replays_publish_operational_events<P: Pipeline>(
                        "event_types": ["hookline.dead_letter.skipped", "hookline.dead_letter.requeued", "hookline.replay.started"]}))
         .await;
     let (sub, _) = s
-        .subscribe(json!({"callback_url": r.url("/fails", Behaviour::Ok), "event_types": ["opx.*"], "retry_policy": once()}))
+        .subscribe(
+            json!({"callback_url": r.url("/fails", Behaviour::Ok), "event_types": ["opx.*"], "retry_policy": once()}),
+        )
         .await;
     r.set("/fails", Behaviour::Always(400));
     for id in ["opx-1", "opx-2", "opx-3"] {
@@ -223,7 +234,9 @@ pub async fn requeues_skips_and_replays_publish_operational_events<P: Pipeline>(
     let (st, v) = s.post(&format!("/v1/dead-letters/{two}/requeue"), &json!({"reason": "endpoint fixed"})).await;
     assert_eq!(st, 202, "{v}");
     let requeued = eventually(60, "hookline.dead_letter.requeued of a single requeue", || async {
-        ops_of(&r, "/ops", "hookline.dead_letter.requeued").into_iter().find(|e| e["data"]["dead_letter_ids"] == json!([two]))
+        ops_of(&r, "/ops", "hookline.dead_letter.requeued")
+            .into_iter()
+            .find(|e| e["data"]["dead_letter_ids"] == json!([two]))
     })
     .await;
     assert_eq!((&requeued["data"]["job_id"], &requeued["data"]["reason"]), (&Value::Null, &json!("endpoint fixed")));
@@ -269,18 +282,14 @@ pub async fn requeues_skips_and_replays_publish_operational_events<P: Pipeline>(
 pub async fn metrics_and_logs_name_the_producer<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     s.subscribe(json!({"callback_url": r.url("/p", Behaviour::Ok), "event_types": ["prd.*"]})).await;
-    let (st, v) = s
-        .post("/v1/events", &json!({"id": "prd-1", "type": "prd.made", "producer": "billing-svc", "data": {}}))
-        .await;
+    let (st, v) =
+        s.post("/v1/events", &json!({"id": "prd-1", "type": "prd.made", "producer": "billing-svc", "data": {}})).await;
     assert_eq!(st, 202, "{v}");
     let d = s.settled_deliveries("prd-1", 1, 60).await;
     assert_eq!(d[0]["status"], "completed", "{d:?}");
     let metrics = s.metrics().await;
     let series = "hookline_deliveries_by_producer_total{producer=\"billing-svc\",outcome=\"delivered\"} ";
-    assert!(
-        metrics.lines().any(|l| l.starts_with(series) && !l.ends_with(" 0")),
-        "no {series} in\n{metrics}"
-    );
+    assert!(metrics.lines().any(|l| l.starts_with(series) && !l.ends_with(" 0")), "no {series} in\n{metrics}");
     let logs = s.logs().await;
     assert!(
         logs.lines().any(|l| l.contains("delivery attempt") && l.contains("prd-1") && l.contains("billing-svc")),
