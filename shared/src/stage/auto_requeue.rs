@@ -13,56 +13,34 @@
 use chrono::Utc;
 
 use crate::context::Hookline;
-use crate::error::StoreError;
 use crate::health::Health;
 use crate::message::RequeueMessage;
 use crate::recovery::{self, AutoRequeue, Trigger};
 use crate::subscription::Subscription;
 
-/// Queues `req` on the requeue queue.
-async fn request(h: &Hookline, req: AutoRequeue) -> Result<(), StoreError> {
-    tracing::info!(subscription_id = %req.subscription_id, trigger = ?req.trigger, since = %req.since, "automatic requeue requested");
-    h.stores.requeues.send_now(&[RequeueMessage::AutoRequeue { auto_requeue: req }]).await
+/// Queues an automatic requeue of `sub`'s dead letters since `since`
+/// (the outage's start, if known: else there is nothing to requeue), until
+/// now. A failure is logged: the outage is over either way, and its dead
+/// letters wait for an operator, as without the setting.
+async fn request(h: &Hookline, sub: &Subscription, trigger: Trigger, since: Option<chrono::DateTime<Utc>>) {
+    let Some(since) = since.filter(|_| sub.auto_requeue) else { return };
+    tracing::info!(subscription_id = %sub.id, ?trigger, %since, "automatic requeue requested");
+    let req = AutoRequeue { subscription_id: sub.id.clone(), trigger, since, until: Utc::now(), waits: 0 };
+    if let Err(e) = h.stores.requeues.send_now(&[RequeueMessage::AutoRequeue { auto_requeue: req }]).await {
+        tracing::error!(subscription_id = %sub.id, error = %e, "automatic requeue not queued: the outage's dead letters wait for an operator");
+    }
 }
 
 /// `sub`'s breaker closed, its record having been `before`: with
-/// `auto_requeue`, the dead letters of the outage are to be requeued. A
-/// failure is logged (the breaker is closed either way; the dead letters
-/// wait for an operator, as without the setting).
+/// `auto_requeue`, the dead letters of the outage are to be requeued.
 pub async fn after_breaker_closed(h: &Hookline, sub: &Subscription, before: &Health) {
-    if !sub.auto_requeue {
-        return;
-    }
-    let Some(since) = recovery::breaker_outage_start(before) else { return };
-    let req = AutoRequeue {
-        subscription_id: sub.id.clone(),
-        trigger: Trigger::BreakerClosed,
-        since,
-        until: Utc::now(),
-        waits: 0,
-    };
-    if let Err(e) = request(h, req).await {
-        tracing::error!(subscription_id = %sub.id, error = %e, "automatic requeue not queued: the outage's dead letters wait for an operator");
-    }
+    request(h, sub, Trigger::BreakerClosed, recovery::breaker_outage_start(before)).await;
 }
 
 /// `after` was enabled again, having been `before` with `health` (read
 /// before the re-enable forgot its failing run): with `auto_requeue`, and
 /// if Hookline had disabled it, the dead letters of the outage are to be
-/// requeued (once it passed its handshake again). A failure is logged.
+/// requeued (once it passed its handshake again).
 pub async fn after_re_enabled(h: &Hookline, before: &Subscription, after: &Subscription, health: Option<&Health>) {
-    if !after.auto_requeue {
-        return;
-    }
-    let Some(since) = recovery::disable_outage_start(before, health) else { return };
-    let req = AutoRequeue {
-        subscription_id: after.id.clone(),
-        trigger: Trigger::ReEnabled,
-        since,
-        until: Utc::now(),
-        waits: 0,
-    };
-    if let Err(e) = request(h, req).await {
-        tracing::error!(subscription_id = %after.id, error = %e, "automatic requeue not queued: the outage's dead letters wait for an operator");
-    }
+    request(h, after, Trigger::ReEnabled, recovery::disable_outage_start(before, health)).await;
 }

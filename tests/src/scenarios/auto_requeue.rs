@@ -11,6 +11,14 @@ fn ops_of(r: &Receiver, path: &str, event_type: &str) -> Vec<Value> {
     r.deliveries(path).iter().map(|d| d.json()).filter(|v| v["type"] == event_type).collect()
 }
 
+/// A subscription of `hookline.dead_letter.requeued` on `/ops` of `r`.
+async fn ops_channel<P: Pipeline>(s: &P, r: &Receiver) {
+    s.subscribe(
+        json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}),
+    )
+    .await;
+}
+
 /// Dead-letters at the first failure: a breaker failure (503) or not.
 fn once() -> Value {
     json!({"max_attempts": 1, "base_delay_ms": 50, "max_delay_ms": 100})
@@ -49,10 +57,7 @@ async fn auto_job_record<P: Pipeline>(s: &P, sub: &str) -> Value {
 /// dead letters open.
 pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    s.subscribe(
-        json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}),
-    )
-    .await;
+    ops_channel(s, &r).await;
     let (auto, _) = s
         .subscribe(json!({"callback_url": r.url("/auto", Behaviour::Ok), "event_types": ["arb.*"],
                           "retry_policy": once(), "auto_requeue": true}))
@@ -147,10 +152,7 @@ pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
 /// (reason `automatic requeue: re-enabled`, actor `system`) and delivered.
 pub async fn auto_requeue_after_re_enabling<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
-    s.subscribe(
-        json!({"callback_url": r.url("/ops", Behaviour::Ok), "event_types": ["hookline.dead_letter.requeued"]}),
-    )
-    .await;
+    ops_channel(s, &r).await;
     let (sub, _) = s
         .subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": ["are.*"],
                           "retry_policy": once(), "auto_requeue": true}))
