@@ -137,9 +137,13 @@ async fn take_slot(h: &Hookline, job: &Job, cap: usize) -> Result<(), AdmitError
 
 /// Stores a new job and sends the message of its first page. If the
 /// message cannot be sent, the job is marked failed (nothing was done) and
-/// the error returned.
+/// the error returned. A job whose id is stored already (one of a derived
+/// id, started by another worker at the same time) is not started again.
 pub async fn start(h: &Hookline, job: Job) -> Result<Job, StoreError> {
-    h.stores.jobs.create(&job).await?;
+    if !h.stores.jobs.create(&job).await? {
+        tracing::info!(job_id = %job.id, "bulk job already started");
+        return Ok(job);
+    }
     if let Err(e) = send(h, &job.id, 0).await {
         let _ = h.stores.jobs.update(&job.failed_with("could not be started", Utc::now()), job.version).await;
         return Err(e);
