@@ -54,13 +54,14 @@ async fn auto_job_record<P: Pipeline>(s: &P, sub: &str) -> Value {
 /// of the outage are requeued by one bulk job of `system` (audited, with
 /// `hookline.dead_letter.requeued` naming the job) and delivered. A
 /// subscription without the setting, through the same outage, keeps its
-/// dead letters open.
+/// dead letters open. The requeued deliveries keep the subscription's
+/// `max_in_flight` (1).
 pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
     let r = Receiver::start().await;
     ops_channel(s, &r).await;
     let (auto, _) = s
         .subscribe(json!({"callback_url": r.url("/auto", Behaviour::Ok), "event_types": ["arb.*"],
-                          "retry_policy": once(), "auto_requeue": true}))
+                          "retry_policy": once(), "auto_requeue": true, "max_in_flight": 1}))
         .await;
     let (manual, _) = s
         .subscribe(json!({"callback_url": r.url("/manual", Behaviour::Ok), "event_types": ["arb.*"],
@@ -135,6 +136,8 @@ pub async fn auto_requeue_after_the_breaker_closes<P: Pipeline>(s: &P) {
     for d in &requeued {
         assert!(named.contains(&d["id"]), "{} not in {heard}", d["id"]);
     }
+    // The requeued deliveries went the normal way: within its limit.
+    assert_eq!(r.max_concurrent("/auto"), 1, "max_in_flight held");
     // The subscription without the setting: its dead letters still wait.
     let open = all_dead_letters(s, &format!("subscription_id={manual}&state=open"), 100).await;
     assert!(open.len() >= 4, "{open:?}");
