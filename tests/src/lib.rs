@@ -63,6 +63,7 @@ pub mod lane_scenarios;
 pub mod metering;
 pub mod pipeline;
 pub mod portal_scenarios;
+pub mod recovery_stages;
 pub mod router_scenarios;
 pub mod scenarios;
 pub mod stages;
