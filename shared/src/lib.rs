@@ -14,6 +14,7 @@ pub mod attempt;
 pub mod audit;
 pub mod bounds;
 pub mod bulk;
+pub mod catalog;
 pub mod config;
 pub mod context;
 pub mod data_key;
