@@ -20,6 +20,7 @@ pub mod http;
 pub mod idempotency;
 mod keys;
 pub mod openapi;
+mod catalog;
 mod portal;
 pub mod query;
 pub mod reference;

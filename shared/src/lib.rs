@@ -52,3 +52,4 @@ pub mod tenant;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time_range;
+pub mod type_version;

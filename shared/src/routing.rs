@@ -78,22 +78,7 @@ fn unversioned_patterns(event_type: &str) -> Vec<String> {
     out
 }
 
-/// The major version of a versioned type: its last segment is `v<N>` with
-/// N ≥ 2 (no leading zero) after at least one other segment;
-/// `task.succeeded.v2` is version 2 of `task.succeeded`. Version 1 is the
-/// bare type (docs/formats.md#event-catalog). Wildcards (`task.*`, `*`) do
-/// not match a versioned type: a subscriber asks for the version
-/// (`task.*.v2`, `*.v2`, or the exact type), so a breaking version never
-/// reaches it by surprise.
-pub fn version_of(event_type: &str) -> Option<(&str, u32)> {
-    let (base, last) = event_type.rsplit_once('.')?;
-    let digits = last.strip_prefix('v')?;
-    if base.is_empty() || digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u32 = digits.parse().ok()?;
-    (n >= 2).then_some((base, n))
-}
+pub use crate::type_version::version_of;
 
 /// The index keys under which the subscriptions an event of this tenant
 /// (or none) and type may want are found: global and, with a tenant, that

@@ -323,12 +323,12 @@ pub fn validate_event_types(types: &[String], max: usize) -> Result<(), Vec<Fiel
 
 /// Checks an event-type pattern: exact, `prefix.*` or `*`, or a wildcard
 /// asking for a major version (`prefix.*.v2`, `*.v2`: versioned types,
-/// [`crate::routing::version_of`]).
+/// [`crate::type_version::version_of`]).
 pub fn validate_pattern(p: &str) -> Result<(), String> {
     if p == "*" {
         return Ok(());
     }
-    if let Some((wildcard, _)) = crate::routing::version_of(p).filter(|(w, _)| *w == "*" || w.ends_with(".*")) {
+    if let Some((wildcard, _)) = crate::type_version::version_of(p).filter(|(w, _)| *w == "*" || w.ends_with(".*")) {
         if p.len() > 100 {
             return Err(format!("'{p}' is not a valid event type pattern (1-100 characters)"));
         }

@@ -6,7 +6,7 @@
 //!
 //! Version 1 of `name` is the type `name`; version N ≥ 2 is the type
 //! `name.vN` ([`event_type_of`]), which routing treats as versioned
-//! ([`crate::routing::version_of`]). Pure decisions here: what a
+//! ([`crate::type_version::version_of`]). Pure decisions here: what a
 //! registration may be ([`check_registration`]), what re-registering does
 //! ([`decide`], [`compat`]), what an event of a registered type must hold
 //! ([`check_event`], [`schema`]); the per-process cache ingest reads
@@ -94,7 +94,7 @@ pub fn event_type_of(name: &str, version: u32) -> String {
 /// The (name, version) of an event type: `task.succeeded.v2` is version 2
 /// of `task.succeeded`; anything else is version 1 of itself.
 pub fn name_and_version(event_type: &str) -> (&str, u32) {
-    match crate::routing::version_of(event_type) {
+    match crate::type_version::version_of(event_type) {
         Some((base, n)) => (base, n),
         None => (event_type, 1),
     }
@@ -166,7 +166,7 @@ fn check_name(name: &str, full: &str) -> Result<(), String> {
     if crate::routing::is_operational(name) {
         return Err(format!("types starting with `{}` are Hookline's own", crate::routing::OPERATIONAL_PREFIX));
     }
-    if crate::routing::version_of(name).is_some() || name.ends_with(".v1") {
+    if crate::type_version::version_of(name).is_some() || name.ends_with(".v1") {
         return Err("the name must not end in a version segment (`.v<N>`): give the version in `version`".into());
     }
     if full.chars().count() > crate::envelope::MAX_EVENT_TYPE_LEN {
