@@ -47,36 +47,26 @@ pub(super) fn merge(
     tenant: Option<&str>,
     limit: usize,
 ) -> (Vec<EventType>, Option<String>) {
+    // A type as listed before the catalog says anything of it.
+    let blank = |event_type: String| EventType {
+        event_type,
+        tenant_id: tenant.map(str::to_string),
+        first_seen_at: None,
+        registered: false,
+        name: None,
+        version: None,
+        description: None,
+        schema: None,
+        example: None,
+    };
     let mut by_type: std::collections::BTreeMap<String, EventType> = std::collections::BTreeMap::new();
     for s in seen.items {
-        by_type.insert(
-            s.event_type.clone(),
-            EventType {
-                event_type: s.event_type,
-                tenant_id: tenant.map(str::to_string),
-                first_seen_at: Some(s.first_seen_at),
-                registered: false,
-                name: None,
-                version: None,
-                description: None,
-                schema: None,
-                example: None,
-            },
-        );
+        let item = by_type.entry(s.event_type.clone()).or_insert_with(|| blank(s.event_type));
+        item.first_seen_at = Some(s.first_seen_at);
     }
     for e in registered.items {
         let t = e.event_type();
-        let item = by_type.entry(t.clone()).or_insert_with(|| EventType {
-            event_type: t,
-            tenant_id: tenant.map(str::to_string),
-            first_seen_at: None,
-            registered: false,
-            name: None,
-            version: None,
-            description: None,
-            schema: None,
-            example: None,
-        });
+        let item = by_type.entry(t.clone()).or_insert_with(|| blank(t));
         item.registered = true;
         item.name = Some(e.name);
         item.version = Some(e.version);
@@ -85,8 +75,7 @@ pub(super) fn merge(
         item.example = e.example;
     }
     let more = by_type.len() > limit || seen.next.is_some() || registered.next.is_some();
-    let mut items: Vec<EventType> = by_type.into_values().take(limit).collect();
-    items.shrink_to_fit();
+    let items: Vec<EventType> = by_type.into_values().take(limit).collect();
     let next = if more { items.last().map(|t| t.event_type.clone()) } else { None };
     (items, next)
 }
@@ -155,7 +144,8 @@ impl Api {
         if versions.is_empty() {
             return Err(ApiError::not_found("event type", name));
         }
-        let t = wire::CatalogType { name: base.to_string(), versions: versions.into_iter().map(version_view).collect() };
+        let t =
+            wire::CatalogType { name: base.to_string(), versions: versions.into_iter().map(version_view).collect() };
         Ok(Response::json(200, &t))
     }
 }
@@ -254,10 +244,20 @@ mod tests {
             items.iter().map(|t| (t.event_type.as_str(), t.registered, t.first_seen_at.is_some())).collect();
         assert_eq!(shown, [("a", false, true), ("b", true, false)]);
         assert_eq!(next.as_deref(), Some("b"), "c is next, from both");
-        let (items, next) = merge(Page { items: vec![seen("c")], next: None }, Page { items: vec![entry("c", 2)], next: None }, None, 5);
+        let (items, next) = merge(
+            Page { items: vec![seen("c")], next: None },
+            Page { items: vec![entry("c", 2)], next: None },
+            None,
+            5,
+        );
         assert_eq!(items.len(), 2, "c and c.v2 are two types");
         assert_eq!(next, None);
-        let (items, _) = merge(Page { items: vec![seen("c")], next: None }, Page { items: vec![entry("c", 1)], next: None }, None, 5);
+        let (items, _) = merge(
+            Page { items: vec![seen("c")], next: None },
+            Page { items: vec![entry("c", 1)], next: None },
+            None,
+            5,
+        );
         assert_eq!((items.len(), items[0].registered, items[0].first_seen_at.is_some()), (1, true, true));
     }
 }

@@ -10,6 +10,7 @@
 
 mod audit;
 mod body;
+mod catalog;
 pub mod console;
 pub mod cursor;
 mod dead_letters;
@@ -20,7 +21,6 @@ pub mod http;
 pub mod idempotency;
 mod keys;
 pub mod openapi;
-mod catalog;
 mod portal;
 pub mod query;
 pub mod reference;

@@ -342,7 +342,10 @@ mod tests {
             let open = ["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET";
             assert_eq!(a.action.is_none(), open, "{} {}", a.method, a.path);
             for p in a.params() {
-                assert!(Resource::of_param(p).is_some() || ["partition_key", "name"].contains(&p), "unknown parameter {p}");
+                assert!(
+                    Resource::of_param(p).is_some() || ["partition_key", "name"].contains(&p),
+                    "unknown parameter {p}"
+                );
             }
         }
     }

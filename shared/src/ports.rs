@@ -677,11 +677,8 @@ pub trait EventTypeStore: Send + Sync {
     /// the caller read: nothing when `read` is `None`, an entry last
     /// updated at `read` otherwise. `false` when another writer got there
     /// first (nothing written).
-    async fn catalog_put(
-        &self,
-        entry: &crate::catalog::CatalogEntry,
-        read: Option<DateTime<Utc>>,
-    ) -> StoreResult<bool>;
+    async fn catalog_put(&self, entry: &crate::catalog::CatalogEntry, read: Option<DateTime<Utc>>)
+        -> StoreResult<bool>;
     /// Up to `limit` registered versions in event type order, after the
     /// type `after`.
     async fn catalog_page(&self, limit: usize, after: Option<&str>) -> StoreResult<Page<crate::catalog::CatalogEntry>>;

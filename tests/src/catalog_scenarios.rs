@@ -62,7 +62,8 @@ pub async fn a_registered_type_checks_its_events(p: &mut impl Pipeline) {
 
     let r = Receiver::start().await;
     let pattern = format!("{}.*", t.split('.').next().unwrap());
-    let (sub, _) = p.subscribe(json!({"callback_url": r.url("/orders", Behaviour::Ok), "event_types": [pattern]})).await;
+    let (sub, _) =
+        p.subscribe(json!({"callback_url": r.url("/orders", Behaviour::Ok), "event_types": [pattern]})).await;
     let (st, ok) = p.post("/v1/events", &json!({"id": unique_name("ok"), "type": t, "data": {"amount": 3}})).await;
     assert_eq!(st, 202, "{ok}");
     let d = p.settled_deliveries(ok["event_id"].as_str().unwrap(), 1, 20).await;
@@ -70,7 +71,10 @@ pub async fn a_registered_type_checks_its_events(p: &mut impl Pipeline) {
 
     let bad_id = unique_name("bad");
     let (st, v) = p.post("/v1/events", &json!({"id": bad_id, "type": t, "data": {"amount": "3"}})).await;
-    assert_eq!((st, v["error"]["code"].as_str(), v["error"]["field"].as_str()), (422, Some("invalid_field"), Some("data.amount")));
+    assert_eq!(
+        (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+        (422, Some("invalid_field"), Some("data.amount"))
+    );
     assert!(v["error"]["message"].as_str().unwrap().contains("expected number, got string"), "{v}");
     let (st, v) = p.post("/v1/events", &json!({"id": unique_name("bad"), "type": t, "data": {"note": 1}})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("data.amount")), "the first violation is named: {v}");
@@ -87,7 +91,10 @@ pub async fn a_registered_type_checks_its_events(p: &mut impl Pipeline) {
     let batch = json!([{"type": t, "data": {"amount": 1}}, {"type": t, "data": {}}]);
     let (st, v) = p.post("/v1/events/batch", &batch).await;
     assert_eq!((st, v["accepted"].as_u64(), v["rejected"].as_u64()), (207, Some(1), Some(1)), "{v}");
-    assert_eq!((v["results"][1]["status"].as_u64(), v["results"][1]["error"]["field"].as_str()), (Some(422), Some("data.amount")));
+    assert_eq!(
+        (v["results"][1]["status"].as_u64(), v["results"][1]["error"]["field"].as_str()),
+        (Some(422), Some("data.amount"))
+    );
 
     let (st, one) = p.get(&format!("/v1/event-types/{t}")).await;
     assert_eq!((st, one["name"].as_str(), one["versions"].as_array().map(Vec::len)), (200, Some(t.as_str()), Some(1)));
@@ -96,7 +103,10 @@ pub async fn a_registered_type_checks_its_events(p: &mut impl Pipeline) {
     assert_eq!(st, 200, "{list}");
     let item = list["items"].as_array().unwrap().iter().find(|i| i["event_type"] == t.as_str()).cloned();
     let item = item.unwrap_or_else(|| panic!("{t} is listed: {list}"));
-    assert_eq!((item["registered"].as_bool(), item["description"].as_str()), (Some(true), Some("An order was placed.")));
+    assert_eq!(
+        (item["registered"].as_bool(), item["description"].as_str()),
+        (Some(true), Some("An order was placed."))
+    );
     assert_eq!(item["schema"], order_schema());
     assert!(item["first_seen_at"].is_string(), "seen too: {item}");
 
@@ -139,7 +149,8 @@ pub async fn a_new_registration_may_only_add_optional_properties(p: &mut impl Pi
     broken["properties"]["amount"]["type"] = json!("integer");
     let (st, v) = register(p, &t, 1, broken.clone(), json!({"amount": 1, "currency": "EUR"})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("schema")), "{v}");
-    let changes: Vec<&str> = v["error"]["errors"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect();
+    let changes: Vec<&str> =
+        v["error"]["errors"].as_array().unwrap().iter().filter_map(|e| e["message"].as_str()).collect();
     assert_eq!(
         changes,
         ["type of `amount` changed from number to integer", "property `note` removed", "`currency` became required"],
@@ -155,7 +166,8 @@ pub async fn a_new_registration_may_only_add_optional_properties(p: &mut impl Pi
     assert_eq!(st, 200, "{one}");
     let versions: Vec<u64> = one["versions"].as_array().unwrap().iter().filter_map(|v| v["version"].as_u64()).collect();
     assert_eq!((one["name"].as_str(), versions), (Some(t.as_str()), vec![1, 2]));
-    let (st, v) = p.post("/v1/events", &json!({"type": format!("{t}.v2"), "data": {"amount": 1.5, "currency": "EUR"}})).await;
+    let (st, v) =
+        p.post("/v1/events", &json!({"type": format!("{t}.v2"), "data": {"amount": 1.5, "currency": "EUR"}})).await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("data.amount")), "v2's schema applies to v2: {v}");
     let (st, v) = p.post("/v1/events", &json!({"type": t, "data": {"amount": 1.5}})).await;
     assert_eq!(st, 202, "v1's to v1: {v}");
@@ -196,14 +208,18 @@ pub async fn versioned_types_reach_only_subscriptions_that_ask_for_them(p: &mut 
     let (v1, v2) = (format!("{prefix}.succeeded"), format!("{prefix}.succeeded.v2"));
     let r = Receiver::start().await;
     let mut subs = Vec::new();
-    for (path, pattern) in
-        [("/bare", format!("{prefix}.*")), ("/v2", format!("{prefix}.*.v2")), ("/exact", v2.clone())]
+    for (path, pattern) in [("/bare", format!("{prefix}.*")), ("/v2", format!("{prefix}.*.v2")), ("/exact", v2.clone())]
     {
         let (id, _) = p.subscribe(json!({"callback_url": r.url(path, Behaviour::Ok), "event_types": [pattern]})).await;
         subs.push((path, id));
     }
-    let (st, v) = p.post("/v1/subscriptions", &json!({"callback_url": r.url("/x", Behaviour::Ok),
-        "event_types": [format!("{prefix}.*.v1")]})).await;
+    let (st, v) = p
+        .post(
+            "/v1/subscriptions",
+            &json!({"callback_url": r.url("/x", Behaviour::Ok),
+        "event_types": [format!("{prefix}.*.v1")]}),
+        )
+        .await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("event_types[0]")), "{v}");
 
     let (st, a) = p.post("/v1/events", &json!({"type": v1, "data": {}})).await;

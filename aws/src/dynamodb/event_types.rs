@@ -11,10 +11,10 @@ use chrono::DateTime;
 use std::collections::HashMap;
 
 use super::{all, backend, get_item, s, written};
-use chrono::Utc;
-use shared::catalog::CatalogEntry;
 use crate::item::Attrs;
+use chrono::Utc;
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
+use shared::catalog::CatalogEntry;
 use shared::error::StoreError;
 use shared::event_types::{SeenType, TypeScope};
 use shared::ports::{EventTypeStore, Page, StoreResult};

@@ -303,8 +303,11 @@ pub struct Compiled {
 /// not know (one read per type per TTL per process), never per event.
 #[derive(Debug, Default)]
 pub struct CatalogCache {
-    known: Mutex<HashMap<String, (Instant, Option<Arc<Compiled>>)>>,
+    known: Mutex<HashMap<String, Known>>,
 }
+
+/// What the store said of one type, and when it was read.
+type Known = (Instant, Option<Arc<Compiled>>);
 
 impl CatalogCache {
     /// What is known of `event_type`, if fresh: `Some(None)` = not registered.
@@ -394,14 +397,18 @@ mod tests {
     #[test]
     fn an_event_is_checked_against_its_schema_at_the_formats_data_member() {
         let c = Compiled {
-            schema: Schema::parse(&json!({"type": "object", "properties": {"amount": {"type": "number"}}}), "s").unwrap(),
+            schema: Schema::parse(&json!({"type": "object", "properties": {"amount": {"type": "number"}}}), "s")
+                .unwrap(),
         };
         let ok = br#"{"type":"order.created","data":{"amount":1}}"#;
         assert!(check_event(Some(&c), false, "order.created", Format::Native, ok).is_ok());
         let bad = br#"{"type":"order.created","data":{"amount":"1"}}"#;
         let e = check_event(Some(&c), false, "order.created", Format::Native, bad).unwrap_err();
         assert_eq!(e.field(), Some("data.amount"));
-        assert_eq!(e.to_string(), "invalid field `data.amount`: expected number, got string (schema of `order.created`)");
+        assert_eq!(
+            e.to_string(),
+            "invalid field `data.amount`: expected number, got string (schema of `order.created`)"
+        );
         let contract = br#"{"eventType":"task.failed","payload":{"amount":true}}"#;
         let e = check_event(Some(&c), false, "task.failed", Format::Contract, contract).unwrap_err();
         assert_eq!(e.field(), Some("payload.amount"));

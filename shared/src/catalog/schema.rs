@@ -372,9 +372,9 @@ fn parse_types(v: &Value, path: &str) -> Result<Vec<JsonType>, SchemaError> {
     let mut out = names
         .into_iter()
         .map(|n| {
-            n.as_str()
-                .and_then(JsonType::parse)
-                .ok_or_else(|| bad(path, format!("unknown type {n}; types: null, boolean, integer, number, string, array, object")))
+            n.as_str().and_then(JsonType::parse).ok_or_else(|| {
+                bad(path, format!("unknown type {n}; types: null, boolean, integer, number, string, array, object"))
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     out.sort();
@@ -465,7 +465,10 @@ mod tests {
             ]
         );
         assert_eq!(paths(&s, json!([1])), ["data: expected object, got array"]);
-        assert_eq!(paths(&s, json!({"amount": 1, "currency": "GBP"})), [r#"data.currency: expected one of "EUR", "USD""#]);
+        assert_eq!(
+            paths(&s, json!({"amount": 1, "currency": "GBP"})),
+            [r#"data.currency: expected one of "EUR", "USD""#]
+        );
     }
 
     #[test]

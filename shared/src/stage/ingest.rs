@@ -157,7 +157,8 @@ pub const TEST_EVENT_TYPE: &str = "hookline.test";
 /// producer `hookline.test`, stored like any event but with `sub` as its
 /// one target ([`EventRecord::target`]): routing sends it to that
 /// subscription only, through the usual sagas, signing and retries. Its
-/// type is not recorded as seen.
+/// type is not recorded as seen, and its data is not checked against the
+/// event catalog (a test says what a receiver does with what it is sent).
 ///
 /// # Errors
 ///

@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use shared::catalog::CatalogEntry;
 use rusqlite::params;
+use shared::catalog::CatalogEntry;
 
 use crate::{sql, Db};
 use shared::error::StoreError;
@@ -113,9 +113,7 @@ impl EventTypeStore for SqliteEventTypes {
             .0
             .call(move |c, _| {
                 let mut st = c
-                    .prepare_cached(
-                        "SELECT data FROM event_catalog WHERE event_type > ?1 ORDER BY event_type LIMIT ?2",
-                    )
+                    .prepare_cached("SELECT data FROM event_catalog WHERE event_type > ?1 ORDER BY event_type LIMIT ?2")
                     .map_err(sql)?;
                 let rows = st.query_map(params![after, limit as i64 + 1], |r| r.get(0)).map_err(sql)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(sql)
@@ -137,8 +135,7 @@ impl EventTypeStore for SqliteEventTypes {
                 let mut st = c
                     .prepare_cached("SELECT data FROM event_catalog WHERE name = ?1 ORDER BY version LIMIT ?2")
                     .map_err(sql)?;
-                let rows =
-                    st.query_map(params![name, shared::catalog::MAX_VERSION], |r| r.get(0)).map_err(sql)?;
+                let rows = st.query_map(params![name, shared::catalog::MAX_VERSION], |r| r.get(0)).map_err(sql)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(sql)
             })
             .await?;

@@ -100,13 +100,18 @@ pub async fn catalog_entries_are_written_conditionally_and_listed(s: &Stores) {
     let later = at + Duration::seconds(5);
     let changed = CatalogEntry { description: Some("changed".into()), updated_at: later, ..v1.clone() };
     assert!(store.catalog_put(&changed, Some(at)).await.unwrap());
-    let stale = CatalogEntry { description: Some("stale".into()), updated_at: later + Duration::seconds(1), ..v1.clone() };
+    let stale =
+        CatalogEntry { description: Some("stale".into()), updated_at: later + Duration::seconds(1), ..v1.clone() };
     assert!(!store.catalog_put(&stale, Some(at)).await.unwrap(), "over a version no longer stored");
     assert_eq!(store.catalog_get(&name).await.unwrap().unwrap().description.as_deref(), Some("changed"));
     assert_eq!(store.catalog_get(&format!("{name}.v7")).await.unwrap(), None);
 
-    for e in [entry(&name, 3, at), entry(&name, 2, at), entry(&format!("{name}.v2x"), 1, at), entry(&format!("{name}.validated"), 1, at)]
-    {
+    for e in [
+        entry(&name, 3, at),
+        entry(&name, 2, at),
+        entry(&format!("{name}.v2x"), 1, at),
+        entry(&format!("{name}.validated"), 1, at),
+    ] {
         assert!(store.catalog_put(&e, None).await.unwrap());
     }
     let versions: Vec<u32> = store.catalog_versions(&name).await.unwrap().iter().map(|e| e.version).collect();
