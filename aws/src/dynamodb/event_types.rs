@@ -170,6 +170,19 @@ impl DynamoEventTypes {
         let want = limit + 1;
         let mut items: Vec<Attrs> = Vec::new();
         let mut start = None;
+        // Within a range, the lower bound moves past `after`; past the
+        // upper bound nothing is left (and DynamoDB refuses a `BETWEEN`
+        // whose bounds are out of order).
+        let range = match range {
+            Some((lo, hi)) => {
+                let lo = after.filter(|a| *a >= lo.as_str()).map_or(lo.clone(), |a| format!("{a}\u{0}"));
+                if lo > *hi {
+                    return Ok((Vec::new(), false));
+                }
+                Some((lo, hi.clone()))
+            }
+            None => None,
+        };
         loop {
             let mut q = self
                 .client
@@ -182,14 +195,12 @@ impl DynamoEventTypes {
             // `#t` only where the condition uses it (AWS refuses a name
             // no expression uses). A range starts after `after` through
             // the start key, never a second sort key condition.
-            q = match (after, range) {
-                (_, Some((lo, hi))) => {
-                    let lo = after.filter(|a| *a >= lo.as_str()).map_or(lo.clone(), |a| format!("{a}\u{0}"));
-                    q.key_condition_expression("#s = :s AND #t BETWEEN :lo AND :hi")
-                        .expression_attribute_names("#t", "event_type")
-                        .expression_attribute_values(":lo", s(lo))
-                        .expression_attribute_values(":hi", s(hi))
-                }
+            q = match (after, &range) {
+                (_, Some((lo, hi))) => q
+                    .key_condition_expression("#s = :s AND #t BETWEEN :lo AND :hi")
+                    .expression_attribute_names("#t", "event_type")
+                    .expression_attribute_values(":lo", s(lo))
+                    .expression_attribute_values(":hi", s(hi)),
                 (Some(a), None) => q
                     .key_condition_expression("#s = :s AND #t > :a")
                     .expression_attribute_names("#t", "event_type")
