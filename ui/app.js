@@ -16,6 +16,7 @@ import * as deadLetter from "./views/dead_letter.js";
 import * as replays from "./views/replays.js";
 import * as audit from "./views/audit.js";
 import * as portalLinks from "./views/portal_links.js";
+import * as eventTypes from "./views/event_types.js";
 import { Session } from "./session.js";
 
 const main = document.getElementById("main");
@@ -37,6 +38,7 @@ const ROUTES = [
   { re: /^\/replays$/, view: replays, need: "replays", menu: ["/replays", "Replays"] },
   { re: /^\/audit$/, view: audit, need: "audit", menu: ["/audit", "Audit trail"] },
   { re: /^\/portal-links$/, view: portalLinks, need: "manage_keys", menu: ["/portal-links", "Portal links"] },
+  { re: /^\/event-types$/, view: eventTypes, need: "read", menu: ["/event-types", "Event types"] },
 ];
 let rendering = 0; // the latest render: an older one finishing late is dropped
 

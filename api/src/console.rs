@@ -56,6 +56,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("views/dead_letter.js", "text/javascript; charset=utf-8"),
     asset!("views/dead_letters.js", "text/javascript; charset=utf-8"),
     asset!("views/event.js", "text/javascript; charset=utf-8"),
+    asset!("views/event_types.js", "text/javascript; charset=utf-8"),
     asset!("views/events.js", "text/javascript; charset=utf-8"),
     asset!("views/job.js", "text/javascript; charset=utf-8"),
     asset!("views/overview.js", "text/javascript; charset=utf-8"),

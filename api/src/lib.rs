@@ -10,6 +10,7 @@
 
 mod audit;
 mod body;
+mod catalog;
 pub mod console;
 pub mod cursor;
 mod dead_letters;

@@ -47,6 +47,7 @@ pub fn document() -> OpenApi {
         super::audit::openapi(),
         super::stats::openapi(),
         super::portal::openapi(),
+        super::catalog::openapi(),
     ] {
         doc.merge(part);
     }
@@ -274,6 +275,8 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("POST", "/v1/portal-links", "create_portal_link"),
     ("GET", "/v1/me", "me"),
     ("GET", "/v1/event-types", "list_event_types"),
+    ("POST", "/v1/event-types", "register_event_type"),
+    ("GET", "/v1/event-types/{name}", "get_event_type"),
     ("POST", "/v1/subscriptions/{subscription}/test", "send_test_event"),
 ];
 

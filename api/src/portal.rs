@@ -50,6 +50,7 @@ fn permission(a: Action) -> wire::Permission {
         Action::ManageSubscriptions => P::ManageSubscriptions,
         Action::ManageKeys => P::ManageKeys,
         Action::Rebuild => P::Rebuild,
+        Action::ManageCatalog => P::ManageCatalog,
     }
 }
 
@@ -131,7 +132,9 @@ impl Api {
     /// `GET /v1/event-types` (`Read`): one page of the types seen at
     /// ingest for `tenant_id` (a bound caller: its own tenant, whether
     /// named or not), or for an unbound caller without it the types seen
-    /// across every tenant; in type order, paged with the API's cursors.
+    /// across every tenant, merged with the (deployment-wide) event
+    /// catalog's registered types ([`super::catalog::merge`]); in type
+    /// order, paged with the API's cursors.
     pub(super) async fn list_event_types(&self, c: &Call<'_>) -> ApiResult {
         let q: wire::EventTypeQuery = query::typed(c.req.query)?;
         let limit = query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE)?;
@@ -147,21 +150,14 @@ impl Api {
                 cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
             })
             .transpose()?;
-        let page = self.hookline.stores.event_types.page(&scope, limit, after.as_deref()).await?;
+        let seen = self.hookline.stores.event_types.page(&scope, limit, after.as_deref()).await?;
+        let registered = self.hookline.stores.event_types.catalog_page(limit, after.as_deref()).await?;
         let tenant = match &scope {
-            TypeScope::Tenant(t) => Some(t.as_str().to_string()),
+            TypeScope::Tenant(t) => Some(t.as_str()),
             TypeScope::All => None,
         };
-        let items: Vec<wire::EventType> = page
-            .items
-            .into_iter()
-            .map(|s| wire::EventType {
-                event_type: s.event_type,
-                tenant_id: tenant.clone(),
-                first_seen_at: s.first_seen_at,
-            })
-            .collect();
-        Ok(Response::json(200, &Page::new(items, page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)))))
+        let (items, next) = super::catalog::merge(seen, registered, tenant, limit);
+        Ok(Response::json(200, &Page::new(items, next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters)))))
     }
 
     /// `POST /v1/subscriptions/{subscription}/test` (`ManageSubscriptions`):
@@ -261,11 +257,13 @@ fn me() {}
     get,
     path = "/v1/event-types",
     tag = "portal",
-    summary = "List event types seen",
+    summary = "List event types",
     description = "One page of the event types accepted so far, in type order: of `tenant_id` (a tenant-bound \
         key or portal token: its own tenant, whether named or not), or without it, for an unbound key, across \
-        every tenant. Recorded at ingest once per tenant and type (test and operational events are not). For \
-        choosing a subscription's `event_types`.",
+        every tenant. Recorded at ingest once per tenant and type (test and operational events are not). Merged \
+        with the event catalog (deployment-wide, so in every tenant's listing): a registered type is \
+        `registered: true` with its name, version, description, schema and example, and `first_seen_at` null \
+        until it is seen. For choosing a subscription's `event_types`.",
     params(wire::EventTypeQuery),
     responses(
         (status = 200, description = "A page of types.", body = Page<wire::EventType>, example = json!({

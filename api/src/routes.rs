@@ -240,6 +240,10 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/portal-links", Some(ManageKeys), |api, c| Box::pin(api.create_portal_link(c))),
     route("GET", "/v1/me", Some(Identify), |api, c| Box::pin(api.me(c))),
     route("GET", "/v1/event-types", Some(Read), |api, c| Box::pin(api.list_event_types(c))),
+    route("POST", "/v1/event-types", Some(ManageCatalog), |api, c| Box::pin(api.register_event_type(c))),
+    route("GET", "/v1/event-types/{name}", Some(Read), |api, c| {
+        Box::pin(async { api.get_event_type(c.param("name"), c).await })
+    }),
     route("POST", "/v1/subscriptions/{subscription}/test", Some(ManageSubscriptions), |api, c| {
         Box::pin(async { api.send_test_event(&c.subscription(), c).await })
     }),
@@ -338,7 +342,10 @@ mod tests {
             let open = ["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET";
             assert_eq!(a.action.is_none(), open, "{} {}", a.method, a.path);
             for p in a.params() {
-                assert!(Resource::of_param(p).is_some() || p == "partition_key", "unknown parameter {p}");
+                assert!(
+                    Resource::of_param(p).is_some() || ["partition_key", "name"].contains(&p),
+                    "unknown parameter {p}"
+                );
             }
         }
     }

@@ -82,6 +82,15 @@ pub const TARGETS: &[Target] = &[
         seeds: no_seeds,
         run: record,
     },
+    Target {
+        name: "catalog",
+        about: "shared::catalog: the input as a registration's schema (schema::Schema::parse) and as its \
+                example (check_registration); an accepted schema validates the input itself and is \
+                compatible with itself (compat::breaking_changes)",
+        json: true,
+        seeds: catalog_seeds,
+        run: catalog,
+    },
 ];
 
 /// The target named `name`.
@@ -353,4 +362,45 @@ pub fn files(dir: &Path) -> Vec<Vec<u8>> {
     let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect();
     paths.sort();
     paths.iter().filter_map(|p| std::fs::read(p).ok()).collect()
+}
+
+// ---------------------------------------------------------------- catalog
+
+/// Schemas of the documented subset (docs/formats.md#event-catalog).
+fn catalog_seeds() -> Vec<Vec<u8>> {
+    [
+        r#"{"type": "object", "required": ["amount"], "additionalProperties": false,
+            "properties": {"amount": {"type": "number", "minimum": 0}, "note": {"type": "string", "maxLength": 5}}}"#,
+        r#"{"type": ["array", "null"], "minItems": 1, "items": {"enum": [1, "a", null]}}"#,
+        r#"{"properties": {"at": {"format": "date-time"}, "id": {"format": "uuid"}}, "additionalProperties": {"const": 1}}"#,
+        r#"true"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect()
+}
+
+fn catalog(raw: &[u8]) -> bool {
+    use shared::catalog::{check_registration, compat, schema, Registration};
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(raw) else { return false };
+    let reg = Registration {
+        name: "fuzz.type".into(),
+        version: 2,
+        schema: v.clone(),
+        description: None,
+        example: Some(v.clone()),
+    };
+    let registered = check_registration(&reg);
+    let Ok(s) = schema::Schema::parse(&v, "schema") else {
+        assert!(registered.is_err(), "a schema that does not parse is never registered");
+        return false;
+    };
+    assert!(compat::breaking_changes(&s, &s).is_empty(), "a schema is compatible with itself");
+    let violations = s.validate(&v, "data");
+    assert!(violations.len() <= schema::MAX_VIOLATIONS, "{} violations", violations.len());
+    assert!(violations.iter().all(|x| x.path.starts_with("data")), "{violations:?}");
+    if let Err(issues) = registered {
+        assert!(!issues.is_empty() && issues.iter().all(|i| !i.field.is_empty()), "every issue names its field");
+    }
+    true
 }

@@ -100,11 +100,14 @@ pub enum Action {
     ManageKeys,
     /// Rebuild an index over every tenant's data: global only.
     Rebuild,
+    /// Register event types in the event catalog (`POST /v1/event-types`),
+    /// which is deployment-wide: global only.
+    ManageCatalog,
 }
 
 impl Action {
     /// Every action, in the order of this enum.
-    pub const ALL: [Action; 8] = [
+    pub const ALL: [Action; 9] = [
         Action::Identify,
         Action::PostEvents,
         Action::Read,
@@ -113,6 +116,7 @@ impl Action {
         Action::ManageSubscriptions,
         Action::ManageKeys,
         Action::Rebuild,
+        Action::ManageCatalog,
     ];
 
     /// The action's name on the wire (`GET /v1/me`): snake case.
@@ -126,13 +130,14 @@ impl Action {
             Action::ManageSubscriptions => "manage_subscriptions",
             Action::ManageKeys => "manage_keys",
             Action::Rebuild => "rebuild",
+            Action::ManageCatalog => "manage_catalog",
         }
     }
 
     /// Whether a credential bound to a tenant may ever perform this action
     /// (on its own tenant's resources): not for what spans all tenants.
     pub fn open_to_tenants(self) -> bool {
-        !matches!(self, Action::ReadMetrics | Action::Rebuild)
+        !matches!(self, Action::ReadMetrics | Action::Rebuild | Action::ManageCatalog)
     }
 }
 

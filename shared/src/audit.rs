@@ -104,11 +104,15 @@ pub enum Action {
     /// `subscription.test_sent`: a test event sent to one subscription.
     #[serde(rename = "subscription.test_sent")]
     SubscriptionTestSent,
+    /// `event_type.registered`: a version of an event type registered in
+    /// the event catalog, or changed compatibly ([`crate::catalog`]).
+    #[serde(rename = "event_type.registered")]
+    EventTypeRegistered,
 }
 
 impl Action {
     /// Every action, in the order the docs list them.
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::SubscriptionCreated,
         Action::SubscriptionUpdated,
         Action::SubscriptionDeleted,
@@ -131,6 +135,7 @@ impl Action {
         Action::KeyRevoked,
         Action::PortalLinkCreated,
         Action::SubscriptionTestSent,
+        Action::EventTypeRegistered,
     ];
 
     /// The one spelling (`subscription.created`, …).
@@ -158,6 +163,7 @@ impl Action {
             Action::KeyRevoked => "key.revoked",
             Action::PortalLinkCreated => "portal_link.created",
             Action::SubscriptionTestSent => "subscription.test_sent",
+            Action::EventTypeRegistered => "event_type.registered",
         }
     }
 }

@@ -163,6 +163,8 @@ settings! {
         "most dead letters or events one bulk or replay job may take (counted before it starts; a larger one is 422)";
     ADMIN_PRINCIPALS: "--admin-principals", Kind::Principals, Value(""),
         "IAM principals (user or role ARNs) that are admins without a grant in the key store: the bootstrap of an AWS deployment (`hookline serve` refuses any)";
+    STRICT_CATALOG: "--strict-catalog", Switch, Value("false"),
+        "refuse (422 on the type) events whose type is not registered in the event catalog";
 }
 
 /// The declaration of the setting named `key`.
@@ -365,6 +367,7 @@ impl Config {
                 Some(Parsed::Principals(p)) => p,
                 _ => Vec::new(),
             },
+            strict_catalog: r.switch(&STRICT_CATALOG),
             max_body_bytes: MAX_BODY_BYTES,
             max_batch: MAX_BATCH,
             address_policy: AddressPolicy::PublicOnly,

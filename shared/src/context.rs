@@ -111,6 +111,9 @@ pub struct Config {
     /// IAM principals that are admins without a grant (`ADMIN_PRINCIPALS`;
     /// AWS only: the API behind API Gateway).
     pub admin_principals: Vec<String>,
+    /// Whether an event of a type not in the event catalog is refused
+    /// (`STRICT_CATALOG`; [`crate::catalog`]).
+    pub strict_catalog: bool,
 }
 
 impl Default for Config {
@@ -414,6 +417,9 @@ pub struct Hookline {
     pub stats: crate::stats::StatsAggregator,
     /// The event types this process has recorded ([`crate::event_types`]).
     pub seen_types: crate::event_types::SeenTypes,
+    /// What this process knows of the event catalog ([`crate::catalog`]),
+    /// for ingest.
+    pub catalog: crate::catalog::CatalogCache,
 }
 
 impl Hookline {
@@ -451,6 +457,7 @@ impl Hookline {
             keyring,
             stats: Default::default(),
             seen_types: Default::default(),
+            catalog: Default::default(),
         }
     }
 }

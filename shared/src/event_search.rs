@@ -64,7 +64,9 @@ impl std::str::FromStr for Outcome {
 }
 
 /// An event-type filter as subscriptions write patterns: one exact type, or
-/// `prefix.*` (every type under `prefix.`). `*` is no filter at all.
+/// `prefix.*` (every type under `prefix.`, versioned ones included: a
+/// search is not routing). `*` is no filter at all; a versioned wildcard
+/// (`task.*.v2`) is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TypeFilter {
     /// This type only.
@@ -83,6 +85,14 @@ impl TypeFilter {
     /// Why the pattern is not one.
     pub fn parse(pattern: &str) -> Result<Option<TypeFilter>, String> {
         crate::subscription::validate_pattern(pattern)?;
+        // A wildcard asking for a version (`task.*.v2`) is a routing
+        // pattern; a search finds every type under a prefix, versions
+        // included (`task.*` finds `task.succeeded.v2`).
+        if crate::type_version::version_of(pattern).is_some_and(|(w, _)| w == "*" || w.ends_with(".*")) {
+            return Err(format!(
+                "'{pattern}' asks for a version, which only subscriptions do; search by the exact type or 'prefix.*'"
+            ));
+        }
         Ok(match pattern {
             "*" => None,
             p => Some(match p.strip_suffix('*') {
@@ -247,6 +257,8 @@ mod tests {
         assert!(TypeFilter::parse("order*").is_err());
         assert!(TypeFilter::parse("a b").is_err());
         assert!(TypeFilter::parse("").is_err());
+        assert!(TypeFilter::parse("order.*.v2").unwrap_err().contains("asks for a version"));
+        assert!(TypeFilter::parse("order.*").unwrap().unwrap().matches("order.created.v2"), "a search is not routing");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod attempt;
 pub mod audit;
 pub mod bounds;
 pub mod bulk;
+pub mod catalog;
 pub mod config;
 pub mod context;
 pub mod data_key;
@@ -52,3 +53,4 @@ pub mod tenant;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time_range;
+pub mod type_version;

@@ -670,4 +670,19 @@ pub trait EventTypeStore: Send + Sync {
         limit: usize,
         after: Option<&str>,
     ) -> StoreResult<Page<crate::event_types::SeenType>>;
+    /// The catalog's entry of one event type (a registered major version,
+    /// [`crate::catalog`]), if registered: one keyed read.
+    async fn catalog_get(&self, event_type: &str) -> StoreResult<Option<crate::catalog::CatalogEntry>>;
+    /// Stores `entry` under its event type if what is stored is still what
+    /// the caller read: nothing when `read` is `None`, an entry last
+    /// updated at `read` otherwise. `false` when another writer got there
+    /// first (nothing written).
+    async fn catalog_put(&self, entry: &crate::catalog::CatalogEntry, read: Option<DateTime<Utc>>)
+        -> StoreResult<bool>;
+    /// Up to `limit` registered versions in event type order, after the
+    /// type `after`.
+    async fn catalog_page(&self, limit: usize, after: Option<&str>) -> StoreResult<Page<crate::catalog::CatalogEntry>>;
+    /// Every registered version of `name` (its types `name` and
+    /// `name.v<N>`, at most [`crate::catalog::MAX_VERSION`]), oldest first.
+    async fn catalog_versions(&self, name: &str) -> StoreResult<Vec<crate::catalog::CatalogEntry>>;
 }

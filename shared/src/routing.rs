@@ -49,7 +49,22 @@ pub fn index_keys(sub: &Subscription) -> Vec<RouteKey> {
 /// The patterns that can match `event_type` ([`pattern_matches`]): the type
 /// itself, `<prefix>.*` for every prefix that ends before a `.` with
 /// something after it, and `*`. For `a.b.c`: `a.b.c`, `a.b.*`, `a.*`, `*`.
+/// A versioned type ([`version_of`]) is matched only by patterns that ask
+/// for its version: for `a.b.v2`, `a.b.v2`, `a.*.v2` and `*.v2`.
 pub fn matching_patterns(event_type: &str) -> Vec<String> {
+    if let Some((base, n)) = version_of(event_type) {
+        let mut out: Vec<String> =
+            unversioned_patterns(base).into_iter().filter(|p| p != base).map(|p| format!("{p}.v{n}")).collect();
+        out.push(event_type.to_string());
+        out.sort();
+        out.dedup();
+        return out;
+    }
+    unversioned_patterns(event_type)
+}
+
+/// [`matching_patterns`] of a type read as unversioned.
+fn unversioned_patterns(event_type: &str) -> Vec<String> {
     let mut out = vec![event_type.to_string()];
     let b = event_type.as_bytes();
     for (i, _) in b.iter().enumerate().filter(|(i, c)| **c == b'.' && b.len() > i + 1) {
@@ -62,6 +77,8 @@ pub fn matching_patterns(event_type: &str) -> Vec<String> {
     out.dedup();
     out
 }
+
+pub use crate::type_version::version_of;
 
 /// The index keys under which the subscriptions an event of this tenant
 /// (or none) and type may want are found: global and, with a tenant, that
@@ -95,8 +112,22 @@ pub fn is_operational(event_type: &str) -> bool {
 }
 
 /// Does `pattern` (exact, `prefix.*` or `*`) match `event_type`? `*`
-/// matches every type but the operational ones ([`is_operational`]).
+/// matches every type but the operational ones ([`is_operational`]). A
+/// versioned type ([`version_of`]) is matched by itself, or by a wildcard
+/// followed by its version (`task.*.v2`, `*.v2`), never by a bare wildcard.
 pub fn pattern_matches(pattern: &str, event_type: &str) -> bool {
+    if let Some((base, n)) = version_of(event_type) {
+        if pattern == event_type {
+            return true;
+        }
+        let wildcard = pattern.strip_suffix(&format!(".v{n}")).filter(|p| *p == "*" || p.ends_with(".*"));
+        return wildcard.is_some_and(|p| unversioned_matches(p, base));
+    }
+    unversioned_matches(pattern, event_type)
+}
+
+/// [`pattern_matches`] of a type read as unversioned.
+fn unversioned_matches(pattern: &str, event_type: &str) -> bool {
     if pattern == "*" {
         return !is_operational(event_type);
     }
@@ -369,6 +400,39 @@ pub(crate) mod tests {
         assert_eq!(patterns(&Scope::Global), ["*", "a.*", "a.b.*", "a.b.c"]);
         assert_eq!(patterns(&Scope::Tenant("acme".into())), ["*", "a.*", "a.b.*", "a.b.c"]);
         assert_eq!(keys_for(None, "RecordUpdated").len(), 2, "an undotted type without a tenant: itself and *");
+    }
+
+    #[test]
+    fn a_versioned_type_goes_only_to_patterns_that_ask_for_its_version() {
+        let t = "task.succeeded.v2";
+        assert_eq!(version_of(t), Some(("task.succeeded", 2)));
+        for not in ["task.succeeded", "task.v1", "task.v02", "v2", "task.vx", "task.v", ".v2"] {
+            assert_eq!(version_of(not), None, "{not}");
+        }
+        assert!(!pattern_matches("task.*", t), "a bare wildcard never takes a new major version");
+        assert!(!pattern_matches("*", t));
+        assert!(!pattern_matches("task.succeeded.*", t));
+        assert!(pattern_matches("task.*.v2", t));
+        assert!(pattern_matches("*.v2", t));
+        assert!(pattern_matches(t, t));
+        assert!(!pattern_matches("task.*.v3", t));
+        assert!(!pattern_matches("order.*.v2", t));
+        assert!(!pattern_matches("task.*.v2", "task.succeeded"), "nor does a versioned pattern take version 1");
+        assert!(pattern_matches("task.*", "task.succeeded"), "unversioned types route as before");
+        assert_eq!(matching_patterns(t), ["*.v2", "task.*.v2", "task.succeeded.v2"]);
+        assert_eq!(keys_for(Some("acme"), t).len(), 6, "still a handful of keys");
+    }
+
+    proptest! {
+        /// For versioned types too, the patterns listed are exactly those
+        /// that match.
+        #[test]
+        fn versioned_patterns_are_the_patterns_that_match(
+            t in "[ab]{1,2}(\\.[ab]{1,2}){0,2}\\.v[23]",
+            p in "([ab]{1,2}(\\.[ab]{1,2}){0,2}\\.\\*|\\*)(\\.v[23])?|[ab]{1,2}(\\.[ab]{1,2}){0,2}\\.v[23]",
+        ) {
+            prop_assert_eq!(matching_patterns(&t).contains(&p), pattern_matches(&p, &t), "pattern {} type {}", p, t);
+        }
     }
 
     #[test]

@@ -328,10 +328,18 @@ pub fn validate_event_types(types: &[String], max: usize) -> Result<(), Vec<Fiel
     }
 }
 
-/// Checks an event-type pattern: exact, `prefix.*` or `*`.
+/// Checks an event-type pattern: exact, `prefix.*` or `*`, or a wildcard
+/// asking for a major version (`prefix.*.v2`, `*.v2`: versioned types,
+/// [`crate::type_version::version_of`]).
 pub fn validate_pattern(p: &str) -> Result<(), String> {
     if p == "*" {
         return Ok(());
+    }
+    if let Some((wildcard, _)) = crate::type_version::version_of(p).filter(|(w, _)| *w == "*" || w.ends_with(".*")) {
+        if p.len() > 100 {
+            return Err(format!("'{p}' is not a valid event type pattern (1-100 characters)"));
+        }
+        return if wildcard == "*" { Ok(()) } else { validate_pattern(wildcard) };
     }
     let stem = p.strip_suffix(".*").unwrap_or(p);
     if stem.is_empty() || p.len() > 100 {
@@ -598,6 +606,11 @@ mod tests {
         assert!(validate_pattern("").is_err());
         assert!(validate_pattern(".*").is_err());
         assert!(validate_pattern("task.*.x").is_err());
+        assert!(validate_pattern("task.*.v2").is_ok());
+        assert!(validate_pattern("*.v12").is_ok());
+        assert!(validate_pattern("task.*.v1").is_err(), "version 1 is the bare type");
+        assert!(validate_pattern("task.*.*.v2").is_err());
+        assert!(validate_pattern("ta sk.*.v2").is_err());
         assert!(validate_pattern("a b").is_err());
     }
 

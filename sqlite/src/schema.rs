@@ -308,4 +308,20 @@ CREATE TABLE event_types (
     PRIMARY KEY (scope, event_type)
 ) WITHOUT ROWID;
 "#,
+    // 20 (issue 27, helper C: numbered 20 after helper B's 18 and 19; the
+    // lead renumbers at merge): the event catalog (`shared::catalog`): one
+    // row per registered major version, keyed by its event type (`name`
+    // or `name.v<N>`), the entry as JSON in `data`; `updated_at` (ms) is
+    // what a conditional update compares; versions of a name through the
+    // (name, version) index.
+    r#"
+CREATE TABLE event_catalog (
+    event_type TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    data TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX event_catalog_by_name ON event_catalog (name, version);
+"#,
 ];

@@ -161,6 +161,7 @@ fn path_of(route: &Route, b: &OfB) -> String {
             "{job}" => b.job.clone(),
             "{key}" => b.key.clone(),
             "{partition_key}" => "p1".to_string(),
+            "{name}" => "order.created".to_string(),
             s if s.starts_with('{') => panic!("{} {}: no value for the parameter {s}", route.method, route.path),
             s => s.to_string(),
         })
@@ -288,6 +289,15 @@ fn attacks(route: &Route, b: &OfB, a_event: &EventId) -> Vec<Attack> {
             attack(path.clone(), Some(&format!("tenant_id={B}")), Value::Null, Refused),
             attack(path, None, Value::Null, Clean),
         ],
+        // The catalog is deployment-wide: a bound key may read it (nothing
+        // of B is in it) and may not change it.
+        ("POST", "/v1/event-types") => vec![attack(
+            path,
+            None,
+            json!({"name": "order.created", "version": 1, "schema": {"type": "object"}, "description": "taken"}),
+            Refused,
+        )],
+        ("GET", "/v1/event-types/{name}") => vec![attack(path, None, Value::Null, Clean)],
         ("POST", "/v1/subscriptions/{subscription}/test") => vec![
             attack(path.clone(), None, Value::Null, Refused),
             attack(path, None, json!({"event_type": "order.created", "data": {"m": "x"}}), Refused),

@@ -48,6 +48,7 @@ where
     }
 }
 pub mod aws_pipeline;
+pub mod catalog_scenarios;
 pub mod cli_ops;
 pub mod conformance;
 pub mod emulator;
@@ -195,6 +196,11 @@ macro_rules! both_backend_suites {
         /// (`hookline_tests::portal_scenarios`).
         mod portal {
             $crate::portal_scenario_tests!($backend);
+        }
+        /// The event catalog and versioned types
+        /// (`hookline_tests::catalog_scenarios`).
+        mod catalog {
+            $crate::catalog_scenario_tests!($backend);
         }
     };
 }

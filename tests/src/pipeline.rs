@@ -182,6 +182,8 @@ pub struct Settings {
     pub fast_reconcile: bool,
     /// `TRUST_ACTOR_HEADER`: the `X-Actor` header is recorded after the credential.
     pub trust_actor_header: bool,
+    /// `STRICT_CATALOG`: events of types not in the event catalog are refused.
+    pub strict_catalog: bool,
 }
 
 impl Settings {
@@ -206,6 +208,12 @@ impl Settings {
     /// The `X-Actor` header is trusted ([`Settings::trust_actor_header`]).
     pub fn trust_actor_header(mut self) -> Self {
         self.trust_actor_header = true;
+        self
+    }
+
+    /// Events of unregistered types are refused ([`Settings::strict_catalog`]).
+    pub fn strict_catalog(mut self) -> Self {
+        self.strict_catalog = true;
         self
     }
 
@@ -248,6 +256,9 @@ impl Settings {
         }
         if self.trust_actor_header {
             p.push(("TRUST_ACTOR_HEADER", "true".to_string()));
+        }
+        if self.strict_catalog {
+            p.push(("STRICT_CATALOG", "true".to_string()));
         }
         p
     }

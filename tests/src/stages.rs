@@ -448,7 +448,9 @@ async fn routed_to(h: &Hookline, tenant: Option<&str>, event_type: &str) -> Vec<
 /// Among 2,000 subscriptions that do not match (1,000 of other tenants
 /// with the same patterns, 1,000 global ones to near-miss types), routing
 /// creates sagas for exactly the matching ones: tenant scoping holds, `*`
-/// and `prefix.*` match at any depth, an inactive one gets nothing. Its
+/// and `prefix.*` match at any depth, an inactive one gets nothing; a
+/// versioned type (`task.created.v2`) goes only to `task.*.v2` and the
+/// exact type, never to `*` or `task.*`. Its
 /// cache holds only the candidates of the events' keys: the non-matching
 /// subscriptions were never read.
 pub async fn routing_among_thousands_of_subscriptions(rig: &Rig) {
@@ -463,8 +465,12 @@ pub async fn routing_among_thousands_of_subscriptions(rig: &Rig) {
     let acme_prefix = scoped(Some("acme"), &["quota.*", "task.*"], true);
     let inactive = scoped(None, &["task.created"], false);
     let globex = scoped(Some("globex"), &["*"], true);
+    let task_v2 = scoped(None, &["task.*.v2"], true);
+    let acme_v2 = scoped(Some("acme"), &["task.created.v2"], true);
+    // The noise of i = 2 names `task.created.v2` exactly: it matches.
+    let noise_v2 = noise[5].clone();
     let mut subs = noise;
-    subs.extend([&all, &task, &acme_exact, &acme_prefix, &inactive, &globex].map(Clone::clone));
+    subs.extend([&all, &task, &acme_exact, &acme_prefix, &inactive, &globex, &task_v2, &acme_v2].map(Clone::clone));
     rig.create_subscriptions(&subs).await;
 
     let h = rig.container(Duration::from_secs(60));
@@ -474,10 +480,17 @@ pub async fn routing_among_thousands_of_subscriptions(rig: &Rig) {
         event_of(Some("globex"), "quota.committed"),
         event_of(Some("acme"), "other.thing"),
         event_of(Some("initech"), "task"),
+        event_of(Some("acme"), "task.created.v2"),
     ];
     let created = route::route(&h, &events).await.unwrap();
-    let want: [Vec<&Subscription>; 5] =
-        [vec![&all, &task, &acme_exact, &acme_prefix], vec![&all, &task], vec![&all, &globex], vec![&all], vec![&all]];
+    let want: [Vec<&Subscription>; 6] = [
+        vec![&all, &task, &acme_exact, &acme_prefix],
+        vec![&all, &task],
+        vec![&all, &globex],
+        vec![&all],
+        vec![&all],
+        vec![&task_v2, &acme_v2, &noise_v2],
+    ];
     assert_eq!(created, want.iter().map(Vec::len).sum::<usize>());
     for (e, want) in events.iter().zip(want) {
         let mut got: Vec<_> =
@@ -488,8 +501,8 @@ pub async fn routing_among_thousands_of_subscriptions(rig: &Rig) {
         assert_eq!(got, want, "{} {:?}", e.event_type, e.tenant_id);
     }
     let (keys, cached) = h.subscription_cache.held();
-    assert!(keys <= 5 * 2 * 4, "{keys} route keys");
-    assert!(cached <= 7, "only candidates were read, not the 2,000 others: {cached}");
+    assert!(keys <= 6 * 2 * 4, "{keys} route keys");
+    assert!(cached <= 10, "only candidates were read, not the 2,000 others: {cached}");
 }
 
 /// Another container (cache TTL 300 ms here, 5 s by default) routes by a

@@ -8,7 +8,7 @@ const ACTIONS = ["subscription.created", "subscription.updated", "subscription.d
   "subscription.verification_failed", "subscription.secret_rotated", "subscription.disabled", "subscription.enabled",
   "dead_letter.requeued", "dead_letter.skipped", "dead_letters.requeue_started", "dead_letters.skip_started",
   "event.replayed", "replay.started", "breaker.opened", "breaker.closed", "lane.skipped", "key.created", "key.rotated", "key.revoked",
-  "portal_link.created", "event.test_sent"];
+  "portal_link.created", "event.test_sent", "event_type.registered"];
 
 /** Renders the audit trail into `main`. */
 export async function render(main, { session }) {

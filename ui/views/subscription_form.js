@@ -86,7 +86,7 @@ export function subscriptionForm(session, sub, done, cancel) {
   return form;
 }
 
-/** Offers the event types seen for the tenant (GET /v1/event-types) as toggles. */
+/** Offers the event types seen for the tenant and the catalog's (GET /v1/event-types) as toggles, with their descriptions. */
 async function pickTypes(session, form, box) {
   let page;
   try {
@@ -96,9 +96,11 @@ async function pickTypes(session, form, box) {
   }
   const names = [...new Set((page.items || []).map((t) => (typeof t === "string" ? t : t.event_type || t.type || t.name)).filter(Boolean))];
   if (!names.length) return;
+  // A registered type's description (the event catalog), as the chip's title.
+  const about = new Map((page.items || []).filter((t) => t && t.description).map((t) => [t.event_type, t.description]));
   const input = form.elements.event_types;
   const current = () => input.value.split(",").map((s) => s.trim()).filter(Boolean);
-  box.replaceChildren(h("fieldset", { class: "chips" }, h("legend", {}, "Types seen"),
+  box.replaceChildren(h("fieldset", { class: "chips" }, h("legend", {}, "Types seen or registered"),
     names.map((n) => {
       const id = `type-${n.replace(/[^a-z0-9]/gi, "_")}`;
       const cb = h("input", { type: "checkbox", id, checked: current().includes(n), onchange: () => {
@@ -106,6 +108,7 @@ async function pickTypes(session, form, box) {
         if (cb.checked) set.push(n);
         input.value = set.join(", ");
       } });
-      return h("span", { class: "chip" }, cb, h("label", { for: id }, n));
+      const label = about.has(n) ? h("label", { for: id, title: about.get(n) }, n, h("span", { class: "small" }, ` — ${about.get(n)}`)) : h("label", { for: id }, n);
+      return h("span", { class: "chip" }, cb, label);
     })));
 }

@@ -77,6 +77,10 @@ pub enum AuditAction {
     /// A test event was sent to one subscription.
     #[serde(rename = "subscription.test_sent")]
     SubscriptionTestSent,
+    /// A version of an event type was registered in the event catalog (or
+    /// changed compatibly).
+    #[serde(rename = "event_type.registered")]
+    EventTypeRegistered,
 }
 
 /// The filters of `GET /v1/audit` (newest first by `at`).

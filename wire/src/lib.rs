@@ -15,6 +15,7 @@
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
 pub mod audit;
+pub mod catalog;
 pub mod dead_letters;
 pub mod error;
 pub mod events;

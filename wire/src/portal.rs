@@ -70,6 +70,8 @@ pub enum Permission {
     ManageKeys,
     /// Rebuild indexes (unbound keys only).
     Rebuild,
+    /// Register event types in the event catalog (unbound admins only).
+    ManageCatalog,
 }
 
 /// `GET /v1/me`: who the caller is, so a console shows only what its
@@ -135,15 +137,39 @@ pub struct EventTypeQuery {
     pub cursor: Option<String>,
 }
 
-/// One event type seen at ingest (`GET /v1/event-types`), in type order.
+/// One event type (`GET /v1/event-types`), in type order: seen at ingest,
+/// registered in the event catalog, or both.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[schema(example = json!({"event_type": "order.created", "tenant_id": "acme", "first_seen_at": "2026-11-28T09:00:00Z"}))]
+#[schema(example = json!({"event_type": "order.created", "tenant_id": "acme", "first_seen_at": "2026-11-28T09:00:00Z",
+    "registered": true, "name": "order.created", "version": 1, "description": "An order was placed.",
+    "schema": {"type": "object"}, "example": {}}))]
 pub struct EventType {
     /// The type.
     pub event_type: String,
     /// The tenant it was seen for; `null` in the listing across tenants.
     pub tenant_id: Option<String>,
     /// About when it was first seen (by the first process that recorded
-    /// it).
-    pub first_seen_at: DateTime<Utc>,
+    /// it); `null` for a registered type not seen yet.
+    pub first_seen_at: Option<DateTime<Utc>>,
+    /// Whether the type is registered in the event catalog (the fields
+    /// below are then set).
+    #[serde(default)]
+    pub registered: bool,
+    /// The catalog's name of the type (without its `.v<N>`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The catalog's major version of the type.
+    #[serde(default)]
+    pub version: Option<u32>,
+    /// What the type means.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The JSON Schema of the event's data.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<serde_json::Value>,
+    /// An example of the data.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub example: Option<serde_json::Value>,
 }

@@ -127,6 +127,11 @@ async fn ingest_one(
             h.metrics.events_rejected.fetch_add(1, Relaxed);
         })?
         .with_idempotency_key(idempotency_key);
+    if !operational {
+        check_catalog(h, &normalized, raw).await?.inspect_err(|_| {
+            h.metrics.events_rejected.fetch_add(1, Relaxed);
+        })?;
+    }
     // An operational event keeps the id it was published with (a `hop_`
     // id, [`crate::stage::failing::operational_id`]); every other id goes
     // through the stored-id rule, which never yields a `hop_` id.
@@ -152,7 +157,8 @@ pub const TEST_EVENT_TYPE: &str = "hookline.test";
 /// producer `hookline.test`, stored like any event but with `sub` as its
 /// one target ([`EventRecord::target`]): routing sends it to that
 /// subscription only, through the usual sagas, signing and retries. Its
-/// type is not recorded as seen.
+/// type is not recorded as seen, and its data is not checked against the
+/// event catalog (a test says what a receiver does with what it is sent).
 ///
 /// # Errors
 ///
@@ -230,10 +236,16 @@ pub async fn ingest_batch(
             .and_then(|n| check_not_operational(&n).map(|()| n))
             .and_then(|n| n.bind_tenant(tenant))
         {
-            Ok(n) => {
-                records.push(EventRecord::from_normalized(n, now, h.config.retention));
-                results.push(None);
-            }
+            Ok(n) => match check_catalog(h, &n, item.get().as_bytes()).await? {
+                Ok(()) => {
+                    records.push(EventRecord::from_normalized(n, now, h.config.retention));
+                    results.push(None);
+                }
+                Err(e) => {
+                    h.metrics.events_rejected.fetch_add(1, Relaxed);
+                    results.push(Some(Err(e)));
+                }
+            },
             Err(e) => {
                 h.metrics.events_rejected.fetch_add(1, Relaxed);
                 results.push(Some(Err(e)));
@@ -252,6 +264,45 @@ pub async fn ingest_batch(
             })
         })
         .collect())
+}
+
+/// Checks a producer's event against the event catalog
+/// ([`crate::catalog::check_event`]): its data against its type's schema
+/// when the type is registered, else whether the catalog is strict. The
+/// type's entry is read through the process's cache ([`Hookline::catalog`]):
+/// one keyed store read per type per [`crate::catalog::CACHE_TTL`], none
+/// per event. The outer error is the store's (the producer retries); the
+/// inner one the event's.
+async fn check_catalog(
+    h: &Hookline,
+    n: &envelope::Normalized,
+    raw: &[u8],
+) -> Result<Result<(), EnvelopeError>, IngestError> {
+    let entry = compiled(h, &n.event_type).await?;
+    Ok(crate::catalog::check_event(entry.as_deref(), h.config.strict_catalog, &n.event_type, n.format, raw))
+}
+
+/// The registered schema of `event_type`, if any, from the cache or else
+/// the store (then cached, its absence too). A stored schema that no longer
+/// parses is a corrupt item: the store's error.
+pub async fn compiled(
+    h: &Hookline,
+    event_type: &str,
+) -> Result<Option<std::sync::Arc<crate::catalog::Compiled>>, StoreError> {
+    let now = std::time::Instant::now();
+    if let Some(known) = h.catalog.get(event_type, now) {
+        return Ok(known);
+    }
+    let entry = h.stores.event_types.catalog_get(event_type).await?;
+    let compiled = entry
+        .map(|e| {
+            e.parsed()
+                .map(|schema| std::sync::Arc::new(crate::catalog::Compiled { schema }))
+                .map_err(|x| StoreError::Corrupt(format!("catalog schema of {}: {x}", envelope::show(event_type))))
+        })
+        .transpose()?;
+    h.catalog.put(event_type, compiled.clone(), now);
+    Ok(compiled)
 }
 
 /// Records the types of `events` (just accepted) that this process has not

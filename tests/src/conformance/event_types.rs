@@ -73,3 +73,69 @@ pub async fn a_test_events_target_round_trips(s: &Stores) {
     // The store numbers it in its partition; nothing else changes.
     assert_eq!(back, shared::event::EventRecord { partition_seq: back.partition_seq, ..e });
 }
+
+/// The event catalog's entries: a conditional put inserts once (a second
+/// insert of the same type is refused), an update applies only over the
+/// version read (a stale one is refused, nothing written); an entry reads
+/// back as written; a name's versions are its own (not another type that
+/// only looks like one), oldest first; the catalog pages in type order.
+pub async fn catalog_entries_are_written_conditionally_and_listed(s: &Stores) {
+    use shared::catalog::CatalogEntry;
+    let store = &s.event_types;
+    let name = format!("cat{}.paid", shared::ids::random_token("").to_ascii_lowercase().replace('-', "_"));
+    let at = Utc::now().round_subsecs(3);
+    let entry = |name: &str, version: u32, at| CatalogEntry {
+        name: name.to_string(),
+        version,
+        schema: serde_json::json!({"type": "object"}),
+        description: Some("paid".into()),
+        example: Some(serde_json::json!({})),
+        registered_at: at,
+        updated_at: at,
+    };
+    let v1 = entry(&name, 1, at);
+    assert!(store.catalog_put(&v1, None).await.unwrap());
+    assert!(!store.catalog_put(&v1, None).await.unwrap(), "inserted once");
+    assert_eq!(store.catalog_get(&name).await.unwrap(), Some(v1.clone()));
+    let later = at + Duration::seconds(5);
+    let changed = CatalogEntry { description: Some("changed".into()), updated_at: later, ..v1.clone() };
+    assert!(store.catalog_put(&changed, Some(at)).await.unwrap());
+    let stale =
+        CatalogEntry { description: Some("stale".into()), updated_at: later + Duration::seconds(1), ..v1.clone() };
+    assert!(!store.catalog_put(&stale, Some(at)).await.unwrap(), "over a version no longer stored");
+    assert_eq!(store.catalog_get(&name).await.unwrap().unwrap().description.as_deref(), Some("changed"));
+    assert_eq!(store.catalog_get(&format!("{name}.v7")).await.unwrap(), None);
+
+    for e in [
+        entry(&name, 3, at),
+        entry(&name, 2, at),
+        entry(&format!("{name}.v2x"), 1, at),
+        entry(&format!("{name}.validated"), 1, at),
+    ] {
+        assert!(store.catalog_put(&e, None).await.unwrap());
+    }
+    let versions: Vec<u32> = store.catalog_versions(&name).await.unwrap().iter().map(|e| e.version).collect();
+    assert_eq!(versions, [1, 2, 3], "its own versions only, oldest first");
+    assert!(store.catalog_versions(&format!("{name}.none")).await.unwrap().is_empty());
+
+    let mut listed = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.catalog_page(2, after.as_deref()).await.unwrap();
+        assert!(page.items.len() <= 2);
+        listed.extend(page.items.iter().map(|e| e.event_type()).filter(|t| t.starts_with(&name)));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let mut want = vec![
+        name.clone(),
+        format!("{name}.v2"),
+        format!("{name}.v2x"),
+        format!("{name}.v3"),
+        format!("{name}.validated"),
+    ];
+    want.sort();
+    assert_eq!(listed, want, "every entry once, in type order");
+}

@@ -103,6 +103,7 @@ macro_rules! for_each_conformance_case {
         $m!(stats_concurrent_adds_sum_up);
         $m!(event_types_are_recorded_once_and_listed_per_scope);
         $m!(event_types_racing_writers_insert_once);
+        $m!(catalog_entries_are_written_conditionally_and_listed);
         $m!(a_test_events_target_round_trips);
     };
 }

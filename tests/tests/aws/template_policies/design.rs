@@ -72,8 +72,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:UpdateItem"], &["OrderTable"]);
     // POST /v1/events authenticates its caller: the grant of its principal.
     grant(&mut g, &["dynamodb:GetItem"], &["ApiKeysTable"]);
-    // The event types seen: one conditional put per new (scope, type).
-    grant(&mut g, &["dynamodb:PutItem"], &["EventTypesTable"]);
+    // The event types seen: one conditional put per new (scope, type);
+    // the event catalog: one GetItem per type per container per 30 s.
+    grant(&mut g, &["dynamodb:PutItem", "dynamodb:GetItem"], &["EventTypesTable"]);
     m.insert("IngestFunction", g);
 
     // router: reads the Events stream and Subscriptions; writes Sagas
@@ -267,8 +268,10 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // The stats routes: one series' range of points (Query of one partition).
     grant(&mut g, &["dynamodb:Query"], &["StatsTable"]);
     // GET /v1/event-types (Query on one scope); the console's
-    // /ui/api/v1/events ingests here too (conditional puts).
-    grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query"], &["EventTypesTable"]);
+    // /ui/api/v1/events ingests here too (conditional puts). The event
+    // catalog: registered (GetItem, conditional PutItem), listed (Query),
+    // read by that ingest (GetItem).
+    grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem"], &["EventTypesTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
