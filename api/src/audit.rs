@@ -41,6 +41,7 @@ fn wire_action(a: Action) -> wire::AuditAction {
         Action::KeyRevoked => W::KeyRevoked,
         Action::PortalLinkCreated => W::PortalLinkCreated,
         Action::SubscriptionTestSent => W::SubscriptionTestSent,
+        Action::DeliveryAcknowledged => W::DeliveryAcknowledged,
     }
 }
 

@@ -98,8 +98,9 @@ fn wire_attempt(a: &Attempt) -> wire::AttemptView {
 }
 
 /// One saga and its attempts on the wire.
-fn delivery_view(s: Saga, attempts: &[Attempt]) -> wire::DeliveryView {
+fn delivery_view(s: Saga, attempts: &[Attempt], ack: Option<shared::ack::Acknowledgement>) -> wire::DeliveryView {
     wire::DeliveryView {
+        acknowledgement: ack.map(super::acknowledgements::view),
         status: wire_status(s.state.status),
         next_attempt_at: s.state.next_attempt_at,
         last_error: s.state.last_error,
@@ -341,7 +342,22 @@ impl Api {
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
-        let items = page.items.into_iter().zip(attempts).map(|(s, a)| delivery_view(s, &a)).collect();
+        // The latest acknowledgement of each saga's (subscription,
+        // webhook-id): one read per saga of the page, like its attempts.
+        let acks: Vec<_> = shared::bounds::all_bounded(
+            page.items.iter().map(|s| stores.acks.get(&s.subscription_id, &s.webhook_id)).collect(),
+            shared::bounds::MAX_STORE_IN_FLIGHT,
+        )
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+        let items = page
+            .items
+            .into_iter()
+            .zip(attempts)
+            .zip(acks)
+            .map(|((s, a), ack)| delivery_view(s, &a, ack))
+            .collect();
         let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters));
         Ok(Response::json(200, &Page::<wire::DeliveryView>::new(items, next_cursor)))
     }
@@ -754,6 +770,7 @@ mod tests {
             idempotency_key: None,
             principal: None,
             actor_header: None,
+            signed: Default::default(),
             body: b"",
         }
     }

@@ -300,6 +300,7 @@ mod tests {
             idempotency_key: Some(k),
             principal: None,
             actor_header: None,
+            signed: Default::default(),
             body: b"",
         };
         for bad in [&b""[..], b"a\nb", "zoë".as_bytes(), &[b'k'; 256]] {

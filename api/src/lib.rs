@@ -8,6 +8,7 @@
 //! typed ([`body`]) and every refusal is one [`ApiError`]: `{"error":
 //! {"code", "message", "field"?}}`.
 
+mod acknowledgements;
 mod audit;
 mod body;
 pub mod console;
@@ -71,6 +72,10 @@ pub struct Request<'a> {
     /// ([`shared::api_key::check_actor_header`]: a bad one is a 400 naming
     /// `X-Actor`, never cut or dropped); otherwise ignored.
     pub actor_header: Option<&'a [u8]>,
+    /// The Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`, `""` when absent): read only by the route a
+    /// subscriber signs, `POST /v1/subscriptions/{id}/acknowledgements`.
+    pub signed: shared::ack::SignedHeaders<'a>,
     /// The body.
     pub body: &'a [u8],
 }

@@ -47,6 +47,7 @@ pub fn document() -> OpenApi {
         super::audit::openapi(),
         super::stats::openapi(),
         super::portal::openapi(),
+        super::acknowledgements::openapi(),
     ] {
         doc.merge(part);
     }
@@ -275,6 +276,7 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("GET", "/v1/me", "me"),
     ("GET", "/v1/event-types", "list_event_types"),
     ("POST", "/v1/subscriptions/{subscription}/test", "send_test_event"),
+    ("POST", "/v1/subscriptions/{subscription}/acknowledgements", "acknowledge_delivery"),
 ];
 
 /// One link of the document: from an operation's success response, a

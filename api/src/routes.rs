@@ -243,6 +243,11 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/subscriptions/{subscription}/test", Some(ManageSubscriptions), |api, c| {
         Box::pin(async { api.send_test_event(&c.subscription(), c).await })
     }),
+    // Open: a subscriber signs it with its subscription's secret, checked
+    // by the handler (api/src/acknowledgements.rs).
+    route("POST", "/v1/subscriptions/{subscription}/acknowledgements", None, |api, c| {
+        Box::pin(async { api.acknowledge(&c.subscription(), c).await })
+    }),
 ];
 
 /// What the router ([`super::http::router`]) found for a request's path
@@ -330,12 +335,13 @@ mod tests {
     }
 
     #[test]
-    fn every_route_is_one_method_and_pattern_and_only_health_and_the_contract_are_open() {
+    fn every_route_is_one_method_and_pattern_and_only_health_the_contract_and_acknowledgements_are_open() {
         for (i, a) in ROUTES.iter().enumerate() {
             for b in &ROUTES[i + 1..] {
                 assert!((a.method, a.path) != (b.method, b.path), "{} {} twice", a.method, a.path);
             }
-            let open = ["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET";
+            let open = (["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET")
+                || (a.method, a.path) == ("POST", "/v1/subscriptions/{subscription}/acknowledgements");
             assert_eq!(a.action.is_none(), open, "{} {}", a.method, a.path);
             for p in a.params() {
                 assert!(Resource::of_param(p).is_some() || p == "partition_key", "unknown parameter {p}");

@@ -104,11 +104,15 @@ pub enum Action {
     /// `subscription.test_sent`: a test event sent to one subscription.
     #[serde(rename = "subscription.test_sent")]
     SubscriptionTestSent,
+    /// `delivery.acknowledged`: a subscriber acknowledged a delivery
+    /// (actor `subscriber:<subscription id>`).
+    #[serde(rename = "delivery.acknowledged")]
+    DeliveryAcknowledged,
 }
 
 impl Action {
     /// Every action, in the order the docs list them.
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::SubscriptionCreated,
         Action::SubscriptionUpdated,
         Action::SubscriptionDeleted,
@@ -131,6 +135,7 @@ impl Action {
         Action::KeyRevoked,
         Action::PortalLinkCreated,
         Action::SubscriptionTestSent,
+        Action::DeliveryAcknowledged,
     ];
 
     /// The one spelling (`subscription.created`, …).
@@ -158,6 +163,7 @@ impl Action {
             Action::KeyRevoked => "key.revoked",
             Action::PortalLinkCreated => "portal_link.created",
             Action::SubscriptionTestSent => "subscription.test_sent",
+            Action::DeliveryAcknowledged => "delivery.acknowledged",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! `hookline-api`, and a wrong-way import does not compile.
 
 pub mod access;
+pub mod ack;
 pub mod api_key;
 #[cfg(test)]
 mod architecture_tests;

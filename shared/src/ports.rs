@@ -671,3 +671,22 @@ pub trait EventTypeStore: Send + Sync {
         after: Option<&str>,
     ) -> StoreResult<Page<crate::event_types::SeenType>>;
 }
+
+/// Subscribers' acknowledgements ([`crate::ack`]): the latest one per
+/// (subscription, `webhook-id`), replaced by each newer one, kept until its
+/// `expires_at` (the event retention after it arrived). Read one delivery
+/// at a time (the deliveries listing, the saga step of a subscription that
+/// requires acknowledgements); never listed or scanned.
+#[async_trait]
+pub trait AckStore: Send + Sync {
+    /// Stores `ack` as the latest of its (subscription, `webhook-id`),
+    /// replacing any stored one.
+    async fn put(&self, ack: &crate::ack::Acknowledgement) -> StoreResult<()>;
+    /// The latest acknowledgement of `webhook_id` by `subscription`,
+    /// strongly consistent; `None` when none is stored or it expired.
+    async fn get(
+        &self,
+        subscription: &crate::ids::SubscriptionId,
+        webhook_id: &crate::ids::WebhookId,
+    ) -> StoreResult<Option<crate::ack::Acknowledgement>>;
+}

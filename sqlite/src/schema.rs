@@ -308,4 +308,19 @@ CREATE TABLE event_types (
     PRIMARY KEY (scope, event_type)
 ) WITHOUT ROWID;
 "#,
+    // 18 (issue 27, helper B; the lead renumbers at merge if needed):
+    // subscribers' acknowledgements (`shared::ack`): the latest one per
+    // (subscription, webhook id), replaced by each newer one (`INSERT OR
+    // REPLACE`), read by its primary key; `data` is the record as JSON;
+    // `expires_at` (epoch seconds) for the purge, through its index.
+    r#"
+CREATE TABLE acknowledgements (
+    subscription_id TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (subscription_id, webhook_id)
+) WITHOUT ROWID;
+CREATE INDEX acknowledgements_by_expiry ON acknowledgements (expires_at);
+"#,
 ];

@@ -77,6 +77,9 @@ pub enum AuditAction {
     /// A test event was sent to one subscription.
     #[serde(rename = "subscription.test_sent")]
     SubscriptionTestSent,
+    /// A subscriber acknowledged a delivery.
+    #[serde(rename = "delivery.acknowledged")]
+    DeliveryAcknowledged,
 }
 
 /// The filters of `GET /v1/audit` (newest first by `at`).

@@ -485,6 +485,9 @@ pub struct DeliveryView {
     pub origin: Option<DeliveryOrigin>,
     /// Its attempts, oldest first.
     pub attempts: Vec<AttemptView>,
+    /// The subscriber's latest acknowledgement of it (`null`: none).
+    #[serde(default)]
+    pub acknowledgement: Option<crate::acknowledgements::Acknowledgement>,
 }
 
 /// The body of `POST /v1/events/{event}/replay`.

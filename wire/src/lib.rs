@@ -14,6 +14,7 @@
 //! This crate holds no logic beyond what a client needs to read the
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
+pub mod acknowledgements;
 pub mod audit;
 pub mod dead_letters;
 pub mod error;

@@ -7,6 +7,7 @@
 //!
 //! Item layouts are in [`super::item`] and `infra/README.md`.
 
+mod acks;
 mod api_keys;
 mod dead_letters;
 mod event_types;
@@ -17,6 +18,7 @@ mod sagas;
 mod stats;
 mod subscriptions;
 
+pub use acks::DynamoAcks;
 pub use api_keys::DynamoApiKeys;
 pub use dead_letters::{DynamoDeadLetters, DEAD_LETTER_QUERIES_PER_PAGE};
 pub use event_types::DynamoEventTypes;
