@@ -351,13 +351,8 @@ impl Api {
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
-        let items = page
-            .items
-            .into_iter()
-            .zip(attempts)
-            .zip(acks)
-            .map(|((s, a), ack)| delivery_view(s, &a, ack))
-            .collect();
+        let items =
+            page.items.into_iter().zip(attempts).zip(acks).map(|((s, a), ack)| delivery_view(s, &a, ack)).collect();
         let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters));
         Ok(Response::json(200, &Page::<wire::DeliveryView>::new(items, next_cursor)))
     }

@@ -47,6 +47,7 @@ where
         tokio::time::sleep(every).await;
     }
 }
+pub mod ack_scenarios;
 pub mod aws_pipeline;
 pub mod cli_ops;
 pub mod conformance;
@@ -194,6 +195,10 @@ macro_rules! both_backend_suites {
         /// (`hookline_tests::portal_scenarios`).
         mod portal {
             $crate::portal_scenario_tests!($backend);
+        }
+        /// Subscriber acknowledgements (`hookline_tests::ack_scenarios`).
+        mod acks {
+            $crate::ack_scenario_tests!($backend);
         }
     };
 }

@@ -264,6 +264,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // GET /v1/event-types (Query on one scope); the console's
     // /ui/api/v1/events ingests here too (conditional puts).
     grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query"], &["EventTypesTable"]);
+    // Subscribers' acknowledgements: stored (the latest replaces it), read
+    // with the deliveries.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["AcknowledgementsTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
@@ -415,6 +418,7 @@ pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
     ("JOBS_TABLE", "JobsTable"),
     ("STATS_TABLE", "StatsTable"),
     ("EVENT_TYPES_TABLE", "EventTypesTable"),
+    ("ACKS_TABLE", "AcknowledgementsTable"),
     ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
     ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
     ("RETRIES_QUEUE_URL", "RetriesQueue"),
