@@ -15,7 +15,7 @@ use serde_json::json;
 
 use hookline_wire::acknowledgements as wire;
 use hookline_wire::ErrorBody;
-use shared::ack::{self, AckFields, AckStatus, Acknowledgement};
+use shared::ack::{self, AckFields, AckStatus};
 use shared::audit::{Action as Audited, AuditRecord};
 use shared::ids::SubscriptionId;
 
@@ -73,23 +73,7 @@ impl Api {
             rec = rec.reason(r);
         }
         self.hookline.audit(rec).await;
-        Ok(Response::json(200, &view(record)))
-    }
-}
-
-/// An acknowledgement on the wire.
-pub(super) fn view(a: Acknowledgement) -> wire::Acknowledgement {
-    wire::Acknowledgement {
-        subscription_id: a.subscription_id.into_string(),
-        webhook_id: a.webhook_id.into_string(),
-        attempt: a.attempt,
-        status: match a.status {
-            AckStatus::Processed => wire::AckStatus::Processed,
-            AckStatus::Failed => wire::AckStatus::Failed,
-        },
-        reason: a.reason,
-        reference: a.reference,
-        received_at: a.received_at,
+        Ok(Response::json(200, &super::events::ack_view(record)))
     }
 }
 

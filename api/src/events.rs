@@ -66,6 +66,7 @@ pub(crate) fn wire_status(s: SagaStatus) -> wire::DeliveryStatus {
         SagaStatus::Waiting => wire::DeliveryStatus::Waiting,
         SagaStatus::InProgress => wire::DeliveryStatus::InProgress,
         SagaStatus::PendingRetry => wire::DeliveryStatus::PendingRetry,
+        SagaStatus::AwaitingAck => wire::DeliveryStatus::AwaitingAck,
         SagaStatus::Completed => wire::DeliveryStatus::Completed,
         SagaStatus::DeadLettered => wire::DeliveryStatus::DeadLettered,
     }
@@ -100,7 +101,7 @@ fn wire_attempt(a: &Attempt) -> wire::AttemptView {
 /// One saga and its attempts on the wire.
 fn delivery_view(s: Saga, attempts: &[Attempt], ack: Option<shared::ack::Acknowledgement>) -> wire::DeliveryView {
     wire::DeliveryView {
-        acknowledgement: ack.map(super::acknowledgements::view),
+        acknowledgement: ack.map(ack_view),
         status: wire_status(s.state.status),
         next_attempt_at: s.state.next_attempt_at,
         last_error: s.state.last_error,
@@ -109,6 +110,22 @@ fn delivery_view(s: Saga, attempts: &[Attempt], ack: Option<shared::ack::Acknowl
         saga_id: s.id.into_string(),
         webhook_id: s.webhook_id.into_string(),
         origin: s.origin.map(wire_origin),
+    }
+}
+
+/// An acknowledgement on the wire.
+pub(super) fn ack_view(a: shared::ack::Acknowledgement) -> hookline_wire::acknowledgements::Acknowledgement {
+    hookline_wire::acknowledgements::Acknowledgement {
+        subscription_id: a.subscription_id.into_string(),
+        webhook_id: a.webhook_id.into_string(),
+        attempt: a.attempt,
+        status: match a.status {
+            shared::ack::AckStatus::Processed => hookline_wire::acknowledgements::AckStatus::Processed,
+            shared::ack::AckStatus::Failed => hookline_wire::acknowledgements::AckStatus::Failed,
+        },
+        reason: a.reason,
+        reference: a.reference,
+        received_at: a.received_at,
     }
 }
 

@@ -169,6 +169,19 @@ pub fn actor(subscription_id: &SubscriptionId) -> String {
     format!("subscriber:{subscription_id}")
 }
 
+/// The acknowledgement that counts for attempt `attempt` of a delivery
+/// sent at `since`, as the saga's state machine sees it: one received at
+/// or after `since` (an older one answered an earlier delivery of the same
+/// `webhook-id`: a requeue, a replay, an earlier attempt) that names this
+/// attempt or none.
+pub fn counts_for(ack: Option<&Acknowledgement>, attempt: u32, since: DateTime<Utc>) -> Option<crate::saga::AckSeen> {
+    let a = ack.filter(|a| a.received_at >= since && a.attempt.is_none_or(|n| n == attempt))?;
+    Some(match a.status {
+        AckStatus::Processed => crate::saga::AckSeen::Processed,
+        AckStatus::Failed => crate::saga::AckSeen::Failed(a.reason.clone().unwrap_or_default()),
+    })
+}
+
 /// `msg_` and 26 lowercase hex digits ([`crate::ids::webhook_id`]).
 fn is_webhook_id(s: &str) -> bool {
     s.strip_prefix("msg_").is_some_and(|h| h.len() == 26 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
@@ -239,6 +252,71 @@ mod tests {
         let long = "r".repeat(MAX_REFERENCE_BYTES + 1);
         assert_eq!(field(AckFields { reference: Some(long), ..fields(AckStatus::Processed, None) }), "reference");
         assert!(check(&sub(), fields(AckStatus::Failed, Some("db down")), now, ret).is_ok());
+    }
+
+    #[test]
+    fn only_an_acknowledgement_since_the_attempt_of_it_counts() {
+        use crate::saga::AckSeen;
+        let now = Utc::now();
+        let a = check(&sub(), fields(AckStatus::Processed, None), now, chrono::Duration::days(1)).unwrap();
+        assert_eq!(counts_for(Some(&a), 2, now), Some(AckSeen::Processed));
+        assert_eq!(counts_for(Some(&a), 3, now), None, "it names attempt 2");
+        assert_eq!(counts_for(Some(&a), 2, now + chrono::Duration::seconds(1)), None, "older than the attempt");
+        let any = Acknowledgement { attempt: None, ..a.clone() };
+        assert_eq!(counts_for(Some(&any), 7, now), Some(AckSeen::Processed));
+        let f = check(&sub(), fields(AckStatus::Failed, Some("disk full")), now, chrono::Duration::days(1)).unwrap();
+        assert_eq!(counts_for(Some(&f), 2, now), Some(AckSeen::Failed("disk full".into())));
+        assert_eq!(counts_for(None, 2, now), None);
+    }
+
+    /// The saga's rows for acknowledgements (docs/architecture.md): a 2xx
+    /// waits, `processed` completes, `failed` and a missed deadline are
+    /// failed attempts (retried, then dead-lettered), an early check
+    /// schedules the next one at a doubled wait, never past the deadline.
+    #[test]
+    fn a_saga_waits_for_its_acknowledgement() {
+        use crate::retry::RetryPolicy;
+        use crate::saga::{decide_acked, AckSeen, AttemptResult, Effect, Input, Rules, SagaState, SagaStatus::*};
+        use std::time::Duration;
+        let now = Utc::now();
+        let policy = RetryPolicy { max_attempts: 2, ..RetryPolicy::default() };
+        let rules = Rules { policy: &policy, dead_letter_on: &[], ack_timeout: Some(Duration::from_secs(60)) };
+        let pending = SagaState { status: Pending, attempts: 0, next_attempt_at: None, last_error: None };
+        let ok = Input::Outcome { attempt: 1, result: AttemptResult::Delivered, status: Some(200) };
+        let d = decide_acked(&pending, &ok, &rules, now, 0.0).unwrap();
+        let deadline = now + chrono::Duration::seconds(60);
+        assert_eq!((d.next.status, d.next.attempts, d.next.next_attempt_at), (AwaitingAck, 1, Some(deadline)));
+        assert_eq!(d.effects, [Effect::CheckAck { attempt: 1, at: now + chrono::Duration::seconds(1) }]);
+        let waiting = d.next;
+        let at = |secs: i64| now + chrono::Duration::seconds(secs);
+        let check = |ack: Option<AckSeen>, t: i64| {
+            decide_acked(&waiting, &Input::AckDue { attempt: 1, ack, since: now }, &rules, at(t), 0.0).unwrap()
+        };
+        assert_eq!(check(Some(AckSeen::Processed), 5).next.status, Completed);
+        let early = check(None, 5);
+        assert_eq!(early.next, waiting, "nothing stored");
+        assert_eq!(early.effects, [Effect::CheckAck { attempt: 1, at: at(10) }], "waits as long again");
+        assert_eq!(check(None, 40).effects, [Effect::CheckAck { attempt: 1, at: deadline }], "never past it");
+        let late = check(None, 60);
+        assert_eq!(late.next.status, PendingRetry);
+        assert_eq!(late.next.last_error.as_deref(), Some("no acknowledgement within 60s"));
+        assert!(matches!(late.effects[..], [Effect::ScheduleRetry { attempt: 2, .. }]));
+        let refused = check(Some(AckSeen::Failed("ledger closed".into())), 5);
+        assert_eq!(refused.next.status, PendingRetry);
+        assert!(refused.next.last_error.unwrap().contains("ledger closed"));
+        // The last attempt acknowledged failed: a dead letter with the reason.
+        let last = SagaState { attempts: 2, ..waiting.clone() };
+        let input = Input::AckDue { attempt: 2, ack: Some(AckSeen::Failed("bad row".into())), since: now };
+        let d = decide_acked(&last, &input, &rules, at(5), 0.0).unwrap();
+        assert_eq!(d.next.status, DeadLettered);
+        assert!(matches!(&d.effects[..], [Effect::DeadLetter { reason }] if reason.contains("bad row")));
+        // A check of another attempt, or after the setting was removed.
+        assert!(decide_acked(&last, &Input::AckDue { attempt: 1, ack: None, since: now }, &rules, at(5), 0.0).is_none());
+        let plain = Rules { ack_timeout: None, ..rules };
+        let d = decide_acked(&waiting, &Input::AckDue { attempt: 1, ack: None, since: now }, &plain, at(5), 0.0);
+        assert_eq!(d.unwrap().next.status, Completed);
+        // Without the setting, a 2xx completes as always.
+        assert_eq!(decide_acked(&pending, &ok, &plain, now, 0.0).unwrap().next.status, Completed);
     }
 
     #[test]

@@ -214,6 +214,7 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         created_at: at,
         updated_at: at,
         version: 1,
+        ack_timeout_secs: None,
     }
 }
 
@@ -338,6 +339,7 @@ pub async fn a_timer_whose_saga_is_gone_dead_letters(rig: &Rig) {
         saga_id: SagaId::new("sag_gone"),
         attempt: 3,
         due_at: Utc::now() - chrono::Duration::seconds(1),
+        ack_since: None,
     };
     assert_eq!(saga::on_timer(&h, &timer).await.unwrap(), saga::TimerOutcome::Done);
     let dl = rig

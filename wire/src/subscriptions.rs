@@ -156,6 +156,11 @@ pub struct CreateSubscription {
     /// Whether it receives events (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<bool>,
+    /// Require the subscriber's acknowledgement of each delivery within
+    /// this many seconds (1 to 86400): a 2xx without one counts as failed
+    /// and is retried. Absent: a 2xx is the success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_timeout_secs: Option<i64>,
 }
 
 /// `PATCH /v1/subscriptions/{subscription}`: each field left out stays as
@@ -223,6 +228,10 @@ pub struct PatchSubscription {
     #[serde(default, skip_serializing_if = "Patch::is_absent")]
     #[schema(value_type = Option<bool>)]
     pub active: Patch<bool>,
+    /// A new acknowledgement timeout, or `null`: none required.
+    #[serde(default, skip_serializing_if = "Patch::is_absent")]
+    #[schema(value_type = Option<i64>)]
+    pub ack_timeout_secs: Patch<i64>,
 }
 
 /// `GET /v1/subscriptions`: `tenant_id` alone lists that tenant's;
@@ -345,6 +354,10 @@ pub struct Subscription {
     /// partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_lanes: Option<Vec<BlockedLane>>,
+    /// Seconds a 2xx waits for the subscriber's acknowledgement before it
+    /// counts as failed; `null`: no acknowledgement required.
+    #[serde(default)]
+    pub ack_timeout_secs: Option<u32>,
 }
 
 /// A subscription with its new signing secret: the answer of create and

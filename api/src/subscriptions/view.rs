@@ -37,6 +37,7 @@ pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -
         updated_at: s.updated_at,
         health,
         blocked_lanes: None,
+        ack_timeout_secs: s.ack_timeout_secs,
     }
 }
 

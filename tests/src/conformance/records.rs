@@ -87,6 +87,7 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         created_at: at,
         updated_at: at,
         version,
+        ack_timeout_secs: Some(30),
     }
 }
 

@@ -119,6 +119,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Ordered sagas: the partition's mark, the lane's head, a missing entry
     // put back, leaving the lane.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["OrderTable"]);
+    // Subscriptions requiring acknowledgements: the latest one read at
+    // each check of an AwaitingAck saga.
+    grant(&mut g, &["dynamodb:GetItem"], &["AcknowledgementsTable"]);
     m.insert("SagaFunction", g);
 
     // delivery: reads the deliveries queue, Events, Subscriptions, Sagas;
