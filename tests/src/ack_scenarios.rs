@@ -137,12 +137,83 @@ pub async fn an_acknowledgement_is_authenticated_by_the_subscriptions_secret(p: 
     assert_eq!(d["acknowledgement"]["reference"], Value::Null, "replaced, not merged: {d}");
 }
 
+/// The deliveries of `event` once the one saga is in `status`.
+async fn delivery_in(p: &impl Pipeline, event: &str, status: &str, attempts: usize, secs: u64) -> Value {
+    let path = format!("/v1/events/{event}/deliveries");
+    eventually(secs, &format!("{event}: {status} after {attempts} attempts"), || async {
+        let (_, v) = p.get(&path).await;
+        let d = v["items"].as_array()?.first()?.clone();
+        (d["status"] == status && d["attempts"].as_array()?.len() == attempts).then_some(d)
+    })
+    .await
+}
+
+/// With `ack_timeout_secs`, a 2xx waits (`awaiting_ack`): unacknowledged
+/// past the timeout it counts as failed and is retried (not before the
+/// timeout) with the same `webhook-id`; acknowledged `processed`, the
+/// retry completes.
+pub async fn an_unacknowledged_delivery_is_retried_and_completes_once_acknowledged(p: &mut impl Pipeline) {
+    let r = Receiver::start().await;
+    let body = json!({"callback_url": r.url("/req", Behaviour::Ok), "event_types": ["req.*"], "ack_timeout_secs": 3,
+                      "retry_policy": {"max_attempts": 3, "base_delay_ms": 50, "max_delay_ms": 200}});
+    let (sub, secret) = p.subscribe(body).await;
+    let (_, shown) = p.get(&format!("/v1/subscriptions/{sub}")).await;
+    assert_eq!(shown["ack_timeout_secs"], 3, "{shown}");
+    let (st, ev) = p.post("/v1/events", &json!({"type": "req.created", "data": {"n": 1}})).await;
+    assert_eq!(st, 202, "{ev}");
+    let event = ev["event_id"].as_str().unwrap().to_string();
+    let first = delivery_in(p, &event, "awaiting_ack", 1, 20).await;
+    assert!(first["next_attempt_at"].is_string(), "the deadline is shown: {first}");
+    let second = delivery_in(p, &event, "awaiting_ack", 2, 30).await;
+    let at = |d: &Value, i: usize| d["attempts"][i]["at"].as_str().unwrap().parse::<chrono::DateTime<chrono::Utc>>();
+    let waited = at(&second, 1).unwrap() - at(&second, 0).unwrap();
+    assert!(waited >= chrono::Duration::seconds(3), "retried only once the 3 s passed: {second}");
+    let webhook_id = second["webhook_id"].as_str().unwrap();
+    let (st, v) = acknowledge(p, &sub, &secret, &json!({"webhook_id": webhook_id, "status": "processed"})).await;
+    assert_eq!(st, 200, "{v}");
+    let done = delivery_in(p, &event, "completed", 2, 20).await;
+    assert_eq!(done["acknowledgement"]["status"], "processed", "{done}");
+    let posted = r.deliveries("/req");
+    assert_eq!(posted.len(), 2, "one retry");
+    assert!(posted.iter().all(|d| d.header("webhook-id") == webhook_id), "the same webhook-id");
+}
+
+/// A `failed` acknowledgement is a failed attempt: retried on the
+/// schedule, and dead-lettered with the subscriber's reason when no
+/// attempt is left. An acknowledgement of the earlier attempt does not
+/// count for the next one.
+pub async fn a_failed_acknowledgement_is_retried_then_dead_lettered(p: &mut impl Pipeline) {
+    let r = Receiver::start().await;
+    let body = json!({"callback_url": r.url("/nak", Behaviour::Ok), "event_types": ["nak.*"], "ack_timeout_secs": 30,
+                      "retry_policy": {"max_attempts": 2, "base_delay_ms": 50, "max_delay_ms": 200}});
+    let (sub, secret) = p.subscribe(body).await;
+    let (st, ev) = p.post("/v1/events", &json!({"type": "nak.created", "data": {"n": 1}})).await;
+    assert_eq!(st, 202, "{ev}");
+    let event = ev["event_id"].as_str().unwrap().to_string();
+    let first = delivery_in(p, &event, "awaiting_ack", 1, 20).await;
+    let webhook_id = first["webhook_id"].as_str().unwrap().to_string();
+    let nak = |attempt: u32, reason: &str| json!({"webhook_id": webhook_id, "attempt": attempt, "status": "failed", "reason": reason});
+    let (st, v) = acknowledge(p, &sub, &secret, &nak(1, "ledger closed")).await;
+    assert_eq!(st, 200, "{v}");
+    delivery_in(p, &event, "awaiting_ack", 2, 30).await;
+    let (st, v) = acknowledge(p, &sub, &secret, &nak(2, "still closed")).await;
+    assert_eq!(st, 200, "{v}");
+    let dead = delivery_in(p, &event, "dead_lettered", 2, 20).await;
+    assert_eq!(dead["last_error"], "subscriber acknowledged failed: still closed", "{dead}");
+    let (_, dl) = p.get(&format!("/v1/dead-letters/{}", dead["saga_id"].as_str().unwrap())).await;
+    let reason = dl["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("still closed") && reason.contains("gave up after 2 attempts"), "{dl}");
+    assert_eq!(r.deliveries("/nak").len(), 2);
+}
+
 /// Every scenario of this suite, listed once for both backends.
 #[macro_export]
 macro_rules! ack_scenario_tests {
     ($backend:ident) => {
         $crate::scenario_tests!($backend, ack_scenarios;
             an_acknowledgement_is_authenticated_by_the_subscriptions_secret,
+            an_unacknowledged_delivery_is_retried_and_completes_once_acknowledged,
+            a_failed_acknowledgement_is_retried_then_dead_lettered,
         );
     };
 }
