@@ -56,6 +56,7 @@ pub const IGNORING: &[(&str, &str)] = &[
     ("/v1/dead-letters/reindex", "a repair pass; repeating it is harmless"),
     ("/v1/dead-letters/{dead_letter}/requeue", "one saga per dead letter; a repeat finds it resolved (409)"),
     ("/v1/dead-letters/{dead_letter}/skip", "a repeat finds the dead letter resolved (409)"),
+    ("/v1/subscriptions/{subscription}/acknowledgements", "the latest acknowledgement replaces the one before"),
 ];
 
 /// Whether `method pattern` takes a key ([`ROUTES`]).
