@@ -22,6 +22,7 @@ pub mod idempotency;
 mod keys;
 pub mod openapi;
 mod portal;
+mod pull;
 pub mod query;
 pub mod reference;
 mod reindex;

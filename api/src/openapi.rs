@@ -48,6 +48,7 @@ pub fn document() -> OpenApi {
         super::stats::openapi(),
         super::portal::openapi(),
         super::acknowledgements::openapi(),
+        super::pull::openapi(),
     ] {
         doc.merge(part);
     }
@@ -277,6 +278,7 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("GET", "/v1/event-types", "list_event_types"),
     ("POST", "/v1/subscriptions/{subscription}/test", "send_test_event"),
     ("POST", "/v1/subscriptions/{subscription}/acknowledgements", "acknowledge_delivery"),
+    ("GET", "/v1/subscriptions/{subscription}/events", "pull_events"),
 ];
 
 /// One link of the document: from an operation's success response, a

@@ -248,6 +248,9 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/subscriptions/{subscription}/acknowledgements", None, |api, c| {
         Box::pin(async { api.acknowledge(&c.subscription(), c).await })
     }),
+    route("GET", "/v1/subscriptions/{subscription}/events", Some(Read), |api, c| {
+        Box::pin(async { api.pull(&c.subscription(), c).await })
+    }),
 ];
 
 /// What the router ([`super::http::router`]) found for a request's path

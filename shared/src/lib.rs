@@ -38,6 +38,7 @@ pub mod ordering;
 pub mod payload;
 pub mod portal;
 pub mod ports;
+pub mod pull;
 pub mod queue;
 pub mod retry;
 pub mod routing;

@@ -250,6 +250,16 @@ pub trait SagaStore: Send + Sync {
     /// SQLite, saga id order on DynamoDB): an event fanned out to thousands
     /// of subscriptions is read a bounded page at a time.
     async fn page_for_event(&self, event_id: &EventId, limit: usize, after: Option<&str>) -> StoreResult<Page<Saga>>;
+    /// Up to `limit` sagas of a pull subscription ([`crate::pull`]) in pull
+    /// key order, after the key `after`, through the pull index (only the
+    /// sagas routing gave a pull key are in it). May lag a routing briefly
+    /// on DynamoDB (a global secondary index).
+    async fn page_for_pull(
+        &self,
+        subscription: &crate::ids::SubscriptionId,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<crate::pull::Pulled>>;
     /// Up to `limit` sagas that are not terminal and were due before
     /// `before` (created, retry due, or job sent, and no progress since),
     /// oldest first, found through an index of waiting sagas (never a scan).

@@ -148,6 +148,11 @@ pub struct Saga {
     /// this count is delivered ([`crate::message::DeliveryJob::redrive`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redrives: u32,
+    /// Its place in its subscription's pull listing ([`crate::pull`]):
+    /// set by routing for a subscription with `pull`, `None` otherwise (and
+    /// for requeued and replayed sagas: a pull lists each event once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_key: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -174,6 +179,7 @@ impl Saga {
             created_at: now,
             updated_at: now,
             redrives: 0,
+            pull_key: None,
         }
     }
 }

@@ -137,6 +137,10 @@ pub struct Subscription {
     /// success (no acknowledgement required). 1 to [`MAX_ACK_TIMEOUT_SECS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_timeout_secs: Option<u32>,
+    /// Whether its subscriber may also pull what is routed to it
+    /// ([`crate::pull`]): routing then files its sagas in the pull index.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pull: bool,
 }
 
 /// The longest `ack_timeout_secs`: a day.

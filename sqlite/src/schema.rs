@@ -323,4 +323,12 @@ CREATE TABLE acknowledgements (
 ) WITHOUT ROWID;
 CREATE INDEX acknowledgements_by_expiry ON acknowledgements (expires_at);
 "#,
+    // 19 (issue 27, helper B; renumbered at merge if needed): the pull
+    // listing (`shared::pull`): routing writes `pull_key` only for sagas
+    // of pull subscriptions, so the partial index holds only those and
+    // every other saga's insert costs what it did.
+    r#"
+ALTER TABLE sagas ADD COLUMN pull_key TEXT;
+CREATE INDEX sagas_by_pull ON sagas (subscription_id, pull_key) WHERE pull_key IS NOT NULL;
+"#,
 ];

@@ -64,6 +64,7 @@ pub mod lane_scenarios;
 pub mod metering;
 pub mod pipeline;
 pub mod portal_scenarios;
+pub mod pull_scenarios;
 pub mod router_scenarios;
 pub mod scenarios;
 pub mod stages;
@@ -199,6 +200,10 @@ macro_rules! both_backend_suites {
         /// Subscriber acknowledgements (`hookline_tests::ack_scenarios`).
         mod acks {
             $crate::ack_scenario_tests!($backend);
+        }
+        /// Pull (`hookline_tests::pull_scenarios`).
+        mod pull {
+            $crate::pull_scenario_tests!($backend);
         }
     };
 }

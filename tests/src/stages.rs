@@ -215,6 +215,7 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         updated_at: at,
         version: 1,
         ack_timeout_secs: None,
+        pull: false,
     }
 }
 

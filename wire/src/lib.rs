@@ -25,6 +25,7 @@ pub mod keys;
 pub mod page;
 pub mod patch;
 pub mod portal;
+pub mod pull;
 pub mod reindex;
 pub mod replays;
 pub mod stats;

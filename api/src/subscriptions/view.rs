@@ -38,6 +38,7 @@ pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -
         health,
         blocked_lanes: None,
         ack_timeout_secs: s.ack_timeout_secs,
+        pull: s.pull,
     }
 }
 

@@ -12,8 +12,9 @@ use crate::item::{self, Attrs};
 use chrono::{DateTime, Utc};
 use shared::attempt::Attempt;
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
-use shared::ids::{EventId, SagaId};
+use shared::ids::{EventId, SagaId, SubscriptionId};
 use shared::ports::{AttemptStore, Page, SagaStore, StoreResult, Transition, TransitionOutcome};
+use shared::pull::Pulled;
 use shared::saga::{Saga, SagaState, SagaStatus};
 
 /// The full key of a Sagas item.
@@ -250,6 +251,53 @@ impl SagaStore for DynamoSagas {
             Some(k) if items.len() >= limit => k.get("id").and_then(|v| v.as_s().ok()).cloned(),
             _ => None,
         };
+        Ok(Page { items, next })
+    }
+
+    /// One `Query` of the sparse GSI `by_pull` (`pull_sub` = the
+    /// subscription, `pull_key` after `after`; keys only), followed while
+    /// DynamoDB stops early, one more than the page so the next is known.
+    async fn page_for_pull(
+        &self,
+        subscription: &SubscriptionId,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<Pulled>> {
+        let want = limit + 1;
+        let mut items: Vec<Pulled> = Vec::new();
+        let mut start = None;
+        loop {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name("by_pull")
+                .expression_attribute_values(":s", s(subscription.as_str()))
+                .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take());
+            q = match after {
+                Some(a) => q
+                    .key_condition_expression("pull_sub = :s AND pull_key > :a")
+                    .expression_attribute_values(":a", s(a)),
+                None => q.key_condition_expression("pull_sub = :s"),
+            };
+            let page = q.send().await.map_err(|e| backend("Query", &self.table, e))?;
+            for it in page.items() {
+                let a = Attrs::from_sdk(it);
+                items.push(Pulled {
+                    pull_key: a.s("pull_key")?.to_string(),
+                    event_id: EventId::new(a.s("event_id")?),
+                    saga_id: SagaId::new(a.s("id")?),
+                });
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() && items.len() < want => start = Some(k.clone()),
+                _ => break,
+            }
+        }
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let next = more.then(|| items.last().map(|p| p.pull_key.clone())).flatten();
         Ok(Page { items, next })
     }
 }

@@ -88,6 +88,7 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         updated_at: at,
         version,
         ack_timeout_secs: Some(30),
+        pull: true,
     }
 }
 

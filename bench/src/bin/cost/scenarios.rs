@@ -194,6 +194,7 @@ pub(crate) fn unmatched_subscription(i: usize, callback: &str, h: &shared::conte
         updated_at: now,
         version: 1,
         ack_timeout_secs: None,
+        pull: false,
     }
 }
 

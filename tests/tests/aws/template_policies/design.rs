@@ -233,6 +233,8 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*", "EventOutcomesTable/index/*"]);
     grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
+    // Pull: one subscription's entries of the sparse index by_pull.
+    grant(&mut g, &["dynamodb:Query"], &["SagasTable/index/*"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
     // Dead letters are listed through their indexes; the one Scan is the
     // operator's reindex after an upgrade (POST /v1/dead-letters/reindex).
