@@ -70,7 +70,7 @@ mod tests {
         assert_eq!(pull_key(&sub, &e, now), None);
         sub.pull = true;
         let first = pull_key(&sub, &e, now).unwrap();
-        e.received_at = e.received_at + chrono::Duration::milliseconds(1);
+        e.received_at += chrono::Duration::milliseconds(1);
         let same_pass = pull_key(&sub, &e, now).unwrap();
         let later = pull_key(&sub, &crate::testkit::event(None, "a.a"), now + chrono::Duration::seconds(1)).unwrap();
         assert!(first < same_pass && same_pass < later, "{first} {same_pass} {later}");

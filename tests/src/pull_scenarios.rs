@@ -68,8 +68,16 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
         let h = |n: &str| e["headers"][n].as_str().unwrap_or_default().to_string();
         let body = e["body"].as_str().unwrap().as_bytes();
         let now = chrono::Utc::now().timestamp();
-        verify(&[key.clone()], &h("webhook-id"), &h("webhook-timestamp"), &h("webhook-signature"), body, now, 300)
-            .unwrap_or_else(|err| panic!("the pulled signature verifies ({err}): {e}"));
+        verify(
+            std::slice::from_ref(&key),
+            &h("webhook-id"),
+            &h("webhook-timestamp"),
+            &h("webhook-signature"),
+            body,
+            now,
+            300,
+        )
+        .unwrap_or_else(|err| panic!("the pulled signature verifies ({err}): {e}"));
         assert_eq!(h("webhook-id"), e["webhook_id"].as_str().unwrap());
         assert_eq!(h("hookline-event-type"), "pull.created");
         let push = pushes.iter().find(|d| d.header("webhook-id") == h("webhook-id")).expect("it was pushed too");

@@ -207,7 +207,10 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
 /// arrived before then is missed and the attempt is retried: never a
 /// delivery lost.
 async fn ack_step(h: &Hookline, saga: &Saga, timer: &RetryTimer) -> Result<Step, StoreError> {
-    let sub = h.subscription_cache.get_many(h.stores.subscriptions.as_ref(), &[saga.subscription_id.clone()]).await?;
+    let sub = h
+        .subscription_cache
+        .get_many(h.stores.subscriptions.as_ref(), std::slice::from_ref(&saga.subscription_id))
+        .await?;
     let sub = sub.into_iter().next().flatten();
     let since = timer.ack_since.unwrap_or(saga.updated_at);
     let ack = h.stores.acks.get(&saga.subscription_id, &saga.webhook_id).await?;
