@@ -453,6 +453,7 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usiz
         actor: "key:fuzz".into(),
         role: shared::access::Role::Reader,
         tenant: Some(shared::ids::TenantId::new("acme")),
+        subscription: None,
     };
     let query = event_query(req, retention, &caller).is_ok();
     let deliveries = query::typed::<wire::DeliveriesQuery>(req.query)
@@ -763,7 +764,8 @@ mod tests {
     /// Every bad filter of `GET /v1/events` is reported at once.
     #[test]
     fn event_filters_report_every_bad_one() {
-        let caller = Caller { actor: "key:t".into(), role: shared::access::Role::Reader, tenant: None };
+        let caller =
+            Caller { actor: "key:t".into(), role: shared::access::Role::Reader, tenant: None, subscription: None };
         let req = Request { query: Some("event_type=a%20b&limit=0&partition_key="), ..request() };
         let e = event_query(&req, chrono::Duration::days(7), &caller).unwrap_err();
         let fields: Vec<_> = e.issues.iter().map(|i| i.field.as_str()).collect();

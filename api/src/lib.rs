@@ -252,7 +252,7 @@ impl Api {
         }
         let caller = if open {
             // An open route reads no credential; its handler ignores this.
-            Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None }
+            Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None, subscription: None }
         } else {
             match self.authenticate(&req).await {
                 Ok(c) => c,
@@ -344,7 +344,12 @@ impl Api {
         // A portal token is checked by its MAC alone: no store is read.
         if shared::portal::is_token(given) {
             return match shared::portal::verify(&self.hookline.keyring, given, chrono::Utc::now()) {
-                Ok(grant) => Ok(Caller { actor: grant.actor(), role: Role::Portal, tenant: Some(grant.tenant) }),
+                Ok(grant) => Ok(Caller {
+                    actor: grant.actor(),
+                    role: Role::Portal,
+                    tenant: Some(grant.tenant),
+                    subscription: None,
+                }),
                 Err(e) => Err(ApiError::new(ErrorCode::Unauthorized, e.to_string())),
             };
         }
@@ -357,7 +362,14 @@ impl Api {
             }
         });
         if let Some(k) = fixed {
-            return Ok(Caller { actor: format!("key:{}", k.name), role: k.role, tenant: k.tenant.clone() });
+            // A static key is bound to no subscription: as a subscriber
+            // it pulls nothing.
+            return Ok(Caller {
+                actor: format!("key:{}", k.name),
+                role: k.role,
+                tenant: k.tenant.clone(),
+                subscription: None,
+            });
         }
         let lookup = secret_lookup(&self.hookline.keyring, given);
         let found = self.keys.find(self.hookline.stores.keys.as_ref(), &lookup).await?;
@@ -378,7 +390,7 @@ impl Api {
         let admins = &self.hookline.config.admin_principals;
         let candidates = principal_candidates(arn);
         if candidates.iter().any(|c| admins.iter().any(|a| a == c)) {
-            return Ok(Caller { actor: arn.to_string(), role: Role::Admin, tenant: None });
+            return Ok(Caller { actor: arn.to_string(), role: Role::Admin, tenant: None, subscription: None });
         }
         let now = chrono::Utc::now();
         for c in &candidates {

@@ -35,6 +35,7 @@ fn role_view(r: Role) -> wire::CallerRole {
         Role::Operator => wire::CallerRole::Operator,
         Role::Admin => wire::CallerRole::Admin,
         Role::Portal => wire::CallerRole::Portal,
+        Role::Subscriber => wire::CallerRole::Subscriber,
     }
 }
 
@@ -50,6 +51,7 @@ fn permission(a: Action) -> wire::Permission {
         Action::ManageSubscriptions => P::ManageSubscriptions,
         Action::ManageKeys => P::ManageKeys,
         Action::Rebuild => P::Rebuild,
+        Action::Pull => P::Pull,
     }
 }
 

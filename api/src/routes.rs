@@ -248,7 +248,7 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/subscriptions/{subscription}/acknowledgements", None, |api, c| {
         Box::pin(async { api.acknowledge(&c.subscription(), c).await })
     }),
-    route("GET", "/v1/subscriptions/{subscription}/events", Some(Read), |api, c| {
+    route("GET", "/v1/subscriptions/{subscription}/events", Some(Pull), |api, c| {
         Box::pin(async { api.pull(&c.subscription(), c).await })
     }),
 ];

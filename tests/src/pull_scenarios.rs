@@ -32,8 +32,10 @@ async fn pull_all(p: &impl Pipeline, sub: &str, limit: usize, after: Option<Stri
 /// and dead-letter); the subscriber pulls them from the start, two at a
 /// time: each once, in the order they were sent, with the body its pushes
 /// carried and a signature by its secret. Pulling again from the last
-/// cursor finds nothing until a sixth event, then only it. A tenant-bound
-/// reader of another tenant gets `404`; a subscription without `pull`,
+/// cursor finds nothing until a sixth event, then only it. A subscriber
+/// key of the subscription pulls it and nothing else (its tenant's other
+/// subscription `404`, other routes `403`). A tenant-bound reader of
+/// another tenant gets `404`; a subscription without `pull`,
 /// `409`; a bad cursor or limit, or one of another subscription, `422`.
 pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: &mut impl Pipeline) {
     let r = Receiver::start().await;
@@ -94,6 +96,50 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     })
     .await;
     assert_eq!(more.iter().map(|e| e["event_id"].as_str().unwrap()).collect::<Vec<_>>(), [sixth.as_str()]);
+
+    // A subscriber key of this subscription (a bearer secret; through the
+    // API's bearer copy `/ui/api`, which on AWS has no IAM authorizer)
+    // pulls it, and nothing else: another subscription of the same tenant
+    // is a 404, every other route a 403.
+    let (st, key) =
+        p.post("/v1/keys", &json!({"name": unique_name("puller"), "role": "subscriber", "subscription_id": sub})).await;
+    assert_eq!(st, 201, "{key}");
+    assert_eq!((key["role"].as_str(), key["tenant_id"].as_str()), (Some("subscriber"), Some(tenant.as_str())), "{key}");
+    let token = key["secret"].as_str().expect("a subscriber key is a secret").to_string();
+    let (st, page) = p.call_console(&token, "GET", &format!("/v1/subscriptions/{sub}/events?limit=100"), None).await;
+    assert_eq!(st, 200, "{page}");
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(6), "{page}");
+    let (sibling, _) = p
+        .subscribe(json!({"callback_url": r.url("/sib", Behaviour::Ok), "event_types": ["pull.*"], "tenant_id": tenant,
+                          "pull": true}))
+        .await;
+    let (st, v) = p.call_console(&token, "GET", &format!("/v1/subscriptions/{sibling}/events"), None).await;
+    assert_eq!(st, 404, "its tenant's other subscription: {v}");
+    let event = json!({"type": "pull.created", "tenant_id": tenant, "data": {}}).to_string();
+    for (method, path, body) in [
+        ("GET", format!("/v1/subscriptions/{sub}"), None),
+        ("GET", "/v1/subscriptions".to_string(), None),
+        ("GET", format!("/v1/events/{}/deliveries", sent[0]), None),
+        ("POST", "/v1/events".to_string(), Some(event.as_bytes())),
+        ("GET", "/v1/keys".to_string(), None),
+    ] {
+        let (st, v) = p.call_console(&token, method, &path, body).await;
+        assert_eq!(st, 403, "{method} {path}: {v}");
+    }
+    let (st, me) = p.call_console(&token, "GET", "/v1/me", None).await;
+    assert_eq!((st, me["role"].as_str()), (200, Some("subscriber")), "{me}");
+    assert_eq!(me["permissions"], json!(["identify", "pull"]), "{me}");
+    for (bad, field) in [
+        (json!({"name": unique_name("k"), "role": "subscriber"}), "subscription_id"),
+        (json!({"name": unique_name("k"), "role": "reader", "subscription_id": sub}), "subscription_id"),
+        (
+            json!({"name": unique_name("k"), "role": "subscriber", "subscription_id": sub, "tenant_id": tenant}),
+            "tenant_id",
+        ),
+    ] {
+        let (st, v) = p.post("/v1/keys", &bad).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (422, Some(field)), "{bad}: {v}");
+    }
 
     // Scoping and refusals.
     let other = p.credential(shared::access::Role::Reader, Some(&unique_name("other"))).await;
