@@ -302,9 +302,10 @@ pub fn allowed(path: &str) -> Vec<&'static str> {
 /// test checks the doc holds it): for each route, its action, which roles
 /// may call it, and what a tenant-bound key may do with it.
 pub fn role_table() -> String {
-    let mut out =
-        String::from("| route | action | producer | reader | operator | admin | portal | tenant-bound key |\n");
-    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    let roles = shared::access::Role::EVERY;
+    let names: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+    let mut out = format!("| route | action | {} | tenant-bound key |\n", names.join(" | "));
+    out.push_str(&format!("| --- | --- |{} --- |\n", " --- |".repeat(roles.len())));
     for r in ROUTES {
         let cells: Vec<&str> = shared::access::Role::EVERY
             .into_iter()
