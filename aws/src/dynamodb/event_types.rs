@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use chrono::DateTime;
 
-use super::{all, backend, s, written};
+use super::{all, query_after, written};
 use crate::item::Attrs;
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
 use shared::error::StoreError;
@@ -61,46 +61,16 @@ impl EventTypeStore for DynamoEventTypes {
     /// sort key), `Limit` one more than the page so the next page is
     /// known; followed while DynamoDB stops early (its 1 MB per call).
     async fn page(&self, scope: &TypeScope, limit: usize, after: Option<&str>) -> StoreResult<Page<SeenType>> {
-        let want = limit + 1;
-        let mut items: Vec<SeenType> = Vec::new();
-        let mut start = None;
-        loop {
-            let mut q = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .expression_attribute_names("#s", "scope")
-                .expression_attribute_values(":s", s(scope.as_text()))
-                .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take());
-            // `#t` only where the condition uses it (AWS refuses a name
-            // no expression uses).
-            q = match after {
-                Some(a) => q
-                    .key_condition_expression("#s = :s AND #t > :a")
-                    .expression_attribute_names("#t", "event_type")
-                    .expression_attribute_values(":a", s(a)),
-                None => q.key_condition_expression("#s = :s"),
-            };
-            let page = q.send().await.map_err(|e| backend("Query", &self.table, e))?;
-            for it in page.items() {
-                let a = Attrs::from_sdk(it);
-                let ms: i64 = a.n("first_seen_at")?;
-                let first_seen_at = DateTime::from_timestamp_millis(ms)
-                    .ok_or_else(|| StoreError::Corrupt(format!("attribute `first_seen_at`: {ms}")))?;
-                items.push(SeenType {
-                    scope: scope.clone(),
-                    event_type: a.s("event_type")?.to_string(),
-                    first_seen_at,
-                });
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() && items.len() < want => start = Some(k.clone()),
-                _ => break,
-            }
+        let text = scope.as_text();
+        let (found, more) =
+            query_after(&self.client, &self.table, None, ("scope", &text), "event_type", after, limit).await?;
+        let mut items = Vec::with_capacity(found.len());
+        for a in found {
+            let ms: i64 = a.n("first_seen_at")?;
+            let first_seen_at = DateTime::from_timestamp_millis(ms)
+                .ok_or_else(|| StoreError::Corrupt(format!("attribute `first_seen_at`: {ms}")))?;
+            items.push(SeenType { scope: scope.clone(), event_type: a.s("event_type")?.to_string(), first_seen_at });
         }
-        let more = items.len() > limit;
-        items.truncate(limit);
         let next = more.then(|| items.last().map(|t| t.event_type.clone())).flatten();
         Ok(Page { items, next })
     }

@@ -263,40 +263,19 @@ impl SagaStore for DynamoSagas {
         limit: usize,
         after: Option<&str>,
     ) -> StoreResult<Page<Pulled>> {
-        let want = limit + 1;
-        let mut items: Vec<Pulled> = Vec::new();
-        let mut start = None;
-        loop {
-            let mut q = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name("by_pull")
-                .expression_attribute_values(":s", s(subscription.as_str()))
-                .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take());
-            q = match after {
-                Some(a) => q
-                    .key_condition_expression("pull_sub = :s AND pull_key > :a")
-                    .expression_attribute_values(":a", s(a)),
-                None => q.key_condition_expression("pull_sub = :s"),
-            };
-            let page = q.send().await.map_err(|e| backend("Query", &self.table, e))?;
-            for it in page.items() {
-                let a = Attrs::from_sdk(it);
-                items.push(Pulled {
+        let hash = ("pull_sub", subscription.as_str());
+        let (found, more) =
+            super::query_after(&self.client, &self.table, Some("by_pull"), hash, "pull_key", after, limit).await?;
+        let items = found
+            .iter()
+            .map(|a| {
+                Ok(Pulled {
                     pull_key: a.s("pull_key")?.to_string(),
                     event_id: EventId::new(a.s("event_id")?),
                     saga_id: SagaId::new(a.s("id")?),
-                });
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() && items.len() < want => start = Some(k.clone()),
-                _ => break,
-            }
-        }
-        let more = items.len() > limit;
-        items.truncate(limit);
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
         let next = more.then(|| items.last().map(|p| p.pull_key.clone())).flatten();
         Ok(Page { items, next })
     }
