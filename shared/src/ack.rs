@@ -317,6 +317,9 @@ mod tests {
         assert_eq!(d.unwrap().next.status, Completed);
         // Without the setting, a 2xx completes as always.
         assert_eq!(decide_acked(&pending, &ok, &plain, now, 0.0).unwrap().next.status, Completed);
+        // The reconciler sees a waiting saga as due only at its deadline:
+        // live (not stalled) until then.
+        assert_eq!(crate::saga::due_at(&waiting, now), Some(deadline));
     }
 
     #[test]
