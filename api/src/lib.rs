@@ -250,11 +250,21 @@ impl Api {
         if !under_v1 && !matches!(&found, Found::Route(..)) {
             return found.refusal(&req);
         }
+        let bearer_only = matches!(&found, Found::Route(r, _) if routes::bearer_only(r.method, r.path));
         let caller = if open {
             // An open route reads no credential; its handler ignores this.
             Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None, subscription: None }
         } else {
-            match self.authenticate(&req).await {
+            // A bearer-only route (pull) reads `Authorization: Bearer`
+            // behind API Gateway too, which authorizes nothing there.
+            let console;
+            let api = if bearer_only {
+                console = self.for_console();
+                &console
+            } else {
+                self
+            };
+            match api.authenticate(&req).await {
                 Ok(c) => c,
                 Err(e) => return e.into(),
             }

@@ -94,7 +94,7 @@ impl Api {
         (status = 422, description = "`invalid_field`: `limit` out of 1 to 100; `after` not a cursor of this \
             subscription's pull.", body = ErrorBody),
     ),
-    security(("bearer" = []), ("sigv4" = []))
+    security(("bearer" = []))
 )]
 #[allow(dead_code)]
 fn pull() {}

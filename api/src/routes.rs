@@ -253,6 +253,17 @@ pub static ROUTES: &[Route] = &[
     }),
 ];
 
+/// The routes authenticated by `Authorization: Bearer` only, on every
+/// backend: a subscriber key pulls without signing with SigV4, so behind
+/// API Gateway these routes have no IAM authorizer and the API checks the
+/// key itself (as on the console's `/ui/api`, [`super::Api::for_console`]).
+pub const BEARER_ONLY: &[(&str, &str)] = &[("GET", "/v1/subscriptions/{subscription}/events")];
+
+/// Whether (method, pattern) is one of [`BEARER_ONLY`].
+pub fn bearer_only(method: &str, path: &str) -> bool {
+    BEARER_ONLY.iter().any(|(m, p)| *m == method && *p == path)
+}
+
 /// What the router ([`super::http::router`]) found for a request's path
 /// and method.
 pub enum Found {

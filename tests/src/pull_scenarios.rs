@@ -10,13 +10,20 @@ use shared::signing::{verify, Secret};
 use crate::pipeline::{unique_name, Pipeline};
 use crate::{eventually, Behaviour, Receiver};
 
-/// Every page of `sub`'s pull as `cred` (the pipeline's own when `None`),
-/// `limit` at a time, from `after`; the events and the last cursor.
-async fn pull_all(p: &impl Pipeline, sub: &str, limit: usize, after: Option<String>) -> (Vec<Value>, Option<String>) {
+/// Every page of `sub`'s pull with the bearer key `token`, `limit` at a
+/// time, from `after`; the events and the last cursor.
+async fn pull_all(
+    p: &impl Pipeline,
+    token: &str,
+    sub: &str,
+    limit: usize,
+    after: Option<String>,
+) -> (Vec<Value>, Option<String>) {
     let (mut out, mut cursor) = (Vec::new(), after);
     for _ in 0..100 {
         let c = cursor.as_deref().map(|c| format!("&after={c}")).unwrap_or_default();
-        let (st, v) = p.get(&format!("/v1/subscriptions/{sub}/events?limit={limit}{c}")).await;
+        let (st, v) =
+            p.call_bearer(token, "GET", &format!("/v1/subscriptions/{sub}/events?limit={limit}{c}"), None).await;
         assert_eq!(st, 200, "{v}");
         let data = v["data"].as_array().cloned().unwrap_or_default();
         cursor = v["next_cursor"].as_str().map(str::to_string).or(cursor);
@@ -28,15 +35,26 @@ async fn pull_all(p: &impl Pipeline, sub: &str, limit: usize, after: Option<Stri
     (out, cursor)
 }
 
+/// A subscriber key of `sub` (created by the pipeline's admin): its secret.
+async fn subscriber_key(p: &impl Pipeline, sub: &str, tenant: Option<&str>) -> String {
+    let (st, key) =
+        p.post("/v1/keys", &json!({"name": unique_name("puller"), "role": "subscriber", "subscription_id": sub})).await;
+    assert_eq!(st, 201, "{key}");
+    assert_eq!((key["role"].as_str(), key["tenant_id"].as_str()), (Some("subscriber"), tenant), "{key}");
+    assert_eq!(key["subscription_id"].as_str(), Some(sub), "{key}");
+    key["secret"].as_str().expect("a subscriber key is a secret").to_string()
+}
+
 /// The receiver is down while five events are routed (their pushes fail
-/// and dead-letter); the subscriber pulls them from the start, two at a
-/// time: each once, in the order they were sent, with the body its pushes
-/// carried and a signature by its secret. Pulling again from the last
-/// cursor finds nothing until a sixth event, then only it. A subscriber
-/// key of the subscription pulls it and nothing else (its tenant's other
-/// subscription `404`, other routes `403`). A tenant-bound reader of
-/// another tenant gets `404`; a subscription without `pull`,
-/// `409`; a bad cursor or limit, or one of another subscription, `422`.
+/// and dead-letter); the subscriber pulls them with its subscriber key from
+/// the start, two at a time: each once, in the order they were sent, with
+/// the body its pushes carried and a signature by its secret. Pulling again
+/// from the last cursor finds nothing until a sixth event, then only it.
+/// The key pulls nothing else: another subscription (of its tenant or
+/// another's) is a `404`, every other route a `403`; another subscription's
+/// key cannot pull this one. A subscription without `pull` is a `409`; a
+/// bad cursor or limit, or one of another subscription, a `422`. Keys are
+/// refused without their subscription or with a tenant of their own.
 pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: &mut impl Pipeline) {
     let r = Receiver::start().await;
     let tenant = unique_name("pull");
@@ -45,6 +63,7 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     let (sub, secret) = p.subscribe(body).await;
     let (_, shown) = p.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(shown["pull"], true, "{shown}");
+    let token = subscriber_key(p, &sub, Some(&tenant)).await;
     r.set("/pull", Behaviour::Always(503));
     let mut sent = Vec::new();
     for n in 0..5 {
@@ -56,12 +75,11 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     for id in &sent {
         p.settled_deliveries(id, 1, 30).await;
     }
-    let pulled = eventually(20, "five events in the pull index", || async {
-        let (all, cursor) = pull_all(p, &sub, 2, None).await;
+    let (events, cursor) = eventually(20, "five events in the pull index", || async {
+        let (all, cursor) = pull_all(p, &token, &sub, 2, None).await;
         (all.len() >= 5).then_some((all, cursor))
     })
     .await;
-    let (events, cursor) = pulled;
     let ids: Vec<&str> = events.iter().map(|e| e["event_id"].as_str().unwrap()).collect();
     assert_eq!(ids, sent.iter().map(String::as_str).collect::<Vec<_>>(), "each once, in order");
     let key = Secret::parse(&secret).unwrap();
@@ -85,36 +103,35 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
         let push = pushes.iter().find(|d| d.header("webhook-id") == h("webhook-id")).expect("it was pushed too");
         assert_eq!(push.body, body, "the same body as its push");
     }
-    let (again, _) = pull_all(p, &sub, 2, cursor.clone()).await;
+    let (again, _) = pull_all(p, &token, &sub, 2, cursor.clone()).await;
     assert!(again.is_empty(), "caught up: {again:?}");
     let (st, ev) = p.post("/v1/events", &json!({"type": "pull.created", "tenant_id": tenant, "data": {"n": 5}})).await;
     assert_eq!(st, 202, "{ev}");
     let sixth = ev["event_id"].as_str().unwrap().to_string();
     let more = eventually(20, "the sixth event pulled", || async {
-        let (more, _) = pull_all(p, &sub, 2, cursor.clone()).await;
+        let (more, _) = pull_all(p, &token, &sub, 2, cursor.clone()).await;
         (!more.is_empty()).then_some(more)
     })
     .await;
     assert_eq!(more.iter().map(|e| e["event_id"].as_str().unwrap()).collect::<Vec<_>>(), [sixth.as_str()]);
+    let (st, page) = p.call_console(&token, "GET", &format!("/v1/subscriptions/{sub}/events?limit=1"), None).await;
+    assert_eq!((st, page["data"].as_array().map(Vec::len)), (200, Some(1)), "the console's copy too: {page}");
 
-    // A subscriber key of this subscription (a bearer secret; through the
-    // API's bearer copy `/ui/api`, which on AWS has no IAM authorizer)
-    // pulls it, and nothing else: another subscription of the same tenant
-    // is a 404, every other route a 403.
-    let (st, key) =
-        p.post("/v1/keys", &json!({"name": unique_name("puller"), "role": "subscriber", "subscription_id": sub})).await;
-    assert_eq!(st, 201, "{key}");
-    assert_eq!((key["role"].as_str(), key["tenant_id"].as_str()), (Some("subscriber"), Some(tenant.as_str())), "{key}");
-    let token = key["secret"].as_str().expect("a subscriber key is a secret").to_string();
-    let (st, page) = p.call_console(&token, "GET", &format!("/v1/subscriptions/{sub}/events?limit=100"), None).await;
-    assert_eq!(st, 200, "{page}");
-    assert_eq!(page["data"].as_array().map(Vec::len), Some(6), "{page}");
-    let (sibling, _) = p
-        .subscribe(json!({"callback_url": r.url("/sib", Behaviour::Ok), "event_types": ["pull.*"], "tenant_id": tenant,
-                          "pull": true}))
-        .await;
-    let (st, v) = p.call_console(&token, "GET", &format!("/v1/subscriptions/{sibling}/events"), None).await;
-    assert_eq!(st, 404, "its tenant's other subscription: {v}");
+    // The key pulls its subscription and nothing else.
+    let sibling_body = json!({"callback_url": r.url("/sib", Behaviour::Ok), "event_types": ["pull.*"],
+                              "tenant_id": tenant, "pull": true});
+    let (sibling, _) = p.subscribe(sibling_body).await;
+    let other_body = json!({"callback_url": r.url("/other", Behaviour::Ok), "event_types": ["pull.*"],
+                            "tenant_id": unique_name("other"), "pull": true});
+    let (other, _) = p.subscribe(other_body).await;
+    for s in [&sibling, &other] {
+        let (st, v) = p.call_bearer(&token, "GET", &format!("/v1/subscriptions/{s}/events"), None).await;
+        assert_eq!(st, 404, "another subscription: {v}");
+    }
+    let sibling_token = subscriber_key(p, &sibling, Some(&tenant)).await;
+    let (st, v) = p.call_bearer(&sibling_token, "GET", &format!("/v1/subscriptions/{sub}/events"), None).await;
+    assert_eq!(st, 404, "another subscription's key: {v}");
+    assert!(!v.to_string().contains("pull.created"), "{v}");
     let event = json!({"type": "pull.created", "tenant_id": tenant, "data": {}}).to_string();
     for (method, path, body) in [
         ("GET", format!("/v1/subscriptions/{sub}"), None),
@@ -129,6 +146,23 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     let (st, me) = p.call_console(&token, "GET", "/v1/me", None).await;
     assert_eq!((st, me["role"].as_str()), (200, Some("subscriber")), "{me}");
     assert_eq!(me["permissions"], json!(["identify", "pull"]), "{me}");
+    let (st, v) = p.call_bearer("not-a-key", "GET", &format!("/v1/subscriptions/{sub}/events"), None).await;
+    assert_eq!(st, 401, "{v}");
+
+    // Refusals.
+    let (plain, _) =
+        p.subscribe(json!({"callback_url": r.url("/plain", Behaviour::Ok), "event_types": ["pull.*"]})).await;
+    let plain_token = subscriber_key(p, &plain, None).await;
+    let (st, v) = p.call_bearer(&plain_token, "GET", &format!("/v1/subscriptions/{plain}/events"), None).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (409, Some("conflict")), "{v}");
+    let (st, v) = p.call_bearer(&token, "GET", &format!("/v1/subscriptions/{sub}/events?limit=0"), None).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("limit")), "{v}");
+    let (st, v) = p.call_bearer(&token, "GET", &format!("/v1/subscriptions/{sub}/events?after=nope"), None).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("after")), "{v}");
+    // A cursor holds its subscription: it reads no other's listing.
+    let path = format!("/v1/subscriptions/{sibling}/events?after={}", cursor.unwrap());
+    let (st, v) = p.call_bearer(&sibling_token, "GET", &path, None).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("after")), "{v}");
     for (bad, field) in [
         (json!({"name": unique_name("k"), "role": "subscriber"}), "subscription_id"),
         (json!({"name": unique_name("k"), "role": "reader", "subscription_id": sub}), "subscription_id"),
@@ -140,23 +174,6 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
         let (st, v) = p.post("/v1/keys", &bad).await;
         assert_eq!((st, v["error"]["field"].as_str()), (422, Some(field)), "{bad}: {v}");
     }
-
-    // Scoping and refusals.
-    let other = p.credential(shared::access::Role::Reader, Some(&unique_name("other"))).await;
-    let (st, v) = p.call_as(&other, "GET", &format!("/v1/subscriptions/{sub}/events"), None, &[]).await;
-    assert_eq!(st, 404, "another tenant's reader: {v}");
-    assert!(!v.to_string().contains("pull.created"), "{v}");
-    let (plain, _) =
-        p.subscribe(json!({"callback_url": r.url("/plain", Behaviour::Ok), "event_types": ["pull.*"]})).await;
-    let (st, v) = p.get(&format!("/v1/subscriptions/{plain}/events")).await;
-    assert_eq!((st, v["error"]["code"].as_str()), (409, Some("conflict")), "{v}");
-    let (st, v) = p.get(&format!("/v1/subscriptions/{sub}/events?limit=0")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("limit")), "{v}");
-    let (st, v) = p.get(&format!("/v1/subscriptions/{sub}/events?after=nope")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("after")), "{v}");
-    // A cursor holds its subscription: it reads no other's listing.
-    let (st, v) = p.get(&format!("/v1/subscriptions/{plain}/events?after={}", cursor.unwrap())).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("after")), "{v}");
 }
 
 /// Every scenario of this suite, listed once for both backends.

@@ -357,8 +357,10 @@ pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
 /// route per path on ApiFunction (so a wrong method reaches the router and
 /// is its `405` with `Allow`, not API Gateway's `404`). Each as (method,
 /// path, function, authorizer): `NONE` for the document's open operations
-/// (empty `security`), `AWS_IAM` (the API's default, not overridden) for
-/// the others, whose security is the document's SigV4 scheme.
+/// (empty `security`) and the bearer-only ones
+/// (`hookline_api::routes::BEARER_ONLY`: bearer alone), `AWS_IAM` (the
+/// API's default, not overridden) for the others, whose security is the
+/// document's SigV4 scheme.
 pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
     let doc = serde_json::to_value(hookline_api::openapi::document()).expect("the document serializes");
     // The document's operations, and the route table's rows (the same set:
@@ -374,7 +376,11 @@ pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
             let open = op["security"].as_array().is_some_and(Vec::is_empty);
             let sigv4 = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get(SIGV4).is_some()))
                 && doc["components"]["securitySchemes"][SIGV4]["x-amazon-apigateway-authtype"] == "awsSigv4";
-            let auth = match (open, sigv4) {
+            // A bearer-only route (pull): no IAM authorizer, the API checks
+            // the key itself; exactly the routes the API lists so.
+            let bearer = op["security"].as_array().is_some_and(|s| s.len() == 1 && s[0].get("bearer").is_some())
+                && hookline_api::routes::bearer_only(&method.to_uppercase(), path);
+            let auth = match (open || bearer, sigv4) {
                 (true, _) => "NONE",
                 (false, true) => "AWS_IAM",
                 (false, false) => "not the document's awsSigv4 scheme",
