@@ -42,6 +42,7 @@ fn wire_action(a: Action) -> wire::AuditAction {
         Action::PortalLinkCreated => W::PortalLinkCreated,
         Action::SubscriptionTestSent => W::SubscriptionTestSent,
         Action::EventTypeRegistered => W::EventTypeRegistered,
+        Action::DeliveryAcknowledged => W::DeliveryAcknowledged,
     }
 }
 

@@ -66,6 +66,7 @@ pub(crate) fn wire_status(s: SagaStatus) -> wire::DeliveryStatus {
         SagaStatus::Waiting => wire::DeliveryStatus::Waiting,
         SagaStatus::InProgress => wire::DeliveryStatus::InProgress,
         SagaStatus::PendingRetry => wire::DeliveryStatus::PendingRetry,
+        SagaStatus::AwaitingAck => wire::DeliveryStatus::AwaitingAck,
         SagaStatus::Completed => wire::DeliveryStatus::Completed,
         SagaStatus::DeadLettered => wire::DeliveryStatus::DeadLettered,
     }
@@ -98,8 +99,9 @@ fn wire_attempt(a: &Attempt) -> wire::AttemptView {
 }
 
 /// One saga and its attempts on the wire.
-fn delivery_view(s: Saga, attempts: &[Attempt]) -> wire::DeliveryView {
+fn delivery_view(s: Saga, attempts: &[Attempt], ack: Option<shared::ack::Acknowledgement>) -> wire::DeliveryView {
     wire::DeliveryView {
+        acknowledgement: ack.map(ack_view),
         status: wire_status(s.state.status),
         next_attempt_at: s.state.next_attempt_at,
         last_error: s.state.last_error,
@@ -108,6 +110,22 @@ fn delivery_view(s: Saga, attempts: &[Attempt]) -> wire::DeliveryView {
         saga_id: s.id.into_string(),
         webhook_id: s.webhook_id.into_string(),
         origin: s.origin.map(wire_origin),
+    }
+}
+
+/// An acknowledgement on the wire.
+pub(super) fn ack_view(a: shared::ack::Acknowledgement) -> hookline_wire::acknowledgements::Acknowledgement {
+    hookline_wire::acknowledgements::Acknowledgement {
+        subscription_id: a.subscription_id.into_string(),
+        webhook_id: a.webhook_id.into_string(),
+        attempt: a.attempt,
+        status: match a.status {
+            shared::ack::AckStatus::Processed => hookline_wire::acknowledgements::AckStatus::Processed,
+            shared::ack::AckStatus::Failed => hookline_wire::acknowledgements::AckStatus::Failed,
+        },
+        reason: a.reason,
+        reference: a.reference,
+        received_at: a.received_at,
     }
 }
 
@@ -341,7 +359,17 @@ impl Api {
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
-        let items = page.items.into_iter().zip(attempts).map(|(s, a)| delivery_view(s, &a)).collect();
+        // The latest acknowledgement of each saga's (subscription,
+        // webhook-id): one read per saga of the page, like its attempts.
+        let acks: Vec<_> = shared::bounds::all_bounded(
+            page.items.iter().map(|s| stores.acks.get(&s.subscription_id, &s.webhook_id)).collect(),
+            shared::bounds::MAX_STORE_IN_FLIGHT,
+        )
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+        let items =
+            page.items.into_iter().zip(attempts).zip(acks).map(|((s, a), ack)| delivery_view(s, &a, ack)).collect();
         let next_cursor = page.next.map(|n| cursor::issue(&self.cursor_key(), &n, &filters));
         Ok(Response::json(200, &Page::<wire::DeliveryView>::new(items, next_cursor)))
     }
@@ -425,6 +453,7 @@ pub(crate) fn fuzz_query(req: &Request<'_>, retention: chrono::Duration) -> usiz
         actor: "key:fuzz".into(),
         role: shared::access::Role::Reader,
         tenant: Some(shared::ids::TenantId::new("acme")),
+        subscription: None,
     };
     let query = event_query(req, retention, &caller).is_ok();
     let deliveries = query::typed::<wire::DeliveriesQuery>(req.query)
@@ -735,7 +764,8 @@ mod tests {
     /// Every bad filter of `GET /v1/events` is reported at once.
     #[test]
     fn event_filters_report_every_bad_one() {
-        let caller = Caller { actor: "key:t".into(), role: shared::access::Role::Reader, tenant: None };
+        let caller =
+            Caller { actor: "key:t".into(), role: shared::access::Role::Reader, tenant: None, subscription: None };
         let req = Request { query: Some("event_type=a%20b&limit=0&partition_key="), ..request() };
         let e = event_query(&req, chrono::Duration::days(7), &caller).unwrap_err();
         let fields: Vec<_> = e.issues.iter().map(|i| i.field.as_str()).collect();
@@ -754,6 +784,7 @@ mod tests {
             idempotency_key: None,
             principal: None,
             actor_header: None,
+            signed: Default::default(),
             body: b"",
         }
     }

@@ -18,6 +18,7 @@ fn request<'a>(query: Option<&'a str>, body: &'a [u8], idempotency_key: Option<&
         idempotency_key,
         principal: None,
         actor_header: None,
+        signed: Default::default(),
         body,
     }
 }

@@ -165,9 +165,19 @@ async fn answer<A: Answer>(a: &A, found: Found, parts: &Parts, body: &Bytes) -> 
         idempotency_key: idempotency_key.as_deref(),
         principal: parts.extensions.get::<Principal>().map(|p| p.0.as_str()),
         actor_header: parts.headers.get("x-actor").map(HeaderValue::as_bytes),
+        signed: shared::ack::SignedHeaders {
+            id: text_header(&parts.headers, "webhook-id"),
+            timestamp: text_header(&parts.headers, "webhook-timestamp"),
+            signature: text_header(&parts.headers, "webhook-signature"),
+        },
         body,
     };
     a.answer(found, req).await
+}
+
+/// The header `name` as text (`""` when absent or not visible ASCII).
+fn text_header<'h>(headers: &'h axum::http::HeaderMap, name: &str) -> &'h str {
+    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
 /// The route's parameters, percent-decoded by axum's [`Path`], named as

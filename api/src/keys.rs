@@ -41,6 +41,7 @@ fn role_view(r: Role) -> wire::Role {
         // No key holds the portal's role (it is never stored: serde skips
         // it, and no wire role names it); a reader is what it would show.
         Role::Portal => wire::Role::Reader,
+        Role::Subscriber => wire::Role::Subscriber,
     }
 }
 
@@ -51,6 +52,7 @@ fn role_of(r: wire::Role) -> Role {
         wire::Role::Reader => Role::Reader,
         wire::Role::Operator => Role::Operator,
         wire::Role::Admin => Role::Admin,
+        wire::Role::Subscriber => Role::Subscriber,
     }
 }
 
@@ -80,6 +82,7 @@ fn shown(k: &ApiKeyRecord, now: DateTime<Utc>) -> wire::Key {
             .skip(1)
             .find_map(|c| c.until.filter(|u| now < *u))
             .filter(|_| secret_key),
+        subscription_id: k.subscription_id.as_ref().map(ToString::to_string),
     }
 }
 
@@ -117,6 +120,7 @@ impl Api {
         // may not do (403).
         let mut issues = Issues::default();
         issues.take(check_name(&body.name).map_err(|e| ApiError::invalid("name", format!("name {e}"))));
+        let named_tenant = body.tenant_id.is_some();
         let tenant = issues.take(super::subscriptions::tenant(body.tenant_id)).flatten();
         let expires_at = match body.expires_in_seconds {
             None => None,
@@ -143,16 +147,41 @@ impl Api {
             // read it.
             (None, _) => {}
         }
-        issues.check()?;
         let role = role_of(body.role);
+        match (role, &body.subscription_id) {
+            (Role::Subscriber, None) => issues.push(ApiError::invalid(
+                "subscription_id",
+                "a subscriber key is bound to one subscription: name it in subscription_id",
+            )),
+            (Role::Subscriber, Some(_)) if named_tenant => issues.push(ApiError::invalid(
+                "tenant_id",
+                "a subscriber key takes its subscription's tenant: leave tenant_id out",
+            )),
+            (Role::Subscriber, Some(_)) => {}
+            (_, Some(_)) => issues.push(ApiError::invalid(
+                "subscription_id",
+                "only a subscriber key is bound to a subscription: leave subscription_id out",
+            )),
+            (_, None) => {}
+        }
+        issues.check()?;
         if !caller.role.may_grant(role) {
             return Err(beyond(
                 "role",
                 format!("a {} key may not create a {} key", caller.role.as_str(), role.as_str()),
             ));
         }
-        // A bound caller's keys are of its tenant (another: 403 naming it).
-        let tenant = tenant_filter(caller, tenant, "tenant_id")?;
+        // A subscriber key is of its subscription's tenant, which must be
+        // the caller's to see (404 naming it otherwise); any other bound
+        // caller's keys are of its tenant (another: 403 naming it).
+        let (tenant, subscription_id) = match &body.subscription_id {
+            Some(id) => {
+                let id = shared::ids::SubscriptionId::new(id.clone());
+                let sub = self.visible_subscription(caller, &id, "subscription_id").await?;
+                (sub.tenant_id, Some(id))
+            }
+            None => (tenant_filter(caller, tenant, "tenant_id")?, None),
+        };
         let (credential, principal, secret) = match body.principal {
             Some(p) => (StoredCredential { lookup: principal_lookup(&p), prefix: None, until: None }, Some(p), None),
             None => {
@@ -168,6 +197,7 @@ impl Api {
         let mut key = ApiKeyRecord::new(body.name, role, tenant, credential, caller.actor.clone(), now);
         key.expires_at = expires_at;
         key.principal = principal;
+        key.subscription_id = subscription_id;
         match self.hookline.stores.keys.create(&key).await? {
             Ok(()) => {}
             Err(KeyConflict::Name) => {

@@ -8,6 +8,7 @@
 //! typed ([`body`]) and every refusal is one [`ApiError`]: `{"error":
 //! {"code", "message", "field"?}}`.
 
+mod acknowledgements;
 mod audit;
 mod body;
 mod catalog;
@@ -22,6 +23,7 @@ pub mod idempotency;
 mod keys;
 pub mod openapi;
 mod portal;
+mod pull;
 pub mod query;
 pub mod reference;
 mod reindex;
@@ -72,6 +74,10 @@ pub struct Request<'a> {
     /// ([`shared::api_key::check_actor_header`]: a bad one is a 400 naming
     /// `X-Actor`, never cut or dropped); otherwise ignored.
     pub actor_header: Option<&'a [u8]>,
+    /// The Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`, `""` when absent): read only by the route a
+    /// subscriber signs, `POST /v1/subscriptions/{id}/acknowledgements`.
+    pub signed: shared::ack::SignedHeaders<'a>,
     /// The body.
     pub body: &'a [u8],
 }
@@ -245,11 +251,21 @@ impl Api {
         if !under_v1 && !matches!(&found, Found::Route(..)) {
             return found.refusal(&req);
         }
+        let bearer_only = matches!(&found, Found::Route(r, _) if routes::bearer_only(r.method, r.path));
         let caller = if open {
             // An open route reads no credential; its handler ignores this.
-            Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None }
+            Caller { actor: "anonymous".into(), role: shared::access::Role::Producer, tenant: None, subscription: None }
         } else {
-            match self.authenticate(&req).await {
+            // A bearer-only route (pull) reads `Authorization: Bearer`
+            // behind API Gateway too, which authorizes nothing there.
+            let console;
+            let api = if bearer_only {
+                console = self.for_console();
+                &console
+            } else {
+                self
+            };
+            match api.authenticate(&req).await {
                 Ok(c) => c,
                 Err(e) => return e.into(),
             }
@@ -339,7 +355,12 @@ impl Api {
         // A portal token is checked by its MAC alone: no store is read.
         if shared::portal::is_token(given) {
             return match shared::portal::verify(&self.hookline.keyring, given, chrono::Utc::now()) {
-                Ok(grant) => Ok(Caller { actor: grant.actor(), role: Role::Portal, tenant: Some(grant.tenant) }),
+                Ok(grant) => Ok(Caller {
+                    actor: grant.actor(),
+                    role: Role::Portal,
+                    tenant: Some(grant.tenant),
+                    subscription: None,
+                }),
                 Err(e) => Err(ApiError::new(ErrorCode::Unauthorized, e.to_string())),
             };
         }
@@ -352,7 +373,14 @@ impl Api {
             }
         });
         if let Some(k) = fixed {
-            return Ok(Caller { actor: format!("key:{}", k.name), role: k.role, tenant: k.tenant.clone() });
+            // A static key is bound to no subscription: as a subscriber
+            // it pulls nothing.
+            return Ok(Caller {
+                actor: format!("key:{}", k.name),
+                role: k.role,
+                tenant: k.tenant.clone(),
+                subscription: None,
+            });
         }
         let lookup = secret_lookup(&self.hookline.keyring, given);
         let found = self.keys.find(self.hookline.stores.keys.as_ref(), &lookup).await?;
@@ -373,7 +401,7 @@ impl Api {
         let admins = &self.hookline.config.admin_principals;
         let candidates = principal_candidates(arn);
         if candidates.iter().any(|c| admins.iter().any(|a| a == c)) {
-            return Ok(Caller { actor: arn.to_string(), role: Role::Admin, tenant: None });
+            return Ok(Caller { actor: arn.to_string(), role: Role::Admin, tenant: None, subscription: None });
         }
         let now = chrono::Utc::now();
         for c in &candidates {

@@ -35,6 +35,7 @@ fn role_view(r: Role) -> wire::CallerRole {
         Role::Operator => wire::CallerRole::Operator,
         Role::Admin => wire::CallerRole::Admin,
         Role::Portal => wire::CallerRole::Portal,
+        Role::Subscriber => wire::CallerRole::Subscriber,
     }
 }
 
@@ -51,6 +52,7 @@ fn permission(a: Action) -> wire::Permission {
         Action::ManageKeys => P::ManageKeys,
         Action::Rebuild => P::Rebuild,
         Action::ManageCatalog => P::ManageCatalog,
+        Action::Pull => P::Pull,
     }
 }
 

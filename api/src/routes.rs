@@ -247,7 +247,26 @@ pub static ROUTES: &[Route] = &[
     route("POST", "/v1/subscriptions/{subscription}/test", Some(ManageSubscriptions), |api, c| {
         Box::pin(async { api.send_test_event(&c.subscription(), c).await })
     }),
+    // Open: a subscriber signs it with its subscription's secret, checked
+    // by the handler (api/src/acknowledgements.rs).
+    route("POST", "/v1/subscriptions/{subscription}/acknowledgements", None, |api, c| {
+        Box::pin(async { api.acknowledge(&c.subscription(), c).await })
+    }),
+    route("GET", "/v1/subscriptions/{subscription}/events", Some(Pull), |api, c| {
+        Box::pin(async { api.pull(&c.subscription(), c).await })
+    }),
 ];
+
+/// The routes authenticated by `Authorization: Bearer` only, on every
+/// backend: a subscriber key pulls without signing with SigV4, so behind
+/// API Gateway these routes have no IAM authorizer and the API checks the
+/// key itself (as on the console's `/ui/api`, [`super::Api::for_console`]).
+pub const BEARER_ONLY: &[(&str, &str)] = &[("GET", "/v1/subscriptions/{subscription}/events")];
+
+/// Whether (method, pattern) is one of [`BEARER_ONLY`].
+pub fn bearer_only(method: &str, path: &str) -> bool {
+    BEARER_ONLY.iter().any(|(m, p)| *m == method && *p == path)
+}
 
 /// What the router ([`super::http::router`]) found for a request's path
 /// and method.
@@ -298,9 +317,10 @@ pub fn allowed(path: &str) -> Vec<&'static str> {
 /// test checks the doc holds it): for each route, its action, which roles
 /// may call it, and what a tenant-bound key may do with it.
 pub fn role_table() -> String {
-    let mut out =
-        String::from("| route | action | producer | reader | operator | admin | portal | tenant-bound key |\n");
-    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    let roles = shared::access::Role::EVERY;
+    let names: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+    let mut out = format!("| route | action | {} | tenant-bound key |\n", names.join(" | "));
+    out.push_str(&format!("| --- | --- |{} --- |\n", " --- |".repeat(roles.len())));
     for r in ROUTES {
         let cells: Vec<&str> = shared::access::Role::EVERY
             .into_iter()
@@ -334,12 +354,13 @@ mod tests {
     }
 
     #[test]
-    fn every_route_is_one_method_and_pattern_and_only_health_and_the_contract_are_open() {
+    fn every_route_is_one_method_and_pattern_and_only_health_the_contract_and_acknowledgements_are_open() {
         for (i, a) in ROUTES.iter().enumerate() {
             for b in &ROUTES[i + 1..] {
                 assert!((a.method, a.path) != (b.method, b.path), "{} {} twice", a.method, a.path);
             }
-            let open = ["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET";
+            let open = (["/healthz", "/openapi.json", "/docs"].contains(&a.path) && a.method == "GET")
+                || (a.method, a.path) == ("POST", "/v1/subscriptions/{subscription}/acknowledgements");
             assert_eq!(a.action.is_none(), open, "{} {}", a.method, a.path);
             for p in a.params() {
                 assert!(

@@ -119,7 +119,12 @@ mod tests {
 
     #[test]
     fn a_bound_caller_is_held_to_its_tenant() {
-        let acme = Caller { actor: "key:a".into(), role: Role::Admin, tenant: Some(TenantId::new("acme")) };
+        let acme = Caller {
+            actor: "key:a".into(),
+            role: Role::Admin,
+            tenant: Some(TenantId::new("acme")),
+            subscription: None,
+        };
         let root = Caller { tenant: None, ..acme.clone() };
         let t = |s: &str| Some(TenantId::new(s));
         assert_eq!(tenant_filter(&acme, None, "tenant_id").unwrap(), t("acme"));

@@ -111,6 +111,8 @@ impl Api {
             updated_at: now,
             version: 1,
             auto_requeue: body.auto_requeue.unwrap_or(false),
+            ack_timeout_secs: f.ack_timeout_secs,
+            pull: body.pull.unwrap_or(false),
         };
         let actor = c.caller.actor.clone();
         manage::create(&self.hookline, &sub, &actor).await?;
@@ -363,6 +365,8 @@ impl Api {
             }
             sub.max_in_flight = ch.max_in_flight.clone().apply_option(sub.max_in_flight);
             sub.rate_limit = ch.rate_limit.clone().apply_option(sub.rate_limit);
+            sub.ack_timeout_secs = ch.ack_timeout_secs.clone().apply_option(sub.ack_timeout_secs);
+            sub.pull = body.pull.clone().apply(sub.pull, || false);
             sub.active = body.active.clone().apply(sub.active, || true);
             sub.auto_requeue = body.auto_requeue.clone().apply(sub.auto_requeue, || false);
             Ok(())

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use dynamodb::{
-    DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEventTypes, DynamoEvents, DynamoIdempotency, DynamoJobs,
-    DynamoSagas, DynamoStats, DynamoSubscriptions,
+    DynamoAcks, DynamoApiKeys, DynamoAttempts, DynamoDeadLetters, DynamoEventTypes, DynamoEvents, DynamoIdempotency,
+    DynamoJobs, DynamoSagas, DynamoStats, DynamoSubscriptions,
 };
 pub use item::{attempt_from_image, event_from_image, saga_from_image};
 pub use sqs::SqsQueue;
@@ -73,6 +73,9 @@ pub struct AwsNames {
     /// ([`shared::event_types`]); written by the functions that ingest
     /// producers' events, read by the API.
     pub event_types_table: String,
+    /// `ACKS_TABLE`: subscribers' acknowledgements ([`shared::ack`]);
+    /// written by the API, read by the API and the saga step.
+    pub acks_table: String,
     /// `DELIVERIES_QUEUE_URL`.
     pub deliveries_queue_url: String,
     /// `DELIVERIES_DLQ_URL`: where the saga step sends the job of a
@@ -136,6 +139,7 @@ impl AwsNames {
             idempotency_table: opt("IDEMPOTENCY_TABLE"),
             stats_table: req("STATS_TABLE"),
             event_types_table: req("EVENT_TYPES_TABLE"),
+            acks_table: req("ACKS_TABLE"),
             deliveries_queue_url: req("DELIVERIES_QUEUE_URL"),
             retries_queue_url: req("RETRIES_QUEUE_URL"),
             deliveries_dlq_url: req("DELIVERIES_DLQ_URL"),
@@ -265,6 +269,7 @@ impl AwsBackend {
             },
             stats: Arc::new(DynamoStats::new(dynamodb.clone(), &names.stats_table, retention)),
             event_types: Arc::new(DynamoEventTypes::new(dynamodb.clone(), &names.event_types_table)),
+            acks: Arc::new(DynamoAcks::new(dynamodb.clone(), &names.acks_table)),
         };
         AwsBackend {
             stores,

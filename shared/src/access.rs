@@ -32,15 +32,20 @@ pub enum Role {
     /// (serde skips it), so no key can be created with it.
     #[serde(skip)]
     Portal,
+    /// A subscriber's key, bound to one subscription
+    /// ([`Caller::subscription`]): pulls that subscription's events
+    /// ([`crate::pull`]) and nothing else.
+    Subscriber,
 }
 
 impl Role {
     /// Every role a key can hold, least first.
-    pub const ALL: [Role; 4] = [Role::Producer, Role::Reader, Role::Operator, Role::Admin];
+    pub const ALL: [Role; 5] = [Role::Producer, Role::Reader, Role::Operator, Role::Admin, Role::Subscriber];
 
     /// Every role a caller can have: the key roles, then the portal's (the
     /// columns of the role table).
-    pub const EVERY: [Role; 5] = [Role::Producer, Role::Reader, Role::Operator, Role::Admin, Role::Portal];
+    pub const EVERY: [Role; 6] =
+        [Role::Producer, Role::Reader, Role::Operator, Role::Admin, Role::Portal, Role::Subscriber];
 
     /// The role's name on the wire and in settings.
     pub fn as_str(self) -> &'static str {
@@ -50,6 +55,7 @@ impl Role {
             Role::Operator => "operator",
             Role::Admin => "admin",
             Role::Portal => "portal",
+            Role::Subscriber => "subscriber",
         }
     }
 
@@ -64,10 +70,11 @@ impl Role {
         use Action::*;
         match self {
             Role::Admin => true,
-            Role::Operator => matches!(action, Identify | Read | ReadMetrics | Recover),
-            Role::Reader => matches!(action, Identify | Read | ReadMetrics),
+            Role::Operator => matches!(action, Identify | Read | ReadMetrics | Recover | Pull),
+            Role::Reader => matches!(action, Identify | Read | ReadMetrics | Pull),
             Role::Producer => matches!(action, Identify | PostEvents),
             Role::Portal => matches!(action, Identify | Read | Recover | ManageSubscriptions),
+            Role::Subscriber => matches!(action, Identify | Pull),
         }
     }
 
@@ -103,11 +110,14 @@ pub enum Action {
     /// Register event types in the event catalog (`POST /v1/event-types`),
     /// which is deployment-wide: global only.
     ManageCatalog,
+    /// `GET /v1/subscriptions/{id}/events`: pull a subscription's events
+    /// (a subscriber key: only its own subscription's).
+    Pull,
 }
 
 impl Action {
     /// Every action, in the order of this enum.
-    pub const ALL: [Action; 9] = [
+    pub const ALL: [Action; 10] = [
         Action::Identify,
         Action::PostEvents,
         Action::Read,
@@ -117,6 +127,7 @@ impl Action {
         Action::ManageKeys,
         Action::Rebuild,
         Action::ManageCatalog,
+        Action::Pull,
     ];
 
     /// The action's name on the wire (`GET /v1/me`): snake case.
@@ -131,6 +142,7 @@ impl Action {
             Action::ManageKeys => "manage_keys",
             Action::Rebuild => "rebuild",
             Action::ManageCatalog => "manage_catalog",
+            Action::Pull => "pull",
         }
     }
 
@@ -151,6 +163,9 @@ pub struct Caller {
     /// The one tenant whose resources it sees and acts on; `None`: every
     /// tenant's, and resources without a tenant.
     pub tenant: Option<TenantId>,
+    /// A subscriber key's one subscription: the only one it may pull;
+    /// `None` for every other caller.
+    pub subscription: Option<crate::ids::SubscriptionId>,
 }
 
 /// Why a caller may not do something.
@@ -224,7 +239,7 @@ mod tests {
     use super::*;
 
     fn caller(role: Role, tenant: Option<&str>) -> Caller {
-        Caller { actor: "key:t".into(), role, tenant: tenant.map(TenantId::new) }
+        Caller { actor: "key:t".into(), role, tenant: tenant.map(TenantId::new), subscription: None }
     }
 
     #[test]
@@ -233,10 +248,11 @@ mod tests {
         let all = Action::ALL;
         let table = |r: Role| all.into_iter().filter(|a| r.allows(*a)).collect::<Vec<_>>();
         assert_eq!(table(Role::Producer), vec![Identify, PostEvents]);
-        assert_eq!(table(Role::Reader), vec![Identify, Read, ReadMetrics]);
-        assert_eq!(table(Role::Operator), vec![Identify, Read, ReadMetrics, Recover]);
+        assert_eq!(table(Role::Reader), vec![Identify, Read, ReadMetrics, Pull]);
+        assert_eq!(table(Role::Operator), vec![Identify, Read, ReadMetrics, Recover, Pull]);
         assert_eq!(table(Role::Admin), all.to_vec());
         assert_eq!(table(Role::Portal), vec![Identify, Read, Recover, ManageSubscriptions]);
+        assert_eq!(table(Role::Subscriber), vec![Identify, Pull], "a subscriber key pulls, and only that");
         for r in Role::ALL {
             assert_eq!(Role::parse(r.as_str()), Some(r));
         }
@@ -285,6 +301,6 @@ mod tests {
         }
         assert_eq!(caller(Role::Portal, None).may(Read), Err(Denied::Global), "an unbound portal may do nothing");
         assert!(serde_json::from_str::<Role>("\"portal\"").is_err(), "never read from a store");
-        assert_eq!(caller(Role::Reader, Some("acme")).actions(), vec![Identify, Read]);
+        assert_eq!(caller(Role::Reader, Some("acme")).actions(), vec![Identify, Read, Pull]);
     }
 }

@@ -223,6 +223,10 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<DateTime<Utc>>,
     /// Raised by each change; a change is written on condition of it.
     pub version: u64,
+    /// A subscriber key's one subscription ([`Role::Subscriber`]); `None`
+    /// for every other key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<crate::ids::SubscriptionId>,
 }
 
 impl ApiKeyRecord {
@@ -247,6 +251,7 @@ impl ApiKeyRecord {
             expires_at: None,
             revoked_at: None,
             version: 1,
+            subscription_id: None,
         }
     }
 
@@ -262,7 +267,7 @@ impl ApiKeyRecord {
     /// The caller this key authenticates: `key:<name>`, or the grant's ARN.
     pub fn caller(&self) -> Caller {
         let actor = self.principal.clone().unwrap_or_else(|| format!("key:{}", self.name));
-        Caller { actor, role: self.role, tenant: self.tenant.clone() }
+        Caller { actor, role: self.role, tenant: self.tenant.clone(), subscription: self.subscription_id.clone() }
     }
 
     /// Its state at `now`: `revoked`, `expired` or `active`.

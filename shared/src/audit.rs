@@ -108,11 +108,15 @@ pub enum Action {
     /// the event catalog, or changed compatibly ([`crate::catalog`]).
     #[serde(rename = "event_type.registered")]
     EventTypeRegistered,
+    /// `delivery.acknowledged`: a subscriber acknowledged a delivery
+    /// (actor `subscriber:<subscription id>`).
+    #[serde(rename = "delivery.acknowledged")]
+    DeliveryAcknowledged,
 }
 
 impl Action {
     /// Every action, in the order the docs list them.
-    pub const ALL: [Action; 23] = [
+    pub const ALL: [Action; 24] = [
         Action::SubscriptionCreated,
         Action::SubscriptionUpdated,
         Action::SubscriptionDeleted,
@@ -136,6 +140,7 @@ impl Action {
         Action::PortalLinkCreated,
         Action::SubscriptionTestSent,
         Action::EventTypeRegistered,
+        Action::DeliveryAcknowledged,
     ];
 
     /// The one spelling (`subscription.created`, …).
@@ -164,6 +169,7 @@ impl Action {
             Action::PortalLinkCreated => "portal_link.created",
             Action::SubscriptionTestSent => "subscription.test_sent",
             Action::EventTypeRegistered => "event_type.registered",
+            Action::DeliveryAcknowledged => "delivery.acknowledged",
         }
     }
 }

@@ -61,6 +61,8 @@ pub struct Stores {
     pub stats: Arc<dyn crate::ports::StatsStore>,
     /// Event types seen at ingest ([`crate::event_types`]).
     pub event_types: Arc<dyn crate::ports::EventTypeStore>,
+    /// Subscribers' acknowledgements of deliveries ([`crate::ack`]).
+    pub acks: Arc<dyn crate::ports::AckStore>,
 }
 
 /// Settings that are the same for every stage.

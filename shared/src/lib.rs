@@ -7,6 +7,7 @@
 //! `hookline-api`, and a wrong-way import does not compile.
 
 pub mod access;
+pub mod ack;
 pub mod api_key;
 #[cfg(test)]
 mod architecture_tests;
@@ -38,6 +39,7 @@ pub mod ordering;
 pub mod payload;
 pub mod portal;
 pub mod ports;
+pub mod pull;
 pub mod queue;
 pub mod recovery;
 pub mod retry;

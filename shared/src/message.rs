@@ -99,6 +99,12 @@ pub struct RetryTimer {
     pub attempt: u32,
     /// When it is due.
     pub due_at: DateTime<Utc>,
+    /// The check of an AwaitingAck saga (`attempt` is then the attempt
+    /// delivered, not the next one): when that attempt was sent, the
+    /// earliest an acknowledgement of it may have arrived
+    /// ([`crate::ack::counts_for`]). `None` for every other timer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_since: Option<DateTime<Utc>>,
 }
 
 /// A requeue asked for through the API.

@@ -50,6 +50,8 @@ pub struct Metrics {
     pub purged: PurgedCounters,
     /// What the reconciler ([`crate::stage::reconcile`]) re-drove.
     pub reconciled: ReconcileCounters,
+    /// Subscribers' acknowledgements received ([`crate::ack`]), by status.
+    pub acknowledgements: AckCounters,
     latency_buckets: [AtomicU64; BUCKETS_MS.len()],
     latency_count: AtomicU64,
     latency_sum_ms: AtomicU64,
@@ -130,6 +132,29 @@ impl ProducerCounters {
 /// A Prometheus label value: backslash, double quote and newline escaped.
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Acknowledgements received since the process started, by status
+/// (`hookline_acknowledgements_total{status}`).
+#[derive(Default)]
+pub struct AckCounters {
+    /// `processed`.
+    pub processed: AtomicU64,
+    /// `failed`.
+    pub failed: AtomicU64,
+    /// Refused: a wrong or missing signature (`401`) or a bad field (`422`).
+    pub refused: AtomicU64,
+}
+
+impl AckCounters {
+    /// Counts one stored acknowledgement of `status`.
+    pub fn count(&self, status: crate::ack::AckStatus) {
+        match status {
+            crate::ack::AckStatus::Processed => &self.processed,
+            crate::ack::AckStatus::Failed => &self.failed,
+        }
+        .fetch_add(1, Relaxed);
+    }
 }
 
 /// Rows the retention purge deleted since the process started, by table.
@@ -304,6 +329,14 @@ impl Metrics {
             ("other", &self.purged.other),
         ] {
             let _ = writeln!(out, "hookline_purged_total{{table=\"{table}\"}} {}", v.load(Relaxed));
+        }
+        let _ = writeln!(out, "# HELP hookline_acknowledgements_total Subscribers' acknowledgements received, by status (refused: bad signature or field).\n# TYPE hookline_acknowledgements_total counter");
+        for (status, v) in [
+            ("processed", &self.acknowledgements.processed),
+            ("failed", &self.acknowledgements.failed),
+            ("refused", &self.acknowledgements.refused),
+        ] {
+            let _ = writeln!(out, "hookline_acknowledgements_total{{status=\"{status}\"}} {}", v.load(Relaxed));
         }
         let _ = writeln!(out, "# HELP hookline_reconciled_total Stuck work the reconciler re-drove, by kind.\n# TYPE hookline_reconciled_total counter");
         for (kind, v) in [

@@ -184,7 +184,7 @@ pub fn judge_head(
         None | Some(Completed) => Head::Missing,
         Some(DeadLettered) if on_dead_letter == OnDeadLetter::Block && subscription_exists => Head::Blocking,
         Some(DeadLettered) => Head::Missing,
-        Some(Pending | Waiting | InProgress | PendingRetry) => Head::Live,
+        Some(Pending | Waiting | InProgress | PendingRetry | AwaitingAck) => Head::Live,
     }
 }
 

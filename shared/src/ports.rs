@@ -250,6 +250,16 @@ pub trait SagaStore: Send + Sync {
     /// SQLite, saga id order on DynamoDB): an event fanned out to thousands
     /// of subscriptions is read a bounded page at a time.
     async fn page_for_event(&self, event_id: &EventId, limit: usize, after: Option<&str>) -> StoreResult<Page<Saga>>;
+    /// Up to `limit` sagas of a pull subscription ([`crate::pull`]) in pull
+    /// key order, after the key `after`, through the pull index (only the
+    /// sagas routing gave a pull key are in it). May lag a routing briefly
+    /// on DynamoDB (a global secondary index).
+    async fn page_for_pull(
+        &self,
+        subscription: &crate::ids::SubscriptionId,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<crate::pull::Pulled>>;
     /// Up to `limit` sagas that are not terminal and were due before
     /// `before` (created, retry due, or job sent, and no progress since),
     /// oldest first, found through an index of waiting sagas (never a scan).
@@ -685,4 +695,23 @@ pub trait EventTypeStore: Send + Sync {
     /// Every registered version of `name` (its types `name` and
     /// `name.v<N>`, at most [`crate::catalog::MAX_VERSION`]), oldest first.
     async fn catalog_versions(&self, name: &str) -> StoreResult<Vec<crate::catalog::CatalogEntry>>;
+}
+
+/// Subscribers' acknowledgements ([`crate::ack`]): the latest one per
+/// (subscription, `webhook-id`), replaced by each newer one, kept until its
+/// `expires_at` (the event retention after it arrived). Read one delivery
+/// at a time (the deliveries listing, the saga step of a subscription that
+/// requires acknowledgements); never listed or scanned.
+#[async_trait]
+pub trait AckStore: Send + Sync {
+    /// Stores `ack` as the latest of its (subscription, `webhook-id`),
+    /// replacing any stored one.
+    async fn put(&self, ack: &crate::ack::Acknowledgement) -> StoreResult<()>;
+    /// The latest acknowledgement of `webhook_id` by `subscription`,
+    /// strongly consistent; `None` when none is stored or it expired.
+    async fn get(
+        &self,
+        subscription: &crate::ids::SubscriptionId,
+        webhook_id: &crate::ids::WebhookId,
+    ) -> StoreResult<Option<crate::ack::Acknowledgement>>;
 }

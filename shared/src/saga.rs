@@ -37,6 +37,11 @@ pub enum SagaStatus {
     Completed,
     /// Gave up; a dead letter holds the snapshot. Terminal.
     DeadLettered,
+    /// Attempt `attempts` was answered 2xx, and the subscription requires
+    /// an acknowledgement ([`crate::ack`]): waiting for it until
+    /// `next_attempt_at` (the deadline), looked for by the saga step at
+    /// doubling intervals ([`next_ack_check`]).
+    AwaitingAck,
 }
 
 impl SagaStatus {
@@ -54,6 +59,7 @@ impl SagaStatus {
             SagaStatus::PendingRetry => "PendingRetry",
             SagaStatus::Completed => "Completed",
             SagaStatus::DeadLettered => "DeadLettered",
+            SagaStatus::AwaitingAck => "AwaitingAck",
         }
     }
 
@@ -66,6 +72,7 @@ impl SagaStatus {
             "PendingRetry" => SagaStatus::PendingRetry,
             "Completed" => SagaStatus::Completed,
             "DeadLettered" => SagaStatus::DeadLettered,
+            "AwaitingAck" => SagaStatus::AwaitingAck,
             _ => return None,
         })
     }
@@ -141,6 +148,11 @@ pub struct Saga {
     /// this count is delivered ([`crate::message::DeliveryJob::redrive`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redrives: u32,
+    /// Its place in its subscription's pull listing ([`crate::pull`]):
+    /// set by routing for a subscription with `pull`, `None` otherwise (and
+    /// for requeued and replayed sagas: a pull lists each event once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_key: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -167,6 +179,7 @@ impl Saga {
             created_at: now,
             updated_at: now,
             redrives: 0,
+            pull_key: None,
         }
     }
 }
@@ -212,6 +225,25 @@ pub enum Input {
         /// The attempt about to be made.
         attempt: u32,
     },
+    /// An AwaitingAck saga's check (its timer): what the subscriber
+    /// acknowledged of attempt `attempt` since it was sent, if anything.
+    AckDue {
+        /// The attempt delivered and awaiting its acknowledgement.
+        attempt: u32,
+        /// The acknowledgement that counts for it ([`crate::ack::counts_for`]).
+        ack: Option<AckSeen>,
+        /// When the attempt was sent (the checks' doubling starts there).
+        since: DateTime<Utc>,
+    },
+}
+
+/// An acknowledgement as the state machine sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AckSeen {
+    /// Processed: the delivery is done.
+    Processed,
+    /// Failed, with the subscriber's reason: a failed attempt.
+    Failed(String),
 }
 
 /// Something the saga stage must do after a transition is stored. Every
@@ -237,6 +269,13 @@ pub enum Effect {
     },
     /// Mark the subscription inactive (410 Gone).
     DeactivateSubscription,
+    /// Look for attempt `attempt`'s acknowledgement at `at` (a timer).
+    CheckAck {
+        /// The attempt awaiting its acknowledgement.
+        attempt: u32,
+        /// When.
+        at: DateTime<Utc>,
+    },
 }
 
 /// A transition: the state to store and the effects to run after. When
@@ -263,6 +302,36 @@ pub fn decide(
     now: DateTime<Utc>,
     jitter: f64,
 ) -> Option<Decision> {
+    decide_acked(state, input, &Rules { policy, dead_letter_on, ack_timeout: None }, now, jitter)
+}
+
+/// What a saga's subscription says about its deliveries, as [`decide_acked`]
+/// reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules<'a> {
+    /// The retry schedule.
+    pub policy: &'a RetryPolicy,
+    /// Statuses that dead-letter at once.
+    pub dead_letter_on: &'a [u16],
+    /// `ack_timeout_secs`: a 2xx waits this long for an acknowledgement;
+    /// `None`: a 2xx completes the saga (as without acknowledgements).
+    pub ack_timeout: Option<Duration>,
+}
+
+/// [`decide`] for a subscription that may require acknowledgements
+/// (docs/architecture.md#saga-state-machine): a 2xx moves the saga to
+/// AwaitingAck with a deadline `ack_timeout` ahead and a first check; at a
+/// check, `processed` completes it, `failed` or no acknowledgement by the
+/// deadline is a failed attempt (retried on the schedule, or dead-lettered
+/// when none is left), and otherwise the next check is scheduled.
+pub fn decide_acked(
+    state: &SagaState,
+    input: &Input,
+    rules: &Rules<'_>,
+    now: DateTime<Utc>,
+    jitter: f64,
+) -> Option<Decision> {
+    let (policy, dead_letter_on) = (rules.policy, rules.dead_letter_on);
     use SagaStatus::*;
     if state.status.is_terminal() {
         return None;
@@ -287,6 +356,15 @@ pub fn decide(
         {
             let attempt = &input_attempt(input);
             Some(match result {
+                AttemptResult::Delivered if rules.ack_timeout.is_some() => {
+                    let wait = rules.ack_timeout.unwrap_or_default();
+                    let deadline = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+                    let at = next_ack_check(now, now, deadline);
+                    Decision {
+                        next: to(AwaitingAck, *attempt, Some(deadline), None),
+                        effects: vec![Effect::CheckAck { attempt: *attempt, at }],
+                    }
+                }
                 AttemptResult::Delivered => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
                 AttemptResult::Failed { error, .. } if dead_letters_at_once(*status, dead_letter_on) => {
                     let reason = format!(
@@ -299,20 +377,8 @@ pub fn decide(
                         effects: vec![Effect::DeadLetter { reason }],
                     }
                 }
-                AttemptResult::Failed { error, retry_after_ms } if policy.has_retry_after(*attempt) => {
-                    let wait = policy.delay(*attempt, retry_after_ms.map(Duration::from_millis), jitter);
-                    let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
-                    Decision {
-                        next: to(PendingRetry, *attempt, Some(at), Some(error.clone())),
-                        effects: vec![Effect::ScheduleRetry { attempt: attempt + 1, at }],
-                    }
-                }
-                AttemptResult::Failed { error, .. } => {
-                    let reason = format!("gave up after {attempt} attempts; last error: {error}");
-                    Decision {
-                        next: to(DeadLettered, *attempt, None, Some(error.clone())),
-                        effects: vec![Effect::DeadLetter { reason }],
-                    }
+                AttemptResult::Failed { error, retry_after_ms } => {
+                    failed(*attempt, error, *retry_after_ms, policy, now, jitter)
                 }
                 AttemptResult::Gone => {
                     let error = "subscriber answered 410 Gone; subscription deactivated".to_string();
@@ -324,6 +390,29 @@ pub fn decide(
                 AttemptResult::Rejected { error } => Decision {
                     next: to(DeadLettered, *attempt, None, Some(error.clone())),
                     effects: vec![Effect::DeadLetter { reason: error.clone() }],
+                },
+            })
+        }
+        (AwaitingAck, Input::AckDue { attempt, ack, since }) if *attempt == state.attempts => {
+            let deadline = state.next_attempt_at.unwrap_or(now);
+            Some(match ack {
+                Some(AckSeen::Processed) => Decision { next: to(Completed, *attempt, None, None), effects: vec![] },
+                // No longer required (the subscription changed while it
+                // waited): the 2xx it had is the success, as without.
+                None if rules.ack_timeout.is_none() => {
+                    Decision { next: to(Completed, *attempt, None, None), effects: vec![] }
+                }
+                Some(AckSeen::Failed(reason)) => {
+                    let error = format!("subscriber acknowledged failed: {reason}");
+                    failed(*attempt, &error, None, policy, now, jitter)
+                }
+                None if now >= deadline => {
+                    let secs = rules.ack_timeout.unwrap_or_default().as_secs();
+                    failed(*attempt, &format!("no acknowledgement within {secs}s"), None, policy, now, jitter)
+                }
+                None => Decision {
+                    next: state.clone(),
+                    effects: vec![Effect::CheckAck { attempt: *attempt, at: next_ack_check(*since, now, deadline) }],
                 },
             })
         }
@@ -339,6 +428,45 @@ pub fn decide(
         _ => None,
     }
 }
+
+/// A failed attempt `attempt` (`error`): retried on the schedule while
+/// attempts are left, dead-lettered otherwise.
+fn failed(
+    attempt: u32,
+    error: &str,
+    retry_after_ms: Option<u64>,
+    policy: &RetryPolicy,
+    now: DateTime<Utc>,
+    jitter: f64,
+) -> Decision {
+    let to = |status, next_attempt_at, last_error| SagaState { status, attempts: attempt, next_attempt_at, last_error };
+    if policy.has_retry_after(attempt) {
+        let wait = policy.delay(attempt, retry_after_ms.map(Duration::from_millis), jitter);
+        let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+        return Decision {
+            next: to(SagaStatus::PendingRetry, Some(at), Some(error.to_string())),
+            effects: vec![Effect::ScheduleRetry { attempt: attempt + 1, at }],
+        };
+    }
+    let reason = format!("gave up after {attempt} attempts; last error: {error}");
+    Decision {
+        next: to(SagaStatus::DeadLettered, None, Some(error.to_string())),
+        effects: vec![Effect::DeadLetter { reason }],
+    }
+}
+
+/// When an AwaitingAck saga next looks for its acknowledgement: after as
+/// long again as it has waited since `since` (at least
+/// [`ACK_CHECK_MIN`]), never after `deadline`. Doubling keeps the checks
+/// few (about 17 for a day's timeout) while an early acknowledgement is
+/// seen soon.
+pub fn next_ack_check(since: DateTime<Utc>, now: DateTime<Utc>, deadline: DateTime<Utc>) -> DateTime<Utc> {
+    let min = chrono::Duration::from_std(ACK_CHECK_MIN).expect("small");
+    (now + (now - since).max(min)).min(deadline)
+}
+
+/// The shortest wait between two checks of an AwaitingAck saga.
+pub const ACK_CHECK_MIN: Duration = Duration::from_secs(1);
 
 /// Does a failed attempt answered with `status` end its saga at once? Yes
 /// when the subscriber answered a status the subscription lists in
@@ -363,6 +491,8 @@ pub fn due_at(state: &SagaState, changed_at: DateTime<Utc>) -> Option<DateTime<U
         SagaStatus::Pending => state.next_attempt_at,
         SagaStatus::PendingRetry => Some(state.next_attempt_at.unwrap_or(changed_at)),
         SagaStatus::InProgress => Some(changed_at),
+        // Live until its deadline: only then may it look stalled.
+        SagaStatus::AwaitingAck => Some(state.next_attempt_at.unwrap_or(changed_at)),
         // Its release is a message that a crash can lose: look again later.
         SagaStatus::Waiting => Some(changed_at + chrono::Duration::from_std(WAITING_RECHECK).expect("small")),
         _ => None,
@@ -377,7 +507,7 @@ pub const WAITING_RECHECK: Duration = Duration::from_secs(60);
 fn input_attempt(input: &Input) -> u32 {
     match input {
         Input::Start => 0,
-        Input::Outcome { attempt, .. } | Input::RetryDue { attempt } => *attempt,
+        Input::Outcome { attempt, .. } | Input::RetryDue { attempt } | Input::AckDue { attempt, .. } => *attempt,
     }
 }
 

@@ -138,6 +138,29 @@ pub struct Subscription {
     /// subscriptions stored before it existed (false).
     #[serde(default)]
     pub auto_requeue: bool,
+    /// Seconds a 2xx delivery waits for the subscriber's acknowledgement
+    /// ([`crate::ack`]) before it counts as failed; `None`: a 2xx is the
+    /// success (no acknowledgement required). 1 to [`MAX_ACK_TIMEOUT_SECS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_timeout_secs: Option<u32>,
+    /// Whether its subscriber may also pull what is routed to it
+    /// ([`crate::pull`]): routing then files its sagas in the pull index.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pull: bool,
+}
+
+/// The longest `ack_timeout_secs`: a day.
+pub const MAX_ACK_TIMEOUT_SECS: u32 = 86_400;
+
+/// Checks `ack_timeout_secs` (1 to [`MAX_ACK_TIMEOUT_SECS`]).
+///
+/// # Errors
+///
+/// A [`FieldError`] naming `ack_timeout_secs` out of its range.
+pub fn validate_ack_timeout(secs: i64) -> Result<u32, FieldError> {
+    u32::try_from(secs).ok().filter(|s| (1..=MAX_ACK_TIMEOUT_SECS).contains(s)).ok_or_else(|| {
+        FieldError::new("ack_timeout_secs", format!("must be between 1 and {MAX_ACK_TIMEOUT_SECS}, got {secs}"))
+    })
 }
 
 impl Subscription {

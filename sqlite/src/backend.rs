@@ -96,6 +96,7 @@ impl Backend {
             idempotency: Arc::new(stores::SqliteIdempotency(db.clone())),
             stats: Arc::new(stores::SqliteStats(db.clone())),
             event_types: Arc::new(stores::SqliteEventTypes(db.clone())),
+            acks: Arc::new(stores::SqliteAcks(db.clone())),
         };
         Ok(Backend {
             stores,

@@ -114,6 +114,8 @@ pub struct Purged {
     pub idempotency_keys: u64,
     /// Delivery statistics' rows past the retention.
     pub stats: u64,
+    /// Subscribers' acknowledgements past their expiry.
+    pub acknowledgements: u64,
     /// Expired events examined but kept (a saga in flight or an open dead letter).
     pub held: u64,
 }
@@ -130,6 +132,7 @@ impl Purged {
             + self.audit
             + self.idempotency_keys
             + self.stats
+            + self.acknowledgements
     }
 
     fn add(&mut self, o: &Purged) {
@@ -142,6 +145,7 @@ impl Purged {
         self.audit += o.audit;
         self.idempotency_keys += o.idempotency_keys;
         self.stats += o.stats;
+        self.acknowledgements += o.acknowledgements;
         self.held += o.held;
     }
 
@@ -151,9 +155,10 @@ impl Purged {
         m.purged.sagas.fetch_add(self.sagas, Relaxed);
         m.purged.attempts.fetch_add(self.attempts, Relaxed);
         m.purged.dead_letters.fetch_add(self.dead_letters, Relaxed);
-        m.purged
-            .other
-            .fetch_add(self.outbox + self.queue_messages + self.audit + self.idempotency_keys + self.stats, Relaxed);
+        m.purged.other.fetch_add(
+            self.outbox + self.queue_messages + self.audit + self.idempotency_keys + self.stats + self.acknowledgements,
+            Relaxed,
+        );
     }
 }
 
@@ -220,12 +225,14 @@ impl Purger {
                 let (audit, a_more) = old_audit_records(c, audit_cutoff, limit)?;
                 let (keys, k_more) = expired_idempotency_keys(c, now_ms / 1000, limit)?;
                 let (stats, s_more) = old_stats(c, stats_cutoff, limit)?;
+                let (acks, ack_more) = expired_acknowledgements(c, now_ms / 1000, limit)?;
+                e.purged.acknowledgements = acks;
                 e.purged.stats = stats;
                 e.purged.dead_letters = dead_letters;
                 e.purged.queue_messages = messages;
                 e.purged.audit = audit;
                 e.purged.idempotency_keys = keys;
-                e.full |= dl_more || q_more || a_more || k_more || s_more;
+                e.full |= dl_more || q_more || a_more || k_more || s_more || ack_more;
                 Ok((e, t0.elapsed()))
             })
             .await?;
@@ -478,6 +485,21 @@ fn expired_idempotency_keys(c: &Connection, now_s: i64, limit: usize) -> Result<
         .prepare_cached(
             "DELETE FROM idempotency_keys WHERE id IN \
              (SELECT id FROM idempotency_keys WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+        )
+        .map_err(sql)?
+        .execute(params![now_s, limit as i64])
+        .map_err(sql)?;
+    Ok((n as u64, n == limit))
+}
+
+/// Up to `limit` acknowledgements expired at `now_s` (seconds; a range of
+/// `acknowledgements_by_expiry`); whether the batch was full.
+fn expired_acknowledgements(c: &Connection, now_s: i64, limit: usize) -> Result<(u64, bool), StoreError> {
+    let n = c
+        .prepare_cached(
+            "DELETE FROM acknowledgements WHERE (subscription_id, webhook_id) IN \
+             (SELECT subscription_id, webhook_id FROM acknowledgements WHERE expires_at <= ?1 \
+             ORDER BY expires_at LIMIT ?2)",
         )
         .map_err(sql)?
         .execute(params![now_s, limit as i64])

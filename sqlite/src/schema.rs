@@ -308,8 +308,30 @@ CREATE TABLE event_types (
     PRIMARY KEY (scope, event_type)
 ) WITHOUT ROWID;
 "#,
-    // 20 (issue 27, helper C: numbered 20 after helper B's 18 and 19; the
-    // lead renumbers at merge): the event catalog (`shared::catalog`): one
+    // 18:
+    // subscribers' acknowledgements (`shared::ack`): the latest one per
+    // (subscription, webhook id), replaced by each newer one (`INSERT OR
+    // REPLACE`), read by its primary key; `data` is the record as JSON;
+    // `expires_at` (epoch seconds) for the purge, through its index.
+    r#"
+CREATE TABLE acknowledgements (
+    subscription_id TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (subscription_id, webhook_id)
+) WITHOUT ROWID;
+CREATE INDEX acknowledgements_by_expiry ON acknowledgements (expires_at);
+"#,
+    // 19: the pull
+    // listing (`shared::pull`): routing writes `pull_key` only for sagas
+    // of pull subscriptions, so the partial index holds only those and
+    // every other saga's insert costs what it did.
+    r#"
+ALTER TABLE sagas ADD COLUMN pull_key TEXT;
+CREATE INDEX sagas_by_pull ON sagas (subscription_id, pull_key) WHERE pull_key IS NOT NULL;
+"#,
+    // 20: the event catalog (`shared::catalog`): one
     // row per registered major version, keyed by its event type (`name`
     // or `name.v<N>`), the entry as JSON in `data`; `updated_at` (ms) is
     // what a conditional update compares; versions of a name through the

@@ -350,8 +350,9 @@ impl AwsPipeline {
 
 impl AwsPipeline {
     /// One request through API Gateway's console routes (`GET /ui`, `ANY
-    /// /ui/{proxy+}`, no authorizer: no IAM principal is passed on) to the
-    /// api function's handler, as an API Gateway v2 event; `authorization`
+    /// /ui/{proxy+}`) or a bearer-only route of the API (pull), which have
+    /// no authorizer (no IAM principal is passed on), to the api function's
+    /// handler, as an API Gateway v2 event; `authorization`
     /// is the `Authorization` header, if any. Returns the status, the
     /// content type and the body as text.
     pub async fn gateway_console(
@@ -366,7 +367,12 @@ impl AwsPipeline {
         if let Some(a) = authorization {
             headers.insert("authorization".to_string(), json!(a));
         }
-        let route = if path == "/ui" { "GET /ui".to_string() } else { "ANY /ui/{proxy+}".to_string() };
+        let route = match path {
+            "/ui" => "GET /ui".to_string(),
+            p if p.starts_with("/ui/") => "ANY /ui/{proxy+}".to_string(),
+            // A bearer-only route of the API (pull).
+            p => format!("{method} {p}"),
+        };
         let req = json!({
             "version": "2.0",
             "routeKey": route,
@@ -397,6 +403,12 @@ impl AwsPipeline {
 }
 
 impl crate::pipeline::Pipeline for AwsPipeline {
+    async fn call_bearer(&self, token: &str, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        let bearer = format!("Bearer {token}");
+        let (status, _, text) = self.gateway_console(method, path, Some(&bearer), body).await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     async fn call_console(&self, token: &str, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
         let bearer = format!("Bearer {token}");
         let (status, _, text) = self.gateway_console(method, &format!("/ui/api{path}"), Some(&bearer), body).await;

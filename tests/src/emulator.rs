@@ -446,6 +446,7 @@ impl Created {
             idempotency_table: Some(table("IdempotencyTable")),
             stats_table: table("StatsTable"),
             event_types_table: table("EventTypesTable"),
+            acks_table: table("AcknowledgementsTable"),
             deliveries_queue_url: queue("DeliveriesQueue"),
             deliveries_dlq_url: queue("DeliveriesDLQ"),
             retries_queue_url: queue("RetriesQueue"),

@@ -119,6 +119,9 @@ enum Expect {
     /// A listing of A's own: any answer but a server error, holding nothing
     /// of B.
     Clean,
+    /// A route a subscriber signs with its subscription's secret: `401`
+    /// whatever key is presented (a key is no signature).
+    Unsigned,
 }
 
 /// One attack: a request of A's against B.
@@ -298,6 +301,17 @@ fn attacks(route: &Route, b: &OfB, a_event: &EventId) -> Vec<Attack> {
             Refused,
         )],
         ("GET", "/v1/event-types/{name}") => vec![attack(path, None, Value::Null, Clean)],
+        // Acknowledging B's deliveries takes B's signing secret: no key does.
+        ("POST", "/v1/subscriptions/{subscription}/acknowledgements") => vec![attack(
+            path,
+            None,
+            json!({"webhook_id": "msg_0123456789abcdef0123456789", "status": "processed"}),
+            Unsigned,
+        )],
+        ("GET", "/v1/subscriptions/{subscription}/events") => vec![
+            attack(path.clone(), None, Value::Null, Refused),
+            attack(path, Some("limit=100"), Value::Null, Refused),
+        ],
         ("POST", "/v1/subscriptions/{subscription}/test") => vec![
             attack(path.clone(), None, Value::Null, Refused),
             attack(path, None, json!({"event_type": "order.created", "data": {"m": "x"}}), Refused),
@@ -438,6 +452,7 @@ pub async fn no_tenant_reaches_another_on_any_route(rig: &Rig) -> (usize, usize)
                         assert!(res.status == 403 || items_refused, "{what}");
                     }
                     Expect::Clean => assert!(res.status < 500 && res.status != 401, "{what}"),
+                    Expect::Unsigned => assert_eq!(res.status, 401, "{what}"),
                 }
                 // A tenant-bound key reaches nothing global at all.
                 if route.action.is_some_and(|a| !a.open_to_tenants()) {
@@ -463,6 +478,7 @@ pub async fn no_tenant_reaches_another_on_any_route(rig: &Rig) -> (usize, usize)
             match atk.expect {
                 Expect::Refused | Expect::BatchRefused => assert!(matches!(res.status, 403 | 404), "{what}"),
                 Expect::Clean => assert!(res.status < 500 && res.status != 401, "{what}"),
+                Expect::Unsigned => assert_eq!(res.status, 401, "{what}"),
             }
             if route.action.is_some_and(|a| !Role::Portal.allows(a)) {
                 assert_eq!(res.status, 403, "{what}");
@@ -572,7 +588,7 @@ pub async fn no_role_does_more_than_it_may(rig: &Rig) -> usize {
             checked += 1;
         }
         // The three rules the issue names, read off the table.
-        let reader_writes = !matches!(action, Action::Read | Action::ReadMetrics | Action::Identify);
+        let reader_writes = !matches!(action, Action::Read | Action::ReadMetrics | Action::Identify | Action::Pull);
         assert_eq!(!Role::Reader.allows(action), reader_writes, "{} {}", route.method, route.path);
         assert_eq!(Role::Producer.allows(action), matches!(action, Action::PostEvents | Action::Identify));
         if action == Action::ManageSubscriptions {

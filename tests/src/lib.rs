@@ -47,6 +47,7 @@ where
         tokio::time::sleep(every).await;
     }
 }
+pub mod ack_scenarios;
 pub mod aws_pipeline;
 pub mod catalog_scenarios;
 pub mod cli_ops;
@@ -65,6 +66,7 @@ pub mod metering;
 pub mod pipeline;
 pub mod portal_scenarios;
 pub mod recovery_stages;
+pub mod pull_scenarios;
 pub mod router_scenarios;
 pub mod scenarios;
 pub mod stages;
@@ -201,6 +203,14 @@ macro_rules! both_backend_suites {
         /// (`hookline_tests::catalog_scenarios`).
         mod catalog {
             $crate::catalog_scenario_tests!($backend);
+        }
+        /// Subscriber acknowledgements (`hookline_tests::ack_scenarios`).
+        mod acks {
+            $crate::ack_scenario_tests!($backend);
+        }
+        /// Pull (`hookline_tests::pull_scenarios`).
+        mod pull {
+            $crate::pull_scenario_tests!($backend);
         }
     };
 }

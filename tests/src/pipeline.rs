@@ -56,6 +56,18 @@ pub trait Pipeline: Sync {
         body: Option<&[u8]>,
     ) -> impl Future<Output = (u16, Value)> + Send;
 
+    /// Calls a bearer-only route of the API (`/v1/…`,
+    /// `hookline_api::routes::BEARER_ONLY`: pull) with `Authorization:
+    /// Bearer <token>` and no other credential: on AWS, API Gateway's route
+    /// for it has no IAM authorizer, so no principal is passed on.
+    fn call_bearer(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> impl Future<Output = (u16, Value)> + Send;
+
     /// Calls the HTTP API (authenticated as the backend expects) with extra
     /// request headers `(name, value)`; returns status, JSON body (`Null`
     /// when not JSON) and the response headers (lower-case names).

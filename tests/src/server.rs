@@ -338,6 +338,10 @@ impl crate::pipeline::Pipeline for Server {
         self.request(method, &format!("/ui/api{path}"), body, Some(token), &[]).await
     }
 
+    async fn call_bearer(&self, token: &str, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Value) {
+        self.request(method, path, body, Some(token), &[]).await
+    }
+
     async fn logs(&self) -> String {
         std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default()
     }

@@ -216,6 +216,8 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         updated_at: at,
         version: 1,
         auto_requeue: false,
+        ack_timeout_secs: None,
+        pull: false,
     }
 }
 
@@ -340,6 +342,7 @@ pub async fn a_timer_whose_saga_is_gone_dead_letters(rig: &Rig) {
         saga_id: SagaId::new("sag_gone"),
         attempt: 3,
         due_at: Utc::now() - chrono::Duration::seconds(1),
+        ack_since: None,
     };
     assert_eq!(saga::on_timer(&h, &timer).await.unwrap(), saga::TimerOutcome::Done);
     let dl = rig

@@ -8,12 +8,21 @@ import { h, fill, dl, time, link, badge, json, pager, showError } from "../dom.j
 const STATUS = {
   pending: ["pending", "muted"], waiting: ["waiting for its partition", "muted"], in_progress: ["retrying", "warn"],
   pending_retry: ["retry scheduled", "warn"], completed: ["delivered", "ok"], dead_lettered: ["dead-lettered", "bad"],
+  awaiting_ack: ["awaiting acknowledgement", "warn"],
 };
 
 /** A delivery's status as a badge. */
 export function statusBadge(s) {
   const [t, k] = STATUS[s] || [s, "muted"];
   return badge(t, k);
+}
+
+/** The subscriber's acknowledgement of a delivery, in one line. */
+function ackText(a) {
+  const of = a.attempt ? ` (attempt ${a.attempt})` : "";
+  const why = a.reason ? `: ${a.reason}` : "";
+  const ref = a.reference ? ` · ref ${a.reference}` : "";
+  return h("span", {}, badge(a.status, a.status === "processed" ? "ok" : "bad"), ` ${of}${why}${ref} · `, time(a.received_at));
 }
 
 /** One delivery (saga) as a card with its attempts. */
@@ -28,6 +37,7 @@ export function deliveryCard(d) {
       d.origin && ["Origin", `${d.origin.kind} by ${d.origin.actor}: ${d.origin.reason}`],
       d.next_attempt_at && ["Next attempt", time(d.next_attempt_at)],
       d.last_error && ["Last error", h("span", { class: "error-text" }, d.last_error)],
+      d.acknowledgement && ["Acknowledged", ackText(d.acknowledgement)],
     ]),
     h("ol", { class: "attempts", "aria-label": "Attempts" }, d.attempts.map((a) => h("li", { class: "attempt" },
       h("div", { class: "attempt-head" },
@@ -36,7 +46,7 @@ export function deliveryCard(d) {
         h("span", { class: "muted" }, `${a.latency_ms} ms`), " · ", time(a.at)),
       a.error ? h("p", { class: "error-text" }, a.error) : null,
       a.response_excerpt ? h("details", {}, h("summary", {}, "Response body (first 256 bytes)"), h("pre", { class: "excerpt" }, a.response_excerpt)) : null))),
-    d.next_attempt_at ? h("p", { class: "muted" }, "Retry to come at ", time(d.next_attempt_at)) : null);
+    d.next_attempt_at ? h("p", { class: "muted" }, d.status === "awaiting_ack" ? "Acknowledgement due by " : "Retry to come at ", time(d.next_attempt_at)) : null);
 }
 
 /** Renders `#/events/{id}`. */

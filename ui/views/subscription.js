@@ -126,6 +126,8 @@ function renderOne(main, ctx, sub) {
         ["Payload format", sub.payload_format],
         ["Retries", `${sub.retry_policy.max_attempts} attempts`],
         ["Dead-letter on", sub.dead_letter_on.join(", ") || null],
+        ["Acknowledgement", sub.ack_timeout_secs ? `required within ${sub.ack_timeout_secs} s` : null],
+        ["Pull", sub.pull ? "on (GET /v1/subscriptions/{id}/events)" : null],
         ["Headers", Object.keys(sub.headers).length ? json(sub.headers) : null],
         ["Created", time(sub.created_at)],
       ]))),

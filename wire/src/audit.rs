@@ -81,6 +81,9 @@ pub enum AuditAction {
     /// changed compatibly).
     #[serde(rename = "event_type.registered")]
     EventTypeRegistered,
+    /// A subscriber acknowledged a delivery.
+    #[serde(rename = "delivery.acknowledged")]
+    DeliveryAcknowledged,
 }
 
 /// The filters of `GET /v1/audit` (newest first by `at`).

@@ -418,6 +418,9 @@ pub enum DeliveryStatus {
     Completed,
     /// Gave up: a dead letter holds it. Final.
     DeadLettered,
+    /// Delivered (2xx); waits for the subscriber's acknowledgement (its
+    /// subscription has `ack_timeout_secs`) until `next_attempt_at`.
+    AwaitingAck,
 }
 
 /// Why a delivery exists when routing did not create it.
@@ -485,6 +488,9 @@ pub struct DeliveryView {
     pub origin: Option<DeliveryOrigin>,
     /// Its attempts, oldest first.
     pub attempts: Vec<AttemptView>,
+    /// The subscriber's latest acknowledgement of it (`null`: none).
+    #[serde(default)]
+    pub acknowledgement: Option<crate::acknowledgements::Acknowledgement>,
 }
 
 /// The body of `POST /v1/events/{event}/replay`.

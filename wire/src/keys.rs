@@ -19,6 +19,9 @@ pub enum Role {
     Operator,
     /// Everything, keys included.
     Admin,
+    /// A subscriber's key: pulls its one subscription's events
+    /// (`subscription_id`), nothing else.
+    Subscriber,
 }
 
 /// Whether a key works now.
@@ -57,6 +60,10 @@ pub struct CreateKey {
     /// `/v1` routes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// The one subscription a `subscriber` key pulls (required for that
+    /// role, refused for the others); the key takes its tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<String>,
 }
 
 /// The body of `POST /v1/keys/{key}/rotate` (may be empty).
@@ -123,6 +130,9 @@ pub struct Key {
     /// none does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_secret_until: Option<DateTime<Utc>>,
+    /// A subscriber key's subscription; `null` for other roles.
+    #[serde(default)]
+    pub subscription_id: Option<String>,
 }
 
 /// A key just created or rotated, with its secret: shown this once, never

@@ -14,6 +14,7 @@
 //! This crate holds no logic beyond what a client needs to read the
 //! contract: the server's rules live in `hookline-api` and `shared`.
 
+pub mod acknowledgements;
 pub mod audit;
 pub mod catalog;
 pub mod dead_letters;
@@ -25,6 +26,7 @@ pub mod keys;
 pub mod page;
 pub mod patch;
 pub mod portal;
+pub mod pull;
 pub mod reindex;
 pub mod replays;
 pub mod stats;

@@ -46,6 +46,8 @@ pub enum CallerRole {
     Admin,
     /// One tenant's subscriber portal.
     Portal,
+    /// A subscriber's key, bound to one subscription.
+    Subscriber,
 }
 
 /// What a caller may do, as `GET /v1/me` lists it (the access check's
@@ -72,6 +74,8 @@ pub enum Permission {
     Rebuild,
     /// Register event types in the event catalog (unbound admins only).
     ManageCatalog,
+    /// Pull a subscription's events (a subscriber key: its own only).
+    Pull,
 }
 
 /// `GET /v1/me`: who the caller is, so a console shows only what its

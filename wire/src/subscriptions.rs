@@ -162,6 +162,15 @@ pub struct CreateSubscription {
     /// docs/operations.md#automatic-requeue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_requeue: Option<bool>,
+    /// Require the subscriber's acknowledgement of each delivery within
+    /// this many seconds (1 to 86400): a 2xx without one counts as failed
+    /// and is retried. Absent: a 2xx is the success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_timeout_secs: Option<i64>,
+    /// Let the subscriber also pull what is routed to it (`GET
+    /// /v1/subscriptions/{id}/events`; default `false`). Pushes continue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<bool>,
 }
 
 /// `PATCH /v1/subscriptions/{subscription}`: each field left out stays as
@@ -233,6 +242,15 @@ pub struct PatchSubscription {
     #[serde(default, skip_serializing_if = "Patch::is_absent")]
     #[schema(value_type = Option<bool>)]
     pub auto_requeue: Patch<bool>,
+    /// A new acknowledgement timeout, or `null`: none required.
+    #[serde(default, skip_serializing_if = "Patch::is_absent")]
+    #[schema(value_type = Option<i64>)]
+    pub ack_timeout_secs: Patch<i64>,
+    /// Switch pulling on or off (`null`: off). Events routed while it is
+    /// off are not in the pull listing.
+    #[serde(default, skip_serializing_if = "Patch::is_absent")]
+    #[schema(value_type = Option<bool>)]
+    pub pull: Patch<bool>,
 }
 
 /// `GET /v1/subscriptions`: `tenant_id` alone lists that tenant's;
@@ -359,6 +377,13 @@ pub struct Subscription {
     /// the outage ends (docs/operations.md#automatic-requeue).
     #[serde(default)]
     pub auto_requeue: bool,
+    /// Seconds a 2xx waits for the subscriber's acknowledgement before it
+    /// counts as failed; `null`: no acknowledgement required.
+    #[serde(default)]
+    pub ack_timeout_secs: Option<u32>,
+    /// Whether its subscriber may pull what is routed to it.
+    #[serde(default)]
+    pub pull: bool,
 }
 
 /// A subscription with its new signing secret: the answer of create and

@@ -51,9 +51,9 @@ fn the_api_doc_holds_the_route_table() {
 }
 
 /// Every route is in the document with at least one response, an
-/// operation id and its security (none for the open routes, the bearer key
-/// and SigV4 for every other), and every operation of the document is a
-/// route.
+/// operation id and its security (none for the open routes, bearer alone
+/// for the bearer-only ones, the bearer key and SigV4 for every other), and
+/// every operation of the document is a route.
 #[test]
 fn the_document_has_exactly_the_routes() {
     let doc = doc();
@@ -67,6 +67,9 @@ fn the_document_has_exactly_the_routes() {
             let security = op["security"].as_array().unwrap_or_else(|| panic!("{at}: no security"));
             if is_open(&method.to_uppercase(), path) {
                 assert!(security.is_empty(), "{at} is open: no security");
+            } else if crate::routes::bearer_only(&method.to_uppercase(), path) {
+                let names: Vec<&String> = security.iter().flat_map(|r| r.as_object().unwrap().keys()).collect();
+                assert_eq!(names, [BEARER], "{at} takes bearer keys only");
             } else {
                 let names: Vec<&String> = security.iter().flat_map(|r| r.as_object().unwrap().keys()).collect();
                 assert_eq!(names, [BEARER, SIGV4], "{at}");

@@ -36,6 +36,7 @@ pub(crate) struct NewFields {
     pub on_dead_letter: OnDeadLetter,
     pub max_in_flight: Option<u32>,
     pub rate_limit: Option<f64>,
+    pub ack_timeout_secs: Option<u32>,
 }
 
 /// Checks a create body's fields but `callback_url` (and `description`,
@@ -63,6 +64,7 @@ pub(crate) fn create(b: &CreateSubscription, config: &Config, v: &mut Issues) ->
         on_dead_letter: b.on_dead_letter.map(view::stored_on_dead_letter).unwrap_or_default(),
         max_in_flight: b.max_in_flight.and_then(|n| v.take(max_in_flight(n))),
         rate_limit: b.rate_limit.and_then(|r| v.take(rate_limit(r))),
+        ack_timeout_secs: b.ack_timeout_secs.and_then(|t| v.take(ack_timeout(t))),
     }
 }
 
@@ -81,6 +83,7 @@ pub(crate) struct Changes {
     pub on_dead_letter: Patch<OnDeadLetter>,
     pub max_in_flight: Patch<u32>,
     pub rate_limit: Patch<f64>,
+    pub ack_timeout_secs: Patch<u32>,
 }
 
 /// Checks a patch body's fields but `callback_url`'s value, recording each
@@ -117,6 +120,7 @@ pub(crate) fn patch(b: &PatchSubscription, config: &Config, v: &mut Issues) -> C
         on_dead_letter: b.on_dead_letter.clone().map(view::stored_on_dead_letter),
         max_in_flight: check_patch(&b.max_in_flight, |n| v.take(max_in_flight(*n))),
         rate_limit: check_patch(&b.rate_limit, |r| v.take(rate_limit(*r))),
+        ack_timeout_secs: check_patch(&b.ack_timeout_secs, |t| v.take(ack_timeout(*t))),
     }
 }
 
@@ -159,6 +163,12 @@ pub(crate) fn max_in_flight(n: i64) -> Result<u32, ApiError> {
             format!("must be between 1 and {}, got {n}", subscription::MAX_IN_FLIGHT_CEILING),
         ))
     })
+}
+
+/// A subscription's `ack_timeout_secs` ([`subscription::validate_ack_timeout`]):
+/// `422 invalid_field` naming it.
+fn ack_timeout(secs: i64) -> Result<u32, ApiError> {
+    subscription::validate_ack_timeout(secs).map_err(ApiError::from)
 }
 
 /// A subscription's `rate_limit`, deliveries per second.

@@ -255,8 +255,14 @@ mod tests {
         documented.sort();
         let mut routed: Vec<(String, String)> = crate::routes::ROUTES
             .iter()
-            // The stats route is documented with `GET /v1/stats` (crate::stats).
-            .filter(|r| r.path.starts_with("/v1/subscriptions") && !r.path.ends_with("/stats"))
+            // The stats route is documented with `GET /v1/stats` (crate::stats),
+            // acknowledgements and pull in their own modules.
+            .filter(|r| {
+                r.path.starts_with("/v1/subscriptions")
+                    && !r.path.ends_with("/stats")
+                    && !r.path.ends_with("/acknowledgements")
+                    && !r.path.ends_with("/events")
+            })
             .map(|r| (r.method.to_string(), r.path.to_string()))
             .collect();
         routed.sort();

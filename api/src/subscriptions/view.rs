@@ -38,6 +38,8 @@ pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -
         health,
         blocked_lanes: None,
         auto_requeue: s.auto_requeue,
+        ack_timeout_secs: s.ack_timeout_secs,
+        pull: s.pull,
     }
 }
 

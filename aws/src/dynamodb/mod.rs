@@ -7,6 +7,7 @@
 //!
 //! Item layouts are in [`super::item`] and `infra/README.md`.
 
+mod acks;
 mod api_keys;
 mod dead_letters;
 mod event_types;
@@ -17,6 +18,7 @@ mod sagas;
 mod stats;
 mod subscriptions;
 
+pub use acks::DynamoAcks;
 pub use api_keys::DynamoApiKeys;
 pub use dead_letters::{DynamoDeadLetters, DEAD_LETTER_QUERIES_PER_PAGE};
 pub use event_types::DynamoEventTypes;
@@ -121,6 +123,53 @@ async fn query_all(
             _ => return Ok(out),
         }
     }
+}
+
+/// Up to `limit` items of one partition (`hash` = (attribute, value)) of
+/// `table` or its `index`, in sort key order after the sort key `after`
+/// (a string attribute `range`), and whether more follow: a `Query` asking
+/// one more than the page, followed while DynamoDB stops early (its 1 MB
+/// per call).
+async fn query_after(
+    client: &Client,
+    table: &str,
+    index: Option<&str>,
+    hash: (&str, &str),
+    range: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> StoreResult<(Vec<Attrs>, bool)> {
+    let want = limit + 1;
+    let mut items: Vec<Attrs> = Vec::new();
+    let mut start = None;
+    loop {
+        let mut q = client
+            .query()
+            .table_name(table)
+            .set_index_name(index.map(str::to_string))
+            .expression_attribute_names("#h", hash.0)
+            .expression_attribute_values(":h", s(hash.1))
+            .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start.take());
+        // `#r` only where the condition uses it (AWS refuses a name no
+        // expression uses).
+        q = match after {
+            Some(a) => q
+                .key_condition_expression("#h = :h AND #r > :a")
+                .expression_attribute_names("#r", range)
+                .expression_attribute_values(":a", s(a)),
+            None => q.key_condition_expression("#h = :h"),
+        };
+        let page = q.send().await.map_err(|e| backend("Query", table, e))?;
+        items.extend(page.items().iter().map(Attrs::from_sdk));
+        match page.last_evaluated_key() {
+            Some(k) if !k.is_empty() && items.len() < want => start = Some(k.clone()),
+            _ => break,
+        }
+    }
+    let more = items.len() > limit;
+    items.truncate(limit);
+    Ok((items, more))
 }
 
 /// Collects per-item results in input order, failing if any call failed.

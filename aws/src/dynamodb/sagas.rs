@@ -12,8 +12,9 @@ use crate::item::{self, Attrs};
 use chrono::{DateTime, Utc};
 use shared::attempt::Attempt;
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
-use shared::ids::{EventId, SagaId};
+use shared::ids::{EventId, SagaId, SubscriptionId};
 use shared::ports::{AttemptStore, Page, SagaStore, StoreResult, Transition, TransitionOutcome};
+use shared::pull::Pulled;
 use shared::saga::{Saga, SagaState, SagaStatus};
 
 /// The full key of a Sagas item.
@@ -250,6 +251,32 @@ impl SagaStore for DynamoSagas {
             Some(k) if items.len() >= limit => k.get("id").and_then(|v| v.as_s().ok()).cloned(),
             _ => None,
         };
+        Ok(Page { items, next })
+    }
+
+    /// One `Query` of the sparse GSI `by_pull` (`pull_sub` = the
+    /// subscription, `pull_key` after `after`; keys only), followed while
+    /// DynamoDB stops early, one more than the page so the next is known.
+    async fn page_for_pull(
+        &self,
+        subscription: &SubscriptionId,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<Pulled>> {
+        let hash = ("pull_sub", subscription.as_str());
+        let (found, more) =
+            super::query_after(&self.client, &self.table, Some("by_pull"), hash, "pull_key", after, limit).await?;
+        let items = found
+            .iter()
+            .map(|a| {
+                Ok(Pulled {
+                    pull_key: a.s("pull_key")?.to_string(),
+                    event_id: EventId::new(a.s("event_id")?),
+                    saga_id: SagaId::new(a.s("id")?),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let next = more.then(|| items.last().map(|p| p.pull_key.clone())).flatten();
         Ok(Page { items, next })
     }
 }

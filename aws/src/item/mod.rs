@@ -386,6 +386,11 @@ pub fn saga_to_attrs(s: &Saga, retention: chrono::Duration) -> Result<Attrs, Sto
     if s.redrives > 0 {
         a.put_n("redrives", s.redrives);
     }
+    // The sparse pull index `by_pull` (shared::pull): only sagas routed to
+    // a pull subscription carry its keys.
+    if let Some(k) = &s.pull_key {
+        a.put_s("pull_sub", s.subscription_id.as_str()).put_s("pull_key", k);
+    }
     if let Some(due) = shared::saga::due_at(&s.state, s.created_at) {
         a.put_s("due_shard", due_shard(&s.id)).put_n("due_at", due.timestamp_millis());
     }
@@ -427,6 +432,7 @@ pub fn saga_from_attrs(a: &Attrs) -> Result<Saga, StoreError> {
         created_at: a.time("created_at")?,
         updated_at: a.time("updated_at")?,
         redrives: a.opt_n("redrives")?.unwrap_or(0),
+        pull_key: a.opt_s("pull_key")?.map(str::to_string),
     })
 }
 

@@ -160,6 +160,7 @@ pub async fn show(a: ShowArgs) -> anyhow::Result<()> {
         col("last status", 11),
         col("last error", 48),
         col("origin", 24),
+        col("acknowledged", 32),
     ]);
     out.line("")?;
     super::output::emit(
@@ -181,5 +182,20 @@ fn delivery_row(d: &DeliveryView) -> Vec<String> {
         cell(&d.attempts.last().and_then(|a| a.status_code)),
         cell(&d.last_error),
         origin,
+        acknowledged(d),
     ]
+}
+
+/// The subscriber's acknowledgement of a delivery: `processed`, or
+/// `failed: <reason>`, with its reference; `-` when none.
+fn acknowledged(d: &DeliveryView) -> String {
+    let Some(a) = &d.acknowledgement else { return "-".into() };
+    let mut s = cell(&a.status);
+    if let Some(r) = &a.reason {
+        s.push_str(&format!(": {r}"));
+    }
+    if let Some(r) = &a.reference {
+        s.push_str(&format!(" (ref {r})"));
+    }
+    s
 }

@@ -18,15 +18,17 @@ pub enum Command {
     #[command(after_help = examples!(
         "hookline keys create --name ci --role producer --tenant acme",
         "hookline keys create --name ops --role operator --expires-in-seconds 7776000",
-        "hookline keys create --name alice --role admin --principal arn:aws:iam::123456789012:role/ops   # AWS"
+        "hookline keys create --name alice --role admin --principal arn:aws:iam::123456789012:role/ops   # AWS",
+        "hookline keys create --name acme-pull --role subscriber --subscription sub_0192e4a0"
     ))]
     Create {
         /// Unique within its tenant: letters, digits, `. _ - @`; the audit
         /// trail records its callers as `key:<name>`.
         #[arg(long)]
         name: String,
-        /// producer, reader, operator or admin (at most your own).
-        #[arg(long, value_parser = ["producer", "reader", "operator", "admin"])]
+        /// producer, reader, operator, admin (at most your own) or
+        /// subscriber (with --subscription).
+        #[arg(long, value_parser = ["producer", "reader", "operator", "admin", "subscriber"])]
         role: String,
         /// Bind it to this tenant (a tenant-bound caller: its own, always).
         #[arg(long)]
@@ -37,6 +39,10 @@ pub enum Command {
         /// AWS: the IAM user or role ARN this grant is for (no secret).
         #[arg(long, value_name = "ARN")]
         principal: Option<String>,
+        /// A subscriber key's one subscription: it pulls that
+        /// subscription's events and nothing else.
+        #[arg(long, value_name = "SUBSCRIPTION")]
+        subscription: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -117,9 +123,16 @@ async fn send<T: serde::de::DeserializeOwned + serde::Serialize>(
 /// Runs a keys command.
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
-        Command::Create { name, role, tenant, expires_in_seconds, principal, common } => {
+        Command::Create { name, role, tenant, expires_in_seconds, principal, subscription, common } => {
             let role: Role = read(Value::from(role))?;
-            let body = CreateKey { name, role, tenant_id: tenant, expires_in_seconds, principal };
+            let body = CreateKey {
+                name,
+                role,
+                tenant_id: tenant,
+                expires_in_seconds,
+                principal,
+                subscription_id: subscription,
+            };
             let made: KeyWithSecret = send(&common, "POST", &["v1", "keys"], Some(json(&body))).await?;
             secret_note(&common, &made);
             Ok(())

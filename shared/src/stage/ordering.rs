@@ -260,7 +260,8 @@ pub async fn skipped(h: &Hookline, dead_saga: &Saga) -> Result<(), StoreError> {
 /// Sends the wake-up of a waiting saga (a retry timer of attempt 0) after `delay`.
 async fn wake_at(h: &Hookline, event_id: &EventId, saga_id: &SagaId, delay: Duration) -> Result<(), StoreError> {
     let due_at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
-    let timer = RetryTimer { event_id: event_id.clone(), saga_id: saga_id.clone(), attempt: 0, due_at };
+    let timer =
+        RetryTimer { event_id: event_id.clone(), saga_id: saga_id.clone(), attempt: 0, due_at, ack_since: None };
     h.stores.retries.send(&[(timer, delay)]).await
 }
 

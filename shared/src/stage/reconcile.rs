@@ -283,6 +283,17 @@ async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result
             );
             h.stores.retries.send(&[(timer, Duration::ZERO)]).await?
         }
+        // Its check was lost: look for the acknowledgement now, counting
+        // from when the attempt was sent.
+        SagaStatus::AwaitingAck => {
+            let n = s.state.attempts;
+            let sent = h.stores.attempts.list(&s.id).await?.into_iter().find(|a| a.attempt == n);
+            let since = sent.map_or(s.updated_at, |a| {
+                a.at - chrono::Duration::milliseconds(i64::try_from(a.latency_ms).unwrap_or(0))
+            });
+            let (timer, _) = saga::ack_timer(&saga::job_of(&s, n), n, Utc::now(), since);
+            h.stores.retries.send(&[(timer, Duration::ZERO)]).await?
+        }
         _ => return Ok(false),
     }
     tracing::warn!(saga_id = %s.id, event_id = %s.event_id, status = s.state.status.as_str(), attempt = in_flight, "reconciler: stalled saga re-driven");

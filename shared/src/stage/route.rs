@@ -79,6 +79,7 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
                 .filter(|s| routing::wants(s, e))
                 .map(|s| Saga {
                     lane: crate::routing::lane_for(s, e),
+                    pull_key: crate::pull::pull_key(s, e, now),
                     ..Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now)
                 })
                 .collect::<Vec<_>>()

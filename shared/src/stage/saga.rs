@@ -19,7 +19,7 @@ use crate::ids::{SubscriptionId, WebhookId};
 use crate::message::{DeliveryJob, RetryTimer};
 use crate::ports::{Transition, TransitionOutcome};
 use crate::retry::RetryPolicy;
-use crate::saga::{decide, Effect, Input, Saga, SagaState, SagaStatus};
+use crate::saga::{decide_acked, Effect, Input, Rules, Saga, SagaState, SagaStatus};
 
 /// One input for one saga, with the state the input implies the saga is in,
 /// and what its subscription says about failures (the defaults where they
@@ -34,6 +34,12 @@ struct Step {
     /// carries (`crate::ordering::release_deadline`), the same whenever the
     /// same releaser retries, so a retry after a crash redoes the job.
     release_deadline: Option<DateTime<Utc>>,
+    /// The subscription's `ack_timeout_secs` ([`crate::ack`]), where it
+    /// matters (an attempt's outcome, an acknowledgement check).
+    ack_timeout: Option<Duration>,
+    /// When the attempt awaiting its acknowledgement was sent: carried by
+    /// its checks' timers.
+    ack_since: Option<DateTime<Utc>>,
 }
 
 /// New sagas (the saga stream's inserts): each gets its first job. The
@@ -58,6 +64,8 @@ fn start_step(s: &Saga, from: SagaState, release_deadline: Option<DateTime<Utc>>
         policy: RetryPolicy::default(),
         dead_letter_on: Vec::new(),
         release_deadline,
+        ack_timeout: None,
+        ack_since: None,
     }
 }
 
@@ -124,6 +132,8 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
             policy: subs.get(&a.subscription_id).map(|s| s.retry_policy.clone()).unwrap_or_default(),
             dead_letter_on: subs.get(&a.subscription_id).map(|s| s.dead_letter_on.clone()).unwrap_or_default(),
             release_deadline: None,
+            ack_timeout: subs.get(&a.subscription_id).and_then(|s| ack_timeout(s)),
+            ack_since: Some(a.at - chrono::Duration::milliseconds(i64::try_from(a.latency_ms).unwrap_or(0))),
         })
         .collect();
     run(h, steps).await
@@ -166,6 +176,10 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
         dead_letter(h, &job, &reason).await?;
         return Ok(TimerOutcome::Done);
     };
+    if saga.state.status == SagaStatus::AwaitingAck && timer.attempt == saga.state.attempts {
+        run(h, vec![ack_step(h, &saga, timer).await?]).await?;
+        return Ok(TimerOutcome::Done);
+    }
     let step = Step {
         job: job_of(&saga, timer.attempt),
         from: SagaState {
@@ -178,9 +192,55 @@ pub async fn on_timer(h: &Hookline, timer: &RetryTimer) -> Result<TimerOutcome, 
         policy: RetryPolicy::default(),
         dead_letter_on: Vec::new(),
         release_deadline: None,
+        ack_timeout: None,
+        ack_since: None,
     };
     run(h, vec![step]).await?;
     Ok(TimerOutcome::Done)
+}
+
+/// The check of an AwaitingAck saga: its subscription's rules (read
+/// through the cache) and the acknowledgement that counts for its attempt
+/// (one read of the [`crate::ports::AckStore`]). The attempt's send time
+/// comes with the timer; a timer without it (sent before it was carried)
+/// counts acknowledgements from the saga's last transition, so one that
+/// arrived before then is missed and the attempt is retried: never a
+/// delivery lost.
+async fn ack_step(h: &Hookline, saga: &Saga, timer: &RetryTimer) -> Result<Step, StoreError> {
+    let sub = h
+        .subscription_cache
+        .get_many(h.stores.subscriptions.as_ref(), std::slice::from_ref(&saga.subscription_id))
+        .await?;
+    let sub = sub.into_iter().next().flatten();
+    let since = timer.ack_since.unwrap_or(saga.updated_at);
+    let ack = h.stores.acks.get(&saga.subscription_id, &saga.webhook_id).await?;
+    Ok(Step {
+        job: job_of(saga, saga.state.attempts),
+        from: saga.state.clone(),
+        input: Input::AckDue {
+            attempt: saga.state.attempts,
+            ack: crate::ack::counts_for(ack.as_ref(), saga.state.attempts, since),
+            since,
+        },
+        policy: sub.as_ref().map(|s| s.retry_policy.clone()).unwrap_or_default(),
+        dead_letter_on: Vec::new(),
+        release_deadline: None,
+        ack_timeout: sub.as_ref().and_then(|s| ack_timeout(s)),
+        ack_since: Some(since),
+    })
+}
+
+/// A subscription's `ack_timeout_secs` as a duration.
+fn ack_timeout(s: &crate::subscription::Subscription) -> Option<Duration> {
+    s.ack_timeout_secs.map(|secs| Duration::from_secs(u64::from(secs)))
+}
+
+/// The check timer of an AwaitingAck saga's attempt `attempt` at `at`,
+/// counting acknowledgements from `since` (the reconciler's re-drive of a
+/// lost one too).
+pub fn ack_timer(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, since: DateTime<Utc>) -> (RetryTimer, Duration) {
+    let (timer, delay) = timer_message(job, attempt, at, Utc::now());
+    (RetryTimer { ack_since: Some(since), ..timer }, delay)
 }
 
 /// The delivery job of attempt `attempt` of saga `s`. It carries the
@@ -202,7 +262,8 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
     let mut planned = Vec::new();
     for step in steps {
         let jitter: f64 = rand::random();
-        if let Some(mut d) = decide(&step.from, &step.input, &step.policy, &step.dead_letter_on, now, jitter) {
+        let rules = Rules { policy: &step.policy, dead_letter_on: &step.dead_letter_on, ack_timeout: step.ack_timeout };
+        if let Some(mut d) = decide_acked(&step.from, &step.input, &rules, now, jitter) {
             if let (Some(deadline), SagaStatus::Pending) = (step.release_deadline, d.next.status) {
                 d.next.next_attempt_at = Some(deadline);
             }
@@ -278,7 +339,7 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                     // The first failure of a saga marks its event as failed
                     // (once: a later failure finds it marked already; the
                     // first-try success writes nothing).
-                    if attempt == 2 && matches!(step.input, Input::Outcome { .. }) {
+                    if attempt == 2 && matches!(step.input, Input::Outcome { .. } | Input::AckDue { .. }) {
                         h.stores.events.mark_outcome(&step.job.event_id, Outcome::Failed).await?;
                     }
                     h.metrics.retries_scheduled.fetch_add(1, Relaxed);
@@ -289,6 +350,9 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
                     dead_jobs.push(step.job.clone());
                 }
                 Effect::DeactivateSubscription => deactivate(h, &step.job.subscription_id).await?,
+                Effect::CheckAck { attempt, at } => {
+                    timers.push(ack_timer(&step.job, attempt, at, step.ack_since.unwrap_or(now)))
+                }
             }
         }
     }
@@ -308,7 +372,13 @@ async fn run(h: &Hookline, steps: Vec<Step>) -> Result<(), StoreError> {
 /// until `at` (at most [`MAX_TIMER_DELAY`]: a later timer is sent again
 /// when it fires early, see [`handle_timer`]).
 pub fn timer_message(job: &DeliveryJob, attempt: u32, at: DateTime<Utc>, now: DateTime<Utc>) -> (RetryTimer, Duration) {
-    let timer = RetryTimer { event_id: job.event_id.clone(), saga_id: job.saga_id.clone(), attempt, due_at: at };
+    let timer = RetryTimer {
+        event_id: job.event_id.clone(),
+        saga_id: job.saga_id.clone(),
+        attempt,
+        due_at: at,
+        ack_since: None,
+    };
     (timer, (at - now).to_std().unwrap_or_default().min(MAX_TIMER_DELAY))
 }
 

@@ -1,6 +1,7 @@
 //! SQLite implementations of the store ports. Records are stored as JSON
 //! beside the columns that conditions and lookups need.
 
+mod acks;
 mod api_keys;
 mod dead_letters;
 mod event_types;
@@ -11,6 +12,7 @@ mod sagas;
 mod stats;
 mod subscriptions;
 
+pub use acks::SqliteAcks;
 pub use api_keys::SqliteApiKeys;
 pub use dead_letters::SqliteDeadLetters;
 pub use event_types::SqliteEventTypes;

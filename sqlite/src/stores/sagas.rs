@@ -9,8 +9,9 @@ use crate::{decode, encode, sql, stored, Db, Stream};
 use chrono::{DateTime, Utc};
 use shared::attempt::Attempt;
 use shared::error::StoreError;
-use shared::ids::{EventId, SagaId};
+use shared::ids::{EventId, SagaId, SubscriptionId};
 use shared::ports::{AttemptStore, Page, SagaStore, StoreResult, Transition, TransitionOutcome};
+use shared::pull::Pulled;
 use shared::saga::{Saga, SagaState};
 
 /// Sagas table; inserts also append to the `sagas` outbox stream.
@@ -31,6 +32,7 @@ impl SagaStore for SqliteSagas {
                     Value::from(s.state.attempts),
                     Value::from(encode(s)),
                     due_ms(&s.state, s.created_at),
+                    Value::from(s.pull_key.clone()),
                 ];
                 (row, vec![Value::from(s.id.to_string())])
             })
@@ -41,7 +43,7 @@ impl SagaStore for SqliteSagas {
                     c,
                     marks,
                     Stream::Sagas,
-                    "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at, pull_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING",
                     "INSERT INTO outbox_sagas (key) VALUES (?1)",
                     &rows,
                 )
@@ -137,6 +139,41 @@ impl SagaStore for SqliteSagas {
                     .map_err(sql)?;
                 let next = (rows.len() >= limit).then(|| rows.last().map(|(r, _)| r.to_string())).flatten();
                 let items = rows.iter().map(|(_, d)| decode(d)).collect::<StoreResult<_>>()?;
+                Ok(Page { items, next })
+            })
+            .await
+    }
+
+    async fn page_for_pull(
+        &self,
+        subscription: &SubscriptionId,
+        limit: usize,
+        after: Option<&str>,
+    ) -> StoreResult<Page<Pulled>> {
+        let (sub, after) = (subscription.to_string(), after.unwrap_or("").to_string());
+        self.0
+            .call(move |c, _| {
+                let mut st = c
+                    .prepare_cached(
+                        "SELECT pull_key, event_id, id FROM sagas WHERE subscription_id = ?1 AND pull_key IS NOT NULL \
+                         AND pull_key > ?2 ORDER BY pull_key LIMIT ?3",
+                    )
+                    .map_err(sql)?;
+                let mut items: Vec<Pulled> = st
+                    .query_map(params![sub, after, limit as i64 + 1], |r| {
+                        Ok(Pulled {
+                            pull_key: r.get(0)?,
+                            event_id: EventId::new(r.get::<_, String>(1)?),
+                            saga_id: SagaId::new(r.get::<_, String>(2)?),
+                        })
+                    })
+                    .map_err(sql)?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql)?;
+                let next = (items.len() > limit).then(|| {
+                    items.truncate(limit);
+                    items.last().map(|p| p.pull_key.clone()).unwrap_or_default()
+                });
                 Ok(Page { items, next })
             })
             .await

@@ -10,6 +10,7 @@
 //! and calls [`for_each_conformance_case!`](crate::for_each_conformance_case),
 //! which expands it once per case.
 
+mod acks;
 mod api_keys;
 mod event_types;
 mod idempotency;
@@ -19,6 +20,7 @@ mod search;
 mod stats;
 mod stores;
 
+pub use acks::*;
 pub use api_keys::*;
 pub use event_types::*;
 pub use idempotency::*;
@@ -105,5 +107,7 @@ macro_rules! for_each_conformance_case {
         $m!(event_types_racing_writers_insert_once);
         $m!(catalog_entries_are_written_conditionally_and_listed);
         $m!(a_test_events_target_round_trips);
+        $m!(acknowledgements_keep_the_latest_per_delivery);
+        $m!(the_pull_index_lists_one_subscriptions_keyed_sagas_in_order);
     };
 }

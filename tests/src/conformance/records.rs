@@ -89,6 +89,8 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         version,
         // Not the default: the stores keep it (stored in the subscription's data).
         auto_requeue: true,
+        ack_timeout_secs: Some(30),
+        pull: true,
     }
 }
 

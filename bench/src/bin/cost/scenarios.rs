@@ -194,6 +194,8 @@ pub(crate) fn unmatched_subscription(i: usize, callback: &str, h: &shared::conte
         updated_at: now,
         version: 1,
         auto_requeue: false,
+        ack_timeout_secs: None,
+        pull: false,
     }
 }
 

@@ -120,6 +120,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Ordered sagas: the partition's mark, the lane's head, a missing entry
     // put back, leaving the lane.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], &["OrderTable"]);
+    // Subscriptions requiring acknowledgements: the latest one read at
+    // each check of an AwaitingAck saga.
+    grant(&mut g, &["dynamodb:GetItem"], &["AcknowledgementsTable"]);
     m.insert("SagaFunction", g);
 
     // delivery: reads the deliveries queue, Events, Subscriptions, Sagas;
@@ -236,6 +239,8 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     grant(&mut g, &["dynamodb:Query"], &["EventsTable/index/*", "EventOutcomesTable/index/*"]);
     grant(&mut g, &["dynamodb:BatchGetItem"], &["EventOutcomesTable"]);
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:Query"], &["SagasTable"]);
+    // Pull: one subscription's entries of the sparse index by_pull.
+    grant(&mut g, &["dynamodb:Query"], &["SagasTable/index/*"]);
     grant(&mut g, &["dynamodb:Query"], &["AttemptsTable", "DeadLettersTable/index/*"]);
     // Dead letters are listed through their indexes; the one Scan is the
     // operator's reindex after an upgrade (POST /v1/dead-letters/reindex).
@@ -272,6 +277,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // catalog: registered (GetItem, conditional PutItem), listed (Query),
     // read by that ingest (GetItem).
     grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem"], &["EventTypesTable"]);
+    // Subscribers' acknowledgements: stored (the latest replaces it), read
+    // with the deliveries.
+    grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["AcknowledgementsTable"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
@@ -357,8 +365,10 @@ pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
 /// route per path on ApiFunction (so a wrong method reaches the router and
 /// is its `405` with `Allow`, not API Gateway's `404`). Each as (method,
 /// path, function, authorizer): `NONE` for the document's open operations
-/// (empty `security`), `AWS_IAM` (the API's default, not overridden) for
-/// the others, whose security is the document's SigV4 scheme.
+/// (empty `security`) and the bearer-only ones
+/// (`hookline_api::routes::BEARER_ONLY`: bearer alone), `AWS_IAM` (the
+/// API's default, not overridden) for the others, whose security is the
+/// document's SigV4 scheme.
 pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
     let doc = serde_json::to_value(hookline_api::openapi::document()).expect("the document serializes");
     // The document's operations, and the route table's rows (the same set:
@@ -374,7 +384,11 @@ pub(super) fn routes() -> BTreeSet<(String, String, String, &'static str)> {
             let open = op["security"].as_array().is_some_and(Vec::is_empty);
             let sigv4 = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get(SIGV4).is_some()))
                 && doc["components"]["securitySchemes"][SIGV4]["x-amazon-apigateway-authtype"] == "awsSigv4";
-            let auth = match (open, sigv4) {
+            // A bearer-only route (pull): no IAM authorizer, the API checks
+            // the key itself; exactly the routes the API lists so.
+            let bearer = op["security"].as_array().is_some_and(|s| s.len() == 1 && s[0].get("bearer").is_some())
+                && hookline_api::routes::bearer_only(&method.to_uppercase(), path);
+            let auth = match (open || bearer, sigv4) {
                 (true, _) => "NONE",
                 (false, true) => "AWS_IAM",
                 (false, false) => "not the document's awsSigv4 scheme",
@@ -423,6 +437,7 @@ pub(super) const ENVIRONMENT: &[(&str, &str)] = &[
     ("JOBS_TABLE", "JobsTable"),
     ("STATS_TABLE", "StatsTable"),
     ("EVENT_TYPES_TABLE", "EventTypesTable"),
+    ("ACKS_TABLE", "AcknowledgementsTable"),
     ("DELIVERIES_QUEUE_URL", "DeliveriesQueue"),
     ("DELIVERIES_DLQ_URL", "DeliveriesDLQ"),
     ("RETRIES_QUEUE_URL", "RetriesQueue"),
