@@ -111,6 +111,10 @@ pub struct Config {
     /// IAM principals that are admins without a grant (`ADMIN_PRINCIPALS`;
     /// AWS only: the API behind API Gateway).
     pub admin_principals: Vec<String>,
+    /// The queues and buses subscriptions may deliver to
+    /// (`DESTINATION_ARNS`; [`crate::destination::check_allowed`]); `None`:
+    /// any.
+    pub allowed_destinations: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -414,6 +418,10 @@ pub struct Hookline {
     pub stats: crate::stats::StatsAggregator,
     /// The event types this process has recorded ([`crate::event_types`]).
     pub seen_types: crate::event_types::SeenTypes,
+    /// How deliveries and verification messages reach their destination
+    /// ([`crate::transport`]): [`Hookline::client`] alone (HTTPS) unless the
+    /// backend installs its queue and bus transport.
+    pub transport: Arc<dyn crate::transport::Transport>,
 }
 
 impl Hookline {
@@ -440,8 +448,10 @@ impl Hookline {
     pub fn new(stores: Stores, config: Config, keyring: Arc<crate::keyring::Keyring>) -> Self {
         let mut http = config.http.clone();
         http.policy = config.address_policy;
+        let client = HttpClient::new(http);
         Hookline {
-            client: HttpClient::new(http),
+            transport: Arc::new(client.clone()),
+            client,
             subscription_cache: SubscriptionCache::new(config.subscription_cache_ttl),
             health_cache: Default::default(),
             stores,

@@ -18,6 +18,7 @@ pub mod config;
 pub mod context;
 pub mod data_key;
 pub mod dead_letter;
+pub mod destination;
 pub mod duration;
 pub mod envelope;
 pub mod error;
@@ -51,3 +52,4 @@ pub mod tenant;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time_range;
+pub mod transport;

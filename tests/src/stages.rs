@@ -97,7 +97,9 @@ impl Rig {
             ..Config::default()
         };
         configure(&mut config);
-        Arc::new(Hookline::new(self.stores.clone(), config, self.keyring.clone()))
+        let mut h = Hookline::new(self.stores.clone(), config, self.keyring.clone());
+        awsreq::transport::install(&mut h);
+        Arc::new(h)
     }
 
     /// The strict checker, on AWS.
@@ -214,6 +216,7 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         created_at: at,
         updated_at: at,
         version: 1,
+        verification_token: None,
     }
 }
 

@@ -37,6 +37,10 @@ pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -
         updated_at: s.updated_at,
         health,
         blocked_lanes: None,
+        destination: shared::destination::parse(&s.callback_url)
+            .map_or(shared::destination::DestinationKind::Https, |d| d.kind())
+            .as_str()
+            .to_string(),
     }
 }
 

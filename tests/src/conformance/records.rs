@@ -87,6 +87,7 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         created_at: at,
         updated_at: at,
         version,
+        verification_token: None,
     }
 }
 

@@ -193,6 +193,7 @@ pub(crate) fn unmatched_subscription(i: usize, callback: &str, h: &shared::conte
         created_at: now,
         updated_at: now,
         version: 1,
+        verification_token: None,
     }
 }
 
