@@ -50,6 +50,7 @@ where
 pub mod aws_pipeline;
 pub mod cli_ops;
 pub mod conformance;
+pub mod destination_scenarios;
 pub mod emulator;
 pub mod error_code_scenarios;
 pub mod guard_scenarios;
@@ -194,6 +195,10 @@ macro_rules! both_backend_suites {
         /// (`hookline_tests::portal_scenarios`).
         mod portal {
             $crate::portal_scenario_tests!($backend);
+        }
+        /// Queue and bus destinations (`hookline_tests::destination_scenarios`).
+        mod destination_scenarios {
+            $crate::destination_scenario_tests!($backend);
         }
     };
 }

@@ -14,14 +14,12 @@
 //! challenge. Only a receiver that reads the challenge and answers it
 //! passes.
 
-use chrono::Utc;
 
 use crate::audit;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ids::{self, SubscriptionId};
 use super::verify_token::{store_unless_repointed, verification_headers};
-use crate::signing;
 use crate::subscription::Subscription;
 
 /// Runs the handshake for one subscription and stores the result. Returns
