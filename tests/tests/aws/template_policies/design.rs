@@ -143,6 +143,10 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Delivery statistics: a closed minute added to its minute and hour
     // items (UpdateItem ADD), once per series per minute per container.
     grant(&mut g, &["dynamodb:UpdateItem"], &["StatsTable"]);
+    // Queue and bus destinations: exactly the configured ones (conditional
+    // statements: none when their list is empty).
+    grant(&mut g, &["sqs:SendMessage"], &["DestinationQueueArns"]);
+    grant(&mut g, &["events:PutEvents"], &["DestinationBusArns"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -264,6 +268,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // GET /v1/event-types (Query on one scope); the console's
     // /ui/api/v1/events ingests here too (conditional puts).
     grant(&mut g, &["dynamodb:PutItem", "dynamodb:Query"], &["EventTypesTable"]);
+    // A queue or bus destination's verification message (as delivery).
+    grant(&mut g, &["sqs:SendMessage"], &["DestinationQueueArns"]);
+    grant(&mut g, &["events:PutEvents"], &["DestinationBusArns"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem
