@@ -406,7 +406,9 @@ impl Api {
             let sub = confirm(&self.hookline, id, &token, &c.caller.actor).await.map_err(|e| match e {
                 ConfirmError::NotFound => ApiError::not_found("subscription", id),
                 ConfirmError::Store(e) => e.into(),
-                e @ (ConfirmError::NothingPending | ConfirmError::WrongToken) => ApiError::invalid("token", e.to_string()),
+                e @ (ConfirmError::NothingPending | ConfirmError::WrongToken) => {
+                    ApiError::invalid("token", e.to_string())
+                }
             })?;
             return Ok(Response::json(200, &self.shown_now(&sub).await?));
         }

@@ -48,12 +48,8 @@ struct Service {
     content_type: &'static str,
 }
 
-const SQS: Service = Service {
-    shown: "SQS",
-    name: "sqs",
-    target: "AmazonSQS.SendMessage",
-    content_type: "application/x-amz-json-1.0",
-};
+const SQS: Service =
+    Service { shown: "SQS", name: "sqs", target: "AmazonSQS.SendMessage", content_type: "application/x-amz-json-1.0" };
 
 const EVENTS: Service = Service {
     shown: "EventBridge",
@@ -68,7 +64,11 @@ impl AwsTransport {
     /// takes the timeouts of `https`; no network call happens here.
     pub fn from_env(https: HttpClient) -> Self {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        Self::new(https, env("AWS_ENDPOINT_URL_SQS").or(env("AWS_ENDPOINT_URL")), env("AWS_ENDPOINT_URL_EVENTS").or(env("AWS_ENDPOINT_URL")))
+        Self::new(
+            https,
+            env("AWS_ENDPOINT_URL_SQS").or(env("AWS_ENDPOINT_URL")),
+            env("AWS_ENDPOINT_URL_EVENTS").or(env("AWS_ENDPOINT_URL")),
+        )
     }
 
     /// The transport with explicit endpoint overrides (`None`: AWS's
@@ -102,12 +102,19 @@ impl AwsTransport {
         let started = Instant::now();
         let url = match Url::parse(&format!("{endpoint}/")) {
             Ok(u) => u,
-            Err(e) => return PostResult::failed(PostError::Local(format!("{} endpoint: {e}", service.shown)), started.elapsed()),
+            Err(e) => {
+                return PostResult::failed(
+                    PostError::Local(format!("{} endpoint: {e}", service.shown)),
+                    started.elapsed(),
+                )
+            }
         };
         let body = serde_json::to_vec(body).expect("json serializes");
         let keys = match tokio::task::spawn_blocking(crate::credentials::resolve).await {
             Ok(Ok(k)) => k,
-            Ok(Err(e)) => return PostResult::failed(PostError::Other(format!("AWS credentials: {e}")), started.elapsed()),
+            Ok(Err(e)) => {
+                return PostResult::failed(PostError::Other(format!("AWS credentials: {e}")), started.elapsed())
+            }
             Err(e) => return PostResult::failed(PostError::Local(format!("AWS credentials: {e}")), started.elapsed()),
         };
         let headers = [("content-type", service.content_type), ("x-amz-target", service.target)];

@@ -142,7 +142,12 @@ mod tests {
         assert!(matches!(denied.error, Some(PostError::Other(ref e)) if e == "SQS AccessDenied"));
         let throttled = aws_answer("EventBridge", 400, r#"{"__type":"ThrottlingException"}"#, Duration::ZERO);
         assert!(matches!(throttled.error, Some(PostError::Other(_))));
-        let too_long = aws_answer("SQS", 400, r#"{"__type":"com.amazonaws.sqs#InvalidParameterValue","message":"too long"}"#, Duration::ZERO);
+        let too_long = aws_answer(
+            "SQS",
+            400,
+            r#"{"__type":"com.amazonaws.sqs#InvalidParameterValue","message":"too long"}"#,
+            Duration::ZERO,
+        );
         assert!(matches!(too_long.error, Some(PostError::Refused(_))));
         let partial = aws_answer(
             "EventBridge",
@@ -151,7 +156,8 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(partial.error, Some(PostError::Other("EventBridge InternalFailure: x".into())));
-        let put = aws_answer("EventBridge", 200, r#"{"FailedEntryCount":0,"Entries":[{"EventId":"e"}]}"#, Duration::ZERO);
+        let put =
+            aws_answer("EventBridge", 200, r#"{"FailedEntryCount":0,"Entries":[{"EventId":"e"}]}"#, Duration::ZERO);
         assert!(put.is_success());
         let html = aws_answer("SQS", 503, "<html>", Duration::ZERO);
         assert_eq!(html.error, Some(PostError::Other("SQS HTTP 503".into())));

@@ -43,6 +43,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def answer(handler, status, content_type, body):
+    """Writes one HTTP answer from a test server's request handler."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class Receiver:
     """A webhook receiver: answers the verification challenge, then each
     delivery with `status` (200 or 500); records what it received."""
@@ -65,11 +74,7 @@ class Receiver:
                     receiver.received.append((self.path, doc))
                     status = receiver.status
                     out = b'{"ok":true}' if status < 300 else b'{"error":"receiver is down for the test"}'
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                answer(self, status, "application/json", out)
 
             def log_message(self, *args):
                 pass
@@ -98,12 +103,7 @@ class FakeSqs:
                 assert self.headers.get("X-Amz-Target") == "AmazonSQS.SendMessage"
                 assert self.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256 ")
                 fake.sent.append(json.loads(body))
-                out = json.dumps({"MessageId": f"m{len(fake.sent)}"}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-amz-json-1.0")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                answer(self, 200, "application/x-amz-json-1.0", json.dumps({"MessageId": f"m{len(fake.sent)}"}).encode())
 
             def log_message(self, *args):
                 pass

@@ -29,15 +29,23 @@ def test_sign_in_refuses_a_wrong_key_and_accepts_the_right_one(page, hookline):
     assert page.evaluate("document.cookie") == ""
 
 
-def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
+def new_subscription_refused(page, hookline, callback_url):
+    """Signs in, opens the new subscription form and submits `callback_url`,
+    which the API refuses: its field error shows next to its input."""
     sign_in(page, hookline)
     menu(page, "Subscriptions")
     page.get_by_role("link", name="New subscription").click()
-    # A bad URL first: the API's field error shows next to its input.
-    page.get_by_label("Callback URL").fill("ftp://nowhere")
+    page.get_by_label("Callback URL").fill(callback_url)
     page.get_by_label("Event types").fill("order.*")
     page.get_by_role("button", name="Create subscription").click()
-    expect(page.locator('[data-field="callback_url"] .field-error')).not_to_be_empty()
+    error = page.locator('[data-field="callback_url"] .field-error')
+    expect(error).not_to_be_empty()
+    return error
+
+
+def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
+    # A bad URL first: the API's field error shows next to its input.
+    new_subscription_refused(page, hookline, "ftp://nowhere")
     expect(page.get_by_label("Callback URL")).to_have_attribute("aria-invalid", "true")
     page.get_by_label("Callback URL").fill(receiver.url("/created"))
     page.get_by_label("Tenant").fill("ui-tenant")
@@ -71,14 +79,8 @@ def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
 
 
 def test_a_queue_destination_is_confirmed_with_the_token_it_received(page, hookline, sqs):
-    sign_in(page, hookline)
-    menu(page, "Subscriptions")
-    page.get_by_role("link", name="New subscription").click()
-    # A malformed ARN: the API's field error shows next to the input.
-    page.get_by_label("Callback URL").fill("arn:aws:sqs:us-east-1:1234:orders")
-    page.get_by_label("Event types").fill("order.*")
-    page.get_by_role("button", name="Create subscription").click()
-    expect(page.locator('[data-field="callback_url"] .field-error')).to_contain_text("12 digits")
+    # A malformed ARN first: the account must be 12 digits.
+    expect(new_subscription_refused(page, hookline, "arn:aws:sqs:us-east-1:1234:orders")).to_contain_text("12 digits")
     arn = "arn:aws:sqs:us-east-1:123456789012:browser-orders"
     page.get_by_label("Callback URL").fill(arn)
     page.get_by_label("Description").fill("Queue destination")

@@ -149,7 +149,13 @@ pub fn parse(callback_url: &str) -> Result<Destination, DestinationError> {
     let (partition, region, account) = (partition.to_string(), region.to_string(), account.to_string());
     if service == "sqs" {
         check_queue_name(resource)?;
-        return Ok(Destination::Sqs(SqsQueue { arn: s.to_string(), partition, region, account, name: resource.into() }));
+        return Ok(Destination::Sqs(SqsQueue {
+            arn: s.to_string(),
+            partition,
+            region,
+            account,
+            name: resource.into(),
+        }));
     }
     let Some(name) = resource.strip_prefix("event-bus/") else {
         return Err(DestinationError::Malformed(format!(
@@ -225,7 +231,10 @@ mod tests {
         let q = parse("arn:aws:sqs:eu-west-1:123456789012:orders.fifo").unwrap();
         let Destination::Sqs(q) = q else { panic!("a queue") };
         assert!(q.fifo());
-        assert_eq!((q.region.as_str(), q.account.as_str(), q.name.as_str()), ("eu-west-1", "123456789012", "orders.fifo"));
+        assert_eq!(
+            (q.region.as_str(), q.account.as_str(), q.name.as_str()),
+            ("eu-west-1", "123456789012", "orders.fifo")
+        );
         let b = parse("arn:aws:events:us-east-1:123456789012:event-bus/crm").unwrap();
         assert_eq!(b.kind(), DestinationKind::EventBridge);
         let Destination::EventBridge(b) = b else { panic!("a bus") };

@@ -182,10 +182,18 @@ mod tests {
         assert!(matches!(send_message(&queue("q"), "u", &headers(), &big, "g", "d"), Err(SqsRefusal::TooLarge(_))));
         let just = vec![b'a'; MAX_MESSAGE_BYTES - "webhook-idStringmsg_1x-teamStringa".len()];
         assert!(send_message(&queue("q"), "u", &headers(), &just, "g", "d").is_ok(), "exactly the limit fits");
-        let many: Vec<(&str, String)> =
-            ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11"].iter().map(|k| (*k, "v".into())).collect();
-        assert!(matches!(send_message(&queue("q"), "u", &many, b"{}", "g", "d"), Err(SqsRefusal::TooManyAttributes(11))));
-        assert!(matches!(send_message(&queue("q"), "u", &[("AWS.x", "v".into())], b"{}", "g", "d"), Err(SqsRefusal::AttributeName(_))));
+        let many: Vec<(&str, String)> = ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11"]
+            .iter()
+            .map(|k| (*k, "v".into()))
+            .collect();
+        assert!(matches!(
+            send_message(&queue("q"), "u", &many, b"{}", "g", "d"),
+            Err(SqsRefusal::TooManyAttributes(11))
+        ));
+        assert!(matches!(
+            send_message(&queue("q"), "u", &[("AWS.x", "v".into())], b"{}", "g", "d"),
+            Err(SqsRefusal::AttributeName(_))
+        ));
         assert!(matches!(send_message(&queue("q"), "u", &[], &[0xff, 0xfe], "g", "d"), Err(SqsRefusal::NotText)));
     }
 
@@ -193,7 +201,8 @@ mod tests {
     fn custom_headers_are_checked_for_room_and_names() {
         let one: BTreeMap<String, String> = [("x-team".to_string(), "a".to_string())].into();
         assert!(check_headers(&one).is_ok());
-        let two: BTreeMap<String, String> = [("x-a".to_string(), "a".to_string()), ("x-b".to_string(), "b".to_string())].into();
+        let two: BTreeMap<String, String> =
+            [("x-a".to_string(), "a".to_string()), ("x-b".to_string(), "b".to_string())].into();
         assert!(check_headers(&two).unwrap_err().contains("at most 1"));
         for bad in ["amazon.x", "AWS.y", ".a", "a.", "a..b", "a b", ""] {
             let h: BTreeMap<String, String> = [(bad.to_string(), "v".to_string())].into();

@@ -14,12 +14,11 @@
 //! challenge. Only a receiver that reads the challenge and answers it
 //! passes.
 
-
+use super::verify_token::{store_unless_repointed, verification_headers};
 use crate::audit;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ids::{self, SubscriptionId};
-use super::verify_token::{store_unless_repointed, verification_headers};
 use crate::subscription::Subscription;
 
 /// Runs the handshake for one subscription and stores the result. Returns

@@ -102,7 +102,12 @@ pub enum ConfirmError {
 /// Confirms the destination of `id` with `token` on behalf of `actor`:
 /// verified if it is the pending token (`subscription.verified`); a wrong
 /// one changes nothing but the audit trail (`subscription.verification_failed`).
-pub async fn confirm(h: &Hookline, id: &SubscriptionId, token: &str, actor: &str) -> Result<Subscription, ConfirmError> {
+pub async fn confirm(
+    h: &Hookline,
+    id: &SubscriptionId,
+    token: &str,
+    actor: &str,
+) -> Result<Subscription, ConfirmError> {
     let sub = h.stores.subscriptions.get(id).await?.ok_or(ConfirmError::NotFound)?;
     let Some(expected) = sub.verification_token.clone() else { return Err(ConfirmError::NothingPending) };
     if !crate::api_key::constant_time_eq(token_hash(token).as_bytes(), expected.as_bytes()) {

@@ -101,9 +101,8 @@ fn destination_grants_that_are_not_conditional_or_not_scoped_are_caught() {
     );
     broken_by(
         |t| {
-            statements_mut(t, "ApiRole").push(yaml(
-                "{Sid: AnyQueue, Effect: Allow, Action: sqs:SendMessage, Resource: 'arn:aws:sqs:*:*:*'}",
-            ))
+            statements_mut(t, "ApiRole")
+                .push(yaml("{Sid: AnyQueue, Effect: Allow, Action: sqs:SendMessage, Resource: 'arn:aws:sqs:*:*:*'}"))
         },
         "ApiFunction: grants sqs:SendMessage on arn:aws:sqs:*:*:*",
     );
