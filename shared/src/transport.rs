@@ -15,8 +15,10 @@
 //!   retried ([`PostError::Refused`]);
 //! - everything else (throttling, 5xx, access denied, a queue or bus that
 //!   does not exist, a failed `PutEvents` entry): a failed attempt, retried
-//!   on the subscription's schedule; the breaker and the automatic disable
-//!   handle a destination that stays wrong.
+//!   on the subscription's schedule. Throttling is recorded as 429 and a
+//!   failed entry as 500 or 400 (never 200), so the breaker and the
+//!   statistics read them as they read an endpoint's answers; the automatic
+//!   disable handles a destination that stays wrong.
 
 use std::time::Duration;
 
@@ -76,6 +78,30 @@ impl Transport for HttpClient {
 const MESSAGE_REFUSALS: [&str; 4] =
     ["InvalidParameterValue", "InvalidMessageContents", "MalformedDetail", "ValidationException"];
 
+/// The AWS error codes that mean "slow down": recorded as HTTP 429, so the
+/// breaker counts them as it counts an endpoint's 429 (SQS and EventBridge
+/// answer them with 400).
+const THROTTLING: [&str; 5] =
+    ["ThrottlingException", "Throttling", "RequestThrottled", "TooManyRequestsException", "KmsThrottled"];
+
+/// The status an attempt records for an AWS error `code` answered with
+/// `status`: 429 for throttling; a failed `PutEvents` entry (answered
+/// with 200) as 500 when EventBridge failed internally, else 400; any
+/// other as answered.
+fn recorded_status(code: &str, status: u16) -> u16 {
+    if THROTTLING.contains(&code) {
+        429
+    } else if (200..300).contains(&status) {
+        if code == "InternalFailure" {
+            500
+        } else {
+            400
+        }
+    } else {
+        status
+    }
+}
+
 /// The short code of an AWS JSON error type (`com.amazonaws.sqs#QueueDoesNotExist`
 /// → `QueueDoesNotExist`, `AWS.SimpleQueueService.NonExistentQueue` →
 /// `NonExistentQueue`).
@@ -92,23 +118,31 @@ pub fn aws_answer(service: &str, status: u16, body: &str, latency: Duration) -> 
     let message = |v: &serde_json::Value| {
         v.get("message").or_else(|| v.get("Message")).and_then(|m| m.as_str()).unwrap_or("").to_string()
     };
-    let error = if (200..300).contains(&status) {
-        // PutEvents answers 200 with the failed entries counted.
+    let (code, text) = if (200..300).contains(&status) {
+        // PutEvents answers 200 with the failed entries counted: a failed
+        // attempt all the same, never a success.
         match v.get("FailedEntryCount").and_then(|n| n.as_u64()) {
             Some(n) if n > 0 => {
                 let e = v.get("Entries").and_then(|e| e.get(0)).cloned().unwrap_or_default();
                 let code = e.get("ErrorCode").and_then(|c| c.as_str()).unwrap_or("unknown").to_string();
-                let msg = e.get("ErrorMessage").and_then(|c| c.as_str()).unwrap_or("").to_string();
-                Some(refusal_or_failure(service, &code, &msg))
+                (Some(code), e.get("ErrorMessage").and_then(|c| c.as_str()).unwrap_or("").to_string())
             }
-            _ => None,
+            _ => (None, String::new()),
         }
     } else {
         let code = v.get("__type").and_then(|t| t.as_str()).map(short_code).unwrap_or("").to_string();
-        let code = if code.is_empty() { format!("HTTP {status}") } else { code };
-        Some(refusal_or_failure(service, &code, &message(&v)))
+        (Some(if code.is_empty() { format!("HTTP {status}") } else { code }), message(&v))
     };
-    PostResult { status: Some(status), body: body.to_string(), retry_after: None, error, latency }
+    let Some(code) = code else {
+        return PostResult { status: Some(status), body: body.to_string(), retry_after: None, error: None, latency };
+    };
+    PostResult {
+        status: Some(recorded_status(&code, status)),
+        body: body.to_string(),
+        retry_after: None,
+        error: Some(refusal_or_failure(service, &code, &text)),
+        latency,
+    }
 }
 
 fn refusal_or_failure(service: &str, code: &str, message: &str) -> PostError {
@@ -142,6 +176,11 @@ mod tests {
         assert!(matches!(denied.error, Some(PostError::Other(ref e)) if e == "SQS AccessDenied"));
         let throttled = aws_answer("EventBridge", 400, r#"{"__type":"ThrottlingException"}"#, Duration::ZERO);
         assert!(matches!(throttled.error, Some(PostError::Other(_))));
+        assert_eq!(throttled.status, Some(429), "throttling counts for the breaker as a 429");
+        let sqs_throttled =
+            aws_answer("SQS", 400, r#"{"__type":"com.amazonaws.sqs#RequestThrottled"}"#, Duration::ZERO);
+        assert_eq!(sqs_throttled.status, Some(429));
+        assert_eq!(missing.status, Some(400), "a missing queue is a client error, as answered");
         let too_long = aws_answer(
             "SQS",
             400,
@@ -156,6 +195,15 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(partial.error, Some(PostError::Other("EventBridge InternalFailure: x".into())));
+        assert_eq!(partial.status, Some(500), "a failed entry is never recorded as a 200");
+        assert!(!partial.is_success());
+        let refused_entry = aws_answer(
+            "EventBridge",
+            200,
+            r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"AccessDeniedException"}]}"#,
+            Duration::ZERO,
+        );
+        assert_eq!(refused_entry.status, Some(400));
         let put =
             aws_answer("EventBridge", 200, r#"{"FailedEntryCount":0,"Entries":[{"EventId":"e"}]}"#, Duration::ZERO);
         assert!(put.is_success());
