@@ -51,6 +51,7 @@ pub mod aws_pipeline;
 pub mod cli_ops;
 pub mod conformance;
 pub mod destination_scenarios;
+pub mod destination_stages;
 pub mod emulator;
 pub mod error_code_scenarios;
 pub mod guard_scenarios;

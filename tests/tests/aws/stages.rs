@@ -21,6 +21,17 @@ macro_rules! case {
 
 hookline_tests::for_each_stage_scenario!(case);
 
+macro_rules! destination_case {
+    ($name:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            hookline_tests::destination_stages::$name(&Rig::aws(stringify!($name)).await).await;
+        }
+    };
+}
+
+hookline_tests::for_each_destination_stage_scenario!(destination_case);
+
 hookline_tests::isolation_tests!(aws);
 
 hookline_tests::idempotency_rig_tests!(aws);
