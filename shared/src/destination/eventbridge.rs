@@ -4,7 +4,8 @@
 //!
 //! The entry:
 //! - `Source`: [`SOURCE`] (`hookline`; a source may not start with `aws.`);
-//! - `DetailType`: the event type;
+//! - `DetailType`: the event type (EventBridge takes up to 128 characters;
+//!   an event type has at most 100, `MAX_EVENT_TYPE_LEN`);
 //! - `Detail`: a JSON object `{"webhook": {<the delivery headers>},
 //!   "payload": <the body an HTTPS delivery would POST, as JSON>}`:
 //!   `webhook["webhook-id"]` is the same on every attempt, requeue and replay,
