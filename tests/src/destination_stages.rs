@@ -196,12 +196,13 @@ pub async fn a_failed_put_events_entry_is_retried_then_completes(rig: &Rig) {
     assert!(t.sent.lock().unwrap().iter().all(|(k, _)| *k == DestinationKind::EventBridge));
 }
 
-/// Every destination stage scenario, for the backend test files.
+/// Every destination stage scenario, for the backend test files (as
+/// `module::name`, beside `for_each_stage_scenario`'s).
 #[macro_export]
 macro_rules! for_each_destination_stage_scenario {
     ($m:ident) => {
-        $m!(queue_throttling_opens_the_breaker_and_a_missing_queue_does_not);
-        $m!(queue_max_in_flight_holds_across_containers);
-        $m!(a_failed_put_events_entry_is_retried_then_completes);
+        $m!(destination_stages::queue_throttling_opens_the_breaker_and_a_missing_queue_does_not);
+        $m!(destination_stages::queue_max_in_flight_holds_across_containers);
+        $m!(destination_stages::a_failed_put_events_entry_is_retried_then_completes);
     };
 }
