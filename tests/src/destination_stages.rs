@@ -87,7 +87,15 @@ pub async fn queue_throttling_opens_the_breaker_and_a_missing_queue_does_not(rig
     let t =
         Scripted::new(400, r#"{"__type":"com.amazonaws.sqs#RequestThrottled","message":"slow down"}"#, Duration::ZERO);
     let h = container(rig, &t, 2);
-    let sub = subscription(QUEUE, true);
+    let mut sub = subscription(QUEUE, true);
+    // Retries far off: the held job waits for the breaker's probe, well
+    // before its saga's last attempt is due.
+    sub.retry_policy = shared::retry::RetryPolicy {
+        max_attempts: 3,
+        base_delay_ms: 600_000,
+        max_delay_ms: 600_000,
+        schedule_ms: None,
+    };
     rig.stores.subscriptions.create(&sub).await.unwrap();
     let mut sagas = Vec::new();
     for i in 0..3 {
