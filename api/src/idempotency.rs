@@ -51,7 +51,11 @@ pub const IGNORING: &[(&str, &str)] = &[
     ("/v1/events", "its own idempotency: the key becomes the event's id"),
     ("/v1/events/batch", "refuses a key: each envelope carries its own id"),
     ("/v1/subscriptions/reindex", "a repair pass; repeating it is harmless"),
-    ("/v1/subscriptions/{subscription}/verify", "a handshake; repeating it is harmless"),
+    (
+        "/v1/subscriptions/{subscription}/verify",
+        "a handshake, or a new verification message (the last one's token counts), harmless to repeat; a token \
+         confirms once (a repeat is 422 naming it)",
+    ),
     ("/v1/subscriptions/{subscription}/lanes/{partition_key}/skip", "a repeat finds the lane unblocked (409)"),
     ("/v1/dead-letters/reindex", "a repair pass; repeating it is harmless"),
     ("/v1/dead-letters/{dead_letter}/requeue", "one saga per dead letter; a repeat finds it resolved (409)"),

@@ -64,6 +64,9 @@ pub(super) fn tenant(t: Option<String>) -> Result<Option<TenantId>, ApiError> {
 /// A callback URL that passes the address policy without resolving it
 /// (`422 invalid_callback_url` naming `callback_url` otherwise).
 fn url_shape(url: &str, config: &Config) -> Result<(), ApiError> {
+    if checks::destination_arn(url, config)?.is_some() {
+        return Ok(());
+    }
     ssrf::check_callback_url(url, config.address_policy).map(drop).map_err(|e| url_refused(&e))
 }
 
@@ -83,6 +86,9 @@ impl Api {
         let mut v = Issues::default();
         let callback_url = v.take(self.check_url(&body.callback_url).await);
         let f = checks::create(&body, &self.hookline.config, &mut v);
+        if let Some(url) = &callback_url {
+            v.take(checks::destination_headers(url, &f.headers));
+        }
         v.check()?;
         let now = Utc::now();
         let secret = Secret::generate();
@@ -113,6 +119,7 @@ impl Api {
             auto_requeue: body.auto_requeue.unwrap_or(false),
             ack_timeout_secs: f.ack_timeout_secs,
             pull: body.pull.unwrap_or(false),
+            verification_token: None,
         };
         let actor = c.caller.actor.clone();
         manage::create(&self.hookline, &sub, &actor).await?;
@@ -124,6 +131,9 @@ impl Api {
     /// A callback URL that passes the address policy, also once resolved
     /// (`422 invalid_callback_url` otherwise).
     async fn check_url(&self, url: &str) -> Result<String, ApiError> {
+        if let Some(arn) = checks::destination_arn(url, &self.hookline.config)? {
+            return Ok(arn);
+        }
         let policy = self.hookline.config.address_policy;
         let parsed = ssrf::check_callback_url(url, policy).map_err(|e| url_refused(&e))?;
         ssrf::check_callback_resolves(&parsed, policy).await.map_err(|e| url_refused(&e))?;
@@ -369,6 +379,7 @@ impl Api {
             sub.pull = body.pull.clone().apply(sub.pull, || false);
             sub.active = body.active.clone().apply(sub.active, || true);
             sub.auto_requeue = body.auto_requeue.clone().apply(sub.auto_requeue, || false);
+            checks::destination_headers(&sub.callback_url, &sub.headers)?;
             Ok(())
         })
         .await
@@ -389,8 +400,24 @@ impl Api {
         Ok(Response { status: 204, content_type: "application/json", body: vec![], headers: Vec::new() })
     }
 
+    /// `POST /v1/subscriptions/{id}/verify`: the handshake (HTTPS) or a new
+    /// verification message (queue or bus); with `{"token"}`, a queue or
+    /// bus owner's confirmation (`422 invalid_field` naming `token` when it
+    /// is not the pending one: nothing changes, the attempt is audited).
     pub(super) async fn verify_now(&self, id: &SubscriptionId, c: &Call<'_>) -> ApiResult {
         query::none(c.req.query)?;
+        let body: wire::VerifySubscription = parse(c.req.body, true)?;
+        if let Some(token) = body.token {
+            use shared::stage::verify_token::{confirm, ConfirmError};
+            let sub = confirm(&self.hookline, id, &token, &c.caller.actor).await.map_err(|e| match e {
+                ConfirmError::NotFound => ApiError::not_found("subscription", id),
+                ConfirmError::Store(e) => e.into(),
+                e @ (ConfirmError::NothingPending | ConfirmError::WrongToken) => {
+                    ApiError::invalid("token", e.to_string())
+                }
+            })?;
+            return Ok(Response::json(200, &self.shown_now(&sub).await?));
+        }
         let sub = verify::verify_as(&self.hookline, id, &c.caller.actor)
             .await?
             .ok_or_else(|| ApiError::not_found("subscription", id))?;

@@ -434,7 +434,10 @@ pub async fn backend_from_env() -> Result<(std::sync::Arc<Hookline>, crate::AwsB
     // The data key: one GetItem and one KMS Decrypt per container, kept for
     // its life.
     let backend = crate::AwsBackend::from_env(&sdk, &config).await?;
-    Ok((std::sync::Arc::new(Hookline::new(backend.stores.clone(), config, backend.keyring.clone())), backend))
+    let mut h = Hookline::new(backend.stores.clone(), config, backend.keyring.clone());
+    // Queue and bus destinations: SigV4 with the function role's keys.
+    awsreq::transport::install(&mut h);
+    Ok((std::sync::Arc::new(h), backend))
 }
 
 /// The Lambda runtime loop of one function: each invocation's payload goes

@@ -1,7 +1,7 @@
 //! `hookline`: the embedded pipeline (`serve`), a local receiver (`listen`),
 //! and ops commands that talk to a running Hookline over its HTTP API.
 
-mod credentials;
+use awsreq::credentials;
 mod listen;
 mod ops;
 mod serve;

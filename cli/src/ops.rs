@@ -29,7 +29,7 @@ mod jobs;
 mod keys;
 mod output;
 mod replay;
-pub mod sigv4;
+pub use awsreq::sigv4;
 mod subscriptions;
 mod time;
 

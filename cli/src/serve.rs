@@ -155,6 +155,7 @@ fn setting_arg(s: &'static Setting) -> clap::Arg {
         // `--trust-actor-header` alone turns it on.
         Kind::Switch => arg.value_name("BOOL").num_args(0..=1).require_equals(true).default_missing_value("true"),
         Kind::Principals => arg.value_name("ARNS"),
+        Kind::Destinations => arg.value_name("ARNS"),
     };
     match s.older_spelling_of {
         Some(of) => arg.hide(true).conflicts_with(of),
@@ -246,6 +247,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..settings
     };
     let mut h = Hookline::new(backend.stores.clone(), config, backend.keyring.clone());
+    // Queue and bus destinations: SigV4 with the credentials the AWS CLI would find.
+    awsreq::transport::install(&mut h);
     // Test builds only (the `failpoints` feature): HOOKLINE_FAILPOINT, read once.
     h.failpoints = shared::failpoint::Failpoints::from_env();
     let h = Arc::new(h);

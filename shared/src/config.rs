@@ -36,6 +36,9 @@ pub enum Kind {
     Switch,
     /// IAM principal ARNs separated by commas (AWS only).
     Principals,
+    /// SQS queue and EventBridge bus ARNs separated by commas, or `none`
+    /// ([`crate::destination`]).
+    Destinations,
 }
 
 impl Kind {
@@ -46,6 +49,7 @@ impl Kind {
             Kind::Duration => "a duration".to_string(),
             Kind::Switch => "true or false".to_string(),
             Kind::Principals => "IAM ARNs, comma-separated".to_string(),
+            Kind::Destinations => "queue and bus ARNs, comma-separated, or `none`".to_string(),
         }
     }
 }
@@ -165,6 +169,8 @@ settings! {
         "IAM principals (user or role ARNs) that are admins without a grant in the key store: the bootstrap of an AWS deployment (`hookline serve` refuses any)";
     STRICT_CATALOG: "--strict-catalog", Switch, Value("false"),
         "refuse (422 on the type) events whose type is not registered in the event catalog";
+    DESTINATION_ARNS: "--destination-arns", Kind::Destinations, Value(""),
+        "the SQS queues and EventBridge buses subscriptions may deliver to (empty: any; `none`: no queue or bus); on AWS the template sets it to the queues and buses the delivery role is granted";
 }
 
 /// The declaration of the setting named `key`.
@@ -195,6 +201,8 @@ enum Parsed {
     Duration(chrono::Duration),
     Switch(bool),
     Principals(Vec<String>),
+    /// The allowed queue and bus ARNs; `None`: no list (any).
+    Destinations(Option<Vec<String>>),
 }
 
 /// Parses `text` as `s` declares.
@@ -221,6 +229,18 @@ fn parse(s: &Setting, text: &str) -> Result<Parsed, String> {
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Parsed::Principals),
+        Kind::Destinations if text.eq_ignore_ascii_case("none") => Ok(Parsed::Destinations(Some(Vec::new()))),
+        Kind::Destinations => text
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| match crate::destination::parse(a) {
+                Ok(d) if d.arn().is_some() => Ok(a.to_string()),
+                Ok(_) => Err(format!("{}: not a queue or bus ARN", crate::envelope::show(a))),
+                Err(e) => Err(e.to_string()),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|list| Parsed::Destinations(if list.is_empty() { None } else { Some(list) })),
     }
 }
 
@@ -368,6 +388,10 @@ impl Config {
                 _ => Vec::new(),
             },
             strict_catalog: r.switch(&STRICT_CATALOG),
+            allowed_destinations: match r.get(&DESTINATION_ARNS) {
+                Some(Parsed::Destinations(d)) => d,
+                _ => None,
+            },
             max_body_bytes: MAX_BODY_BYTES,
             max_batch: MAX_BATCH,
             address_policy: AddressPolicy::PublicOnly,
@@ -449,6 +473,19 @@ mod tests {
         let keys: Vec<&str> = e.problems.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["RETENTION", "MAX_ATTEMPTS", "DELIVERY_TIMEOUT_MS", "RECONCILE_MAX_SAGAS"], "{e}");
         assert!(e.to_string().contains("MAX_ATTEMPTS: must be a whole number from 1 to 100, got \"abc\""), "{e}");
+    }
+
+    #[test]
+    fn destination_arns_are_a_list_none_or_unset() {
+        assert_eq!(config(&[]).unwrap().allowed_destinations, None, "any queue or bus by default");
+        assert_eq!(config(&[("DESTINATION_ARNS", "none")]).unwrap().allowed_destinations, Some(vec![]));
+        let q = "arn:aws:sqs:us-east-1:123456789012:q";
+        let b = "arn:aws:events:us-east-1:123456789012:event-bus/b";
+        let c = config(&[("DESTINATION_ARNS", &format!(" {q} ,{b},"))]).unwrap();
+        assert_eq!(c.allowed_destinations, Some(vec![q.to_string(), b.to_string()]));
+        let e = config(&[("DESTINATION_ARNS", "https://a.example")]).unwrap_err();
+        assert_eq!(e.problems[0].0, "DESTINATION_ARNS", "{e}");
+        assert!(config(&[("DESTINATION_ARNS", "arn:aws:sns:us-east-1:123456789012:t")]).is_err());
     }
 
     #[test]

@@ -116,6 +116,10 @@ pub struct Config {
     /// Whether an event of a type not in the event catalog is refused
     /// (`STRICT_CATALOG`; [`crate::catalog`]).
     pub strict_catalog: bool,
+    /// The queues and buses subscriptions may deliver to
+    /// (`DESTINATION_ARNS`; [`crate::destination::check_allowed`]); `None`:
+    /// any.
+    pub allowed_destinations: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -422,6 +426,10 @@ pub struct Hookline {
     /// What this process knows of the event catalog ([`crate::catalog`]),
     /// for ingest.
     pub catalog: crate::catalog::CatalogCache,
+    /// How deliveries and verification messages reach their destination
+    /// ([`crate::transport`]): [`Hookline::client`] alone (HTTPS) unless the
+    /// backend installs its queue and bus transport.
+    pub transport: Arc<dyn crate::transport::Transport>,
 }
 
 impl Hookline {
@@ -448,8 +456,10 @@ impl Hookline {
     pub fn new(stores: Stores, config: Config, keyring: Arc<crate::keyring::Keyring>) -> Self {
         let mut http = config.http.clone();
         http.policy = config.address_policy;
+        let client = HttpClient::new(http);
         Hookline {
-            client: HttpClient::new(http),
+            transport: Arc::new(client.clone()),
+            client,
             subscription_cache: SubscriptionCache::new(config.subscription_cache_ttl),
             health_cache: Default::default(),
             stores,

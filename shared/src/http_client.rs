@@ -103,7 +103,9 @@ impl PostResult {
         self.error.is_none() && matches!(self.status, Some(200..=299))
     }
 
-    fn failed(error: PostError, latency: Duration) -> PostResult {
+    /// A result without a status: the request failed (or was never sent)
+    /// for `error`, after `latency`.
+    pub fn failed(error: PostError, latency: Duration) -> PostResult {
         PostResult { status: None, body: String::new(), retry_after: None, error: Some(error), latency }
     }
 }
@@ -136,6 +138,11 @@ pub enum PostError {
     /// Anything else: protocol errors, ...
     #[error("request failed: {0}")]
     Other(String),
+    /// The destination can never take this message (too large for a
+    /// queue or bus, an attribute it does not allow): the request was not
+    /// sent, or was refused for the message itself; retrying cannot help.
+    #[error("refused by the destination's limits: {0}")]
+    Refused(String),
 }
 
 /// OS errors that mean this host ran out of something, not that the

@@ -132,6 +132,11 @@ pub struct Subscription {
     pub updated_at: DateTime<Utc>,
     /// Bumped on every change; updates are conditional on it.
     pub version: u64,
+    /// A queue or bus destination waiting for its owner's confirmation:
+    /// the SHA-256 (hex) of the token its verification message carried
+    /// ([`crate::stage::verify`]); never the token itself, never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_token: Option<String>,
     /// Whether its open dead letters of an outage are requeued by Hookline
     /// when the outage ends: its breaker closes, or it is enabled again
     /// after Hookline disabled it ([`crate::recovery`]). Absent from

@@ -43,6 +43,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def answer(handler, status, content_type, body):
+    """Writes one HTTP answer from a test server's request handler."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class Receiver:
     """A webhook receiver: answers the verification challenge, then each
     delivery with `status` (200 or 500); records what it received."""
@@ -65,11 +74,7 @@ class Receiver:
                     receiver.received.append((self.path, doc))
                     status = receiver.status
                     out = b'{"ok":true}' if status < 300 else b'{"error":"receiver is down for the test"}'
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                answer(self, status, "application/json", out)
 
             def log_message(self, *args):
                 pass
@@ -82,10 +87,36 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}{path}"
 
 
+class FakeSqs:
+    """Where `hookline serve` sends SQS messages in these tests
+    (AWS_ENDPOINT_URL_SQS): answers every SendMessage with 200 and keeps
+    the request bodies, so a test reads the verification message a queue
+    would have received (the AWS suites use the emulator's real SQS)."""
+
+    def __init__(self):
+        self.sent = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                assert self.headers.get("X-Amz-Target") == "AmazonSQS.SendMessage"
+                assert self.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256 ")
+                fake.sent.append(json.loads(body))
+                answer(self, 200, "application/x-amz-json-1.0", json.dumps({"MessageId": f"m{len(fake.sent)}"}).encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 class Hookline:
     """A running `hookline serve --dev` and a small client of its API."""
 
-    def __init__(self, work):
+    def __init__(self, work, sqs=None):
         binary = os.environ.get("HOOKLINE_BIN") or str(
             Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "debug" / "hookline")
         if not os.access(binary, os.X_OK):
@@ -97,6 +128,10 @@ class Hookline:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(work / "serve.log", "wb")
         env = {**os.environ, "HOOKLINE_API_KEY": ADMIN_KEY}
+        if sqs is not None:
+            # Queue destinations go to the fake SQS, signed with test keys.
+            env.update({"AWS_ENDPOINT_URL_SQS": sqs.url, "AWS_ACCESS_KEY_ID": "AKIDBROWSERTEST",
+                        "AWS_SECRET_ACCESS_KEY": "browser-test-secret"})
         self.proc = subprocess.Popen(
             [binary, "serve", "--dev", "--listen", f"127.0.0.1:{self.port}", "--db", str(work / "hookline.db"),
              "--api-keys-file", str(keys)],
@@ -162,8 +197,15 @@ def work():
 
 
 @pytest.fixture(scope="session")
-def hookline(work):
-    h = Hookline(work)
+def sqs():
+    f = FakeSqs()
+    yield f
+    f.server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def hookline(work, sqs):
+    h = Hookline(work, sqs)
     yield h
     h.stop()
     log = (work / "serve.log").read_text(errors="replace")

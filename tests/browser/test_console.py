@@ -4,6 +4,7 @@ events on the timeline with their attempts, bulk requeue dead letters and
 follow the job, a reader key sees no button it may not use, keyboard-only
 navigation, phone width."""
 
+import json
 import os
 import re
 
@@ -28,15 +29,23 @@ def test_sign_in_refuses_a_wrong_key_and_accepts_the_right_one(page, hookline):
     assert page.evaluate("document.cookie") == ""
 
 
-def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
+def new_subscription_refused(page, hookline, callback_url):
+    """Signs in, opens the new subscription form and submits `callback_url`,
+    which the API refuses: its field error shows next to its input."""
     sign_in(page, hookline)
     menu(page, "Subscriptions")
     page.get_by_role("link", name="New subscription").click()
-    # A bad URL first: the API's field error shows next to its input.
-    page.get_by_label("Callback URL").fill("ftp://nowhere")
+    page.get_by_label("Callback URL").fill(callback_url)
     page.get_by_label("Event types").fill("order.*")
     page.get_by_role("button", name="Create subscription").click()
-    expect(page.locator('[data-field="callback_url"] .field-error')).not_to_be_empty()
+    error = page.locator('[data-field="callback_url"] .field-error')
+    expect(error).not_to_be_empty()
+    return error
+
+
+def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
+    # A bad URL first: the API's field error shows next to its input.
+    new_subscription_refused(page, hookline, "ftp://nowhere")
     expect(page.get_by_label("Callback URL")).to_have_attribute("aria-invalid", "true")
     page.get_by_label("Callback URL").fill(receiver.url("/created"))
     page.get_by_label("Tenant").fill("ui-tenant")
@@ -67,6 +76,31 @@ def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
     page.get_by_role("button", name="Yes, delete").click()
     expect(page.get_by_role("heading", name="Subscriptions")).to_be_visible()
     expect(page.get_by_text("Renamed in the browser")).to_have_count(0)
+
+
+def test_a_queue_destination_is_confirmed_with_the_token_it_received(page, hookline, sqs):
+    # A malformed ARN first: the account must be 12 digits.
+    expect(new_subscription_refused(page, hookline, "arn:aws:sqs:us-east-1:1234:orders")).to_contain_text("12 digits")
+    arn = "arn:aws:sqs:us-east-1:123456789012:browser-orders"
+    page.get_by_label("Callback URL").fill(arn)
+    page.get_by_label("Description").fill("Queue destination")
+    page.get_by_role("button", name="Create subscription").click()
+    expect(page.get_by_role("heading", name="Subscription created")).to_be_visible()
+    expect(page.locator(".verification")).to_contain_text("awaiting token", timeout=20000)
+    message = hookline.wait("the verification message", lambda: next(
+        (m for m in sqs.sent if m["QueueUrl"].endswith("/123456789012/browser-orders")), None))
+    token = json.loads(message["MessageBody"])["token"]
+    page.get_by_role("link", name="Open the subscription").click()
+    expect(page.get_by_role("heading", name="Queue destination")).to_be_visible()
+    expect(page.get_by_text("sqs", exact=True)).to_be_visible()
+    page.get_by_label("Token").fill("vtk_wrong")
+    page.get_by_role("button", name="Confirm").click()
+    expect(page.get_by_role("alert")).to_contain_text("token")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Confirm").click()
+    expect(page.locator(".page-head")).to_contain_text("active")
+    expect(page.get_by_label("Token")).to_have_count(0)
+    shot(page, "subscription-queue-confirmed")
 
 
 def test_posted_events_show_on_the_timeline_with_their_attempts(page, hookline, receiver):

@@ -167,7 +167,9 @@ impl AwsPipeline {
         let keyring = Arc::new(crate::iam::as_function("ApiFunction", open).await.expect("the data key"));
         let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default(), keyring);
         let config = settings.aws_config(TEST_SETTINGS);
-        let hookline = Arc::new(Hookline::new(backend.stores.clone(), config, backend.keyring.clone()));
+        let mut hookline = Hookline::new(backend.stores.clone(), config, backend.keyring.clone());
+        awsreq::transport::install(&mut hookline);
+        let hookline = Arc::new(hookline);
         let api = Api::behind_gateway(hookline.clone(), Verification::Inline)
             .trusting_actor_header(hookline.config.trust_actor_header);
         let moto = Moto::from_env();

@@ -290,6 +290,10 @@ pub async fn subscriptions_commands(env: &[(&str, &str)]) {
     assert_eq!(v["active"], true);
     let v = hookline(&["subscriptions", "verify", &ids[0]], &env).ok().json();
     assert_eq!((v["id"].as_str(), v["verified"].as_bool()), (Some(ids[0].as_str()), Some(true)));
+    // A token confirms only a queue or bus waiting for one: 422 naming it.
+    let run = hookline(&["subscriptions", "verify", &ids[0], "--token", "vtk_none"], &env);
+    assert_eq!(run.code, 2, "{}", run.err);
+    assert!(run.err.contains("422") && run.err.contains("(field: token)"), "{}", run.err);
     let v = hookline(&["subscriptions", "rotate-secret", &ids[0], "--overlap-seconds", "60"], &env).ok().json();
     assert!(v["secret"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
     let run = hookline(&["subscriptions", "delete", &t_id], &env);

@@ -308,9 +308,38 @@ pub fn resource_key(v: &Value) -> String {
         }
         return format!("!Sub {s}");
     }
+    if let Some(name) = ref_of(v) {
+        return name;
+    }
     match v {
         Value::String(s) => s.clone(),
         other => format!("{other:?}"),
+    }
+}
+
+/// A policy statement, or the one an `!If [condition, statement,
+/// !Ref AWS::NoValue]` grants when its condition holds (the grants are
+/// read as the widest the template can give; which conditions guard which
+/// statements is checked separately, [`statement_condition`]).
+pub fn conditional_statement(st: &Value) -> Option<&Value> {
+    match statement_condition(st) {
+        Some((_, then)) => Some(then),
+        None => Some(st),
+    }
+}
+
+/// The condition and statement of an `!If [condition, statement,
+/// !Ref AWS::NoValue]` statement; `None` for a plain one.
+pub fn statement_condition(st: &Value) -> Option<(&str, &Value)> {
+    let Value::Tagged(t) = st else { return None };
+    if t.tag.to_string().trim_start_matches('!') != "If" {
+        return None;
+    }
+    match t.value.as_sequence().map(Vec::as_slice) {
+        Some([cond, then, otherwise]) if ref_of(otherwise).as_deref() == Some("AWS::NoValue") => {
+            Some((cond.as_str()?, then))
+        }
+        _ => None,
     }
 }
 
@@ -333,7 +362,7 @@ pub fn role_grants(t: &Value, role: &str) -> (Grants, Vec<String>) {
     let props = &t["Resources"][role]["Properties"];
     for policy in strings(&props["Policies"]) {
         let doc = &policy["PolicyDocument"];
-        for st in strings(&doc["Statement"]) {
+        for st in strings(&doc["Statement"]).into_iter().filter_map(conditional_statement) {
             let sid = st["Sid"].as_str().unwrap_or("(no Sid)");
             if st["Effect"].as_str() != Some("Allow") {
                 errors.push(format!("{role}: statement {sid} is not a plain Allow"));

@@ -52,6 +52,8 @@ pub mod aws_pipeline;
 pub mod catalog_scenarios;
 pub mod cli_ops;
 pub mod conformance;
+pub mod destination_scenarios;
+pub mod destination_stages;
 pub mod emulator;
 pub mod error_code_scenarios;
 pub mod guard_scenarios;
@@ -211,6 +213,10 @@ macro_rules! both_backend_suites {
         /// Pull (`hookline_tests::pull_scenarios`).
         mod pull {
             $crate::pull_scenario_tests!($backend);
+        }
+        /// Queue and bus destinations (`hookline_tests::destination_scenarios`).
+        mod destination_scenarios {
+            $crate::destination_scenario_tests!($backend);
         }
     };
 }

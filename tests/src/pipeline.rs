@@ -196,9 +196,17 @@ pub struct Settings {
     pub trust_actor_header: bool,
     /// `STRICT_CATALOG`: events of types not in the event catalog are refused.
     pub strict_catalog: bool,
+    /// `DESTINATION_ARNS`: the queues and buses subscriptions may deliver to.
+    pub destination_arns: Option<String>,
 }
 
 impl Settings {
+    /// Subscriptions may deliver only to these queues and buses (`DESTINATION_ARNS`).
+    pub fn destination_arns(mut self, arns: &str) -> Self {
+        self.destination_arns = Some(arns.to_string());
+        self
+    }
+
     /// The breaker opens after `failures` and cools down `cool_ms`, doubling up to `max_ms`.
     pub fn breaker(mut self, failures: u32, cool_ms: u64, max_ms: u64) -> Self {
         self.breaker = Some((failures, cool_ms, max_ms));
@@ -271,6 +279,9 @@ impl Settings {
         }
         if self.strict_catalog {
             p.push(("STRICT_CATALOG", "true".to_string()));
+        }
+        if let Some(a) = &self.destination_arns {
+            p.push(("DESTINATION_ARNS", a.clone()));
         }
         p
     }

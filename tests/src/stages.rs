@@ -98,7 +98,9 @@ impl Rig {
             ..Config::default()
         };
         configure(&mut config);
-        Arc::new(Hookline::new(self.stores.clone(), config, self.keyring.clone()))
+        let mut h = Hookline::new(self.stores.clone(), config, self.keyring.clone());
+        awsreq::transport::install(&mut h);
+        Arc::new(h)
     }
 
     /// The strict checker, on AWS.
@@ -218,6 +220,7 @@ pub fn subscription(url: &str, verified: bool) -> Subscription {
         auto_requeue: false,
         ack_timeout_secs: None,
         pull: false,
+        verification_token: None,
     }
 }
 

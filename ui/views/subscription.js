@@ -5,7 +5,7 @@
 
 import { get, post, patch, del, seg } from "../api.js";
 import { h, fill, dl, time, link, badge, showError, json } from "../dom.js";
-import { stateBadge, breakerBadge, rate, ms } from "./subscriptions.js";
+import { stateBadge, breakerBadge, rate, ms, awaitingToken } from "./subscriptions.js";
 import { subscriptionForm } from "./subscription_form.js";
 import { panel } from "../chart.js";
 
@@ -49,6 +49,11 @@ async function followVerification(id, status) {
     const s = await get(`/v1/subscriptions/${seg(id)}`);
     if (s.verified) {
       fill(status, badge("verified", "ok"), " The endpoint answered the challenge: deliveries start now.");
+      return s;
+    }
+    if (awaitingToken(s)) {
+      fill(status, badge("awaiting token", "warn"), " A verification message with a token was sent to the ",
+        s.destination === "sqs" ? "queue" : "bus", ". Confirm it on the subscription's page with that token.");
       return s;
     }
     if (s.verification_error) {
@@ -120,6 +125,7 @@ function renderOne(main, ctx, sub) {
       h("section", { class: "card" }, h("h2", {}, "Settings"), dl([
         ["Id", h("code", {}, sub.id)],
         ["Callback URL", h("code", { class: "wrap" }, sub.callback_url)],
+        ["Destination", sub.destination],
         ["Event types", h("code", {}, sub.event_types.join(", "))],
         ["Tenant", sub.tenant_id],
         ["Ordering", sub.ordering],
@@ -131,9 +137,24 @@ function renderOne(main, ctx, sub) {
         ["Headers", Object.keys(sub.headers).length ? json(sub.headers) : null],
         ["Created", time(sub.created_at)],
       ]))),
+    awaitingToken(sub) && can("recover") ? tokenForm(sub, act, reload) : null,
     sub.blocked_lanes?.length ? blockedLanes(sub, session.can("recover"), act, reload) : null,
     h("p", {}, link(`/dead-letters?subscription_id=${encodeURIComponent(sub.id)}`, "Dead letters of this subscription")),
     panel((q) => get(`/v1/subscriptions/${seg(sub.id)}/stats`, q), "Statistics of this subscription"));
+}
+
+/** A queue or bus owner's confirmation: the token of the verification message. */
+function tokenForm(sub, act, reload) {
+  const input = h("input", { id: "verify-token", name: "token", autocomplete: "off", placeholder: "vtk_…" });
+  return h("section", { class: "card" }, h("h2", {}, "Confirm the destination"),
+    h("form", { class: "form", onsubmit: (e) => { e.preventDefault(); act(async () => {
+      await post(`/v1/subscriptions/${seg(sub.id)}/verify`, { token: input.value.trim() });
+      await reload();
+    }); } },
+      h("p", {}, "Paste the token of the verification message (type hookline.verification) the ",
+        sub.destination === "sqs" ? "queue" : "bus", " received."),
+      h("label", { for: "verify-token" }, "Token"), input, " ",
+      h("button", { type: "submit" }, "Confirm")));
 }
 
 /** The test-event form: one event to this subscription only. */

@@ -40,7 +40,7 @@ export function subscriptionForm(session, sub, done, cancel) {
   const typesHint = h("div", { class: "type-picker", "aria-live": "polite" });
   const form = h("form", { class: "card form", novalidate: true, onsubmit: submit },
     h("div", { class: "alert", role: "alert", hidden: true }),
-    field("Callback URL", "callback_url", { type: "url", required: true, value: sub?.callback_url ?? "", placeholder: "https://example.com/webhooks" }),
+    field("Callback URL", "callback_url", { required: true, value: sub?.callback_url ?? "", placeholder: "https://example.com/webhooks" }, "An HTTPS URL, an SQS queue ARN (arn:aws:sqs:…) or an EventBridge bus ARN (arn:aws:events:…:event-bus/…)."),
     field("Event types", "event_types", { required: true, value: sub ? sub.event_types.join(", ") : "", placeholder: "order.*, invoice.paid" }, "Comma-separated; * matches any suffix (order.*) or everything (*)."),
     typesHint,
     tenantBound ? null : field("Tenant", "tenant_id", { value: sub?.tenant_id ?? "" }, "Leave empty for a subscription of no tenant."),

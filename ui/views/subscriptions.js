@@ -9,9 +9,20 @@ import { h, fill, field, values, pager, table, link, badge, time, filterBox } fr
 export function stateBadge(s) {
   if (s.disabled_reason) return badge("disabled", "bad");
   if (!s.active) return badge("paused", "muted");
+  if (awaitingToken(s)) return badge("awaiting token", "warn");
   if (s.verification_error) return badge("verification failed", "bad");
   if (!s.verified) return badge("verifying", "warn");
   return badge("active", "ok");
+}
+
+/** Whether a queue or bus destination waits for its owner's token. */
+export function awaitingToken(s) {
+  return s.destination !== "https" && !s.verified && (s.verification_error || "").startsWith("awaiting confirmation");
+}
+
+/** Where deliveries go, when not an HTTPS callback: `sqs` or `eventbridge`. */
+export function destinationBadge(s) {
+  return s.destination && s.destination !== "https" ? badge(s.destination, "muted") : null;
 }
 
 /** The breaker as a badge. */
@@ -39,7 +50,7 @@ export async function render(main, { session }) {
   const list = pager(
     (cursor) => get("/v1/subscriptions", { ...values(form), cursor, limit: 20 }),
     (items) => table("Subscriptions", [
-      ["Subscription", (s) => h("div", {}, link(`/subscriptions/${encodeURIComponent(s.id)}`, s.description || s.id), h("div", { class: "sub muted mono" }, s.callback_url))],
+      ["Subscription", (s) => h("div", {}, link(`/subscriptions/${encodeURIComponent(s.id)}`, s.description || s.id), h("div", { class: "sub muted mono" }, destinationBadge(s), " ", s.callback_url))],
       ["Tenant", (s) => s.tenant_id || h("span", { class: "muted" }, "—")],
       ["Types", (s) => h("span", { class: "mono" }, s.event_types.join(", "))],
       ["State", stateBadge],

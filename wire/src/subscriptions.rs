@@ -384,6 +384,17 @@ pub struct Subscription {
     /// Whether its subscriber may pull what is routed to it.
     #[serde(default)]
     pub pull: bool,
+    /// Where deliveries go, as read from `callback_url` (read-only):
+    /// `https` (a signed POST), `sqs` (a queue ARN) or `eventbridge` (a bus
+    /// ARN).
+    #[serde(default = "https_destination")]
+    #[schema(example = "https")]
+    pub destination: String,
+}
+
+/// The destination of a subscription shown by a server older than the field.
+fn https_destination() -> String {
+    "https".to_string()
 }
 
 /// A subscription with its new signing secret: the answer of create and
@@ -408,6 +419,18 @@ pub struct RotateSecret {
     /// (default: the deployment's, 24 h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap_seconds: Option<i64>,
+}
+
+/// `POST /v1/subscriptions/{subscription}/verify`: empty (`{}`) to run the
+/// handshake (HTTPS) or send a new verification message (queue or bus);
+/// with the `token` from that message to confirm a queue or bus.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"token": "vtk_5f1d0c3e9a7b4e2f8c6d1a0b3e5f7a9c2d4b6e8f0a1c3e5d"}))]
+pub struct VerifySubscription {
+    /// The token of the verification message the queue or bus received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// `POST /v1/subscriptions/{subscription}/lanes/{partition_key}/skip`.

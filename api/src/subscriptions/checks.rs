@@ -148,6 +148,32 @@ pub(crate) fn data_fields_need_contract() -> ApiError {
     )
 }
 
+/// A `callback_url` that names a queue or bus ([`shared::destination`]):
+/// its ARN, once it parses and the deployment may send to it
+/// (`DESTINATION_ARNS`); `None` for an HTTPS URL, which the handler checks.
+/// `422 invalid_callback_url` naming `callback_url` otherwise.
+pub(crate) fn destination_arn(url: &str, config: &Config) -> Result<Option<String>, ApiError> {
+    let refused = |e: shared::destination::DestinationError| {
+        ApiError::new(ErrorCode::InvalidCallbackUrl, e.to_string()).on("callback_url")
+    };
+    let dest = shared::destination::parse(url).map_err(refused)?;
+    let Some(arn) = dest.arn() else { return Ok(None) };
+    shared::destination::check_allowed(&dest, config.allowed_destinations.as_deref()).map_err(refused)?;
+    Ok(Some(arn.to_string()))
+}
+
+/// The custom `headers` of a subscription delivering to `url`: an SQS
+/// queue carries them as message attributes, whose names and number SQS
+/// limits (`422 invalid_field` naming `headers`).
+pub(crate) fn destination_headers(url: &str, headers: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    match shared::destination::parse(url) {
+        Ok(shared::destination::Destination::Sqs(_)) => {
+            shared::destination::sqs::check_headers(headers).map_err(|e| ApiError::invalid("headers", e))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `dead_letter_on` ([`subscription::validate_dead_letter_on`]).
 fn dead_letter_on(statuses: &[i64]) -> Result<Vec<u16>, Vec<FieldError>> {
     subscription::validate_dead_letter_on(statuses)

@@ -9,7 +9,7 @@ use hookline_wire::reindex::{ReindexAnswer, ReindexRequest};
 use hookline_wire::subscriptions::{
     BlockedLane, BreakerState, CreateSubscription, LaneSkipped, ListSubscriptions, OnDeadLetter, Ordering,
     PatchSubscription, PayloadFormat, RetryPolicy, RetryPolicyInput, RotateSecret, SkipLane, SkippedKind, Subscription,
-    SubscriptionHealth, SubscriptionWithSecret,
+    SubscriptionHealth, SubscriptionWithSecret, VerifySubscription,
 };
 use hookline_wire::{ErrorBody, Page};
 
@@ -122,11 +122,13 @@ fn delete() {}
 
 #[utoipa::path(
     post, path = "/v1/subscriptions/{subscription}/verify", tag = TAG,
-    description = "Runs the verification handshake with the callback URL now; the answer says whether it passed (`verified`, `verification_error`).",
+    description = "Runs the verification handshake with the callback URL now; the answer says whether it passed (`verified`, `verification_error`). A queue or bus destination gets a verification message with a token instead (`verification_error` says it awaits confirmation); its owner confirms with `{\"token\"}`.",
     params(("subscription" = String, Path, description = "The subscription's id.")),
+    request_body(content = VerifySubscription, description = "May be empty (`{}`); `token` confirms a queue or bus destination."),
     responses(
-        (status = 200, description = "The subscription after the handshake.", body = Subscription),
-        (status = 400, description = "`unknown_parameter`: the route takes no query parameters.", body = ErrorBody),
+        (status = 200, description = "The subscription after the handshake, the message sent, or the token confirmed.", body = Subscription),
+        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 422, description = "`invalid_field` naming `token`: not the token of the pending verification message, or none is pending; nothing changes.", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not recover.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
@@ -226,6 +228,7 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
             SubscriptionWithSecret,
             RotateSecret,
             SkipLane,
+            VerifySubscription,
             SkippedKind,
             LaneSkipped,
             ReindexRequest,

@@ -40,6 +40,10 @@ pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -
         auto_requeue: s.auto_requeue,
         ack_timeout_secs: s.ack_timeout_secs,
         pull: s.pull,
+        destination: shared::destination::parse(&s.callback_url)
+            .map_or(shared::destination::DestinationKind::Https, |d| d.kind())
+            .as_str()
+            .to_string(),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use hookline_wire::subscriptions::{
-    CreateSubscription, PatchSubscription, RotateSecret, Subscription, SubscriptionWithSecret,
+    CreateSubscription, PatchSubscription, RotateSecret, Subscription, SubscriptionWithSecret, VerifySubscription,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -108,11 +108,19 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Run the verification handshake with the callback URL now.
-    #[command(after_help = examples!("hookline subscriptions verify sub_123"))]
+    /// Run the verification handshake with the callback URL now; for a
+    /// queue or bus destination, send a new verification message, or
+    /// confirm the one it received with `--token`.
+    #[command(after_help = examples!(
+        "hookline subscriptions verify sub_123",
+        "hookline subscriptions verify sub_123 --token vtk_5f1d0c3e9a7b4e2f8c6d1a0b3e5f7a9c2d4b6e8f0a1c3e5d"
+    ))]
     Verify {
         /// Subscription id.
         id: String,
+        /// The token of the verification message a queue or bus received.
+        #[arg(long)]
+        token: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -307,10 +315,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             secret_note(&common, &rotated);
             Ok(())
         }
-        Command::Verify { id, common } => {
-            send::<Subscription>(&common, "POST", &["v1", "subscriptions", &id, "verify"], Some(json!({})))
-                .await
-                .map(drop)
+        Command::Verify { id, token, common } => {
+            let body = serde_json::to_value(VerifySubscription { token })?;
+            send::<Subscription>(&common, "POST", &["v1", "subscriptions", &id, "verify"], Some(body)).await.map(drop)
         }
         Command::Reindex(args) => reindex("subscriptions", args).await,
     }

@@ -514,9 +514,19 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
     if let Some(p) = event.producer.as_deref() {
         tracing::Span::current().record("producer", tracing::field::display(crate::envelope::LogSafe(p)));
     }
+    let destination = match crate::destination::parse(&sub.callback_url) {
+        Ok(d) => d,
+        Err(e) => {
+            release(h, lease.as_ref()).await;
+            return Ok(Prepared::Record(refused_counted(h, &sub, job, &format!("callback_url: {e}"))));
+        }
+    };
     let (headers, body) = request(&sub, &event, job);
     let headers: Vec<(&str, String)> = headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let res = h.client.post(&sub.callback_url, &headers, body).await;
+    let group = event.partition_key.as_deref().unwrap_or(sub.id.as_str());
+    let dedup = format!("{}#{}", job.saga_id, job.attempt);
+    let msg = crate::transport::Outbound { headers: &headers, body: &body, group, dedup: &dedup };
+    let res = h.transport.send(&destination, msg).await;
     release(h, lease.as_ref()).await;
     if let Some(PostError::Local(why)) = &res.error {
         return Ok(Prepared::local_fault(why.clone()));
@@ -623,6 +633,7 @@ pub fn classify(res: &PostResult) -> AttemptResult {
         (Some(PostError::ForbiddenAddress(why)), _) => {
             AttemptResult::Rejected { error: format!("callback address refused: {why}") }
         }
+        (Some(PostError::Refused(why)), _) => AttemptResult::Rejected { error: format!("message refused: {why}") },
         (Some(PostError::InvalidUrl(why)), _) => {
             AttemptResult::Rejected { error: format!("callback URL invalid: {why}") }
         }

@@ -4,7 +4,8 @@
 //!
 //! `ingest` → Events → `route` → Sagas → `saga` → deliveries queue →
 //! `deliver` → Attempts → `saga` … ; `requeue` and `replay` start new sagas;
-//! `verify` runs the callback handshake.
+//! `verify` runs the callback handshake (`verify_token`: the token a queue
+//! or bus destination's owner confirms).
 
 pub mod auto_requeue;
 pub mod breaker;
@@ -23,3 +24,4 @@ pub mod saga;
 pub mod stats;
 pub mod subscriptions;
 pub mod verify;
+pub mod verify_token;

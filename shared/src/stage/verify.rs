@@ -4,6 +4,9 @@
 //! ([`answers_challenge`]): exactly `{"challenge": "<challenge>"}`, or the
 //! bare challenge. Unverified subscriptions receive nothing else.
 //!
+//! A queue or bus cannot answer: it is verified by a token instead
+//! ([`super::verify_token`]).
+//!
 //! The answer differs from anything in the request, so an endpoint that
 //! echoes the request back (its body, its headers, or both) does not
 //! verify: the request body always has a `type` member beside the
@@ -11,13 +14,11 @@
 //! challenge. Only a receiver that reads the challenge and answers it
 //! passes.
 
-use chrono::Utc;
-
+use super::verify_token::{store_unless_repointed, verification_headers};
 use crate::audit;
 use crate::context::Hookline;
 use crate::error::StoreError;
 use crate::ids::{self, SubscriptionId};
-use crate::signing;
 use crate::subscription::Subscription;
 
 /// Runs the handshake for one subscription and stores the result. Returns
@@ -38,6 +39,11 @@ pub async fn verify_as(
 ) -> Result<Option<Subscription>, StoreError> {
     let Some(sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(None) };
     let url = sub.callback_url.clone();
+    if let Ok(to) = crate::destination::parse(&url).map(|d| d.kind()) {
+        if to != crate::destination::DestinationKind::Https {
+            return super::verify_token::send_token(h, sub).await.map(Some);
+        }
+    }
     let outcome = handshake(h, &sub).await;
     match &outcome {
         Ok(()) => tracing::info!(subscription_id = subscription_id.as_str(), "subscription verified"),
@@ -47,44 +53,32 @@ pub async fn verify_as(
     }
     // Store the result unless the URL changed meanwhile (that change starts
     // its own handshake).
-    for _ in 0..5 {
-        let Some(mut cur) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(None) };
-        if cur.callback_url != url {
-            return Ok(Some(cur));
-        }
-        let version = cur.version;
+    let stored = store_unless_repointed(h, subscription_id, &url, |cur| {
         cur.verified = outcome.is_ok();
         cur.verification_error = outcome.clone().err();
-        cur.version += 1;
-        cur.updated_at = Utc::now();
-        if h.stores.subscriptions.update(&cur, version).await? {
-            h.subscription_cache.invalidate().await;
-            let rec = match &outcome {
-                Ok(()) => audit::AuditRecord::new(audit::Action::SubscriptionVerified, actor),
-                Err(e) => audit::AuditRecord::new(audit::Action::SubscriptionVerificationFailed, actor)
-                    .details(serde_json::json!({"error": e})),
-            };
-            h.audit(rec.subscription(subscription_id).tenant(cur.tenant_id.as_ref())).await;
-            return Ok(Some(cur));
-        }
+        cur.verification_token = None;
+    })
+    .await?;
+    if let Some((cur, true)) = &stored {
+        let rec = match &outcome {
+            Ok(()) => audit::AuditRecord::new(audit::Action::SubscriptionVerified, actor),
+            Err(e) => audit::AuditRecord::new(audit::Action::SubscriptionVerificationFailed, actor)
+                .details(serde_json::json!({"error": e})),
+        };
+        h.audit(rec.subscription(subscription_id).tenant(cur.tenant_id.as_ref())).await;
     }
-    Err(StoreError::other("subscription kept changing during verification".into()))
+    Ok(stored.map(|(s, _)| s))
 }
 
 async fn handshake(h: &Hookline, sub: &Subscription) -> Result<(), String> {
     let challenge = ids::random_token("chl_");
     let body = serde_json::to_vec(&serde_json::json!({"type": "hookline.verification", "challenge": challenge}))
         .expect("json serializes");
-    let now = Utc::now();
     let msg_id = ids::random_token("msg_verify_");
-    let headers = [
-        ("content-type", "application/json".to_string()),
-        ("webhook-id", msg_id.clone()),
-        ("webhook-timestamp", now.timestamp().to_string()),
-        ("webhook-signature", signing::signature_header(sub.signing_secrets(now), &msg_id, now.timestamp(), &body)),
-        ("hookline-event-type", "hookline.verification".to_string()),
-    ];
-    let res = h.client.post(&sub.callback_url, &headers, body).await;
+    let headers = verification_headers(sub, &msg_id, &body);
+    let to = crate::destination::Destination::Https(sub.callback_url.clone());
+    let msg = crate::transport::Outbound { headers: &headers, body: &body, group: sub.id.as_str(), dedup: &msg_id };
+    let res = h.transport.send(&to, msg).await;
     match (res.error, res.status) {
         (Some(e), _) => Err(format!("verification request failed: {e}")),
         (None, Some(s)) if (200..300).contains(&s) => {

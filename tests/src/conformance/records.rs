@@ -91,6 +91,7 @@ pub fn subscription(id: &str, version: u64) -> Subscription {
         auto_requeue: true,
         ack_timeout_secs: Some(30),
         pull: true,
+        verification_token: None,
     }
 }
 

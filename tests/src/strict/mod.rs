@@ -6,6 +6,15 @@
 //! documentation page it comes from. It also counts requests in flight, so
 //! tests can check a stage's concurrency cap ([`Strict::max_in_flight`]).
 //!
+//! Queue and bus destinations (`hookline-awsreq`: `SendMessage` and
+//! `PutEvents` as signed HTTP calls, not SDK clients) pass no interceptor:
+//! what the emulator lets through there (an SQS message over 1 MiB, more
+//! than 10 attributes, an attribute name starting with `AWS.` or holding
+//! `..`, an EventBridge entry of 256 KB or more) is refused in pure code
+//! before any request is made (`shared::destination::sqs::send_message`,
+//! `shared::destination::eventbridge::put_events`, unit-tested there) and
+//! ends the attempt as rejected.
+//!
 //! DynamoDB rules (moto enforces reserved words, key types and missing
 //! placeholders itself; these are what it lets through):
 //! - D1 `ExpressionAttributeNames` / `ExpressionAttributeValues` present but

@@ -12,14 +12,19 @@ use serde_json::{json, Value};
 
 macro_rules! case {
     ($name:ident) => {
+        case!(stages::$name);
+    };
+    ($module:ident :: $name:ident) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            hookline_tests::stages::$name(&Rig::aws(stringify!($name)).await).await;
+            hookline_tests::$module::$name(&Rig::aws(stringify!($name)).await).await;
         }
     };
 }
 
 hookline_tests::for_each_stage_scenario!(case);
+
+hookline_tests::for_each_destination_stage_scenario!(case);
 
 hookline_tests::isolation_tests!(aws);
 

@@ -196,6 +196,7 @@ pub(crate) fn unmatched_subscription(i: usize, callback: &str, h: &shared::conte
         auto_requeue: false,
         ack_timeout_secs: None,
         pull: false,
+        verification_token: None,
     }
 }
 

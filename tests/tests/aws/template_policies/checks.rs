@@ -567,8 +567,63 @@ pub(super) fn api_events_yaml(routes: &BTreeSet<(String, String, String, &'stati
     out
 }
 
+/// Queue and bus destinations: each list is a `CommaDelimitedList`
+/// parameter, empty by default; the statements that grant on it are
+/// conditional on its condition (so an empty list grants nothing), which
+/// tests the list for emptiness; the functions get the allow-list.
+pub(super) fn check_destinations(t: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let lists = [
+        ("DestinationQueueArns", "HasDestinationQueues", "sqs:SendMessage"),
+        ("DestinationBusArns", "HasDestinationBuses", "events:PutEvents"),
+    ];
+    for (param, cond, action) in lists {
+        let p = &t["Parameters"][param];
+        if p["Type"].as_str() != Some("CommaDelimitedList") || p["Default"].as_str() != Some("") {
+            errors.push(format!("parameter {param} must be a CommaDelimitedList defaulting to empty"));
+        }
+        let c = serde_yaml::to_string(&t["Conditions"][cond]).unwrap_or_default();
+        if !(c.contains("!Not") && c.contains("!Equals") && c.contains(param)) {
+            errors.push(format!("condition {cond} must hold only when {param} is not empty, got {c}"));
+        }
+        for role in ["DeliveryRole", "ApiRole"] {
+            let props = &t["Resources"][role]["Properties"];
+            let mut guarded = 0;
+            for policy in strings(&props["Policies"]) {
+                for st in strings(&policy["PolicyDocument"]["Statement"]) {
+                    let (condition, plain) = match statement_condition(st) {
+                        Some((c, s)) => (Some(c), s),
+                        None => (None, st),
+                    };
+                    let on_list = strings(&plain["Resource"]).iter().any(|r| resource_key(r) == param);
+                    if !on_list {
+                        continue;
+                    }
+                    if condition != Some(cond) {
+                        errors.push(format!("{role}: the grant on {param} is not conditional on {cond}"));
+                    }
+                    if strings(&plain["Action"]).iter().any(|a| a.as_str() != Some(action)) {
+                        errors.push(format!("{role}: only {action} on {param}"));
+                    }
+                    guarded += 1;
+                }
+            }
+            if guarded != 1 {
+                errors.push(format!("{role}: one statement must grant {action} on {param}, found {guarded}"));
+            }
+        }
+    }
+    let env = serde_yaml::to_string(&t["Globals"]["Function"]["Environment"]["Variables"]["DESTINATION_ARNS"])
+        .unwrap_or_default();
+    if !(env.contains("DestinationQueueArns") && env.contains("DestinationBusArns") && env.contains("none")) {
+        errors.push(format!("DESTINATION_ARNS must be both lists, or none when both are empty; got {env}"));
+    }
+    errors
+}
+
 pub(super) fn all_checks(t: &Value) -> Vec<String> {
     let mut e = check_policies(t);
+    e.extend(check_destinations(t));
     e.extend(check_functions(t));
     e.extend(check_event_sources(t));
     e.extend(check_queues_and_alarms(t));

@@ -150,6 +150,10 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // The breaker of an auto_requeue subscription closed: a request to the
     // requeue stage, which makes the bulk job.
     grant(&mut g, &["sqs:SendMessage"], &["RequeueQueue"]);
+    // Queue and bus destinations: exactly the configured ones (conditional
+    // statements: none when their list is empty).
+    grant(&mut g, &["sqs:SendMessage"], &["DestinationQueueArns"]);
+    grant(&mut g, &["events:PutEvents"], &["DestinationBusArns"]);
     m.insert("DeliveryFunction", g);
 
     // reconciler: re-drives what the router and saga step gave up on
@@ -280,6 +284,9 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     // Subscribers' acknowledgements: stored (the latest replaces it), read
     // with the deliveries.
     grant(&mut g, &["dynamodb:GetItem", "dynamodb:PutItem"], &["AcknowledgementsTable"]);
+    // A queue or bus destination's verification message (as delivery).
+    grant(&mut g, &["sqs:SendMessage"], &["DestinationQueueArns"]);
+    grant(&mut g, &["events:PutEvents"], &["DestinationBusArns"]);
     m.insert("ApiFunction", g);
 
     // Every function: the deployment's data key at cold start (one GetItem

@@ -22,8 +22,8 @@ use design::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 use hookline_tests::iam::{
-    fn_prop, get_att, ids_of_type, load_template as load, ref_of, resource, resource_key, role_grants, strings, sub_of,
-    type_of, Grants,
+    fn_prop, get_att, ids_of_type, load_template as load, ref_of, resource, resource_key, role_grants,
+    statement_condition, strings, sub_of, type_of, Grants,
 };
 use serde_yaml::Value;
 
@@ -76,6 +76,40 @@ fn event_sources_bisect_retry_report_failures_and_have_a_destination() {
 #[test]
 fn queues_redrive_to_dlqs_that_allow_them_and_every_dlq_alarms() {
     assert_clean(check_queues_and_alarms(&load()));
+}
+
+#[test]
+fn destination_grants_are_exactly_the_configured_queues_and_buses() {
+    assert_clean(check_destinations(&load()));
+}
+
+/// A destination grant made unconditional (an empty list would grant on
+/// nothing, or CloudFormation would refuse it), or on anything but the
+/// configured list, is caught.
+#[test]
+fn destination_grants_that_are_not_conditional_or_not_scoped_are_caught() {
+    fn destination_statement(t: &mut Value, role: &str) -> usize {
+        statements_mut(t, role).iter().position(|s| statement_condition(s).is_some()).expect("a conditional statement")
+    }
+    broken_by(
+        |t| {
+            let i = destination_statement(t, "DeliveryRole");
+            let plain = statement_condition(&statements_mut(t, "DeliveryRole")[i]).unwrap().1.clone();
+            statements_mut(t, "DeliveryRole")[i] = plain;
+        },
+        "DeliveryRole: the grant on DestinationQueueArns is not conditional on HasDestinationQueues",
+    );
+    broken_by(
+        |t| {
+            statements_mut(t, "ApiRole")
+                .push(yaml("{Sid: AnyQueue, Effect: Allow, Action: sqs:SendMessage, Resource: 'arn:aws:sqs:*:*:*'}"))
+        },
+        "ApiFunction: grants sqs:SendMessage on arn:aws:sqs:*:*:*",
+    );
+    broken_by(
+        |t| t["Conditions"]["HasDestinationBuses"] = yaml("true"),
+        "condition HasDestinationBuses must hold only when DestinationBusArns is not empty",
+    );
 }
 
 #[test]

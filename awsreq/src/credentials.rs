@@ -1,4 +1,5 @@
-//! AWS credentials for signing ops requests to a deployment, found the way
+//! AWS credentials for signing ops requests to a deployment and queue and
+//! bus deliveries ([`crate::transport`]), found the way
 //! the AWS CLI and SDKs find them, without linking the SDK's configuration
 //! loader (which brings the STS client and its own HTTPS stack into a
 //! newcomer's first build of `hookline`).

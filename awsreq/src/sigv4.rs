@@ -1,5 +1,7 @@
-//! SigV4 for the ops commands against a deployment (service `execute-api`):
-//! the URL encoding a signature depends on, and the signing itself.
+//! SigV4 for the ops commands against a deployment (service `execute-api`)
+//! and for queue and bus deliveries (`sqs`, `events`,
+//! [`crate::transport`]): the URL encoding a signature depends on, and the
+//! signing itself.
 //!
 //! AWS checks a signature against the canonical request it derives from the
 //! URL it receives ("Create a canonical request for Signature Version 4"):
