@@ -56,5 +56,5 @@ pub mod tenant;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time_range;
-pub mod type_version;
 pub mod transport;
+pub mod type_version;
