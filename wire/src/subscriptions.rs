@@ -330,7 +330,8 @@ pub struct Subscription {
     #[schema(example = "sub_01JD5ZQ8W1X4S0VQ3M2B7C9E6F")]
     pub id: String,
     /// Where deliveries go; `null` for a pull-only subscription
-    /// (`destination` `pull`).
+    /// (`destination` `pull`). Always present.
+    #[schema(required = true)]
     pub callback_url: Option<String>,
     /// Event type patterns.
     pub event_types: Vec<String>,
