@@ -551,6 +551,22 @@ mod tests {
     }
 
     #[test]
+    fn a_saga_filed_for_pull_is_final_and_never_pushed() {
+        let filed = SagaState::filed_for_pull();
+        assert!(filed.status.is_terminal() && filed.is_filed_for_pull());
+        let p = RetryPolicy::default();
+        for input in [
+            Input::Start,
+            Input::RetryDue { attempt: 1 },
+            Input::Outcome { attempt: 1, result: AttemptResult::Delivered, status: Some(200) },
+        ] {
+            assert!(decide(&filed, &input, &p, &[], Utc::now(), 0.0).is_none(), "{input:?}: no job, no change");
+        }
+        assert!(!st(SagaStatus::Completed, 1).is_filed_for_pull(), "a push that completed made an attempt");
+        assert!(!st(SagaStatus::Pending, 0).is_filed_for_pull());
+    }
+
+    #[test]
     fn happy_path() {
         let p = RetryPolicy::default();
         let now = Utc::now();

@@ -261,6 +261,10 @@ pub async fn a_pull_only_subscription_is_never_pushed_and_pulls_every_event(p: &
         assert_eq!((st, v["error"]["field"].as_str()), (422, Some(field)), "{bad}: {v}");
     }
     assert!(r.requests("/pullonly").is_empty(), "nothing was pushed anywhere");
+    for active in [false, true] {
+        let (st, v) = p.call("PATCH", &path, Some(&serde_json::to_vec(&json!({"active": active})).unwrap())).await;
+        assert_eq!((st, v["verified"].as_bool()), (200, Some(true)), "disabled and enabled, still verified: {v}");
+    }
 
     // A callback makes it a pushed subscription: verified again, then pushed to.
     let url = r.url("/pullonly", Behaviour::Ok);
