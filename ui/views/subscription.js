@@ -47,6 +47,10 @@ async function followVerification(id, status) {
   const until = Date.now() + 60e3;
   while (Date.now() < until) {
     const s = await get(`/v1/subscriptions/${seg(id)}`);
+    if (s.verified && s.destination === "pull") {
+      fill(status, badge("verified", "ok"), " Pull only: nothing to verify, nothing is pushed. Its subscriber key pulls GET /v1/subscriptions/{id}/events.");
+      return s;
+    }
     if (s.verified) {
       fill(status, badge("verified", "ok"), " The endpoint answered the challenge: deliveries start now.");
       return s;
