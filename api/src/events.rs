@@ -59,9 +59,13 @@ fn wire_outcome(o: Outcome) -> wire::EventOutcome {
 }
 
 /// A saga's status as the wire spells it (`dead_lettered`; storage keeps
-/// `DeadLettered`).
-pub(crate) fn wire_status(s: SagaStatus) -> wire::DeliveryStatus {
-    match s {
+/// `DeadLettered`); a pull-only subscription's saga, stored `Completed`
+/// with no attempt, is `filed_for_pull`: nothing was pushed.
+pub(crate) fn wire_status(s: &shared::saga::SagaState) -> wire::DeliveryStatus {
+    if s.is_filed_for_pull() {
+        return wire::DeliveryStatus::FiledForPull;
+    }
+    match s.status {
         SagaStatus::Pending => wire::DeliveryStatus::Pending,
         SagaStatus::Waiting => wire::DeliveryStatus::Waiting,
         SagaStatus::InProgress => wire::DeliveryStatus::InProgress,
@@ -102,7 +106,7 @@ fn wire_attempt(a: &Attempt) -> wire::AttemptView {
 fn delivery_view(s: Saga, attempts: &[Attempt], ack: Option<shared::ack::Acknowledgement>) -> wire::DeliveryView {
     wire::DeliveryView {
         acknowledgement: ack.map(ack_view),
-        status: wire_status(s.state.status),
+        status: wire_status(&s.state),
         next_attempt_at: s.state.next_attempt_at,
         last_error: s.state.last_error,
         attempts: attempts.iter().map(wire_attempt).collect(),
@@ -732,10 +736,19 @@ mod tests {
             SagaStatus::Completed,
             SagaStatus::DeadLettered,
         ] {
-            let name = serde_json::to_value(wire_status(s)).unwrap();
+            let state = shared::saga::SagaState { status: s, attempts: 1, next_attempt_at: None, last_error: None };
+            let name = serde_json::to_value(wire_status(&state)).unwrap();
             assert!(name.as_str().unwrap().bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{name}");
         }
-        assert_eq!(serde_json::to_value(wire_status(SagaStatus::DeadLettered)).unwrap(), "dead_lettered");
+        let dead = shared::saga::SagaState {
+            status: SagaStatus::DeadLettered,
+            attempts: 3,
+            next_attempt_at: None,
+            last_error: None,
+        };
+        assert_eq!(serde_json::to_value(wire_status(&dead)).unwrap(), "dead_lettered");
+        let filed = shared::saga::SagaState::filed_for_pull();
+        assert_eq!(serde_json::to_value(wire_status(&filed)).unwrap(), "filed_for_pull", "no push is claimed");
         assert_eq!(serde_json::to_value(wire_outcome(Outcome::DeadLettered)).unwrap(), "dead_lettered");
         let e = format(&Request { query: Some("format=xml"), ..request() }).unwrap_err();
         assert_eq!((e.code, e.field.as_deref()), (ErrorCode::UnknownFormat, Some("format")));

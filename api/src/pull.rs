@@ -82,7 +82,8 @@ impl Api {
         retention), in routing order, a page at a time: each with its `webhook-id` and the exact body and headers \
         a push would carry, signed now with the subscription's secrets (`hookline-attempt` is 1; custom credential \
         headers are left out). Pushes go on as usual; a pull changes nothing, so an event may be both pushed and \
-        pulled: dedupe on `webhook_id`. Pass `next_cursor` back as `after`: it is always where to go on from (the \
+        pulled: dedupe on `webhook_id`. A pull-only subscription (no `callback_url`) is never pushed: this is \
+        how its subscriber reads it. Pass `next_cursor` back as `after`: it is always where to go on from (the \
         one given when nothing new was routed). Events whose retention ended are skipped.",
     params(("subscription" = String, Path, description = "The subscription pulled."), wire::PullQuery),
     responses(

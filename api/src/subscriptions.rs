@@ -84,12 +84,17 @@ impl Api {
         query::none(c.req.query)?;
         let body: CreateSubscription = parse(c.req.body, false)?;
         let mut v = Issues::default();
-        let callback_url = v.take(self.check_url(&body.callback_url).await);
+        // No callback: pull-only, with `pull: true` (checked below, with
+        // what pull-only cannot combine with).
+        let callback_url = match &body.callback_url {
+            Some(url) => v.take(self.check_url(url).await),
+            None => Some(String::new()),
+        };
         let f = checks::create(&body, &self.hookline.config, &mut v);
         if let Some(url) = &callback_url {
             v.take(checks::destination_headers(url, &f.headers));
         }
-        v.check()?;
+        let callback_given = callback_url.as_ref().is_none_or(|u| !u.is_empty());
         let now = Utc::now();
         let secret = Secret::generate();
         let sub = Subscription {
@@ -121,9 +126,18 @@ impl Api {
             pull: body.pull.unwrap_or(false),
             verification_token: None,
         };
+        // A bad URL is reported once, by its own check.
+        for e in sub.destination_issues() {
+            if !(callback_given && e.field == "callback_url") {
+                v.push(e.into());
+            }
+        }
+        v.check()?;
+        // Pull-only: no endpoint to verify, verified as created.
+        let sub = Subscription { verified: sub.is_pull_only(), ..sub };
         let actor = c.caller.actor.clone();
         manage::create(&self.hookline, &sub, &actor).await?;
-        let sub = self.start_verification(sub, &actor).await;
+        let sub = if sub.is_pull_only() { sub } else { self.start_verification(sub, &actor).await };
         let shown = self.shown(&sub, None);
         Ok(Response::json(201, &SubscriptionWithSecret { subscription: shown, secret: secret.expose().to_string() }))
     }
@@ -380,7 +394,7 @@ impl Api {
             sub.active = body.active.clone().apply(sub.active, || true);
             sub.auto_requeue = body.auto_requeue.clone().apply(sub.auto_requeue, || false);
             checks::destination_headers(&sub.callback_url, &sub.headers)?;
-            Ok(())
+            checks::pull_only(sub)
         })
         .await
         .map_err(|e| managed(e, id))?;
@@ -464,7 +478,9 @@ pub(crate) fn fuzz_bodies(body: &[u8], config: &Config) -> usize {
     let create = || -> Result<(), ApiError> {
         let b: CreateSubscription = parse(body, false)?;
         let mut v = Issues::default();
-        v.take(url_shape(&b.callback_url, config));
+        if let Some(url) = &b.callback_url {
+            v.take(url_shape(url, config));
+        }
         checks::create(&b, config, &mut v);
         v.check()
     };

@@ -155,6 +155,23 @@ pub struct Saga {
     pub pull_key: Option<String>,
 }
 
+impl SagaState {
+    /// The state routing inserts a pull-only subscription's saga in
+    /// ([`crate::subscription::Subscription::is_pull_only`]): `Completed`
+    /// with no attempt. Nothing is pushed, so no job, attempt or retry is
+    /// spent on it; the saga is there for the pull index (its `pull_key`)
+    /// and as the event's record that it was routed. `attempts: 0` is what
+    /// tells it from a push that completed (every push makes an attempt).
+    pub fn filed_for_pull() -> SagaState {
+        SagaState { status: SagaStatus::Completed, attempts: 0, next_attempt_at: None, last_error: None }
+    }
+
+    /// Whether this is [`SagaState::filed_for_pull`]: terminal, never pushed.
+    pub fn is_filed_for_pull(&self) -> bool {
+        self.status == SagaStatus::Completed && self.attempts == 0
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -531,6 +548,22 @@ mod tests {
 
     fn fail() -> AttemptResult {
         AttemptResult::Failed { error: "HTTP 500".into(), retry_after_ms: None }
+    }
+
+    #[test]
+    fn a_saga_filed_for_pull_is_final_and_never_pushed() {
+        let filed = SagaState::filed_for_pull();
+        assert!(filed.status.is_terminal() && filed.is_filed_for_pull());
+        let p = RetryPolicy::default();
+        for input in [
+            Input::Start,
+            Input::RetryDue { attempt: 1 },
+            Input::Outcome { attempt: 1, result: AttemptResult::Delivered, status: Some(200) },
+        ] {
+            assert!(decide(&filed, &input, &p, &[], Utc::now(), 0.0).is_none(), "{input:?}: no job, no change");
+        }
+        assert!(!st(SagaStatus::Completed, 1).is_filed_for_pull(), "a push that completed made an attempt");
+        assert!(!st(SagaStatus::Pending, 0).is_filed_for_pull());
     }
 
     #[test]

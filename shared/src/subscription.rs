@@ -74,7 +74,9 @@ mod secret_text {
 pub struct Subscription {
     /// `sub_…`.
     pub id: SubscriptionId,
-    /// Where deliveries go (HTTPS, public address; see [`crate::ssrf`]).
+    /// Where deliveries go (HTTPS, public address; see [`crate::ssrf`]),
+    /// or a queue or bus ARN ([`crate::destination`]); empty for a
+    /// pull-only subscription ([`Subscription::is_pull_only`]).
     pub callback_url: String,
     /// Patterns: exact (`task.succeeded`), prefix (`task.*`) or all (`*`).
     pub event_types: Vec<String>,
@@ -172,6 +174,45 @@ impl Subscription {
     /// Only active and verified subscriptions get deliveries (docs/architecture.md#invariants, rule 5).
     pub fn is_routable(&self) -> bool {
         self.active && self.verified
+    }
+
+    /// Whether it is pull-only: `pull` set and no `callback_url` (stored
+    /// empty). Nothing is pushed to it: routing files its sagas for pull,
+    /// completed at once ([`crate::saga::SagaState::filed_for_pull`]), and
+    /// it needs no verification handshake (docs/delivery.md#pull).
+    pub fn is_pull_only(&self) -> bool {
+        self.pull && self.callback_url.trim().is_empty()
+    }
+
+    /// What a subscription as it would be stored may not combine with
+    /// having no callback: no `callback_url` without `pull` (nothing could
+    /// reach its subscriber), and, pull-only, no `ordering: partition` (a
+    /// pull is in routing order already, and lanes are released by pushes)
+    /// nor `ack_timeout_secs` (nothing is pushed to acknowledge). Each a
+    /// [`FieldError`] naming its field.
+    pub fn destination_issues(&self) -> Vec<FieldError> {
+        let mut issues = Vec::new();
+        if self.callback_url.trim().is_empty() && !self.pull {
+            issues.push(FieldError::new(
+                "callback_url",
+                "is required: an HTTPS URL, a queue or bus ARN, or none with \"pull\": true for a pull-only subscription",
+            ));
+        }
+        if self.is_pull_only() {
+            if self.ordering == crate::lane::Ordering::Partition {
+                issues.push(FieldError::new(
+                    "ordering",
+                    "a pull-only subscription cannot be ordered by partition: a pull lists events in routing order already",
+                ));
+            }
+            if self.ack_timeout_secs.is_some() {
+                issues.push(FieldError::new(
+                    "ack_timeout_secs",
+                    "a pull-only subscription gets no pushes to acknowledge: leave ack_timeout_secs out",
+                ));
+            }
+        }
+        issues
     }
 
     /// The time between two starts under its `rate_limit`, if it has one.
@@ -624,6 +665,22 @@ mod tests {
             .collect();
         assert_eq!(fields, ["event_types[1]", "event_types[3]"]);
         assert_eq!(validate_event_types(&[], 98).unwrap_err()[0].field, "event_types");
+    }
+
+    #[test]
+    fn pull_only_needs_pull_and_takes_no_lanes_or_acknowledgements() {
+        let mut sub = crate::testkit::subscription();
+        assert!(!sub.is_pull_only() && sub.destination_issues().is_empty());
+        sub.callback_url = String::new();
+        let fields = |s: &Subscription| s.destination_issues().into_iter().map(|e| e.field).collect::<Vec<_>>();
+        assert_eq!(fields(&sub), ["callback_url"], "no callback without pull");
+        sub.pull = true;
+        assert!(sub.is_pull_only() && fields(&sub).is_empty());
+        sub.ordering = crate::lane::Ordering::Partition;
+        sub.ack_timeout_secs = Some(30);
+        assert_eq!(fields(&sub), ["ordering", "ack_timeout_secs"]);
+        sub.callback_url = "https://a.example/x".into();
+        assert!(!sub.is_pull_only() && fields(&sub).is_empty(), "a pushed one may be ordered");
     }
 
     #[test]

@@ -78,6 +78,23 @@ def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
     expect(page.get_by_text("Renamed in the browser")).to_have_count(0)
 
 
+def test_a_pull_only_subscription_needs_no_callback_and_is_verified_at_once(page, hookline):
+    sign_in(page, hookline)
+    menu(page, "Subscriptions")
+    page.get_by_role("link", name="New subscription").click()
+    page.get_by_label("Event types").fill("firewalled.*")
+    page.get_by_label("Description").fill("Behind a firewall")
+    page.get_by_label("Pull", exact=True).select_option("only")
+    page.get_by_role("button", name="Create subscription").click()
+    expect(page.get_by_role("heading", name="Subscription created")).to_be_visible()
+    expect(page.locator(".verification")).to_contain_text("Pull only", timeout=20000)
+    page.get_by_role("link", name="Open the subscription").click()
+    expect(page.get_by_role("heading", name="Behind a firewall")).to_be_visible()
+    expect(page.get_by_text("none: pull only, nothing is pushed")).to_be_visible()
+    menu(page, "Subscriptions")
+    expect(page.get_by_text("pull only", exact=True).first).to_be_visible()
+
+
 def test_a_queue_destination_is_confirmed_with_the_token_it_received(page, hookline, sqs):
     # A malformed ARN first: the account must be 12 digits.
     expect(new_subscription_refused(page, hookline, "arn:aws:sqs:us-east-1:1234:orders")).to_contain_text("12 digits")

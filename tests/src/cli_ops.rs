@@ -312,6 +312,15 @@ pub async fn subscriptions_commands(env: &[(&str, &str)]) {
     let run = hookline(&["subscriptions", "create", "--callback-url", "not a url", "--event-type", "x"], &env);
     assert_eq!(run.code, 2, "{}", run.err);
     assert!(run.err.contains("422") && run.err.contains("(field: callback_url)"), "{}", run.err);
+    // No callback: only with --pull true (pull-only, verified at once).
+    let run = hookline(&["subscriptions", "create", "--event-type", "x"], &env);
+    assert!(run.code == 2 && run.err.contains("(field: callback_url)"), "{}", run.err);
+    let pulled = hookline(&["subscriptions", "create", "--pull", "true", "--event-type", "x"], &env).ok().json();
+    assert_eq!((pulled["destination"].as_str(), pulled["verified"].as_bool()), (Some("pull"), Some(true)), "{pulled}");
+    assert!(pulled["callback_url"].is_null(), "{pulled}");
+    let run = hookline(&["subscriptions", "list", "--event-type", "x", "-o", "table"], &env);
+    let row = run.ok().out.lines().find(|l| l.starts_with(pulled["id"].as_str().unwrap())).map(str::to_string);
+    assert!(row.is_some_and(|r| r.contains("(pull only)")), "the list's callback column: {}", run.out);
     let run = hookline(
         &[
             "subscriptions",

@@ -130,7 +130,7 @@ async fn reach<P: Pipeline>(p: &P, f: &Fixture, code: ErrorCode) -> Reached {
     match code {
         ErrorCode::MalformedJson => raw(p, "POST", "/v1/subscriptions", b"{\"callback_url\": ", &[]).await,
         ErrorCode::NotAnObject => raw(p, "POST", "/v1/subscriptions", b"[1, 2]", &[]).await,
-        ErrorCode::MissingField => post(p, "/v1/subscriptions", &json!({"event_types": ["ec.*"]})).await,
+        ErrorCode::MissingField => post(p, "/v1/subscriptions", &json!({"callback_url": f.receiver_url_ok})).await,
         ErrorCode::UnknownField => post(p, "/v1/subscriptions", &sub(json!({"callback": "x"}))).await,
         ErrorCode::InvalidType => post(p, "/v1/subscriptions", &sub(json!({"max_in_flight": "ten"}))).await,
         ErrorCode::UnknownParameter => {

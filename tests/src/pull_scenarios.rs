@@ -176,12 +176,120 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     }
 }
 
+/// A pull-only subscription (`pull: true`, no `callback_url`) is verified
+/// as created, shows `destination: pull` and no callback, and nothing is
+/// pushed for it: each routed event's delivery is `filed_for_pull`, with no
+/// attempt, and its health counts none. Its subscriber key pulls every
+/// routed event once, in order, signed by its secret. No callback without
+/// `pull`, `ordering: partition` or `ack_timeout_secs` with pull-only, and
+/// turning `pull` off without a callback are `422`s naming the field;
+/// giving it a callback makes it a pushed subscription, verified again.
+pub async fn a_pull_only_subscription_is_never_pushed_and_pulls_every_event(p: &mut impl Pipeline) {
+    let r = Receiver::start().await;
+    let tenant = unique_name("pullonly");
+    let (st, created) =
+        p.post("/v1/subscriptions", &json!({"event_types": ["pullonly.*"], "tenant_id": tenant, "pull": true})).await;
+    assert_eq!(st, 201, "{created}");
+    let shown = &created; // the subscription, flattened, with its secret
+    assert_eq!(shown["verified"], true, "verified at creation, no handshake: {created}");
+    assert_eq!((shown["callback_url"].clone(), shown["destination"].as_str()), (Value::Null, Some("pull")), "{shown}");
+    let sub = shown["id"].as_str().unwrap().to_string();
+    let secret = created["secret"].as_str().unwrap().to_string();
+    let token = subscriber_key(p, &sub, Some(&tenant)).await;
+    let mut sent = Vec::new();
+    for n in 0..4 {
+        let (st, ev) =
+            p.post("/v1/events", &json!({"type": "pullonly.created", "tenant_id": tenant, "data": {"n": n}})).await;
+        assert_eq!(st, 202, "{ev}");
+        sent.push(ev["event_id"].as_str().unwrap().to_string());
+    }
+    for id in &sent {
+        let d = eventually(30, "the delivery filed for pull", || async {
+            let (_, v) = p.get(&format!("/v1/events/{id}/deliveries")).await;
+            let d = v["items"].as_array().cloned().unwrap_or_default();
+            (d.len() == 1 && d[0]["status"] == "filed_for_pull").then_some(d)
+        })
+        .await;
+        assert_eq!(d[0]["attempts"], json!([]), "no attempt: nothing pushed: {d:?}");
+        assert_eq!(d[0]["subscription_id"].as_str(), Some(sub.as_str()));
+    }
+    let (events, cursor) = eventually(20, "four events in the pull index", || async {
+        let (all, cursor) = pull_all(p, &token, &sub, 3, None).await;
+        (all.len() >= 4).then_some((all, cursor))
+    })
+    .await;
+    let ids: Vec<&str> = events.iter().map(|e| e["event_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, sent.iter().map(String::as_str).collect::<Vec<_>>(), "each once, in order");
+    let key = Secret::parse(&secret).unwrap();
+    for e in &events {
+        let h = |n: &str| e["headers"][n].as_str().unwrap_or_default().to_string();
+        let body = e["body"].as_str().unwrap().as_bytes();
+        let now = chrono::Utc::now().timestamp();
+        verify(
+            std::slice::from_ref(&key),
+            &h("webhook-id"),
+            &h("webhook-timestamp"),
+            &h("webhook-signature"),
+            body,
+            now,
+            300,
+        )
+        .unwrap_or_else(|err| panic!("the pulled signature verifies ({err}): {e}"));
+        assert_eq!(h("hookline-event-type"), "pullonly.created");
+    }
+    let (again, _) = pull_all(p, &token, &sub, 3, cursor).await;
+    assert!(again.is_empty(), "caught up: {again:?}");
+    let (st, got) = p.get(&format!("/v1/subscriptions/{sub}")).await;
+    assert_eq!(st, 200, "{got}");
+    assert_eq!((got["health"]["attempts"].as_u64(), got["health"]["breaker"].as_str()), (Some(0), Some("closed")));
+    let (st, v) = p.post(&format!("/v1/subscriptions/{sub}/verify"), &json!({})).await;
+    assert_eq!((st, v["verified"].as_bool()), (200, Some(true)), "verifying again needs no endpoint: {v}");
+
+    // Refusals: each names its field, and nothing is stored or changed.
+    for (bad, field) in [
+        (json!({"event_types": ["pullonly.*"]}), "callback_url"),
+        (json!({"event_types": ["pullonly.*"], "callback_url": null, "pull": false}), "callback_url"),
+        (json!({"event_types": ["pullonly.*"], "pull": true, "ordering": "partition"}), "ordering"),
+        (json!({"event_types": ["pullonly.*"], "pull": true, "ack_timeout_secs": 30}), "ack_timeout_secs"),
+    ] {
+        let (st, v) = p.post("/v1/subscriptions", &bad).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (422, Some(field)), "{bad}: {v}");
+    }
+    let path = format!("/v1/subscriptions/{sub}");
+    for (bad, field) in [(json!({"pull": false}), "callback_url"), (json!({"ordering": "partition"}), "ordering")] {
+        let (st, v) = p.call("PATCH", &path, Some(&serde_json::to_vec(&bad).unwrap())).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (422, Some(field)), "{bad}: {v}");
+    }
+    assert!(r.requests("/pullonly").is_empty(), "nothing was pushed anywhere");
+    for active in [false, true] {
+        let (st, v) = p.call("PATCH", &path, Some(&serde_json::to_vec(&json!({"active": active})).unwrap())).await;
+        assert_eq!((st, v["verified"].as_bool()), (200, Some(true)), "disabled and enabled, still verified: {v}");
+    }
+
+    // A callback makes it a pushed subscription: verified again, then pushed to.
+    let url = r.url("/pullonly", Behaviour::Ok);
+    let (st, v) = p.call("PATCH", &path, Some(&serde_json::to_vec(&json!({"callback_url": url})).unwrap())).await;
+    assert_eq!((st, v["destination"].as_str(), v["callback_url"].as_str()), (200, Some("https"), Some(url.as_str())));
+    eventually(20, "verified again at its callback", || async {
+        let (_, s) = p.get(&path).await;
+        (s["verified"] == true).then_some(())
+    })
+    .await;
+    let (st, ev) = p.post("/v1/events", &json!({"type": "pullonly.created", "tenant_id": tenant, "data": {}})).await;
+    assert_eq!(st, 202, "{ev}");
+    let d = p.settled_deliveries(ev["event_id"].as_str().unwrap(), 1, 30).await;
+    assert_eq!(d[0]["status"], "completed", "{d:?}");
+    let webhook_id = d[0]["webhook_id"].as_str().unwrap_or_default().to_string();
+    assert!(r.requests("/pullonly").iter().any(|q| q.header("webhook-id") == webhook_id), "pushed now");
+}
+
 /// Every scenario of this suite, listed once for both backends.
 #[macro_export]
 macro_rules! pull_scenario_tests {
     ($backend:ident) => {
         $crate::scenario_tests!($backend, pull_scenarios;
             a_pull_after_an_outage_returns_every_missed_event_once_in_order,
+            a_pull_only_subscription_is_never_pushed_and_pulls_every_event,
         );
     };
 }

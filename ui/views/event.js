@@ -8,7 +8,7 @@ import { h, fill, dl, time, link, badge, json, pager, showError } from "../dom.j
 const STATUS = {
   pending: ["pending", "muted"], waiting: ["waiting for its partition", "muted"], in_progress: ["retrying", "warn"],
   pending_retry: ["retry scheduled", "warn"], completed: ["delivered", "ok"], dead_lettered: ["dead-lettered", "bad"],
-  awaiting_ack: ["awaiting acknowledgement", "warn"],
+  awaiting_ack: ["awaiting acknowledgement", "warn"], filed_for_pull: ["filed for pull (never pushed)", "muted"],
 };
 
 /** A delivery's status as a badge. */

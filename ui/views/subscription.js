@@ -47,6 +47,10 @@ async function followVerification(id, status) {
   const until = Date.now() + 60e3;
   while (Date.now() < until) {
     const s = await get(`/v1/subscriptions/${seg(id)}`);
+    if (s.verified && s.destination === "pull") {
+      fill(status, badge("verified", "ok"), " Pull only: nothing to verify, nothing is pushed. Its subscriber key pulls GET /v1/subscriptions/{id}/events.");
+      return s;
+    }
     if (s.verified) {
       fill(status, badge("verified", "ok"), " The endpoint answered the challenge: deliveries start now.");
       return s;
@@ -124,7 +128,7 @@ function renderOne(main, ctx, sub) {
       ])),
       h("section", { class: "card" }, h("h2", {}, "Settings"), dl([
         ["Id", h("code", {}, sub.id)],
-        ["Callback URL", h("code", { class: "wrap" }, sub.callback_url)],
+        ["Callback URL", sub.callback_url ? h("code", { class: "wrap" }, sub.callback_url) : "none: pull only, nothing is pushed"],
         ["Destination", sub.destination],
         ["Event types", h("code", {}, sub.event_types.join(", "))],
         ["Tenant", sub.tenant_id],
@@ -133,7 +137,7 @@ function renderOne(main, ctx, sub) {
         ["Retries", `${sub.retry_policy.max_attempts} attempts`],
         ["Dead-letter on", sub.dead_letter_on.join(", ") || null],
         ["Acknowledgement", sub.ack_timeout_secs ? `required within ${sub.ack_timeout_secs} s` : null],
-        ["Pull", sub.pull ? "on (GET /v1/subscriptions/{id}/events)" : null],
+        ["Pull", sub.destination === "pull" ? "only (GET /v1/subscriptions/{id}/events; verified at creation)" : sub.pull ? "on (GET /v1/subscriptions/{id}/events)" : null],
         ["Headers", Object.keys(sub.headers).length ? json(sub.headers) : null],
         ["Created", time(sub.created_at)],
       ]))),

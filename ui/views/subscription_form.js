@@ -10,8 +10,12 @@ const headersText = (hs) => Object.entries(hs || {}).map(([k, v]) => `${k}: ${v}
 
 function readForm(form, tenantBound) {
   const v = (n) => form.elements[n]?.value.trim() ?? "";
+  // Pull only: no callback (null, left out of a create); a callback given
+  // makes it pushed again.
+  const mode = v("pull");
   const body = {
-    callback_url: v("callback_url"),
+    callback_url: v("callback_url") || (mode === "only" ? null : ""),
+    pull: mode !== "off",
     event_types: v("event_types").split(",").map((s) => s.trim()).filter(Boolean),
     description: v("description") || null,
     dead_letter_on: v("dead_letter_on") ? v("dead_letter_on").split(",").map((s) => Number(s.trim())) : [],
@@ -40,7 +44,8 @@ export function subscriptionForm(session, sub, done, cancel) {
   const typesHint = h("div", { class: "type-picker", "aria-live": "polite" });
   const form = h("form", { class: "card form", novalidate: true, onsubmit: submit },
     h("div", { class: "alert", role: "alert", hidden: true }),
-    field("Callback URL", "callback_url", { required: true, value: sub?.callback_url ?? "", placeholder: "https://example.com/webhooks" }, "An HTTPS URL, an SQS queue ARN (arn:aws:sqs:…) or an EventBridge bus ARN (arn:aws:events:…:event-bus/…)."),
+    field("Callback URL", "callback_url", { value: sub?.callback_url ?? "", placeholder: "https://example.com/webhooks" }, "An HTTPS URL, an SQS queue ARN (arn:aws:sqs:…) or an EventBridge bus ARN (arn:aws:events:…:event-bus/…). Leave empty for pull only."),
+    field("Pull", "pull", { tag: "select", options: [["off", "no: pushed only"], ["on", "also pulled (pushes go on)"], ["only", "pull only: no callback, nothing pushed"]] }, "Pull only is for a consumer behind a firewall: verified at once, its subscriber key pulls GET /v1/subscriptions/{id}/events."),
     field("Event types", "event_types", { required: true, value: sub ? sub.event_types.join(", ") : "", placeholder: "order.*, invoice.paid" }, "Comma-separated; * matches any suffix (order.*) or everything (*)."),
     typesHint,
     tenantBound ? null : field("Tenant", "tenant_id", { value: sub?.tenant_id ?? "" }, "Leave empty for a subscription of no tenant."),
@@ -53,6 +58,7 @@ export function subscriptionForm(session, sub, done, cancel) {
     h("div", { class: "actions" },
       h("button", { type: "submit", class: "primary" }, sub ? "Save changes" : "Create subscription"),
       cancel ? h("button", { type: "button", onclick: cancel }, "Cancel") : null));
+  form.elements.pull.value = sub?.destination === "pull" ? "only" : sub?.pull ? "on" : "off";
   form.elements.ordering.value = sub?.ordering ?? "none";
   form.elements.payload_format.value = sub?.payload_format ?? "original";
   form.elements.headers.value = headersText(sub?.headers);

@@ -17,11 +17,12 @@ export function stateBadge(s) {
 
 /** Whether a queue or bus destination waits for its owner's token. */
 export function awaitingToken(s) {
-  return s.destination !== "https" && !s.verified && (s.verification_error || "").startsWith("awaiting confirmation");
+  return s.destination !== "https" && s.destination !== "pull" && !s.verified && (s.verification_error || "").startsWith("awaiting confirmation");
 }
 
-/** Where deliveries go, when not an HTTPS callback: `sqs` or `eventbridge`. */
+/** Where deliveries go, when not an HTTPS callback: `sqs`, `eventbridge` or `pull` (pull only). */
 export function destinationBadge(s) {
+  if (s.destination === "pull") return badge("pull only", "muted");
   return s.destination && s.destination !== "https" ? badge(s.destination, "muted") : null;
 }
 
@@ -50,7 +51,7 @@ export async function render(main, { session }) {
   const list = pager(
     (cursor) => get("/v1/subscriptions", { ...values(form), cursor, limit: 20 }),
     (items) => table("Subscriptions", [
-      ["Subscription", (s) => h("div", {}, link(`/subscriptions/${encodeURIComponent(s.id)}`, s.description || s.id), h("div", { class: "sub muted mono" }, destinationBadge(s), " ", s.callback_url))],
+      ["Subscription", (s) => h("div", {}, link(`/subscriptions/${encodeURIComponent(s.id)}`, s.description || s.id), h("div", { class: "sub muted mono" }, destinationBadge(s), " ", s.callback_url ?? ""))],
       ["Tenant", (s) => s.tenant_id || h("span", { class: "muted" }, "—")],
       ["Types", (s) => h("span", { class: "mono" }, s.event_types.join(", "))],
       ["State", stateBadge],

@@ -421,6 +421,10 @@ pub enum DeliveryStatus {
     /// Delivered (2xx); waits for the subscriber's acknowledgement (its
     /// subscription has `ack_timeout_secs`) until `next_attempt_at`.
     AwaitingAck,
+    /// Its subscription is pull-only: filed for its subscriber to pull
+    /// (`GET /v1/subscriptions/{id}/events`), never pushed, no attempt.
+    /// Final.
+    FiledForPull,
 }
 
 /// Why a delivery exists when routing did not create it.

@@ -110,8 +110,12 @@ pub struct RetryPolicy {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"callback_url": "https://example.com/hooks", "event_types": ["order.*"], "tenant_id": "acme"}))]
 pub struct CreateSubscription {
-    /// Where deliveries go: an HTTPS URL of a public address.
-    pub callback_url: String,
+    /// Where deliveries go: an HTTPS URL of a public address, or an SQS
+    /// queue or EventBridge bus ARN. Absent or `null` only with `pull:
+    /// true`: a pull-only subscription, never pushed to, verified at
+    /// creation (docs/delivery.md#pull).
+    #[serde(default)]
+    pub callback_url: Option<String>,
     /// Event type patterns, 1 to 98: exact (`order.created`), prefix
     /// (`order.*`) or every type (`*`); each 1 to 100 characters.
     pub event_types: Vec<String>,
@@ -168,7 +172,8 @@ pub struct CreateSubscription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_timeout_secs: Option<i64>,
     /// Let the subscriber also pull what is routed to it (`GET
-    /// /v1/subscriptions/{id}/events`; default `false`). Pushes continue.
+    /// /v1/subscriptions/{id}/events`; default `false`). Pushes continue,
+    /// unless there is no `callback_url`: then it is pull-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<bool>,
 }
@@ -181,7 +186,8 @@ pub struct CreateSubscription {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"event_types": ["order.*", "refund.*"], "rate_limit": null}))]
 pub struct PatchSubscription {
-    /// A new callback URL (verified again before deliveries resume).
+    /// A new callback URL (verified again before deliveries resume); given
+    /// to a pull-only subscription, it makes it a pushed one.
     #[serde(default, skip_serializing_if = "Patch::is_absent")]
     #[schema(value_type = Option<String>)]
     pub callback_url: Patch<String>,
@@ -323,8 +329,10 @@ pub struct Subscription {
     /// `sub_…`.
     #[schema(example = "sub_01JD5ZQ8W1X4S0VQ3M2B7C9E6F")]
     pub id: String,
-    /// Where deliveries go.
-    pub callback_url: String,
+    /// Where deliveries go; `null` for a pull-only subscription
+    /// (`destination` `pull`). Always present.
+    #[schema(required = true)]
+    pub callback_url: Option<String>,
     /// Event type patterns.
     pub event_types: Vec<String>,
     /// Only this tenant's events; `null`: every tenant's.
@@ -385,8 +393,8 @@ pub struct Subscription {
     #[serde(default)]
     pub pull: bool,
     /// Where deliveries go, as read from `callback_url` (read-only):
-    /// `https` (a signed POST), `sqs` (a queue ARN) or `eventbridge` (a bus
-    /// ARN).
+    /// `https` (a signed POST), `sqs` (a queue ARN), `eventbridge` (a bus
+    /// ARN) or `pull` (no callback: pull-only, nothing is pushed).
     #[serde(default = "https_destination")]
     #[schema(example = "https")]
     pub destination: String,

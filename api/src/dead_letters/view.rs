@@ -36,7 +36,7 @@ pub(super) fn saga_view(snapshot: serde_json::Value) -> Option<wire::SagaSnapsho
         event_id: s.event_id.to_string(),
         subscription_id: s.subscription_id.to_string(),
         webhook_id: s.webhook_id.to_string(),
-        status: crate::events::wire_status(s.state.status),
+        status: crate::events::wire_status(&s.state),
         attempts: s.state.attempts,
         next_attempt_at: s.state.next_attempt_at,
         last_error: s.state.last_error,

@@ -162,6 +162,19 @@ pub(crate) fn destination_arn(url: &str, config: &Config) -> Result<Option<Strin
     Ok(Some(arn.to_string()))
 }
 
+/// A patched subscription as it would be stored: what having no callback
+/// cannot combine with ([`shared::subscription::Subscription::destination_issues`]):
+/// `pull` off with no `callback_url`, `ordering: partition` or
+/// `ack_timeout_secs` on a pull-only one; every one reported (`422
+/// invalid_field` naming each field).
+pub(crate) fn pull_only(sub: &shared::subscription::Subscription) -> Result<(), ApiError> {
+    let mut v = Issues::default();
+    for e in sub.destination_issues() {
+        v.push(e.into());
+    }
+    v.check()
+}
+
 /// The custom `headers` of a subscription delivering to `url`: an SQS
 /// queue carries them as message attributes, whose names and number SQS
 /// limits (`422 invalid_field` naming `headers`).

@@ -18,14 +18,14 @@ const TAG: &str = "subscriptions";
 
 #[utoipa::path(
     post, path = "/v1/subscriptions", tag = TAG,
-    description = "Creates a subscription and starts its verification handshake; the answer carries its signing secret, shown only this once. Every bad field is reported in `errors`, and nothing is stored then.",
+    description = "Creates a subscription and starts its verification handshake; the answer carries its signing secret, shown only this once. With `pull: true` and no `callback_url` it is pull-only: verified at once (no endpoint to verify), never pushed to, read through `GET /v1/subscriptions/{id}/events`. Every bad field is reported in `errors`, and nothing is stored then.",
     request_body = CreateSubscription,
     responses(
         (status = 201, description = "Created; `secret` is shown only now.", body = SubscriptionWithSecret),
         (status = 400, description = "Could not be parsed: `unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `missing_field`, `unknown_field`, `invalid_type` (e.g. an unknown `payload_format`).", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not manage subscriptions, or names another tenant than its own.", body = ErrorBody),
-        (status = 422, description = "Each bad field in `errors`: `invalid_callback_url`, `invalid_field` (event types, tenant, data fields, header count), `invalid_header`, `invalid_limit`, `invalid_retry_schedule`, `retry_schedule_too_long`, `invalid_dead_letter_on`.", body = ErrorBody,
+        (status = 422, description = "Each bad field in `errors`: `invalid_callback_url`, `invalid_field` (event types, tenant, data fields, header count; no `callback_url` without `pull: true`; `ordering: partition` or `ack_timeout_secs` on a pull-only subscription), `invalid_header`, `invalid_limit`, `invalid_retry_schedule`, `retry_schedule_too_long`, `invalid_dead_letter_on`.", body = ErrorBody,
             example = json!({"error": {"code": "invalid_callback_url", "message": "callback_url must use https (and 2 more bad fields: see errors)", "field": "callback_url", "errors": [
                 {"field": "callback_url", "code": "invalid_callback_url", "message": "callback_url must use https"},
                 {"field": "event_types[0]", "code": "invalid_field", "message": "'a b' contains ' '; patterns are an exact type, 'prefix.*' or '*'"},
@@ -97,7 +97,7 @@ fn get() {}
         (status = 403, description = "`forbidden`: the key may not manage subscriptions, or would move it to another tenant or make it global.", body = ErrorBody),
         (status = 404, description = "`not_found`.", body = ErrorBody),
         (status = 409, description = "`conflict`: it kept changing under the request; retry.", body = ErrorBody),
-        (status = 422, description = "Each bad field in `errors`: as for create, and `invalid_field` for a `null` `callback_url` or `event_types` (they cannot be removed) or `data_fields` without the `contract_webhook` format.", body = ErrorBody),
+        (status = 422, description = "Each bad field in `errors`: as for create, and `invalid_field` for a `null` `callback_url` or `event_types` (they cannot be removed), for `pull: false` on a pull-only subscription without a `callback_url`, and for `ordering: partition` or `ack_timeout_secs` on a pull-only one or `data_fields` without the `contract_webhook` format.", body = ErrorBody),
         (status = 503, description = "`unavailable`.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))

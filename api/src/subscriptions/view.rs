@@ -15,7 +15,7 @@ use shared::subscription::{shown_header_value, PayloadFormat, Subscription};
 pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -> wire::Subscription {
     wire::Subscription {
         id: s.id.to_string(),
-        callback_url: s.callback_url.clone(),
+        callback_url: (!s.is_pull_only()).then(|| s.callback_url.clone()),
         event_types: s.event_types.clone(),
         tenant_id: s.tenant_id.as_ref().map(|t| t.as_str().to_string()),
         description: s.description.clone(),
@@ -40,10 +40,7 @@ pub(crate) fn subscription(s: &Subscription, health: wire::SubscriptionHealth) -
         auto_requeue: s.auto_requeue,
         ack_timeout_secs: s.ack_timeout_secs,
         pull: s.pull,
-        destination: shared::destination::parse(&s.callback_url)
-            .map_or(shared::destination::DestinationKind::Https, |d| d.kind())
-            .as_str()
-            .to_string(),
+        destination: shared::destination::DestinationKind::of(&s.callback_url, s.pull).as_str().to_string(),
     }
 }
 

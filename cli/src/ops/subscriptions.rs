@@ -52,7 +52,8 @@ pub enum Command {
     /// this once).
     #[command(after_help = examples!(
         "hookline subscriptions create --callback-url https://example.com/hook --event-type 'order.*'",
-        "hookline subscriptions create --callback-url https://example.com/hook --event-type a --event-type b \\\n      --tenant acme --header X-Team=payments --json '{\"retry_policy\": {\"max_attempts\": 3}}'"
+        "hookline subscriptions create --callback-url https://example.com/hook --event-type a --event-type b \\\n      --tenant acme --header X-Team=payments --json '{\"retry_policy\": {\"max_attempts\": 3}}'",
+        "hookline subscriptions create --pull true --event-type 'order.*'   # pull-only: no callback, never pushed"
     ))]
     Create {
         #[command(flatten)]
@@ -137,9 +138,14 @@ pub enum Command {
 /// The fields `create` and `update` set (anything else through `--json`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct Fields {
-    /// Where deliveries go (`callback_url`).
+    /// Where deliveries go (`callback_url`); leave it out with `--pull
+    /// true` for a pull-only subscription (docs/delivery.md#pull).
     #[arg(long)]
     callback_url: Option<String>,
+    /// true: its subscriber may pull what is routed to it (`pull`); with
+    /// no `--callback-url`, nothing is pushed (pull-only).
+    #[arg(long, value_name = "BOOL")]
+    pull: Option<bool>,
     /// An event type or pattern (`order.created`, `order.*`, `*`);
     /// repeatable (`event_types`).
     #[arg(long = "event-type", value_name = "PATTERN")]
@@ -214,6 +220,7 @@ impl Fields {
         set("max_in_flight", self.max_in_flight.map(Value::from));
         set("rate_limit", self.rate_limit.map(Value::from));
         set("auto_requeue", self.auto_requeue.map(Value::from));
+        set("pull", self.pull.map(Value::from));
         b
     }
 }
@@ -233,7 +240,7 @@ const VIEW: View = View {
             let breaker = serde_json::to_value(s.health.breaker).expect("a breaker state serializes");
             vec![
                 s.id,
-                s.callback_url,
+                s.callback_url.unwrap_or_else(|| "(pull only)".into()),
                 cell(&json!(s.event_types)),
                 cell(&json!(s.tenant_id)),
                 s.active.to_string(),

@@ -15,7 +15,7 @@ pub mod eventbridge;
 pub mod sqs;
 
 /// The kind of a destination, as the subscription view shows it
-/// (`"destination": "https" | "sqs" | "eventbridge"`).
+/// (`"destination": "https" | "sqs" | "eventbridge" | "pull"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DestinationKind {
     /// An HTTPS callback (a signed POST).
@@ -24,6 +24,10 @@ pub enum DestinationKind {
     Sqs,
     /// An EventBridge bus: one `PutEvents` entry per attempt.
     EventBridge,
+    /// None: a pull-only subscription (`pull: true`, no `callback_url`),
+    /// read by its subscriber through `GET /v1/subscriptions/{id}/events`
+    /// and never pushed to ([`crate::pull`]).
+    Pull,
 }
 
 impl DestinationKind {
@@ -33,7 +37,19 @@ impl DestinationKind {
             DestinationKind::Https => "https",
             DestinationKind::Sqs => "sqs",
             DestinationKind::EventBridge => "eventbridge",
+            DestinationKind::Pull => "pull",
         }
+    }
+
+    /// The kind of a subscription's destination: [`DestinationKind::Pull`]
+    /// for a pull-only one (no `callback_url`, `pull` set), else the kind
+    /// its `callback_url` reads as (HTTPS when it does not parse: the API
+    /// refuses such a URL before it is stored).
+    pub fn of(callback_url: &str, pull: bool) -> DestinationKind {
+        if pull && callback_url.trim().is_empty() {
+            return DestinationKind::Pull;
+        }
+        parse(callback_url).map_or(DestinationKind::Https, |d| d.kind())
     }
 }
 
@@ -235,6 +251,9 @@ mod tests {
             (q.region.as_str(), q.account.as_str(), q.name.as_str()),
             ("eu-west-1", "123456789012", "orders.fifo")
         );
+        assert_eq!(DestinationKind::of("", true), DestinationKind::Pull);
+        assert_eq!(DestinationKind::of("https://a.example/x", true), DestinationKind::Https);
+        assert_eq!(DestinationKind::of("", false), DestinationKind::Https, "not pulled: never pull-only");
         let b = parse("arn:aws:events:us-east-1:123456789012:event-bus/crm").unwrap();
         assert_eq!(b.kind(), DestinationKind::EventBridge);
         let Destination::EventBridge(b) = b else { panic!("a bus") };

@@ -514,6 +514,12 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
     if let Some(p) = event.producer.as_deref() {
         tracing::Span::current().record("producer", tracing::field::display(crate::envelope::LogSafe(p)));
     }
+    if sub.is_pull_only() {
+        // A replay or requeue of a pull-only subscription: nowhere to push.
+        release(h, lease.as_ref()).await;
+        let why = "pull-only subscription: nothing is pushed (its subscriber pulls GET /v1/subscriptions/{id}/events)";
+        return Ok(Prepared::Record(refused_counted(h, &sub, job, why)));
+    }
     let destination = match crate::destination::parse(&sub.callback_url) {
         Ok(d) => d,
         Err(e) => {

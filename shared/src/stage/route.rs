@@ -1,4 +1,6 @@
-//! Route: for each new event, one Pending saga per matching subscription.
+//! Route: for each new event, one Pending saga per matching subscription
+//! (a pull-only subscription's is inserted Completed with no attempt:
+//! filed for pull, [`crate::saga::SagaState::filed_for_pull`]).
 //! It inserts sagas conditionally and does nothing else: no status changes,
 //! no jobs, no payload reads (docs/architecture.md#stage-table).
 
@@ -13,7 +15,7 @@ use crate::error::StoreError;
 use crate::event::EventRecord;
 use crate::ids::{self, SubscriptionId};
 use crate::routing::{self, RouteKey};
-use crate::saga::Saga;
+use crate::saga::{Saga, SagaState};
 use crate::subscription::Subscription;
 
 /// Creates the sagas of these events; returns how many were new. Safe to
@@ -77,10 +79,19 @@ pub async fn route(h: &Hookline, events: &[EventRecord]) -> Result<usize, StoreE
             ids.iter()
                 .filter_map(|id| subs[id].as_deref())
                 .filter(|s| routing::wants(s, e))
-                .map(|s| Saga {
-                    lane: crate::routing::lane_for(s, e),
-                    pull_key: crate::pull::pull_key(s, e, now),
-                    ..Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now)
+                .map(|s| {
+                    let saga = Saga {
+                        lane: crate::routing::lane_for(s, e),
+                        pull_key: crate::pull::pull_key(s, e, now),
+                        ..Saga::new(ids::saga_id(&e.id, &s.id), &e.id, &s.id, None, now)
+                    };
+                    // Pull-only: filed for pull, completed as inserted (no
+                    // lane, no job: nothing is pushed).
+                    if s.is_pull_only() {
+                        Saga { lane: None, state: SagaState::filed_for_pull(), ..saga }
+                    } else {
+                        saga
+                    }
                 })
                 .collect::<Vec<_>>()
         })

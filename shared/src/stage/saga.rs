@@ -44,9 +44,12 @@ struct Step {
 
 /// New sagas (the saga stream's inserts): each gets its first job. The
 /// input is always read as the insert it was, whatever the saga's state now;
-/// but an ordered saga first asks its lane ([`super::ordering::admit`]).
+/// but an ordered saga first asks its lane ([`super::ordering::admit`]),
+/// and one inserted terminal (a pull-only subscription's, filed for pull:
+/// [`crate::saga::SagaState::filed_for_pull`]) gets nothing.
 pub async fn start(h: &Hookline, sagas: &[Saga]) -> Result<(), StoreError> {
-    let (ordered, plain): (Vec<&Saga>, Vec<&Saga>) = sagas.iter().partition(|s| s.lane.is_some());
+    let (ordered, plain): (Vec<&Saga>, Vec<&Saga>) =
+        sagas.iter().filter(|s| !s.state.status.is_terminal()).partition(|s| s.lane.is_some());
     for s in ordered {
         super::ordering::admit(h, &s.event_id, &s.id, crate::ordering::Releaser::Itself).await?;
     }

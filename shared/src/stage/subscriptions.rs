@@ -101,9 +101,10 @@ pub async fn change<E>(
         if enabling {
             sub.disabled_reason = None;
             sub.disabled_at = None;
-            sub.verified = false;
             sub.verification_error = None;
-            reverify = true;
+            // Pull-only: no endpoint to verify, it stays verified.
+            sub.verified = sub.is_pull_only();
+            reverify |= !sub.is_pull_only();
         }
         sub.version = before.version + 1;
         sub.updated_at = Utc::now();

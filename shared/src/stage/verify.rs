@@ -39,6 +39,9 @@ pub async fn verify_as(
 ) -> Result<Option<Subscription>, StoreError> {
     let Some(sub) = h.stores.subscriptions.get(subscription_id).await? else { return Ok(None) };
     let url = sub.callback_url.clone();
+    if sub.is_pull_only() {
+        return verified_pull_only(h, sub, actor).await;
+    }
     if let Ok(to) = crate::destination::parse(&url).map(|d| d.kind()) {
         if to != crate::destination::DestinationKind::Https {
             return super::verify_token::send_token(h, sub).await.map(Some);
@@ -66,6 +69,28 @@ pub async fn verify_as(
                 .details(serde_json::json!({"error": e})),
         };
         h.audit(rec.subscription(subscription_id).tenant(cur.tenant_id.as_ref())).await;
+    }
+    Ok(stored.map(|(s, _)| s))
+}
+
+/// A pull-only subscription has no endpoint to verify: only a key scoped to
+/// it can read what is routed to it, and an admin or tenant admin created
+/// it. It is stored verified (audited as `subscription.verified` when that
+/// changed anything), unless it got a callback meanwhile.
+async fn verified_pull_only(h: &Hookline, sub: Subscription, actor: &str) -> Result<Option<Subscription>, StoreError> {
+    if sub.verified && sub.verification_error.is_none() {
+        return Ok(Some(sub));
+    }
+    let stored = store_unless_repointed(h, &sub.id, &sub.callback_url, |cur| {
+        cur.verified = true;
+        cur.verification_error = None;
+        cur.verification_token = None;
+    })
+    .await?;
+    if let Some((cur, true)) = &stored {
+        let rec = audit::AuditRecord::new(audit::Action::SubscriptionVerified, actor)
+            .details(serde_json::json!({"pull_only": true}));
+        h.audit(rec.subscription(&sub.id).tenant(cur.tenant_id.as_ref())).await;
     }
     Ok(stored.map(|(s, _)| s))
 }
