@@ -66,11 +66,17 @@ def test_create_a_subscription_and_watch_it_verify(page, hookline, receiver):
     page.get_by_role("button", name="Rotate secret").click()
     new_secret = page.get_by_test_id("secret").inner_text()
     assert new_secret.startswith("whsec_") and new_secret != secret
-    # Edit: the description changes, nothing else is sent.
+    # Edit: the description, the acknowledgement timeout and automatic requeue change.
     page.get_by_role("button", name="Edit").click()
     page.get_by_label("Description").fill("Renamed in the browser")
+    page.get_by_label("Acknowledgement within (s)").fill("30")
+    page.get_by_label("Automatic requeue").select_option("on")
     page.get_by_role("button", name="Save changes").click()
     expect(page.get_by_role("heading", name="Renamed in the browser")).to_be_visible()
+    expect(page.get_by_text("required within 30 s")).to_be_visible()
+    expect(page.get_by_text("on: an outage's dead letters are requeued when it ends")).to_be_visible()
+    saved = hookline.ok("GET", "/v1/subscriptions/" + page.url.rsplit("/", 1)[-1])
+    assert saved["ack_timeout_secs"] == 30 and saved["auto_requeue"] is True, saved
     # Delete asks first.
     page.get_by_role("button", name="Delete").click()
     page.get_by_role("button", name="Yes, delete").click()

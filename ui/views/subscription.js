@@ -137,6 +137,7 @@ function renderOne(main, ctx, sub) {
         ["Retries", `${sub.retry_policy.max_attempts} attempts`],
         ["Dead-letter on", sub.dead_letter_on.join(", ") || null],
         ["Acknowledgement", sub.ack_timeout_secs ? `required within ${sub.ack_timeout_secs} s` : null],
+        ["Automatic requeue", sub.auto_requeue ? "on: an outage's dead letters are requeued when it ends" : null],
         ["Pull", sub.destination === "pull" ? "only (GET /v1/subscriptions/{id}/events; verified at creation)" : sub.pull ? "on (GET /v1/subscriptions/{id}/events)" : null],
         ["Headers", Object.keys(sub.headers).length ? json(sub.headers) : null],
         ["Created", time(sub.created_at)],

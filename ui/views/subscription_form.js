@@ -21,6 +21,8 @@ function readForm(form, tenantBound) {
     dead_letter_on: v("dead_letter_on") ? v("dead_letter_on").split(",").map((s) => Number(s.trim())) : [],
     ordering: v("ordering"),
     payload_format: v("payload_format"),
+    ack_timeout_secs: v("ack_timeout_secs") ? Number(v("ack_timeout_secs")) : null,
+    auto_requeue: v("auto_requeue") === "on",
   };
   if (!tenantBound) body.tenant_id = v("tenant_id") || null;
   if (v("retry_policy")) body.retry_policy = { max_attempts: Number(v("retry_policy")) };
@@ -54,12 +56,15 @@ export function subscriptionForm(session, sub, done, cancel) {
     field("Attempts at most", "retry_policy", { type: "number", min: 1, value: sub?.retry_policy.max_attempts ?? "" }, "Default 6 (exponential backoff)."),
     field("Ordering", "ordering", { tag: "select", options: [["none", "none (concurrent)"], ["partition", "per partition key"]] }),
     field("Payload format", "payload_format", { tag: "select", options: [["original", "original envelope"], ["hookline", "hookline"], ["contract_webhook", "contract webhook"]] }),
+    field("Acknowledgement within (s)", "ack_timeout_secs", { type: "number", min: 1, max: 86400, value: sub?.ack_timeout_secs ?? "" }, "Leave empty: a 2xx is the success. Set: a 2xx waits this long for the subscriber's signed acknowledgement, else it is retried."),
+    field("Automatic requeue", "auto_requeue", { tag: "select", options: [["off", "off: dead letters wait for a person"], ["on", "on: requeue an outage's dead letters when it ends"]] }, "When the circuit breaker closes, or the subscription is enabled again after Hookline disabled it."),
     field("Headers", "headers", { tag: "textarea", rows: 3, placeholder: "X-Team: payments" }, "One \"Name: value\" a line. Credential headers show as [hidden] and keep their value unless changed."),
     h("div", { class: "actions" },
       h("button", { type: "submit", class: "primary" }, sub ? "Save changes" : "Create subscription"),
       cancel ? h("button", { type: "button", onclick: cancel }, "Cancel") : null));
   form.elements.pull.value = sub?.destination === "pull" ? "only" : sub?.pull ? "on" : "off";
   form.elements.ordering.value = sub?.ordering ?? "none";
+  form.elements.auto_requeue.value = sub?.auto_requeue ? "on" : "off";
   form.elements.payload_format.value = sub?.payload_format ?? "original";
   form.elements.headers.value = headersText(sub?.headers);
   const initial = sub ? readForm(form, tenantBound) : null;
