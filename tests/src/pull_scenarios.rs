@@ -85,23 +85,12 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     let key = Secret::parse(&secret).unwrap();
     let pushes = r.requests("/pull");
     for e in &events {
-        let h = |n: &str| e["headers"][n].as_str().unwrap_or_default().to_string();
-        let body = e["body"].as_str().unwrap().as_bytes();
-        let now = chrono::Utc::now().timestamp();
-        verify(
-            std::slice::from_ref(&key),
-            &h("webhook-id"),
-            &h("webhook-timestamp"),
-            &h("webhook-signature"),
-            body,
-            now,
-            300,
-        )
-        .unwrap_or_else(|err| panic!("the pulled signature verifies ({err}): {e}"));
+        let h = header_of(e);
+        assert_signed(e, &key);
         assert_eq!(h("webhook-id"), e["webhook_id"].as_str().unwrap());
         assert_eq!(h("hookline-event-type"), "pull.created");
         let push = pushes.iter().find(|d| d.header("webhook-id") == h("webhook-id")).expect("it was pushed too");
-        assert_eq!(push.body, body, "the same body as its push");
+        assert_eq!(push.body, e["body"].as_str().unwrap().as_bytes(), "the same body as its push");
     }
     let (again, _) = pull_all(p, &token, &sub, 2, cursor.clone()).await;
     assert!(again.is_empty(), "caught up: {again:?}");
@@ -222,19 +211,8 @@ pub async fn a_pull_only_subscription_is_never_pushed_and_pulls_every_event(p: &
     assert_eq!(ids, sent.iter().map(String::as_str).collect::<Vec<_>>(), "each once, in order");
     let key = Secret::parse(&secret).unwrap();
     for e in &events {
-        let h = |n: &str| e["headers"][n].as_str().unwrap_or_default().to_string();
-        let body = e["body"].as_str().unwrap().as_bytes();
-        let now = chrono::Utc::now().timestamp();
-        verify(
-            std::slice::from_ref(&key),
-            &h("webhook-id"),
-            &h("webhook-timestamp"),
-            &h("webhook-signature"),
-            body,
-            now,
-            300,
-        )
-        .unwrap_or_else(|err| panic!("the pulled signature verifies ({err}): {e}"));
+        let h = header_of(e);
+        assert_signed(e, &key);
         assert_eq!(h("hookline-event-type"), "pullonly.created");
     }
     let (again, _) = pull_all(p, &token, &sub, 3, cursor).await;
@@ -292,4 +270,26 @@ macro_rules! pull_scenario_tests {
             a_pull_only_subscription_is_never_pushed_and_pulls_every_event,
         );
     };
+}
+
+/// A pulled event's header `n` ("" when absent).
+fn header_of(e: &Value) -> impl Fn(&str) -> String + '_ {
+    |n: &str| e["headers"][n].as_str().unwrap_or_default().to_string()
+}
+
+/// A pulled event's headers sign its body with `key`, as a push's would.
+fn assert_signed(e: &Value, key: &Secret) {
+    let h = header_of(e);
+    let body = e["body"].as_str().expect("a pulled event's body").as_bytes();
+    let now = chrono::Utc::now().timestamp();
+    verify(
+        std::slice::from_ref(key),
+        &h("webhook-id"),
+        &h("webhook-timestamp"),
+        &h("webhook-signature"),
+        body,
+        now,
+        300,
+    )
+    .unwrap_or_else(|err| panic!("the pulled signature verifies ({err}): {e}"));
 }

@@ -10,7 +10,7 @@ use chrono::DateTime;
 
 use std::collections::HashMap;
 
-use super::{all, backend, get_item, s, written};
+use super::{all, get_item, s, written};
 use crate::item::Attrs;
 use chrono::Utc;
 use shared::bounds::{all_bounded, MAX_STORE_IN_FLIGHT};
@@ -155,11 +155,8 @@ fn entry(a: &Attrs) -> StoreResult<CatalogEntry> {
 }
 
 impl DynamoEventTypes {
-    /// `Query` on partition `scope`, after the type `after` (a key
-    /// condition on the sort key), within `range` (inclusive) if given,
-    /// `Limit` one more than the page so whether more follow is known;
-    /// followed while DynamoDB stops early (its 1 MB per call). The items
-    /// (at most `limit`) and whether more follow.
+    /// `Query` on partition `scope` in type order, after the type `after`,
+    /// within `range` (inclusive) if given ([`super::query_after`]).
     async fn query_page(
         &self,
         scope: &str,
@@ -167,55 +164,8 @@ impl DynamoEventTypes {
         after: Option<&str>,
         range: Option<&(String, String)>,
     ) -> StoreResult<(Vec<Attrs>, bool)> {
-        let want = limit + 1;
-        let mut items: Vec<Attrs> = Vec::new();
-        let mut start = None;
-        // Within a range, the lower bound moves past `after`; past the
-        // upper bound nothing is left (and DynamoDB refuses a `BETWEEN`
-        // whose bounds are out of order).
-        let range = match range {
-            Some((lo, hi)) => {
-                let lo = after.filter(|a| *a >= lo.as_str()).map_or(lo.clone(), |a| format!("{a}\u{0}"));
-                if lo > *hi {
-                    return Ok((Vec::new(), false));
-                }
-                Some((lo, hi.clone()))
-            }
-            None => None,
-        };
-        loop {
-            let mut q = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .expression_attribute_names("#s", "scope")
-                .expression_attribute_values(":s", s(scope))
-                .limit(i32::try_from(want - items.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take());
-            // `#t` only where the condition uses it (AWS refuses a name
-            // no expression uses). A range starts after `after` through
-            // the start key, never a second sort key condition.
-            q = match (after, &range) {
-                (_, Some((lo, hi))) => q
-                    .key_condition_expression("#s = :s AND #t BETWEEN :lo AND :hi")
-                    .expression_attribute_names("#t", "event_type")
-                    .expression_attribute_values(":lo", s(lo))
-                    .expression_attribute_values(":hi", s(hi)),
-                (Some(a), None) => q
-                    .key_condition_expression("#s = :s AND #t > :a")
-                    .expression_attribute_names("#t", "event_type")
-                    .expression_attribute_values(":a", s(a)),
-                (None, None) => q.key_condition_expression("#s = :s"),
-            };
-            let page = q.send().await.map_err(|e| backend("Query", &self.table, e))?;
-            items.extend(page.items().iter().map(Attrs::from_sdk));
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() && items.len() < want => start = Some(k.clone()),
-                _ => break,
-            }
-        }
-        let more = items.len() > limit;
-        items.truncate(limit);
-        Ok((items, more))
+        let within = range.map(|(lo, hi)| (lo.as_str(), hi.as_str()));
+        let keys = super::SortKeys { attr: "event_type", after, within };
+        super::query_after(&self.client, &self.table, None, ("scope", scope), keys, limit).await
     }
 }

@@ -125,20 +125,45 @@ async fn query_all(
     }
 }
 
+/// Which sort keys of a partition [`query_after`] reads: those of the
+/// string attribute `attr` after `after`, and, with `within`, only those
+/// between its bounds (inclusive).
+#[derive(Debug, Clone, Copy)]
+struct SortKeys<'a> {
+    /// The sort key attribute.
+    attr: &'a str,
+    /// Only sort keys after this one (the previous page's last).
+    after: Option<&'a str>,
+    /// Only sort keys between these bounds, inclusive.
+    within: Option<(&'a str, &'a str)>,
+}
+
 /// Up to `limit` items of one partition (`hash` = (attribute, value)) of
-/// `table` or its `index`, in sort key order after the sort key `after`
-/// (a string attribute `range`), and whether more follow: a `Query` asking
-/// one more than the page, followed while DynamoDB stops early (its 1 MB
-/// per call).
+/// `table` or its `index`, in sort key order, of the sort keys `keys`
+/// selects, and whether more follow: a `Query` asking one more than the
+/// page, followed while DynamoDB stops early (its 1 MB per call).
 async fn query_after(
     client: &Client,
     table: &str,
     index: Option<&str>,
     hash: (&str, &str),
-    range: &str,
-    after: Option<&str>,
+    keys: SortKeys<'_>,
     limit: usize,
 ) -> StoreResult<(Vec<Attrs>, bool)> {
+    // Within bounds, the lower one moves past `after`; past the upper
+    // one nothing is left (and DynamoDB refuses a `BETWEEN` whose bounds
+    // are out of order). A range starts after `after` through the bounds,
+    // never a second sort key condition.
+    let within = match keys.within {
+        Some((lo, hi)) => {
+            let lo = keys.after.filter(|a| *a >= lo).map_or(lo.to_string(), |a| format!("{a}\u{0}"));
+            if lo.as_str() > hi {
+                return Ok((Vec::new(), false));
+            }
+            Some((lo, hi))
+        }
+        None => None,
+    };
     let want = limit + 1;
     let mut items: Vec<Attrs> = Vec::new();
     let mut start = None;
@@ -153,12 +178,17 @@ async fn query_after(
             .set_exclusive_start_key(start.take());
         // `#r` only where the condition uses it (AWS refuses a name no
         // expression uses).
-        q = match after {
-            Some(a) => q
+        q = match (keys.after, &within) {
+            (_, Some((lo, hi))) => q
+                .key_condition_expression("#h = :h AND #r BETWEEN :lo AND :hi")
+                .expression_attribute_names("#r", keys.attr)
+                .expression_attribute_values(":lo", s(lo))
+                .expression_attribute_values(":hi", s(*hi)),
+            (Some(a), None) => q
                 .key_condition_expression("#h = :h AND #r > :a")
-                .expression_attribute_names("#r", range)
+                .expression_attribute_names("#r", keys.attr)
                 .expression_attribute_values(":a", s(a)),
-            None => q.key_condition_expression("#h = :h"),
+            (None, None) => q.key_condition_expression("#h = :h"),
         };
         let page = q.send().await.map_err(|e| backend("Query", table, e))?;
         items.extend(page.items().iter().map(Attrs::from_sdk));

@@ -264,8 +264,15 @@ impl SagaStore for DynamoSagas {
         after: Option<&str>,
     ) -> StoreResult<Page<Pulled>> {
         let hash = ("pull_sub", subscription.as_str());
-        let (found, more) =
-            super::query_after(&self.client, &self.table, Some("by_pull"), hash, "pull_key", after, limit).await?;
+        let (found, more) = super::query_after(
+            &self.client,
+            &self.table,
+            Some("by_pull"),
+            hash,
+            super::SortKeys { attr: "pull_key", after, within: None },
+            limit,
+        )
+        .await?;
         let items = found
             .iter()
             .map(|a| {
