@@ -200,7 +200,13 @@ pub async fn a_failed_acknowledgement_is_retried_then_dead_lettered(p: &mut impl
     assert_eq!(st, 200, "{v}");
     let dead = delivery_in(p, &event, "dead_lettered", 2, 20).await;
     assert_eq!(dead["last_error"], "subscriber acknowledged failed: still closed", "{dead}");
-    let (_, dl) = p.get(&format!("/v1/dead-letters/{}", dead["saga_id"].as_str().unwrap())).await;
+    // The dead letter is the transition's effect, written after the saga.
+    let path = format!("/v1/dead-letters/{}", dead["saga_id"].as_str().unwrap());
+    let dl = eventually(10, "the dead letter written", || async {
+        let (st, dl) = p.get(&path).await;
+        (st == 200).then_some(dl)
+    })
+    .await;
     let reason = dl["reason"].as_str().unwrap_or_default().to_string();
     assert!(reason.contains("still closed") && reason.contains("gave up after 2 attempts"), "{dl}");
     assert_eq!(r.deliveries("/nak").len(), 2);
