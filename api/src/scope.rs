@@ -52,7 +52,8 @@ impl Api {
     /// Whether the resource `id` of `kind` exists and is the caller's to
     /// see; every route naming a resource in its path passes here first.
     /// An unbound caller is not checked (the handler finds what is not
-    /// there); a bound one reads the resource's tenant (one read, by key).
+    /// there); a bound one reads the resource's tenant (one read, by key),
+    /// and a key bound to one subscription sees no other.
     ///
     /// # Errors
     ///
@@ -66,6 +67,13 @@ impl Api {
                 source: "injected".into(),
             }
             .into());
+        }
+        // A key bound to one subscription (a subscriber's) sees that one
+        // only: any other is as if it did not exist.
+        if let (Some(own), Resource::Subscription) = (&caller.subscription, kind) {
+            if own.as_str() != id {
+                return Err(hidden(kind.noun()));
+            }
         }
         if caller.tenant.is_none() {
             return Ok(());
