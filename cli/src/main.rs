@@ -2,6 +2,7 @@
 //! and ops commands that talk to a running Hookline over its HTTP API.
 
 use awsreq::credentials;
+mod backup;
 mod listen;
 mod ops;
 mod serve;
@@ -33,6 +34,10 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// A local webhook receiver that answers verification and checks signatures.
     Listen(listen::ListenArgs),
+    /// Copy a `hookline serve` database while it runs: consistent, checked, secrets still sealed.
+    Backup(backup::BackupArgs),
+    /// Put a backup in place of a stopped `hookline serve` database.
+    Restore(backup::RestoreArgs),
     /// Inspect, requeue, skip, replay and reindex through a running Hookline's API.
     #[command(flatten)]
     Ops(Box<ops::OpsCommand>),
@@ -40,6 +45,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // File work on this thread: no runtime needed.
+    let cli = match cli.command {
+        Command::Backup(a) => return backup::run_backup(a),
+        Command::Restore(a) => return backup::run_restore(a),
+        command => Cli { command },
+    };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Command::Serve(a) = &cli.command {
         builder.worker_threads(serve::worker_threads(a));
@@ -56,6 +67,7 @@ fn main() -> ExitCode {
             Command::Serve(a) => serve::run(*a).await,
             Command::Listen(a) => listen::run(a).await,
             Command::Ops(c) => ops::run(*c).await,
+            Command::Backup(_) | Command::Restore(_) => unreachable!("run above"),
         }
     });
     match result {

@@ -13,6 +13,7 @@
 
 mod audit;
 mod backend;
+pub mod backup;
 pub mod files;
 mod health;
 mod limits;

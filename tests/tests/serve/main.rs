@@ -4,6 +4,7 @@
 //! failpoints, then a restart. The scenario suites are listed once in their
 //! modules of `hookline_tests` and run here and in `tests/tests/aws` alike.
 
+mod backup;
 mod cli_ops;
 mod e2e;
 mod fairness;
