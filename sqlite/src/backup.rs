@@ -324,7 +324,10 @@ fn check_copy(copy: &Path, named: &Path) -> Result<Summary, BackupError> {
     c.query_row("PRAGMA journal_mode=DELETE", [], |_| Ok(())).map_err(sql_err("checking", named))?;
     let problems: Vec<String> = c
         .prepare("PRAGMA integrity_check(20)")
-        .and_then(|mut st| st.query_map([], |r| r.get::<_, String>(0))?.collect())
+        .and_then(|mut st| {
+            let found = st.query_map([], |r| r.get::<_, String>(0))?.collect();
+            found
+        })
         .map_err(sql_err("checking", named))?;
     if problems != ["ok"] {
         return Err(BackupError::Damaged { path: named.to_path_buf(), problems: problems.join("; ") });
