@@ -203,11 +203,11 @@ impl BackupError {
     }
 }
 
-fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> BackupError + '_ {
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> BackupError + 'a {
     move |source| BackupError::Io { what, path: path.to_path_buf(), source }
 }
 
-fn sql_err(what: &'static str, path: &Path) -> impl FnOnce(rusqlite::Error) -> BackupError + '_ {
+fn sql_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(rusqlite::Error) -> BackupError + 'a {
     move |source| match source.sqlite_error_code() {
         Some(rusqlite::ErrorCode::NotADatabase) => {
             BackupError::NotHookline { path: path.to_path_buf(), why: "not an SQLite database".into() }
@@ -430,8 +430,8 @@ fn lock_holder(path: &Path) -> Result<Option<i32>, BackupError> {
     // SAFETY: `flock` is plain data (zero is a valid value of every field),
     // and F_GETLK only reads and writes the struct passed by pointer.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as _;
-    lock.l_whence = libc::SEEK_SET as _;
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
     lock.l_start = 0;
     lock.l_len = 0;
     // SAFETY: a valid open descriptor and a valid `flock`.
@@ -439,7 +439,7 @@ fn lock_holder(path: &Path) -> Result<Option<i32>, BackupError> {
     if r == -1 {
         return Err(io_err("checking who uses", path)(io::Error::last_os_error()));
     }
-    Ok((lock.l_type != libc::F_UNLCK as _).then_some(lock.l_pid))
+    Ok((libc::c_int::from(lock.l_type) != libc::F_UNLCK).then_some(lock.l_pid))
 }
 
 /// Refuses when a process has the database `db` open.
@@ -615,7 +615,10 @@ mod tests {
         let e = backup(&other, &d.join("out.db")).unwrap_err();
         assert!(matches!(e, BackupError::NotHookline { .. }) && e.kind() == FailureKind::Invalid, "{e}");
         let newer = d.join("newer.db");
-        Connection::open(&newer).unwrap().execute_batch("CREATE TABLE settings (k); PRAGMA user_version = 999;").unwrap();
+        Connection::open(&newer)
+            .unwrap()
+            .execute_batch("CREATE TABLE settings (k); PRAGMA user_version = 999;")
+            .unwrap();
         let e = backup(&newer, &d.join("out.db")).unwrap_err();
         assert!(matches!(e, BackupError::Newer { found: 999, .. }), "{e}");
 
@@ -641,7 +644,8 @@ mod tests {
                 let mut n = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     db.call(move |c, _| {
-                        c.execute("INSERT INTO settings (key, value) VALUES (?1, 'x')", [format!("a{n}")]).map_err(sql)?;
+                        c.execute("INSERT INTO settings (key, value) VALUES (?1, 'x')", [format!("a{n}")])
+                            .map_err(sql)?;
                         c.execute("INSERT INTO settings (key, value) VALUES (?1, 'y')", [format!("b{n}")]).map_err(sql)
                     })
                     .await
@@ -655,7 +659,8 @@ mod tests {
             let (p, out) = (path.clone(), d.join(format!("b{i}.db")));
             let r = tokio::task::spawn_blocking(move || backup(&p, &out)).await.unwrap().unwrap();
             let pairs = |prefix: &str| {
-                rows(&r.out, &format!("SELECT CAST(COUNT(*) AS TEXT) FROM settings WHERE key LIKE '{prefix}%'"))[0].clone()
+                rows(&r.out, &format!("SELECT CAST(COUNT(*) AS TEXT) FROM settings WHERE key LIKE '{prefix}%'"))[0]
+                    .clone()
             };
             assert_eq!(pairs("a"), pairs("b"), "backup {i} holds half a commit");
         }
@@ -677,9 +682,15 @@ mod tests {
         let db = filled(&live).await;
         let saved = d.join("backup.db");
         backup(&live, &saved).unwrap();
-        db.call(|c, _| c.execute("INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES ('later', 't', 4, 9, '{}')", []).map_err(sql))
-            .await
-            .unwrap();
+        db.call(|c, _| {
+            c.execute(
+                "INSERT INTO events (id, event_type, received_at, expires_at, data) VALUES ('later', 't', 4, 9, '{}')",
+                [],
+            )
+            .map_err(sql)
+        })
+        .await
+        .unwrap();
         // The files as a crash leaves them: the database and its log.
         let target = d.join("hookline.db");
         for s in ["", "-wal"] {

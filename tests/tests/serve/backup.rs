@@ -53,8 +53,9 @@ async fn post(s: &Server, id: &str) -> u16 {
 }
 
 /// Events accepted before a backup are delivered by a new process started
-/// on the restored copy, each once and signed with the subscription's
-/// secret (so the sealed secret opened with the same key file); events
+/// on the restored copy, each at least once (at most twice: what was in
+/// flight when the copy was taken is redone) and signed with the
+/// subscription's secret (so the sealed secret opened with the same key file); events
 /// accepted after the backup are not in it; the copy holds no secret in
 /// clear; and the commands refuse bad input, writing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +128,8 @@ async fn a_backup_of_a_running_serve_restores_into_a_new_process_that_delivers_w
 
     let report = made.json();
     assert!(report["events"].as_u64().unwrap() >= must_have.len() as u64, "{report}");
-    assert!(report["deliveries_pending"].as_u64().unwrap() >= must_have.len() as u64, "{report}");
+    // The first 20 are mid-retry in the copy (later ones may not be routed yet).
+    assert!(report["deliveries_pending"].as_u64().unwrap() >= 20, "{report}");
     assert_eq!((report["integrity"].as_str(), report["data_key"].as_str()), (Some("ok"), Some("wrapped")));
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(report["bytes"].as_u64(), Some(bytes.len() as u64));
@@ -177,11 +179,19 @@ async fn a_backup_of_a_running_serve_restores_into_a_new_process_that_delivers_w
         let d = s.settled_deliveries(id, 1, 60).await;
         assert_eq!(d[0]["status"], "completed", "{id}: {d:?}");
     }
+    // The copy is the database as one commit left it, so the restored
+    // process redoes what was in flight then, as after a `kill -9` at that
+    // moment: a job queued while its retry timer's removal had not been
+    // committed yet, or sent but not yet recorded, goes out once more
+    // (under the same `webhook-id`, so the subscriber can tell), never more.
     let delivered = r.successes("/bk");
     for id in &must_have {
         let got: Vec<_> = delivered.iter().filter(|d| d.json()["id"] == id.as_str()).collect();
-        assert_eq!(got.len(), 1, "{id} delivered once");
-        assert!(got[0].signed_by(&secret), "{id} signed with the subscription's secret");
+        assert!(!got.is_empty() && got.len() <= 2, "{id} delivered {} times", got.len());
+        for d in &got {
+            assert!(d.signed_by(&secret), "{id} signed with the subscription's secret");
+            assert_eq!(d.header("webhook-id"), got[0].header("webhook-id"), "{id}: one webhook-id");
+        }
     }
     for id in &not_in_copy {
         let (st, v) = s.get(&format!("/v1/events/{id}")).await;
