@@ -181,7 +181,8 @@ pub fn run_restore(a: RestoreArgs) -> ExitCode {
         v["replaced"] = json!(replaced);
         print(&format!("{}\n", serde_json::to_string_pretty(&v).expect("json serializes")));
     } else {
-        let moved = replaced.map(|p| format!("  replaced      the old database kept as {p} (with its -wal)\n"));
+        let moved =
+            replaced.map(|p| format!("  replaced      the old database kept as {p} (with its -wal, if it had one)\n"));
         print(&format!(
             "hookline restore: done\n  from          {}\n  to            {} (0600)\n{}{}  \
              next          hookline serve --db {} with the master key of the backed-up database ({} by default)\n",
