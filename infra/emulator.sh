@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The local AWS emulator for the AWS-backend tests: moto server (DynamoDB,
-# DynamoDB Streams, SQS, EventBridge) from the repo venv, on a free loopback port.
+# DynamoDB Streams, SQS, EventBridge, KMS) from the repo venv, on a free
+# loopback port, with the transactions on one DynamoDB table served one at a time
+# (infra/moto_server.py says why).
 #
 #   infra/emulator.sh start     start it unless running; print its endpoint
 #   infra/emulator.sh endpoint  print the endpoint of the running one
@@ -75,7 +77,9 @@ start() {
     local attempt port pid
     for attempt in 1 2 3; do
         port="$(free_port)"
-        nohup "$VENV/bin/moto_server" -H "$HOST" -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
+        # moto_server with the transactions on one table served one at
+        # a time (their isolation; see infra/moto_server.py).
+        nohup "$VENV/bin/python" "$ROOT/infra/moto_server.py" -H "$HOST" -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
         pid=$!
         echo "$pid" >"$PID_FILE"
         echo "$port" >"$PORT_FILE"

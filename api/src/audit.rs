@@ -116,12 +116,7 @@ impl Api {
             range.since.map(|t| t.timestamp_millis()).unwrap_or_default(),
             range.until.map(|t| t.timestamp_millis()).unwrap_or_default(),
         );
-        let after = q
-            .cursor
-            .map(|c| {
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("cursor", q.cursor.as_deref(), &filters)?;
         let filter = AuditFilter {
             action,
             actor: q.actor,
@@ -161,11 +156,11 @@ mod spec {
         responses(
             (status = 200, description = "One page.", body = Page<wire::AuditRecord>,
                 example = json!({"items": [{"id": "aud_0193", "at": "2026-11-26T09:30:00Z", "actor": "key:ops", "action": "event.replayed", "reason": "customer lost it", "event_id": "evt_1", "details": {"replay_key": "rpl_01", "sagas": 1}}], "next_cursor": null})),
-            (status = 400, description = "`unknown_parameter` (naming it), `invalid_type` (an unknown `action`, a time that is not RFC 3339, a `limit` that is no integer).", body = ErrorBody,
+            (status = 400, description = "`unknown_parameter` (naming it), `invalid_type` (an unknown `action`, a time that is not RFC 3339, a `limit` that is no integer), `invalid_cursor` (a `cursor` not issued for these filters).", body = ErrorBody,
                 example = json!({"error": {"code": "unknown_parameter", "message": "unknown query parameter `subscription`", "field": "subscription", "errors": [{"field": "subscription", "code": "unknown_parameter", "message": "unknown query parameter `subscription`"}]}})),
             (status = 401, description = "`unauthorized`.", body = ErrorBody),
             (status = 403, description = "`forbidden`: the role may not read, or a tenant-bound key names another tenant.", body = ErrorBody),
-            (status = 422, description = "`invalid_field` (`actor`, `subscription_id`, `tenant_id`, `limit` out of range, a bad `cursor`), `invalid_range` (outside the audit retention, or reversed); every bad filter in `errors`.", body = ErrorBody),
+            (status = 422, description = "`invalid_field` (`actor`, `subscription_id`, `tenant_id`, `limit` out of range), `invalid_range` (outside the audit retention, or reversed); every bad filter in `errors`.", body = ErrorBody),
             (status = 503, description = "`unavailable`.", body = ErrorBody)
         ),
         security(("bearer" = []), ("sigv4" = []))

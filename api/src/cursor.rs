@@ -5,7 +5,8 @@
 //! `keyring.derive("cursor")`, [`crate::Api::cursor_key`]), all base64url. A
 //! cursor Hookline did not issue (garbage, cut short, edited, re-encoded
 //! without the key, or issued by another deployment) is refused before
-//! anything is read (the API answers `400` naming `cursor`), and so is one
+//! anything is read (the API answers `400 invalid_cursor` naming the
+//! field), and so is one
 //! sent with other filters.
 //!
 //! [`issue`] and [`read`] are pure functions of the key and their text, so
@@ -15,6 +16,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
+
+use crate::error::{ApiError, ErrorCode};
 
 /// The layout version written first in every cursor (`c1` was the unkeyed
 /// checksum, no longer accepted).
@@ -96,6 +99,28 @@ impl super::Api {
     pub(super) fn cursor_key(&self) -> CursorKey {
         self.hookline.keyring.derive("cursor")
     }
+
+    /// Where a listing's page starts: `given`, the cursor sent as `field`,
+    /// read under this deployment's key for `filters` (`None` when none was
+    /// sent).
+    ///
+    /// # Errors
+    ///
+    /// 400 `invalid_cursor` naming `field` (see [`refused`]).
+    pub(super) fn page_after(
+        &self,
+        field: &str,
+        given: Option<&str>,
+        filters: &str,
+    ) -> Result<Option<String>, ApiError> {
+        given.map(|c| read(&self.cursor_key(), c, filters).map_err(|e| refused(field, &e))).transpose()
+    }
+}
+
+/// The answer to a cursor [`read`] refused: 400 `invalid_cursor` naming
+/// `field`, never a store read.
+pub(super) fn refused(field: &str, error: &CursorError) -> ApiError {
+    ApiError::new(ErrorCode::InvalidCursor, error.to_string()).on(field)
 }
 
 #[cfg(test)]

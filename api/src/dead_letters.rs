@@ -111,11 +111,7 @@ impl Api {
         let limit = limit?;
         q.tenant_id = tenant_filter(&c.caller, q.tenant_id.take(), "tenant_id")?;
         let filters = q.fingerprint();
-        let after = cursor
-            .map(|c| {
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("cursor", cursor.as_deref(), &filters)?;
         let page = self.hookline.stores.dead_letters.page(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
@@ -400,10 +396,11 @@ pub(super) use body_400;
             "next_cursor": null})),
         (status = 400, description = "The query string could not be read; `field` names the parameter.\n\n\
             `unknown_parameter`: a parameter the route does not take, or one given twice.\n\n\
-            `invalid_type`: a value not of its type (`limit=ten`, `state=gone`, a time that is not RFC 3339).",
+            `invalid_type`: a value not of its type (`limit=ten`, `state=gone`, a time that is not RFC 3339).\n\n\
+            `invalid_cursor`: a `cursor` this deployment did not issue for these filters.",
             body = ErrorBody),
         (status = 422, description = "A value broke a rule; `errors` names each.\n\n`invalid_field`: `limit` out \
-            of 1 to 1000, an empty or overlong filter value, a cursor of another listing.\n\n`invalid_range`: \
+            of 1 to 1000, an empty or overlong filter value.\n\n`invalid_range`: \
             `until` before `since`, or a bound outside the dead-letter retention.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))
@@ -539,8 +536,9 @@ fn skip_dead_letters() {}
     responses(
         (status = 200, description = "What the page did.", body = hookline_wire::reindex::ReindexAnswer,
             example = json!({"reindexed": 3, "examined": 100, "next_cursor": "eyJ2IjoxfQ.c2ln"})),
-        (status = 400, description = body_400!(), body = ErrorBody),
-        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a cursor not of this walk.",
+        (status = 400, description = concat!(body_400!(), "\n\n`invalid_cursor`: a `cursor` not of this walk."),
+            body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100.",
             body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))

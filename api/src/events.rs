@@ -316,11 +316,7 @@ impl Api {
     pub(super) async fn list_events(&self, c: &Call<'_>) -> ApiResult {
         let (q, limit, given) = event_query(&c.req, self.hookline.config.retention, &c.caller)?;
         let filters = q.fingerprint();
-        let after = given
-            .map(|c| {
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("cursor", given.as_deref(), &filters)?;
         let page = self.hookline.stores.events.search(&q, limit, after.as_deref()).await?;
         Ok(Response::json(
             200,
@@ -348,12 +344,7 @@ impl Api {
         let q: wire::DeliveriesQuery = query::typed(req.query)?;
         let limit = query::page_limit(q.limit, MAX_DELIVERIES_PAGE, MAX_DELIVERIES_PAGE)?;
         let filters = format!("deliveries:{id}");
-        let after = q
-            .cursor
-            .map(|c| {
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("cursor", q.cursor.as_deref(), &filters)?;
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;
         let attempts: Vec<_> = shared::bounds::all_bounded(
@@ -557,11 +548,11 @@ mod spec {
         responses(
             (status = 200, description = "One page.", body = Page<wire::EventListItem>,
                 example = json!({"items": [{"id": "evt_1", "type": "order.created", "tenant_id": "acme", "partition_key": "order:1", "sequence": "1", "received_at": "2026-11-26T09:30:00Z", "occurred_at": "2026-11-26T09:29:59Z", "format": "native", "outcome": null}], "next_cursor": null})),
-            (status = 400, description = "`unknown_parameter` (naming it), `invalid_type` (a time that is not RFC 3339, an unknown `outcome`, a `limit` that is no integer).", body = ErrorBody,
+            (status = 400, description = "`unknown_parameter` (naming it), `invalid_type` (a time that is not RFC 3339, an unknown `outcome`, a `limit` that is no integer), `invalid_cursor` (a `cursor` not issued for these filters).", body = ErrorBody,
                 example = json!({"error": {"code": "unknown_parameter", "message": "unknown query parameter `tenant`", "field": "tenant", "errors": [{"field": "tenant", "code": "unknown_parameter", "message": "unknown query parameter `tenant`"}]}})),
             (status = 401, description = "`unauthorized`.", body = ErrorBody),
             (status = 403, description = "`forbidden`: a tenant-bound key naming another tenant.", body = ErrorBody),
-            (status = 422, description = "`invalid_field` (`event_type` pattern, `partition_key`, `tenant_id`, `limit` out of range, a bad `cursor`), `invalid_range` (`until` before `since`, a bound outside the retention); every bad filter in `errors`.", body = ErrorBody),
+            (status = 422, description = "`invalid_field` (`event_type` pattern, `partition_key`, `tenant_id`, `limit` out of range), `invalid_range` (`until` before `since`, a bound outside the retention); every bad filter in `errors`.", body = ErrorBody),
             (status = 503, description = "`unavailable`.", body = ErrorBody)
         ),
         security(("bearer" = []), ("sigv4" = []))
@@ -600,11 +591,11 @@ mod spec {
         responses(
             (status = 200, description = "One page.", body = Page<wire::DeliveryView>,
                 example = json!({"items": [{"subscription_id": "sub_1", "saga_id": "sag_1", "webhook_id": "msg_1", "status": "dead_lettered", "next_attempt_at": null, "last_error": "HTTP 500", "origin": null, "attempts": [{"attempt": 1, "status_code": 500, "error": "HTTP 500", "latency_ms": 12, "at": "2026-11-26T09:30:01Z"}]}], "next_cursor": null})),
-            (status = 400, description = "`unknown_parameter`, `invalid_type` (`limit` not an integer).", body = ErrorBody),
+            (status = 400, description = "`unknown_parameter`, `invalid_type` (`limit` not an integer), `invalid_cursor` (a `cursor` not of this event's deliveries).", body = ErrorBody),
             (status = 401, description = "`unauthorized`.", body = ErrorBody),
             (status = 403, description = "`forbidden`.", body = ErrorBody),
             (status = 404, description = "`not_found`.", body = ErrorBody),
-            (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a bad `cursor`.", body = ErrorBody),
+            (status = 422, description = "`invalid_field`: `limit` out of 1 to 100.", body = ErrorBody),
             (status = 503, description = "`unavailable`.", body = ErrorBody)
         ),
         security(("bearer" = []), ("sigv4" = []))

@@ -220,12 +220,7 @@ impl Api {
         let limit = query::page_limit(q.limit, query::DEFAULT_PAGE, query::MAX_PAGE)?;
         let tenant = tenant_filter(caller, q.tenant_id.map(TenantId::new), "tenant_id")?;
         let filters = format!("keys\ntenant={}", tenant.as_ref().map_or("", |t| t.as_str()));
-        let after = q
-            .cursor
-            .map(|c| {
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("cursor", q.cursor.as_deref(), &filters)?;
         let page = self.hookline.stores.keys.page(tenant.as_ref(), limit, after.as_deref()).await?;
         let now = Utc::now();
         // Keys of roles the caller may not grant are not its to see.
@@ -372,8 +367,8 @@ fn create_key() {}
             "next_cursor": null})),
         (status = 400, description = "The query string could not be read; `field` names the parameter.\n\n\
             `unknown_parameter`: a parameter the route does not take, or one given twice.\n\n`invalid_type`: \
-            `limit` not an integer.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`: `limit` out of 1 to 1000, or a cursor of another listing.",
+            `limit` not an integer.\n\n`invalid_cursor`: a cursor of another listing.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 1000.",
             body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))

@@ -146,12 +146,7 @@ impl Api {
             None => TypeScope::All,
         };
         let filters = format!("event-types\nscope={}", scope.as_text());
-        let after = q
-            .cursor
-            .map(|c| {
-                cursor::read(&self.cursor_key(), &c, &filters).map_err(|e| ApiError::invalid("cursor", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("cursor", q.cursor.as_deref(), &filters)?;
         let seen = self.hookline.stores.event_types.page(&scope, limit, after.as_deref()).await?;
         let registered = self.hookline.stores.event_types.catalog_page(limit, after.as_deref()).await?;
         let tenant = match &scope {
@@ -273,10 +268,9 @@ fn me() {}
             "next_cursor": null})),
         (status = 400, description = "The query string could not be read; `field` names the parameter.\n\n\
             `unknown_parameter`: a parameter the route does not take, or one given twice.\n\n`invalid_type`: \
-            `limit` not an integer.", body = ErrorBody),
+            `limit` not an integer.\n\n`invalid_cursor`: a cursor of another listing.", body = ErrorBody),
         (status = 403, description = "`forbidden`: `tenant_id` names another tenant than the key's.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`: `limit` out of 1 to 1000, a bad `tenant_id`, or a cursor of \
-            another listing.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 1000, a bad `tenant_id`.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))
 )]

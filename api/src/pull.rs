@@ -25,13 +25,7 @@ impl Api {
         let q: wire::PullQuery = query::typed(c.req.query)?;
         let limit = query::page_limit(q.limit, DEFAULT_PULL_PAGE, MAX_PULL_PAGE)?;
         let filters = format!("pull:{id}");
-        let after = q
-            .after
-            .as_deref()
-            .map(|a| {
-                cursor::read(&self.cursor_key(), a, &filters).map_err(|e| ApiError::invalid("after", e.to_string()))
-            })
-            .transpose()?;
+        let after = self.page_after("after", q.after.as_deref(), &filters)?;
         let stores = &self.hookline.stores;
         let sub = stores.subscriptions.get(id).await?.ok_or_else(|| ApiError::not_found("subscription", id))?;
         if !sub.pull {
@@ -84,11 +78,11 @@ impl Api {
     responses(
         (status = 200, description = "A page of events, oldest routed first.", body = wire::PullPage),
         (status = 400, description = "`unknown_parameter`, `invalid_type`: a query parameter the route does not \
-            take or of the wrong type.", body = ErrorBody),
+            take or of the wrong type; `invalid_cursor`: `after` not a cursor of this subscription's pull.",
+            body = ErrorBody),
         (status = 404, description = "`not_found`: no such subscription (for this key).", body = ErrorBody),
         (status = 409, description = "`conflict`: the subscription does not have `pull: true`.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100; `after` not a cursor of this \
-            subscription's pull.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100.", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -47,7 +47,7 @@ pub(super) fn page_of(
     };
     let after = body
         .cursor
-        .map(|c| cursor::read(key, &c, walk.cursor_kind()).map_err(|e| ApiError::invalid("cursor", e.to_string())))
+        .map(|c| cursor::read(key, &c, walk.cursor_kind()).map_err(|e| cursor::refused("cursor", &e)))
         .transpose()?;
     Ok((after, limit))
 }

@@ -214,13 +214,7 @@ impl Api {
             tenant_id.as_ref().map(|t| t.as_str()).unwrap_or(""),
             event_type.as_deref().unwrap_or("")
         );
-        let after = match q.cursor {
-            None => None,
-            Some(c) => Some(SubscriptionId::new(
-                cursor::read(&self.cursor_key(), &c, &filters)
-                    .map_err(|e| ApiError::invalid("cursor", e.to_string()))?,
-            )),
-        };
+        let after = self.page_after("cursor", q.cursor.as_deref(), &filters)?.map(SubscriptionId::new);
         let filter = match (tenant_id, event_type) {
             (tenant_id, Some(t)) => SubscriptionFilter::Routes(
                 routing::keys_for(tenant_id.as_ref().map(|t| t.as_str()), &t)

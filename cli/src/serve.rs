@@ -309,6 +309,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Err(e) => tracing::error!(error = %e, "sealing stored secrets failed; retried at the next start"),
         }
     });
+    // Master-key rotation without a restart: SIGHUP reads the keys again
+    // and re-wraps the data key under the first.
+    #[cfg(unix)]
+    tokio::spawn(rewrap_on_hangup(
+        backend.settings.clone(),
+        backend.keyring.clone(),
+        key_file.clone(),
+        master_env.clone(),
+    ));
     let runtime = Runtime::start(
         &backend,
         h.clone(),
@@ -373,6 +382,41 @@ fn init_logging() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// On each SIGHUP: the master keys read again (the key file, or
+/// `HOOKLINE_MASTER_KEY` as this process got it) and the data key re-wrapped
+/// under the first ([`hookline_sqlite::rewrap_data_key`]); the outcome is
+/// logged, and a failure changes nothing (the process keeps its keyring).
+#[cfg(unix)]
+async fn rewrap_on_hangup(
+    settings: hookline_sqlite::SqliteSettings,
+    held: Arc<shared::keyring::Keyring>,
+    key_file: PathBuf,
+    master_env: Option<String>,
+) {
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("no SIGHUP handler: rotating the master key needs a restart");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        let master = match hookline_sqlite::files::master_keys(master_env.as_deref(), &key_file) {
+            Ok((master, _)) => master,
+            Err(e) => {
+                tracing::error!(error = %e, "SIGHUP: the master keys could not be read; nothing changed");
+                continue;
+            }
+        };
+        match hookline_sqlite::rewrap_data_key(&settings, &held, &master).await {
+            Ok(true) => {
+                tracing::info!(master_key = %shared::data_key::KeyWrapper::current(&master), "SIGHUP: re-wrapped the data key under the current master key")
+            }
+            Ok(false) => {
+                tracing::info!(master_key = %shared::data_key::KeyWrapper::current(&master), "SIGHUP: the data key was already wrapped by the current master key")
+            }
+            Err(e) => tracing::error!(error = %e, "SIGHUP: the data key was not re-wrapped; nothing changed"),
+        }
+    }
 }
 
 async fn shutdown_signal() {

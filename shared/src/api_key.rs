@@ -77,9 +77,10 @@ pub enum Invalid {
 }
 
 /// Checks an operator-chosen secret: 1 to [`MAX_SECRET_BYTES`] printable
-/// ASCII characters without spaces (`!` to `~`), so it travels unchanged in
-/// an `Authorization` header, a file or a variable. Any such secret is
-/// taken whole: `=` or `,` inside it are part of it.
+/// ASCII characters (` ` to `~`), not beginning or ending with a space, so
+/// it travels unchanged in an `Authorization` header (HTTP drops a value's
+/// edge spaces, and takes only ASCII reliably), a file or a variable. Any
+/// such secret is taken whole: `=`, `,` or spaces inside it are part of it.
 ///
 /// # Errors
 ///
@@ -91,8 +92,11 @@ pub fn check_secret(secret: &str) -> Result<(), Invalid> {
     if secret.len() > MAX_SECRET_BYTES {
         return Err(Invalid::TooLong(MAX_SECRET_BYTES));
     }
-    if !secret.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Invalid::Character("must be printable ASCII without spaces or control characters"));
+    if !secret.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        return Err(Invalid::Character("must be printable ASCII, without control characters"));
+    }
+    if secret.starts_with(' ') || secret.ends_with(' ') {
+        return Err(Invalid::Character("must not begin or end with a space (a header loses it)"));
     }
     Ok(())
 }
@@ -348,7 +352,10 @@ mod tests {
         assert_eq!(check_secret("="), Ok(()));
         assert_eq!(check_secret("a,b=c"), Ok(()));
         assert_eq!(check_secret(""), Err(Invalid::Empty));
-        assert!(matches!(check_secret("a b"), Err(Invalid::Character(_))));
+        assert_eq!(check_secret("two words"), Ok(()));
+        assert!(matches!(check_secret(" a"), Err(Invalid::Character(_))));
+        assert!(matches!(check_secret("a "), Err(Invalid::Character(_))));
+        assert!(matches!(check_secret("a\tb"), Err(Invalid::Character(_))));
         assert!(matches!(check_secret("a\u{7f}"), Err(Invalid::Character(_))));
         assert!(matches!(check_secret("é"), Err(Invalid::Character(_))));
         assert_eq!(check_secret(&"x".repeat(MAX_SECRET_BYTES + 1)), Err(Invalid::TooLong(MAX_SECRET_BYTES)));

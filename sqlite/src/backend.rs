@@ -147,3 +147,33 @@ pub async fn reseal_secrets(
     settings.set(SECRETS_SEALED_SETTING, &chrono::Utc::now().to_rfc3339()).await?;
     Ok(total)
 }
+
+/// Re-wraps the data key in `settings` under `master`'s current key while
+/// the process runs (`hookline serve` on SIGHUP): nothing else is
+/// rewritten, and every sealed value and the running keyring `held` stay as
+/// they are, so rotating the master key needs no restart. Answers whether
+/// the stored record changed (`false`: that key had wrapped it already).
+///
+/// # Errors
+///
+/// [`OpenError`]: none of `master`'s keys opens the stored data key, the
+/// store failed, or the stored key is not `held` (the database was
+/// replaced under the process).
+pub async fn rewrap_data_key(
+    settings: &SqliteSettings,
+    held: &shared::keyring::Keyring,
+    master: &dyn shared::data_key::KeyWrapper,
+) -> Result<bool, OpenError> {
+    use shared::data_key::{open_data_key, DataKeyError};
+    use shared::ports::DataKeyStore;
+    let before = settings.load().await?;
+    let opened = open_data_key(settings, master).await?;
+    if opened.current_id() != held.current_id() {
+        return Err(OpenError::DataKey(DataKeyError::Corrupt(format!(
+            "the database holds data key {}, this process {}",
+            opened.current_id(),
+            held.current_id()
+        ))));
+    }
+    Ok(before.is_some_and(|b| b.wrapped_by != master.current()))
+}

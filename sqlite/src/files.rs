@@ -90,8 +90,8 @@ pub fn master_keys(env: Option<&str>, file: &Path) -> Result<(MasterKeys, KeySou
                 "# Hookline master key: wraps the data key that seals the secrets of the\n\
                  # database it was created with. Back it up apart from the database:\n\
                  # without it those secrets are lost. Rotate: put a new key on the first\n\
-                 # line, keep this one below it until `hookline serve` has started once\n\
-                 # (docs/operations.md).\n{}\n",
+                 # line, keep this one below it until `hookline serve` has re-read the\n\
+                 # file (SIGHUP, or a restart: docs/operations.md).\n{}\n",
                 MasterKeys::generate_line()
             );
             f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(io)?;

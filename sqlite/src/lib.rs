@@ -35,7 +35,7 @@ use tokio::sync::{oneshot, watch};
 use schema::MIGRATIONS;
 use shared::error::StoreError;
 
-pub use backend::{reseal_secrets, Backend, OpenError, DELIVERY_MAX_RECEIVES};
+pub use backend::{reseal_secrets, rewrap_data_key, Backend, OpenError, DELIVERY_MAX_RECEIVES};
 pub use outbox::{Outbox, SqliteStreamFailures};
 pub use queue::SqliteQueue;
 pub use stores::{

@@ -43,12 +43,43 @@ pub fn template_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("template.yaml")
 }
 
-/// The parsed template. CloudFormation short forms (`!GetAtt`, `!Ref`, …)
-/// parse as YAML tagged values.
+/// The parsed template (read once per test process). CloudFormation short
+/// forms (`!GetAtt`, `!Ref`, …) parse as YAML tagged values.
 pub fn template() -> Yaml {
-    let path = template_path();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))
+    static PARSED: std::sync::OnceLock<Yaml> = std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            let path = template_path();
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))
+        })
+        .clone()
+}
+
+/// The template's KMS keys (logical id → ARN), created once per test
+/// process and emulator and shared by every test's resources: a key holds
+/// no test's data (each test's data key is its own item, wrapped by it), so
+/// sharing it is safe, unlike the tables and queues, whose streams a test's
+/// pipeline consumes and whose items the conformance cases name with fixed
+/// ids.
+async fn shared_kms_keys(moto: &crate::lambda_driver::Moto, ids: Vec<String>) -> HashMap<String, String> {
+    static KEYS: tokio::sync::OnceCell<(String, HashMap<String, String>)> = tokio::sync::OnceCell::const_new();
+    let (endpoint, keys) = KEYS
+        .get_or_init(|| async {
+            let mut keys = HashMap::new();
+            for id in ids {
+                let created = moto
+                    .call("kms", "TrentService.CreateKey", json!({"Description": format!("hookline tests {id}")}))
+                    .await;
+                let arn = created["KeyMetadata"]["Arn"].as_str().unwrap_or_else(|| panic!("CreateKey {id}: {created}"));
+                crate::iam::register_kms_key(arn, &id);
+                keys.insert(id, arn.to_string());
+            }
+            (moto.endpoint().to_string(), keys)
+        })
+        .await;
+    assert_eq!(endpoint, moto.endpoint(), "one emulator per test process");
+    keys.clone()
 }
 
 /// Whether the template's event source mapping on `table`'s stream
@@ -202,13 +233,8 @@ pub async fn create_resources_with(sdk: &SdkConfig, prefix: &str) -> AwsNames {
     // KMS keys (the emulator's KMS: keys work, key policies are not
     // enforced; the strict checker holds the IAM grants) and their aliases.
     let moto = crate::lambda_driver::Moto::from_env();
-    for (id, _) in of_type("AWS::KMS::Key") {
-        let created_key =
-            moto.call("kms", "TrentService.CreateKey", json!({"Description": format!("{prefix} {id}")})).await;
-        let arn = created_key["KeyMetadata"]["Arn"].as_str().unwrap_or_else(|| panic!("CreateKey {id}: {created_key}"));
-        crate::iam::register_kms_key(arn, id);
-        created.kms_arns.insert(id.to_string(), arn.to_string());
-    }
+    let key_ids: Vec<String> = of_type("AWS::KMS::Key").map(|(id, _)| id.to_string()).collect();
+    created.kms_arns.extend(shared_kms_keys(&moto, key_ids).await);
     for (id, props) in of_type("AWS::KMS::Alias") {
         let target = props["TargetKeyId"].clone();
         let key = created.reference(&match ref_of_yaml(&target) {

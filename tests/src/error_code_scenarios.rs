@@ -144,6 +144,10 @@ async fn reach<P: Pipeline>(p: &P, f: &Fixture, code: ErrorCode) -> Reached {
         ErrorCode::UnknownFormat => post(p, "/v1/events?format=yaml", &json!({"type": "ec.x", "data": {}})).await,
         ErrorCode::UnknownEnvelope => post(p, "/v1/events", &json!({"hello": "world"})).await,
         ErrorCode::InvalidBatch => post(p, "/v1/events/batch", &json!([])).await,
+        ErrorCode::InvalidCursor => {
+            let (st, v) = p.get("/v1/dead-letters?cursor=bm90LWlzc3VlZC1oZXJlLWF0LWFsbA").await;
+            Reached::Answer(st, v)
+        }
         ErrorCode::Unauthorized if p.actor().starts_with("arn:") => Reached::Elsewhere(
             "nowhere on AWS: API Gateway refuses an unsigned request itself, and a signed one without a grant is 403 \
              forbidden",

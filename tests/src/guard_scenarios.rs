@@ -140,7 +140,7 @@ fn unkeyed_cursor(after: &str, filters: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("c1\n{fp}\n{sum}\n{after}"))
 }
 
-/// Forged or edited cursors are `422` naming `cursor` on every listing,
+/// Forged or edited cursors are `400 invalid_cursor` naming `cursor` on every listing,
 /// and reach no store: cursors re-encoded in the old unkeyed layout, every
 /// bit of a real cursor flipped in turn (sampled), and cursors issued with
 /// another deployment's key. Nothing is logged as a store error.
@@ -180,7 +180,11 @@ pub async fn forged_cursors_are_refused_before_the_store(p: &impl Pipeline) {
     for c in &forged {
         for l in &listings {
             let (st, v) = p.get(&format!("{l}&cursor={c}")).await;
-            assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "{l} {c}: {v}");
+            assert_eq!(
+                (st, v["error"]["code"].as_str(), v["error"]["field"].as_str()),
+                (400, Some("invalid_cursor"), Some("cursor")),
+                "{l} {c}: {v}"
+            );
         }
     }
     let logs = p.logs().await;

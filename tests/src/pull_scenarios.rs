@@ -53,7 +53,7 @@ async fn subscriber_key(p: &impl Pipeline, sub: &str, tenant: Option<&str>) -> S
 /// The key pulls nothing else: another subscription (of its tenant or
 /// another's) is a `404`, every other route a `403`; another subscription's
 /// key cannot pull this one. A subscription without `pull` is a `409`; a
-/// bad cursor or limit, or one of another subscription, a `422`. Keys are
+/// bad limit a `422`, a bad cursor or one of another subscription a `400`. Keys are
 /// refused without their subscription or with a tenant of their own.
 pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: &mut impl Pipeline) {
     let r = Receiver::start().await;
@@ -147,11 +147,11 @@ pub async fn a_pull_after_an_outage_returns_every_missed_event_once_in_order(p: 
     let (st, v) = p.call_bearer(&token, "GET", &format!("/v1/subscriptions/{sub}/events?limit=0"), None).await;
     assert_eq!((st, v["error"]["field"].as_str()), (422, Some("limit")), "{v}");
     let (st, v) = p.call_bearer(&token, "GET", &format!("/v1/subscriptions/{sub}/events?after=nope"), None).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("after")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("after")), "{v}");
     // A cursor holds its subscription: it reads no other's listing.
     let path = format!("/v1/subscriptions/{sibling}/events?after={}", cursor.unwrap());
     let (st, v) = p.call_bearer(&sibling_token, "GET", &path, None).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("after")), "{v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("after")), "{v}");
     for (bad, field) in [
         (json!({"name": unique_name("k"), "role": "subscriber"}), "subscription_id"),
         (json!({"name": unique_name("k"), "role": "reader", "subscription_id": sub}), "subscription_id"),

@@ -219,6 +219,18 @@ impl Server {
         false
     }
 
+    /// Sends `signal` (`HUP`, `USR1`, …) to the running process.
+    pub fn signal(&self, signal: &str) {
+        let c = self.child.as_ref().expect("running");
+        let sent = Command::new("kill").arg(format!("-{signal}")).arg(c.id().to_string()).status().expect("kill");
+        assert!(sent.success(), "kill -{signal}");
+    }
+
+    /// The process's log so far (its stderr, every start appended).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(log_path(&self._dir)).unwrap_or_default()
+    }
+
     /// Sends SIGTERM and waits for a clean exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("running");

@@ -76,6 +76,8 @@ error_codes! {
     UnknownEnvelope = "unknown_envelope", 400, "The event matches no envelope format; name one with `?format=`.";
     /// A batch that is not a list of envelopes.
     InvalidBatch = "invalid_batch", 400, "A batch must be a JSON array of 1 to 100 envelopes.";
+    /// A page cursor this deployment did not issue for these filters.
+    InvalidCursor = "invalid_cursor", 400, "The cursor was not issued by this deployment for this request's filters (garbage, cut short, edited, forged, or from other filters); `field` names it. Start again without it.";
     /// No credential, or a wrong one.
     Unauthorized = "unauthorized", 401, "No credential, or one Hookline does not know (Authorization: Bearer <key>, or an IAM signature on AWS).";
     /// The credential may not do this.

@@ -42,10 +42,10 @@ fn create() {}
     request_body(content = ReindexRequest, description = "May be empty (`{}`)."),
     responses(
         (status = 200, description = "What the page did.", body = ReindexAnswer),
-        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`.", body = ErrorBody),
+        (status = 400, description = "`unknown_parameter` (the route takes no query parameters), `malformed_json`, `not_an_object`, `unknown_field`, `invalid_type`, `invalid_cursor` (a `cursor` not issued by this route).", body = ErrorBody),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: the key may not rebuild indexes.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100, or a `cursor` not issued by this route.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`: `limit` out of 1 to 100.", body = ErrorBody),
         (status = 503, description = "`unavailable`.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))
@@ -58,12 +58,12 @@ fn reindex() {}
     params(ListSubscriptions),
     responses(
         (status = 200, description = "One page.", body = Page<Subscription>),
-        (status = 400, description = "`unknown_parameter` (a parameter the route does not take, or one given twice), `invalid_type` (`limit` not an integer).", body = ErrorBody,
+        (status = 400, description = "`unknown_parameter` (a parameter the route does not take, or one given twice), `invalid_type` (`limit` not an integer), `invalid_cursor` (a `cursor` not issued for these filters).", body = ErrorBody,
             example = json!({"error": {"code": "unknown_parameter", "message": "unknown query parameter `tenant`; it takes `tenant_id`, `event_type`, `cursor`, `limit`", "field": "tenant", "errors": [
                 {"field": "tenant", "code": "unknown_parameter", "message": "unknown query parameter `tenant`; it takes `tenant_id`, `event_type`, `cursor`, `limit`"}]}})),
         (status = 401, description = "`unauthorized`.", body = ErrorBody),
         (status = 403, description = "`forbidden`: `tenant_id` names another tenant than the key's.", body = ErrorBody),
-        (status = 422, description = "`invalid_field`, each bad parameter in `errors`: `limit` out of 1 to 1000, a bad `tenant_id` or `event_type`, a `cursor` not issued for these filters.", body = ErrorBody),
+        (status = 422, description = "`invalid_field`, each bad parameter in `errors`: `limit` out of 1 to 1000, a bad `tenant_id` or `event_type`.", body = ErrorBody),
         (status = 503, description = "`unavailable`.", body = ErrorBody),
     ),
     security(("bearer" = []), ("sigv4" = []))

@@ -11,7 +11,7 @@
 //! - without the first two, an admin key generated on the first run,
 //!   stored hashed only, shown once and written to `<db>.admin-key` (0600).
 //!
-//! Every secret is checked ([`check_secret`]: printable, no spaces); a name
+//! Every secret is checked ([`check_secret`]: printable ASCII, no space at either end); a name
 //! or a secret given twice is refused.
 
 use std::path::{Path, PathBuf};
@@ -170,8 +170,9 @@ mod tests {
         assert_eq!(keys(Some("ops=s1,x=y"), None).unwrap()[0].1, "ops=s1,x=y", "never split");
         assert_eq!(keys(Some("="), None).unwrap()[0].1, "=");
         assert!(keys(Some("   "), None).unwrap().is_empty());
-        let e = keys(Some("two words"), None).unwrap_err().to_string();
-        assert!(e.contains("HOOKLINE_API_KEY") && !e.contains("two words"), "{e}");
+        assert_eq!(keys(Some("two words"), None).unwrap()[0].1, "two words", "spaces inside are part of it");
+        let e = keys(Some("tabbed\tsecret"), None).unwrap_err().to_string();
+        assert!(e.contains("HOOKLINE_API_KEY") && !e.contains("tabbed"), "{e}");
     }
 
     #[test]
@@ -196,7 +197,8 @@ mod tests {
         .contains("twice"));
         assert!(bad(r#"[{"name": "a b", "role": "admin", "secret": "s"}]"#).contains("name"));
         assert!(bad(r#"[{"name": "a", "role": "root", "secret": "s"}]"#).contains("role"));
-        assert!(bad(r#"[{"name": "a", "role": "admin", "secret": "s s"}]"#).contains("secret"));
+        assert!(bad(r#"[{"name": "a", "role": "admin", "secret": "s\ts"}]"#).contains("secret"));
+        assert!(bad(r#"[{"name": "a", "role": "admin", "secret": " s"}]"#).contains("secret"));
         assert!(bad(r#"[{"name": "a", "role": "admin"}]"#).contains("secret"));
         assert!(bad(r#"{"name": "a"}"#).contains("JSON array"));
         let e = keys(Some("same"), Some(r#"[{"name": "x", "role": "reader", "secret": "same"}]"#)).unwrap_err();

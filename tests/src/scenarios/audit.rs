@@ -199,7 +199,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
         ("action=subscription.create", 400, "action"),
         ("limit=0", 422, "limit"),
         ("limit=ten", 400, "limit"),
-        ("cursor=not-a-cursor", 422, "cursor"),
+        ("cursor=not-a-cursor", 400, "cursor"),
         ("subscription=x", 400, "subscription"),
         ("since=yesterday", 400, "since"),
         ("since=2026-11-26T10:00:00Z&until=2026-11-25T10:00:00Z", 422, "until"),
@@ -211,7 +211,7 @@ pub async fn audit_records_every_action_once_with_its_actor<P: Pipeline>(s: &P) 
     let (_, v) = s.get(&format!("/v1/audit?subscription_id={a}&limit=2")).await;
     let c = v["next_cursor"].as_str().expect("a second page");
     let (st, v) = s.get(&format!("/v1/audit?subscription_id={b}&limit=2&cursor={c}")).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "a cursor of other filters: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a cursor of other filters: {v}");
 }
 
 /// Operational events delivered to `path` of `r`, of `event_type`.
@@ -224,7 +224,8 @@ fn ops_events(r: &Receiver, path: &str, event_type: &str) -> Vec<Value> {
 /// record by `system`), and a subscriber of `hookline.*` receives
 /// `hookline.dead_letter.created` and `hookline.subscription.disabled`;
 /// re-enabling it (PATCH `active: true`) re-runs verification, publishes
-/// `hookline.subscription.enabled`, and starts a new failing run.
+/// `hookline.subscription.enabled` (a producer that took the ids it had
+/// before they were keyed cannot suppress it), and starts a new failing run.
 pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P: Pipeline>(s: &P) {
     let me = s.actor();
     let r = Receiver::start().await;
@@ -282,6 +283,12 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
     assert_eq!(recs[0]["actor"], "system");
 
     // Re-enabled: verified again, announced, and not disabled again at once.
+    // The ids the announcement had when they were computable, taken first.
+    for n in 0..4 {
+        let squat = format!("hookline-enabled-{sub}-{n}");
+        let (st, v) = s.post("/v1/events", &json!({"id": squat, "type": "zz.squat", "data": {}})).await;
+        assert_eq!((st, v["duplicate"].as_bool()), (202, Some(false)), "{v}");
+    }
     r.set("/down", Behaviour::Ok);
     let verifications = r.requests("/down").iter().filter(|d| d.is_verification()).count();
     let enabling_at = chrono::Utc::now().to_rfc3339();
@@ -298,12 +305,13 @@ pub async fn failing_endpoint_is_disabled_and_operational_events_are_published<P
         verifications + 1,
         "a new handshake"
     );
-    eventually(30, "hookline.subscription.enabled delivered", || async {
+    let announced = eventually(30, "hookline.subscription.enabled delivered", || async {
         ops_events(&r, "/ops", "hookline.subscription.enabled")
             .into_iter()
             .find(|e| e["data"]["subscription_id"] == sub.as_str())
     })
     .await;
+    assert!(announced["id"].as_str().is_some_and(|id| id.starts_with("hop_")), "a keyed id: {announced}");
     let recs = eventually(20, "the enable and its verification audited", || async {
         let recs = audit_all(s, &format!("subscription_id={sub}&since={}", q(&enabling_at)), 10).await;
         (recs.iter().filter(|r| r["action"] == "subscription.verified").count() == 1).then_some(recs)

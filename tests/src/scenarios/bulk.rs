@@ -136,8 +136,8 @@ pub async fn dead_letters_are_listed_by_every_filter_and_walked_once<P: Pipeline
     // (`tenant`, a typo of `tenant_id`) is refused, never an unfiltered page.
     let c = first["next_cursor"].as_str().unwrap();
     for (q, status, code, field) in [
-        (format!("subscription_id={b}&cursor={c}"), 422, "invalid_field", "cursor"),
-        ("cursor=garbage".to_string(), 422, "invalid_field", "cursor"),
+        (format!("subscription_id={b}&cursor={c}"), 400, "invalid_cursor", "cursor"),
+        ("cursor=garbage".to_string(), 400, "invalid_cursor", "cursor"),
         ("state=lost".to_string(), 400, "invalid_type", "state"),
         ("state=Open".to_string(), 400, "invalid_type", "state"),
         ("limit=0".to_string(), 422, "invalid_field", "limit"),

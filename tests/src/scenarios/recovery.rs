@@ -186,9 +186,9 @@ pub async fn subscriptions_list_is_paginated_and_filtered<P: Pipeline>(s: &P) {
     flipped[4] = if flipped[4] == b'A' { b'B' } else { b'A' };
     let flipped = String::from_utf8(flipped).unwrap();
     for (path, status, field) in [
-        ("/v1/subscriptions?cursor=not-a-cursor".to_string(), 422, "cursor"),
-        (format!("/v1/subscriptions?cursor={flipped}&tenant_id=acme"), 422, "cursor"),
-        (format!("/v1/subscriptions?cursor={acme_cursor}"), 422, "cursor"),
+        ("/v1/subscriptions?cursor=not-a-cursor".to_string(), 400, "cursor"),
+        (format!("/v1/subscriptions?cursor={flipped}&tenant_id=acme"), 400, "cursor"),
+        (format!("/v1/subscriptions?cursor={acme_cursor}"), 400, "cursor"),
         ("/v1/subscriptions?limit=0".to_string(), 422, "limit"),
         ("/v1/subscriptions?limit=1001".to_string(), 422, "limit"),
         ("/v1/subscriptions?limit=ten".to_string(), 400, "limit"),
@@ -547,10 +547,10 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     let (_, listed) = s.get("/v1/subscriptions?limit=1").await;
     let list_cursor = listed["next_cursor"].as_str().expect("a list cursor").to_string();
     for (body, status, field) in [
-        (json!({"cursor": "not-a-cursor"}), 422, "cursor"),
-        (json!({"cursor": ""}), 422, "cursor"),
-        (json!({"cursor": list_cursor}), 422, "cursor"),
-        (json!({"cursor": format!("{issued}x")}), 422, "cursor"),
+        (json!({"cursor": "not-a-cursor"}), 400, "cursor"),
+        (json!({"cursor": ""}), 400, "cursor"),
+        (json!({"cursor": list_cursor}), 400, "cursor"),
+        (json!({"cursor": format!("{issued}x")}), 400, "cursor"),
         (json!({"limit": 0}), 422, "limit"),
         (json!({"limit": 101}), 422, "limit"),
         (json!({"limit": -1}), 422, "limit"),
@@ -576,8 +576,8 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
     let (_, first) = s.post("/v1/dead-letters/reindex", &json!({"limit": 1})).await;
     let dl_issued = first["next_cursor"].as_str().expect("a cursor after one dead letter").to_string();
     for (body, status, field) in [
-        (json!({"cursor": issued}), 422, "cursor"),
-        (json!({"cursor": "not-a-cursor"}), 422, "cursor"),
+        (json!({"cursor": issued}), 400, "cursor"),
+        (json!({"cursor": "not-a-cursor"}), 400, "cursor"),
         (json!({"limit": 0}), 422, "limit"),
         (json!({"limit": 101}), 422, "limit"),
         (json!({"cursor": dl_issued, "all": true}), 400, "all"),
@@ -586,7 +586,7 @@ pub async fn reindex_pages_with_a_cursor_and_refuses_bad_input<P: Pipeline>(s: &
         assert_eq!((st, v["error"]["field"].as_str()), (status, Some(field)), "{body}: {v}");
     }
     let (st, v) = s.post("/v1/subscriptions/reindex", &json!({"cursor": dl_issued})).await;
-    assert_eq!((st, v["error"]["field"].as_str()), (422, Some("cursor")), "a dead-letter cursor: {v}");
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("cursor")), "a dead-letter cursor: {v}");
     assert_eq!(all_dead_letters(s, &query, 1000).await, dead, "nothing was changed");
 }
 

@@ -213,7 +213,7 @@ async fn subscriptions_reindex_follows_the_cursor_and_prints_totals() {
     let run = hookline(&["subscriptions", "reindex", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2);
     assert!(
-        run.err.contains("422") && run.err.contains("cursor") && run.err.contains("--cursor=not-issued"),
+        run.err.contains("400") && run.err.contains("cursor") && run.err.contains("--cursor=not-issued"),
         "{}",
         run.err
     );
@@ -265,7 +265,7 @@ async fn dead_letters_reindex_follows_the_cursor_and_prints_totals() {
     let run = hookline(&["dead-letters", "reindex", "--cursor", "not-issued"], &env);
     assert_eq!(run.code, 2);
     assert!(
-        run.err.contains("422")
+        run.err.contains("400")
             && run.err.contains("cursor")
             && run.err.contains("hookline dead-letters reindex --cursor=not-issued"),
         "{}",

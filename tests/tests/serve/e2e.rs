@@ -148,7 +148,8 @@ fn refused_start(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
 
 /// Keys never on the command line (the process list shows it to every
 /// user), nor as `name=secret` pairs; a keys file others may read, a secret
-/// under two names, a secret with spaces: each refused at start with why.
+/// under two names, a secret with a control character: each refused at
+/// start with why.
 #[test]
 fn keys_on_the_command_line_or_ambiguous_are_refused_at_start() {
     let (ok, err) = refused_start(&["--api-key", "s3cret"], &[]);
@@ -169,21 +170,26 @@ fn keys_on_the_command_line_or_ambiguous_are_refused_at_start() {
     let twice = file("twice.json", r#"[{"name": "a", "role": "admin", "secret": "s1"}]"#, 0o600);
     let (ok, err) = refused_start(&["--api-keys-file", &twice], &[("HOOKLINE_API_KEY", "s1")]);
     assert!(!ok && err.contains("same secret"), "{err}");
-    let (ok, err) = refused_start(&[], &[("HOOKLINE_API_KEY", "two words")]);
-    assert!(!ok && err.contains("HOOKLINE_API_KEY") && !err.contains("two words"), "{err}");
+    let (ok, err) = refused_start(&[], &[("HOOKLINE_API_KEY", "tabbed\tsecret")]);
+    assert!(!ok && err.contains("HOOKLINE_API_KEY") && !err.contains("tabbed"), "{err}");
     let (ok, err) = refused_start(&["--admin-principals", "arn:aws:iam::1:user/a"], &[]);
     assert!(!ok && err.contains("AWS"), "{err}");
 }
 
 /// A base64 secret ending in `==` is one key, taken whole: `Bearer =` (what
 /// splitting at the first `=` made of it) is refused, the key itself works;
-/// a key file's secrets too, with their role and tenant.
+/// a key file's secrets too (spaces inside included), with their role and
+/// tenant.
 #[tokio::test]
 async fn a_secret_with_equals_signs_is_taken_whole() {
     let dir = hookline_tests::server::TempDir::new("keys-eq");
     let file = dir.0.join("keys.json");
-    std::fs::write(&file, r#"[{"name": "acme-reader", "role": "reader", "tenant_id": "acme", "secret": "a,b=c=="}]"#)
-        .unwrap();
+    std::fs::write(
+        &file,
+        r#"[{"name": "acme-reader", "role": "reader", "tenant_id": "acme", "secret": "a,b=c=="},
+            {"name": "spaced", "role": "reader", "secret": "correct horse battery staple"}]"#,
+    )
+    .unwrap();
     set_mode(&file, 0o600);
     let s = Server::start_with_env(
         "keys-eq",
@@ -200,6 +206,10 @@ async fn a_secret_with_equals_signs_is_taken_whole() {
     assert_eq!(st, 200, "{v}");
     let (st, v) = s.call_with_key("GET", "/v1/keys", None, Some("a,b=c==")).await;
     assert_eq!(st, 403, "a reader from the file manages no keys: {v}");
+    let (st, v) = s.call_with_key("GET", "/v1/subscriptions", None, Some("correct horse battery staple")).await;
+    assert_eq!(st, 200, "a secret with spaces inside is one key: {v}");
+    let (st, _) = s.call_with_key("GET", "/v1/subscriptions", None, Some("correct")).await;
+    assert_eq!(st, 401, "not its first word");
 }
 
 /// The generated admin key: written once to `<db>.admin-key` (0600, not

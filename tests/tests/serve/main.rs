@@ -11,6 +11,7 @@ mod fairness;
 mod listener;
 mod ports;
 mod retention;
+mod runtime;
 mod secrets;
 mod stages;
 

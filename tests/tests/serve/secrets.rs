@@ -45,8 +45,10 @@ fn mode(p: &Path) -> u32 {
 /// A subscription with an `Authorization` header, its secret rotated: the
 /// database file and its log hold none of the three secrets in clear, all
 /// files are 0600, and a restarted process (a second process on the same
-/// database and key file) signs with the secrets it stored, through a
-/// master-key rotation, after which the old master key can go.
+/// database and key file) signs with the secrets it stored. The master key
+/// rotates without a restart: the new key put first in the file, SIGHUP
+/// re-wraps the data key while the process keeps delivering, after which
+/// the old master key can go (the next start needs only the new one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_are_sealed_in_the_file_and_open_after_restarts_and_a_master_key_rotation() {
     let mut s = Server::start("sealed-at-rest");
@@ -84,13 +86,23 @@ async fn secrets_are_sealed_in_the_file_and_open_after_restarts_and_a_master_key
     assert!(d.signed_by(&second) && d.signed_by(&first), "the restarted process opens both secrets");
     assert_eq!(d.header("authorization"), token);
 
-    // Master-key rotation: the new key first, the old one after it.
+    // Master-key rotation: the new key first, the old one after it, then
+    // SIGHUP; the same process goes on delivering.
     let old_key = std::fs::read_to_string(&key_file).unwrap();
     let new_line = shared::data_key::MasterKeys::generate_line();
     std::fs::write(&key_file, format!("{new_line}\n{old_key}")).unwrap();
-    s.restart(None);
+    s.signal("HUP");
+    hookline_tests::eventually(20, "the data key re-wrapped on SIGHUP", || async {
+        s.log().contains("SIGHUP: re-wrapped the data key under the current master key").then_some(())
+    })
+    .await;
     let d = deliver(&s, &r, "/sealed", 3).await;
-    assert!(d.signed_by(&second), "sealed secrets open after the rotation");
+    assert!(d.signed_by(&second), "sealed secrets open after the rotation, in the same process");
+    s.signal("HUP");
+    hookline_tests::eventually(20, "a second SIGHUP finds it done", || async {
+        s.log().contains("SIGHUP: the data key was already wrapped by the current master key").then_some(())
+    })
+    .await;
     // Re-wrapped under the new key: the old one can leave the file.
     std::fs::write(&key_file, format!("{new_line}\n")).unwrap();
     s.restart(None);
