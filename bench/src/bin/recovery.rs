@@ -30,6 +30,8 @@ use serde_json::json;
 
 #[path = "../process.rs"]
 mod process;
+#[path = "../serve.rs"]
+mod serve;
 use process::{cpu_seconds, status_kb};
 
 struct Args {
@@ -124,29 +126,8 @@ async fn main() -> anyhow::Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let base = format!("http://127.0.0.1:{port}");
     let mut first = spawn_serve(&bin, &db, port)?;
-    for _ in 0..400 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let sub: serde_json::Value = client
-        .post(format!("{base}/v1/subscriptions"))
-        .bearer_auth(KEY)
-        .json(&json!({"callback_url": format!("http://{recv_addr}/hook"), "event_types": ["bench.*"]}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let sub_id = sub["id"].as_str().expect("subscription created").to_string();
-    loop {
-        let s: serde_json::Value =
-            client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(KEY).send().await?.json().await?;
-        if s["verified"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    serve::wait_until_up(&client, &base).await;
+    serve::verified_subscription(&client, &base, KEY, &format!("http://{recv_addr}/hook")).await?;
     std::process::Command::new("kill").arg("-TERM").arg(first.id().to_string()).status()?;
     first.wait()?;
 

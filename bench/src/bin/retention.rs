@@ -16,6 +16,9 @@
 //! `HOOKLINE_LOG` (default warn; `warn,hookline_sqlite::purge=debug` shows
 //! each purge batch and how long it held the writer).
 
+#[path = "../serve.rs"]
+mod serve;
+
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -165,29 +168,8 @@ async fn main() -> anyhow::Result<()> {
         .spawn()?;
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).tcp_nodelay(true).build()?;
-    for _ in 0..200 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let sub: serde_json::Value = client
-        .post(format!("{base}/v1/subscriptions"))
-        .bearer_auth(key)
-        .json(&json!({"callback_url": format!("http://{recv_addr}/hook"), "event_types": ["bench.*"]}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let sub_id = sub["id"].as_str().expect("subscription created").to_string();
-    loop {
-        let s: serde_json::Value =
-            client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
-        if s["verified"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    serve::wait_until_up(&client, &base).await;
+    serve::verified_subscription(&client, &base, key, &format!("http://{recv_addr}/hook")).await?;
 
     // Producers, paced.
     let sent = Arc::new(AtomicU64::new(0));

@@ -12,6 +12,9 @@
 //! (extra flags of `hookline serve`, e.g. "--max-connections 1000").
 //! `SLOWLORIS_VERBOSE=1` prints why each failed post failed.
 
+#[path = "../serve.rs"]
+mod serve;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -240,29 +243,8 @@ async fn main() -> anyhow::Result<()> {
     let base = format!("http://127.0.0.1:{port}");
     let addr = format!("127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    for _ in 0..200 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let sub: serde_json::Value = client
-        .post(format!("{base}/v1/subscriptions"))
-        .bearer_auth(key)
-        .json(&json!({"callback_url": format!("http://{recv_addr}/hook"), "event_types": ["bench.*"]}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let sub_id = sub["id"].as_str().expect("subscription created").to_string();
-    loop {
-        let s: serde_json::Value =
-            client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
-        if s["verified"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    serve::wait_until_up(&client, &base).await;
+    serve::verified_subscription(&client, &base, key, &format!("http://{recv_addr}/hook")).await?;
 
     // Baseline: no hostile clients.
     let (base_lat, base_failed) = ingest(&base, key, "quiet", &a).await;
