@@ -49,7 +49,6 @@
 //! init figures are the host build's, indicative, not Lambda's own
 //! `Init Duration`.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
