@@ -28,10 +28,7 @@ nav ul{columns:2;list-style:none;padding-left:0}a{color:#1a4fa0}";
 /// code).
 pub fn html() -> &'static str {
     static PAGE: OnceLock<String> = OnceLock::new();
-    PAGE.get_or_init(|| {
-        let doc = serde_json::to_value(super::openapi::document()).expect("the document serializes");
-        render(&doc)
-    })
+    PAGE.get_or_init(|| render(super::openapi::value()))
 }
 
 impl crate::Api {
