@@ -100,7 +100,8 @@ pub(crate) struct Scenario {
     pub(crate) events: usize,
     pub(crate) subscriptions: usize,
     pub(crate) ingest: Ingest,
-    pub(crate) target: Option<(f64, f64)>,
+    /// Dollars per million deliveries this scenario must stay under.
+    pub(crate) target: Option<f64>,
     /// Fields added to the body of each subscription created through the API.
     pub(crate) subscription_fields: Value,
     /// Subscriptions no event matches, created through the store port first.
