@@ -461,6 +461,21 @@ pub fn attempt_from_attrs(a: &Attrs) -> Result<Attempt, StoreError> {
     a.data()
 }
 
+/// The attribute of a Sagas item that holds the saga's first attempt (as
+/// JSON) when the delivery recorded it in the write that completed the
+/// saga (`DynamoAttempts::record_completing`), instead of an Attempts item.
+pub const FIRST_ATTEMPT: &str = "attempt1";
+
+/// The value of [`FIRST_ATTEMPT`]: the attempt as JSON.
+pub fn first_attempt_attr(x: &Attempt) -> Result<String, StoreError> {
+    encode_json(x)
+}
+
+/// The first attempt a Sagas item holds in [`FIRST_ATTEMPT`], if any.
+pub fn first_attempt_from_attrs(a: &Attrs) -> Result<Option<Attempt>, StoreError> {
+    a.opt_s(FIRST_ATTEMPT)?.map(|json| decode_json(FIRST_ATTEMPT, json)).transpose()
+}
+
 /// Decodes the `NewImage` of an Attempts stream record (the saga step's input).
 pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreError> {
     attempt_from_attrs(&Attrs::from_stream(image))

@@ -428,7 +428,7 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
     anyhow::ensure!(ids.len() == s.events, "{} event ids accepted, {} sent", ids.len(), s.events);
     for id in [&ids[0], &ids[ids.len() / 2], &ids[ids.len() - 1]] {
         let d = p.settled_deliveries(id, s.subscriptions, 30).await;
-        anyhow::ensure!(d.iter().all(|x| x["status"] == "Completed"), "event {id}: {d:?}");
+        anyhow::ensure!(d.iter().all(|x| x["status"] == "completed"), "event {id}: {d:?}");
     }
     let duplicates = hits.total() - hits.distinct();
     anyhow::ensure!(
