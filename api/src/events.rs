@@ -348,7 +348,7 @@ impl Api {
         stores.events.get(id).await?.ok_or_else(|| ApiError::not_found("event", id))?;
         let page = stores.sagas.page_for_event(id, limit, after.as_deref()).await?;
         let attempts: Vec<_> = shared::bounds::all_bounded(
-            page.items.iter().map(|s| stores.attempts.list(&s.id)).collect(),
+            page.items.iter().map(|s| stores.attempts.list(&s.event_id, &s.id)).collect(),
             shared::bounds::MAX_STORE_IN_FLIGHT,
         )
         .await

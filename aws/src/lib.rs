@@ -237,7 +237,12 @@ impl AwsBackend {
                 keyring.clone(),
             )),
             sagas: Arc::new(DynamoSagas::new(dynamodb.clone(), &names.sagas_table, retention)),
-            attempts: Arc::new(DynamoAttempts::new(dynamodb.clone(), &names.attempts_table, retention)),
+            attempts: Arc::new(DynamoAttempts::new(
+                dynamodb.clone(),
+                &names.attempts_table,
+                &names.sagas_table,
+                retention,
+            )),
             dead_letters: Arc::new(DynamoDeadLetters::new(
                 dynamodb.clone(),
                 &names.dead_letters_table,

@@ -293,8 +293,24 @@ pub trait SagaStore: Send + Sync {
 pub trait AttemptStore: Send + Sync {
     /// Inserts each attempt unless that `(saga, attempt)` exists; `true` where inserted.
     async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>>;
-    /// The attempts of one saga, oldest first.
-    async fn list(&self, saga_id: &SagaId) -> StoreResult<Vec<Attempt>>;
+    /// [`AttemptStore::record`] for first attempts that succeeded and
+    /// complete their saga: the saga step's decision for each (`Pending`, 0
+    /// attempts → `Completed`, 1),
+    /// made by the delivery from the same rules
+    /// ([`crate::stage::saga::completes_on_success`]). A store may keep the
+    /// attempt and that transition in one write, conditional on the saga
+    /// being `Pending` with no attempt (DynamoDB: the saga item, one write
+    /// unit where the attempt item and the saga step's update took two); the
+    /// saga step then gets no record of it, having nothing left to decide.
+    /// Where the saga is not in that state (or the store does not do it),
+    /// the attempt is recorded as by [`AttemptStore::record`] and the saga
+    /// step decides as for any attempt. `true` where the attempt was new.
+    async fn record_completing(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
+        self.record(attempts).await
+    }
+    /// The attempts of saga `saga_id` of event `event_id`, oldest first
+    /// (with the one a [`AttemptStore::record_completing`] kept with its saga).
+    async fn list(&self, event_id: &EventId, saga_id: &SagaId) -> StoreResult<Vec<Attempt>>;
 }
 
 /// Dead letters, one per dead saga.

@@ -110,7 +110,7 @@ pub async fn queue_throttling_opens_the_breaker_and_a_missing_queue_does_not(rig
     assert_eq!(health.breaker, BreakerState::Open, "{health:?}");
     let mut attempts = Vec::new();
     for s in &sagas {
-        attempts.extend(rig.stores.attempts.list(&s.id).await.unwrap());
+        attempts.extend(rig.stores.attempts.list(&s.event_id, &s.id).await.unwrap());
     }
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     for a in &attempts {
@@ -175,7 +175,7 @@ pub async fn a_failed_put_events_entry_is_retried_then_completes(rig: &Rig) {
     let sagas = route_and_start(&h, &stored_event(rig, "dest-partial-1").await).await;
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
-    let attempts = rig.stores.attempts.list(&sagas[0].id).await.unwrap();
+    let attempts = rig.stores.attempts.list(&sagas[0].event_id, &sagas[0].id).await.unwrap();
     assert_eq!(attempts[0].status_code, Some(500), "{attempts:?}");
     assert!(matches!(&attempts[0].result, AttemptResult::Failed { error, .. } if error.contains("InternalFailure")));
     feed_attempts(&h, &sagas[0]).await;

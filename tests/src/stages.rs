@@ -242,7 +242,7 @@ pub async fn route_and_start(h: &Hookline, e: &EventRecord) -> Vec<Saga> {
 
 /// Feeds a saga's recorded attempts to the saga stage (the attempts stream).
 pub async fn feed_attempts(h: &Hookline, s: &Saga) {
-    let attempts = h.stores.attempts.list(&s.id).await.unwrap();
+    let attempts = h.stores.attempts.list(&s.event_id, &s.id).await.unwrap();
     saga::on_attempts(h, &attempts).await.unwrap();
 }
 
@@ -277,7 +277,7 @@ pub async fn stale_caches_never_reject_a_subscription(rig: &Rig) {
     assert_eq!(sagas.len(), 1, "the router asked the store before leaving the subscription out");
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&delivery, &jobs).await, vec![true]);
-    let attempts = rig.stores.attempts.list(&sagas[0].id).await.unwrap();
+    let attempts = rig.stores.attempts.list(&sagas[0].event_id, &sagas[0].id).await.unwrap();
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].result, AttemptResult::Delivered, "{attempts:?}");
     assert_eq!(r.deliveries("/stale").len(), 1);
@@ -299,7 +299,10 @@ pub async fn a_local_fault_costs_no_attempt(rig: &Rig) {
     let sagas = route_and_start(&h, &e).await;
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true], "the job was re-sent, so its message is done");
-    assert!(rig.stores.attempts.list(&sagas[0].id).await.unwrap().is_empty(), "no attempt was counted");
+    assert!(
+        rig.stores.attempts.list(&sagas[0].event_id, &sagas[0].id).await.unwrap().is_empty(),
+        "no attempt was counted"
+    );
     assert_eq!(saga_now(&h, &sagas[0]).await.state.status, SagaStatus::Pending);
     assert!(rig.stores.dead_letters.get(&ids::dead_letter_id(&sagas[0].id)).await.unwrap().is_none());
     assert_eq!(h.metrics.deliveries_deferred.load(std::sync::atomic::Ordering::Relaxed), 1);
@@ -388,7 +391,7 @@ pub async fn requeue_after_the_event_expired_delivers_the_snapshot(rig: &Rig) {
     saga::start(&h, std::slice::from_ref(&new)).await.unwrap();
     let jobs = rig.take_jobs(1).await;
     assert_eq!(deliver::deliver_received(&h, &jobs).await, vec![true]);
-    let attempts = rig.stores.attempts.list(&new.id).await.unwrap();
+    let attempts = rig.stores.attempts.list(&new.event_id, &new.id).await.unwrap();
     assert_eq!(attempts[0].result, AttemptResult::Delivered, "{attempts:?}");
     let got = r.deliveries("/later");
     assert_eq!(got.last().map(|d| d.body.clone()), Some(e.body.clone()), "the snapshot, byte for byte");
@@ -590,7 +593,7 @@ pub async fn explicit_limits_hold_across_containers(rig: &Rig) {
     assert_eq!(r.max_concurrent("/lim"), 1, "one request at a time over both containers");
     let mut attempts = 0;
     for s in &sagas {
-        attempts += rig.stores.attempts.list(&s.id).await.unwrap().len();
+        attempts += rig.stores.attempts.list(&s.event_id, &s.id).await.unwrap().len();
     }
     let deferred =
         [&a, &b].iter().map(|h| h.metrics.deliveries_deferred.load(std::sync::atomic::Ordering::Relaxed)).sum::<u64>();

@@ -290,31 +290,126 @@ impl SagaStore for DynamoSagas {
 
 // ---------------------------------------------------------------- attempts
 
-/// AttemptsTable: keyed `(saga_id, attempt)`, one conditional put each.
+/// AttemptsTable: keyed `(saga_id, attempt)`, one conditional put each;
+/// and a first attempt that completes its saga, kept on the saga's item of
+/// SagasTable (`sagas`) in the write that completes it.
 #[derive(Clone)]
 pub struct DynamoAttempts {
     client: Client,
     table: String,
+    sagas: String,
     retention: chrono::Duration,
 }
 
 impl DynamoAttempts {
-    /// The adapter over `table`; items expire `retention` after the attempt.
-    pub fn new(client: Client, table: impl Into<String>, retention: chrono::Duration) -> Self {
-        DynamoAttempts { client, table: table.into(), retention }
+    /// The adapter over `table`, with the sagas of `sagas`; items expire
+    /// `retention` after the attempt.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        sagas: impl Into<String>,
+        retention: chrono::Duration,
+    ) -> Self {
+        DynamoAttempts { client, table: table.into(), sagas: sagas.into(), retention }
+    }
+
+    /// A first attempt and its saga's completion in one conditional
+    /// `UpdateItem` of the saga's item: `Pending` with no attempt becomes
+    /// `Completed` with 1, the attempt kept in [`item::FIRST_ATTEMPT`] (the
+    /// item stays under 1 KB: one write unit, where the Attempts item and
+    /// the saga step's update were one each). Its stream record is a
+    /// MODIFY, which the saga step does not read: it has nothing left to
+    /// decide. If the item holds a first attempt already, this one is a
+    /// duplicate (`false`). If the saga is in another state (or missing),
+    /// the attempt is put in AttemptsTable as any attempt and the saga step
+    /// decides. A first attempt recorded in AttemptsTable afterwards is
+    /// checked against the item (`record`), but this condition cannot see
+    /// AttemptsTable: should a duplicate job's success come while the first
+    /// receive's failure of the same attempt still waits for the saga step
+    /// (two receives of one job within that moment), the saga completes, the
+    /// saga step's retry for the failure finds it completed and does
+    /// nothing, and both records are listed.
+    async fn record_completing_one(&self, a: &Attempt) -> StoreResult<bool> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.sagas)
+            .set_key(Some(saga_key(&a.event_id, &a.saga_id)))
+            .update_expression(
+                "SET #status = :completed, attempts = :one, updated_at = :at, #first = :attempt \
+                 REMOVE next_attempt_at, last_error, due_shard, due_at",
+            )
+            .condition_expression(
+                "attribute_exists(id) AND #status = :pending AND attempts = :zero AND attribute_not_exists(#first)",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#first", item::FIRST_ATTEMPT)
+            .expression_attribute_values(":completed", s(SagaStatus::Completed.as_str()))
+            .expression_attribute_values(":pending", s(SagaStatus::Pending.as_str()))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":at", s(item::rfc3339(a.at)))
+            .expression_attribute_values(":attempt", s(item::first_attempt_attr(a)?))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) =
+                    e.as_service_error()
+                else {
+                    return Err(backend("UpdateItem", &self.sagas, e));
+                };
+                if c.item().is_some_and(|old| old.contains_key(item::FIRST_ATTEMPT)) {
+                    return Ok(false);
+                }
+                super::put_if_absent(&self.client, &self.table, "saga_id", item::attempt_to_attrs(a, self.retention)?)
+                    .await
+            }
+        }
+    }
+
+    /// Whether saga `a`'s item holds a first attempt already (one kept with
+    /// its completion): a consistent `GetItem`, asked only for first attempts
+    /// recorded in AttemptsTable.
+    async fn first_kept_with_saga(&self, a: &Attempt) -> StoreResult<bool> {
+        let saga = get_item(&self.client, &self.sagas, saga_key(&a.event_id, &a.saga_id), true).await?;
+        Ok(saga.is_some_and(|s| s.0.contains_key(item::FIRST_ATTEMPT)))
+    }
+
+    /// One attempt in AttemptsTable, unless it is a first attempt its saga's
+    /// item already holds (a duplicate job's, after the first one's success
+    /// was kept there).
+    async fn record_one(&self, a: &Attempt) -> StoreResult<bool> {
+        if a.attempt == 1 && self.first_kept_with_saga(a).await? {
+            return Ok(false);
+        }
+        // With a composite key, attribute_not_exists on the partition key
+        // checks the item with this exact (saga_id, attempt).
+        super::put_if_absent(&self.client, &self.table, "saga_id", item::attempt_to_attrs(a, self.retention)?).await
     }
 }
 
 #[async_trait]
 impl AttemptStore for DynamoAttempts {
+    /// A conditional `PutItem` per attempt in AttemptsTable; a first attempt
+    /// is checked against its saga's item first (a consistent `GetItem`):
+    /// one kept there with the saga's completion makes this one a duplicate.
     async fn record(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
-        // With a composite key, attribute_not_exists on the partition key
-        // checks the item with this exact (saga_id, attempt).
-        put_all_if_absent(&self.client, &self.table, "saga_id", attempts, |a| item::attempt_to_attrs(a, self.retention))
-            .await
+        all(all_bounded(attempts.iter().map(|a| self.record_one(a)).collect(), MAX_STORE_IN_FLIGHT).await)
     }
 
-    async fn list(&self, saga_id: &SagaId) -> StoreResult<Vec<Attempt>> {
+    /// One conditional `UpdateItem` of each saga's item
+    /// ([`DynamoAttempts::record_completing_one`]), concurrently up to the
+    /// store cap.
+    async fn record_completing(&self, attempts: &[Attempt]) -> StoreResult<Vec<bool>> {
+        all(all_bounded(attempts.iter().map(|a| self.record_completing_one(a)).collect(), MAX_STORE_IN_FLIGHT).await)
+    }
+
+    /// One consistent `Query` of AttemptsTable and one consistent `GetItem`
+    /// of the saga's item, for a first attempt kept there.
+    async fn list(&self, event_id: &EventId, saga_id: &SagaId) -> StoreResult<Vec<Attempt>> {
         let items = query_all(
             &self.client,
             &self.table,
@@ -326,6 +421,12 @@ impl AttemptStore for DynamoAttempts {
         )
         .await?;
         // The sort key `attempt` orders them oldest first already.
-        items.iter().map(item::attempt_from_attrs).collect()
+        let mut attempts: Vec<Attempt> = items.iter().map(item::attempt_from_attrs).collect::<StoreResult<_>>()?;
+        let saga = get_item(&self.client, &self.sagas, saga_key(event_id, saga_id), true).await?;
+        if let Some(first) = saga.as_ref().map(item::first_attempt_from_attrs).transpose()?.flatten() {
+            attempts.insert(0, first);
+            attempts.sort_by_key(|a| a.attempt);
+        }
+        Ok(attempts)
     }
 }

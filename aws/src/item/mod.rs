@@ -461,6 +461,21 @@ pub fn attempt_from_attrs(a: &Attrs) -> Result<Attempt, StoreError> {
     a.data()
 }
 
+/// The attribute of a Sagas item that holds the saga's first attempt (as
+/// JSON) when the delivery recorded it in the write that completed the
+/// saga (`DynamoAttempts::record_completing`), instead of an Attempts item.
+pub const FIRST_ATTEMPT: &str = "attempt1";
+
+/// The value of [`FIRST_ATTEMPT`]: the attempt as JSON.
+pub fn first_attempt_attr(x: &Attempt) -> Result<String, StoreError> {
+    encode_json(x)
+}
+
+/// The first attempt a Sagas item holds in [`FIRST_ATTEMPT`], if any.
+pub fn first_attempt_from_attrs(a: &Attrs) -> Result<Option<Attempt>, StoreError> {
+    a.opt_s(FIRST_ATTEMPT)?.map(|json| decode_json(FIRST_ATTEMPT, json)).transpose()
+}
+
 /// Decodes the `NewImage` of an Attempts stream record (the saga step's input).
 pub fn attempt_from_image(image: &serde_dynamo::Item) -> Result<Attempt, StoreError> {
     attempt_from_attrs(&Attrs::from_stream(image))
@@ -660,5 +675,40 @@ mod tests {
         let small = EventRecord { body: b"{}".to_vec(), ..e };
         let a = event_to_attrs(&small, chrono::Duration::days(30)).unwrap();
         assert!(matches!(a.0.get("data"), Some(Attr::S(_))));
+    }
+
+    /// The stored record without `id` and absent fields, a JSON body as its
+    /// own text: read back exactly, every body kind, and the form stored
+    /// before (every field, the body as a string) still reads.
+    #[test]
+    fn stored_records_drop_the_id_keep_json_bodies_as_json_and_read_both_forms() {
+        let stored = |a: &Attrs| -> String {
+            match a.0.get("data_z") {
+                Some(Attr::B(z)) => String::from_utf8(miniz_oxide::inflate::decompress_to_vec(z).unwrap()).unwrap(),
+                _ => a.s("data").unwrap().to_string(),
+            }
+        };
+        let n = shared::envelope::normalize(br#"{"type":"order.created","data":{}}"#, None).unwrap();
+        let e = EventRecord::from_normalized(n, Utc::now(), chrono::Duration::days(30));
+        let padding = "x".repeat(900);
+        let bodies: Vec<Vec<u8>> = vec![
+            br#"{"type":"t","data":{"quote":"a\"b","n":[1, 2 ,3]}}"#.to_vec(),
+            format!(r#"{{"type":"t","data":{{"notes":"{padding}"}}}}"#).into_bytes(),
+            br#"  {"type":"t"}"#.to_vec(),
+            b"not json at all".to_vec(),
+        ];
+        for (i, body) in bodies.into_iter().enumerate() {
+            let e = EventRecord { body, ..e.clone() };
+            let a = event_to_attrs(&e, chrono::Duration::days(30)).unwrap();
+            let json = stored(&a);
+            assert!(!json.contains("\"id\"") && !json.contains("null"), "{json}");
+            assert_eq!(json.contains("\"body_json\":"), i < 2, "{json}");
+            assert_eq!(event_from_attrs(&a).unwrap(), e, "body {i}");
+            // As stored before: the whole record, the body a string.
+            let mut old = a.clone();
+            old.0.remove("data_z");
+            old.0.insert("data".into(), Attr::S(encode_json(&e).unwrap()));
+            assert_eq!(event_from_attrs(&old).unwrap(), e, "old form, body {i}");
+        }
     }
 }

@@ -1,6 +1,10 @@
 //! Deliver: POST one job's event to its subscriber, signed, and record the
-//! attempt. It never changes a saga and never decides a retry or a dead
-//! letter; the saga stage reads the attempt and decides.
+//! attempt. It never decides a retry or a dead letter; the saga stage reads
+//! the attempt and decides. The one saga change it may store is the saga
+//! stage's own decision for a first attempt that was delivered and leaves
+//! nothing else to do ([`super::saga::completes_on_success`]): the store
+//! may keep the completion in the write that records the attempt
+//! ([`crate::ports::AttemptStore::record_completing`]).
 //!
 //! Two things are not the subscriber's fault and never cost it an attempt:
 //! a fault on Hookline's side (out of file descriptors or local ports, the
@@ -105,6 +109,12 @@ pub struct ReceivedJob {
 pub enum Prepared {
     /// An attempt to record (delivered, failed, refused).
     Record(Attempt),
+    /// A first attempt that was delivered and completes its saga with
+    /// nothing else to do (the saga stage's decision for it:
+    /// [`super::saga::completes_on_success`]): recorded with
+    /// [`crate::ports::AttemptStore::record_completing`], which may store the
+    /// completion in the same write.
+    Complete(Attempt),
     /// Not attempted, for a reason that is not the subscriber's fault (a
     /// fault on Hookline's side, a limit): sent again after `delay`, as a
     /// new message, without counting an attempt.
@@ -214,11 +224,16 @@ fn booked_start(job: &DeliveryJob, interval: Option<Duration>, wait: Duration) -
 pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Prepared, StoreError>>) -> Vec<bool> {
     let mut done = vec![false; jobs.len()];
     let (mut recorded, mut attempts, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut completing_at, mut completing) = (Vec::new(), Vec::new());
     for (i, p) in prepared.into_iter().enumerate() {
         match p {
             Ok(Prepared::Record(a)) => {
                 recorded.push(i);
                 attempts.push(a);
+            }
+            Ok(Prepared::Complete(a)) => {
+                completing_at.push(i);
+                completing.push(a);
             }
             Ok(Prepared::Defer { reason, delay, resend }) => deferred.push((i, reason, delay, resend)),
             Ok(Prepared::Stale) => {
@@ -231,10 +246,28 @@ pub async fn settle(h: &Hookline, jobs: &[ReceivedJob], prepared: Vec<Result<Pre
         }
     }
     h.failpoints.hit("deliver.before_record");
-    if !attempts.is_empty() {
-        match h.stores.attempts.record(&attempts).await {
+    let stores = &h.stores.attempts;
+    let (plain, completes) = futures_util::future::join(
+        async {
+            if attempts.is_empty() {
+                Ok(Vec::new())
+            } else {
+                stores.record(&attempts).await
+            }
+        },
+        async {
+            if completing.is_empty() {
+                Ok(Vec::new())
+            } else {
+                stores.record_completing(&completing).await
+            }
+        },
+    )
+    .await;
+    for (at, attempts, result) in [(&recorded, &attempts, plain), (&completing_at, &completing, completes)] {
+        match result {
             Ok(inserted) => {
-                for ((i, a), new) in recorded.iter().zip(&attempts).zip(inserted) {
+                for ((i, a), new) in at.iter().zip(attempts).zip(inserted) {
                     done[*i] = true;
                     if !new {
                         tracing::info!(saga_id = %a.saga_id, attempt = a.attempt, "attempt already recorded; duplicate job");
@@ -569,7 +602,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
             super::failing::after_attempt(h, &sub.id, &health).await;
         }
     }
-    Ok(Prepared::Record(Attempt {
+    let attempt = Attempt {
         saga_id: job.saga_id.clone(),
         attempt: job.attempt,
         event_id: job.event_id.clone(),
@@ -584,7 +617,11 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
         },
         result,
         lane: job.lane.clone(),
-    }))
+    };
+    Ok(match super::saga::completes_on_success(&sub, &attempt) {
+        true => Prepared::Complete(attempt),
+        false => Prepared::Record(attempt),
+    })
 }
 
 /// Gives a `max_in_flight` slot back, if one was leased.

@@ -244,7 +244,8 @@ async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result
         SagaStatus::Pending | SagaStatus::InProgress => {
             // The attempt may be recorded and only its stream record lost:
             // then the saga stage reads it again; otherwise the job is sent again.
-            let recorded = h.stores.attempts.list(&s.id).await?.into_iter().find(|a| a.attempt == in_flight);
+            let recorded =
+                h.stores.attempts.list(&s.event_id, &s.id).await?.into_iter().find(|a| a.attempt == in_flight);
             match recorded {
                 Some(a) => saga::on_attempts(h, &[a]).await?,
                 // Counted in the saga first: the job it may only look
@@ -287,7 +288,7 @@ async fn redrive(h: &Hookline, found: &Saga, limits: &ReconcileLimits) -> Result
         // from when the attempt was sent.
         SagaStatus::AwaitingAck => {
             let n = s.state.attempts;
-            let sent = h.stores.attempts.list(&s.id).await?.into_iter().find(|a| a.attempt == n);
+            let sent = h.stores.attempts.list(&s.event_id, &s.id).await?.into_iter().find(|a| a.attempt == n);
             let since = sent.map_or(s.updated_at, |a| {
                 a.at - chrono::Duration::milliseconds(i64::try_from(a.latency_ms).unwrap_or(0))
             });

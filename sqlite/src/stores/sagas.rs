@@ -295,7 +295,7 @@ impl AttemptStore for SqliteAttempts {
             .await
     }
 
-    async fn list(&self, saga_id: &SagaId) -> StoreResult<Vec<Attempt>> {
+    async fn list(&self, _event_id: &EventId, saga_id: &SagaId) -> StoreResult<Vec<Attempt>> {
         let id = saga_id.clone();
         self.0
             .call(move |c, _| {

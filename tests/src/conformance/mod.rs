@@ -12,6 +12,7 @@
 
 mod acks;
 mod api_keys;
+mod completing;
 mod event_types;
 mod idempotency;
 mod queues;
@@ -22,6 +23,7 @@ mod stores;
 
 pub use acks::*;
 pub use api_keys::*;
+pub use completing::*;
 pub use event_types::*;
 pub use idempotency::*;
 pub use queues::*;
@@ -67,6 +69,7 @@ macro_rules! for_each_conformance_case {
         $m!(sagas_stalled_and_deferred);
         $m!(saga_transition_batch_keeps_order);
         $m!(attempts_unique_per_saga_and_attempt);
+        $m!(attempts_record_completing_first_success);
         $m!(subscriptions_versioned_update_and_delete);
         $m!(subscriptions_are_found_by_route_key);
         $m!(subscriptions_page_walks_every_subscription_once);

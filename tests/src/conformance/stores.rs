@@ -327,9 +327,9 @@ pub async fn attempts_unique_per_saga_and_attempt(s: &Stores) {
     let a3 = attempt("sg_a", 3, AttemptResult::Delivered);
     let other = attempt("sg_b", 1, AttemptResult::Gone);
     assert_eq!(s.attempts.record(&[a1_again, a3.clone(), other.clone()]).await.unwrap(), vec![false, true, true]);
-    assert_eq!(s.attempts.list(&sg("sg_a")).await.unwrap(), vec![a1, a2, a3]);
-    assert_eq!(s.attempts.list(&sg("sg_b")).await.unwrap(), vec![other]);
-    assert!(s.attempts.list(&sg("sg_none")).await.unwrap().is_empty());
+    assert_eq!(s.attempts.list(&ev("evt_a"), &sg("sg_a")).await.unwrap(), vec![a1, a2, a3]);
+    assert_eq!(s.attempts.list(&ev("evt_a"), &sg("sg_b")).await.unwrap(), vec![other]);
+    assert!(s.attempts.list(&ev("evt_a"), &sg("sg_none")).await.unwrap().is_empty());
 }
 
 // ----------------------------------------------------------- subscriptions

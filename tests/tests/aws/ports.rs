@@ -168,3 +168,61 @@ async fn data_key_store_creates_once_and_replaces_only_what_it_read() {
     hookline_tests::conformance::data_key_store_creates_once_and_replaces_only_what_it_read(&store).await;
     strict.assert_clean();
 }
+
+/// A first attempt that completes its saga (delivered, no acknowledgement
+/// awaited, no lane) is one conditional `UpdateItem` of the saga's item, 1
+/// write unit with the attempt on it (the item stays under 1 KB), where the
+/// Attempts item and the saga step's update were 1 each: no Attempts item
+/// is written, the saga reads `Completed` with 1 attempt, its attempts list
+/// finds it, and a duplicate job's record writes nothing more (the
+/// conformance case `attempts_record_completing_first_success` runs the
+/// same requests under the strict checker).
+#[tokio::test]
+async fn first_success_is_recorded_in_the_write_that_completes_its_saga() {
+    use shared::ports::{AttemptStore, SagaStore};
+    use shared::saga::{AttemptResult, SagaStatus};
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let prefix = hookline_tests::emulator::fresh_prefix("first_success");
+    let names = hookline_tests::emulator::create_resources_with(&sdk, &prefix).await;
+    let meter = hookline_tests::metering::Meter::new();
+    let client = meter.dynamodb_client(&sdk);
+    let retention = chrono::Duration::days(30);
+    let sagas = hookline_aws::DynamoSagas::new(client.clone(), names.sagas_table.clone(), retention);
+    let attempts =
+        hookline_aws::DynamoAttempts::new(client, names.attempts_table.clone(), names.sagas_table.clone(), retention);
+    // Ids as the pipeline makes them (their length is billed).
+    let (event, sub) = (shared::ids::new_event_id(), shared::ids::new_subscription_id());
+    let now = chrono::Utc::now();
+    let saga = shared::saga::Saga::new(shared::ids::saga_id(&event, &sub), &event, &sub, None, now);
+    assert_eq!(sagas.create(std::slice::from_ref(&saga)).await.unwrap(), vec![true]);
+    let first = shared::attempt::Attempt {
+        saga_id: saga.id.clone(),
+        attempt: 1,
+        event_id: event.clone(),
+        subscription_id: sub.clone(),
+        status_code: Some(200),
+        error: None,
+        latency_ms: 87,
+        at: now,
+        result: AttemptResult::Delivered,
+        lane: None,
+        response_excerpt: None,
+    };
+
+    let before = meter.snapshot();
+    assert_eq!(attempts.record_completing(std::slice::from_ref(&first)).await.unwrap(), vec![true]);
+    let used = meter.snapshot().since(&before).dynamodb;
+    let writes: Vec<_> = used.iter().filter(|(_, u)| u.wru > 0.0).collect();
+    assert_eq!(writes.len(), 1, "one write, of the saga's item: {used:?}");
+    let ((table, op), u) = writes[0];
+    assert_eq!((table.as_str(), op.as_str(), u.requests, u.wru), ("SagasTable", "UpdateItem", 1, 1.0), "{used:?}");
+
+    let stored = sagas.get(&event, &saga.id).await.unwrap().expect("the saga");
+    assert_eq!((stored.state.status, stored.state.attempts), (SagaStatus::Completed, 1));
+    assert_eq!(attempts.list(&event, &saga.id).await.unwrap(), vec![first.clone()]);
+
+    let before = meter.snapshot();
+    assert_eq!(attempts.record_completing(&[first]).await.unwrap(), vec![false], "a duplicate job's");
+    let used = meter.snapshot().since(&before).dynamodb;
+    assert!(used.keys().all(|(t, _)| t == "SagasTable"), "no Attempts item for a duplicate: {used:?}");
+}

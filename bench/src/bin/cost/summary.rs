@@ -326,12 +326,12 @@ pub(crate) fn report(
     );
     print!("   TOTAL ${total:.4} per million deliveries");
     match s.target {
-        Some((target, floor)) => {
+        Some(target) => {
             if total <= target {
-                println!("   target <= ${target:.2} (design floor ~ ${floor:.2}): MET (${:.4} under)", target - total);
+                println!("   target <= ${target:.2}: MET (${:.4} under)", target - total);
             } else {
                 println!(
-                    "   target <= ${target:.2} (design floor ~ ${floor:.2}): MISSED by ${:.4} (+{:.1}%)",
+                    "   target <= ${target:.2}: MISSED by ${:.4} (+{:.1}%)",
                     total - target,
                     100.0 * (total - target) / target
                 );

@@ -126,13 +126,16 @@ pub(super) fn expected_grants() -> BTreeMap<&'static str, Grants> {
     m.insert("SagaFunction", g);
 
     // delivery: reads the deliveries queue, Events, Subscriptions, Sagas;
-    // writes Attempts (conditional put); never changes a saga or decides a
-    // dead letter.
+    // writes Attempts (conditional put); decides no saga transition or dead
+    // letter. A first attempt that was delivered and leaves nothing to
+    // decide is kept on its saga's item in the write that completes it (the
+    // saga step's decision, conditional on Pending with no attempt).
     let mut g = Grants::new();
     grant(&mut g, CONSUME, &["DeliveriesQueue"]);
     grant(&mut g, &["dynamodb:GetItem"], &["EventsTable", "SagasTable"]);
     grant(&mut g, &["dynamodb:GetItem"], &["SubscriptionsTable"]);
     grant(&mut g, &["dynamodb:PutItem"], &["AttemptsTable"]);
+    grant(&mut g, &["dynamodb:UpdateItem"], &["SagasTable"]);
     // A requeued saga whose event expired delivers its dead letter's
     // snapshot; a job hit by a fault on Hookline's side is sent again.
     grant(&mut g, &["dynamodb:GetItem"], &["DeadLettersTable"]);
@@ -356,6 +359,15 @@ pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
         "SubscriptionsTable",
         "POST /v1/subscriptions/reindex: the operator's repair after an upgrade pages through the table (≤ 100 \
          items a call) for subscriptions stored before index by_key existed; never on a pipeline path",
+    ),
+    (
+        "DeliveryFunction",
+        "dynamodb:UpdateItem",
+        "SagasTable",
+        "a first attempt that was delivered and leaves the saga step nothing to decide \
+         (shared::stage::saga::completes_on_success) is kept on its saga's item in the one write that completes \
+         it, conditional on the saga being Pending with no attempt: one write unit instead of the attempt's put \
+         and the saga step's update; every other transition stays the saga step's",
     ),
     (
         "DeliveryFunction",

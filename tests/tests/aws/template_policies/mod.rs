@@ -214,14 +214,24 @@ fn router_updating_sagas_is_caught() {
     );
 }
 
+/// Delivery may update a saga's item only to keep a first attempt with
+/// the saga's completion (its one `NEVER_EXCEPT` exemption on SagasTable);
+/// putting a saga stays forbidden, and so does updating anything else.
 #[test]
-fn delivery_updating_sagas_is_caught() {
+fn delivery_putting_sagas_is_caught() {
     broken_by(
         |t| {
             statements_mut(t, "DeliveryRole")
-                .push(yaml("{Effect: Allow, Action: [dynamodb:UpdateItem], Resource: [!GetAtt SagasTable.Arn]}"))
+                .push(yaml("{Effect: Allow, Action: [dynamodb:PutItem], Resource: [!GetAtt SagasTable.Arn]}"))
         },
-        "DeliveryFunction: grants dynamodb:UpdateItem on SagasTable",
+        "DeliveryFunction: dynamodb:PutItem on SagasTable is forbidden",
+    );
+    broken_by(
+        |t| {
+            statements_mut(t, "DeliveryRole")
+                .push(yaml("{Effect: Allow, Action: [dynamodb:UpdateItem], Resource: [!GetAtt AttemptsTable.Arn]}"))
+        },
+        "DeliveryFunction: dynamodb:UpdateItem on AttemptsTable is forbidden",
     );
 }
 
