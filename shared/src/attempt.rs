@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{EventId, SagaId, SubscriptionId};
-use crate::saga::AttemptResult;
+use crate::saga::{decide_acked, AttemptResult, Input, Rules, SagaState, SagaStatus};
+use crate::subscription::Subscription;
 
 /// One delivery attempt as recorded by the delivery stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,6 +75,31 @@ impl Attempt {
             "at": self.at,
             "response_excerpt": self.response_excerpt,
         })
+    }
+}
+
+impl Attempt {
+    /// Whether this attempt, to subscription `sub`, completes its saga with
+    /// nothing else to do: the saga stage's decision for it
+    /// ([`crate::saga::decide_acked`] from `Pending` with no attempt, the
+    /// state a first attempt runs in, with the subscription's rules) is
+    /// `Completed` with no effect. True only for a first attempt that was
+    /// delivered, to a subscription that awaits no acknowledgement, outside
+    /// an ordered lane (whose end lets the next saga go: an effect). The
+    /// delivery stage asks it so the store may keep the attempt and the
+    /// completion in one write
+    /// ([`crate::ports::AttemptStore::record_completing`]); the rules are the
+    /// saga stage's, so both decide alike.
+    pub fn completes_its_saga(&self, sub: &Subscription) -> bool {
+        if self.attempt != 1 || self.lane.is_some() {
+            return false;
+        }
+        let from = SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None };
+        let input = Input::Outcome { attempt: 1, result: self.result.clone(), status: self.status_code };
+        let rules =
+            Rules { policy: &sub.retry_policy, dead_letter_on: &sub.dead_letter_on, ack_timeout: sub.ack_timeout() };
+        decide_acked(&from, &input, &rules, self.at, 0.0)
+            .is_some_and(|d| d.next.status == SagaStatus::Completed && d.effects.is_empty())
     }
 }
 

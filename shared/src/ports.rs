@@ -297,7 +297,7 @@ pub trait AttemptStore: Send + Sync {
     /// complete their saga: the saga step's decision for each (`Pending`, 0
     /// attempts → `Completed`, 1),
     /// made by the delivery from the same rules
-    /// ([`crate::stage::saga::completes_on_success`]). A store may keep the
+    /// ([`crate::attempt::Attempt::completes_its_saga`]). A store may keep the
     /// attempt and that transition in one write, conditional on the saga
     /// being `Pending` with no attempt (DynamoDB: the saga item, one write
     /// unit where the attempt item and the saga step's update took two); the

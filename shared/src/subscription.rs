@@ -171,6 +171,12 @@ pub fn validate_ack_timeout(secs: i64) -> Result<u32, FieldError> {
 }
 
 impl Subscription {
+    /// [`Subscription::ack_timeout_secs`] as a duration: how long a 2xx
+    /// waits for the subscriber's acknowledgement (`None`: it does not).
+    pub fn ack_timeout(&self) -> Option<std::time::Duration> {
+        self.ack_timeout_secs.map(|secs| std::time::Duration::from_secs(u64::from(secs)))
+    }
+
     /// Only active and verified subscriptions get deliveries (docs/architecture.md#invariants, rule 5).
     pub fn is_routable(&self) -> bool {
         self.active && self.verified

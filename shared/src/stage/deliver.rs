@@ -2,7 +2,7 @@
 //! attempt. It never decides a retry or a dead letter; the saga stage reads
 //! the attempt and decides. The one saga change it may store is the saga
 //! stage's own decision for a first attempt that was delivered and leaves
-//! nothing else to do ([`super::saga::completes_on_success`]): the store
+//! nothing else to do ([`Attempt::completes_its_saga`]): the store
 //! may keep the completion in the write that records the attempt
 //! ([`crate::ports::AttemptStore::record_completing`]).
 //!
@@ -111,7 +111,7 @@ pub enum Prepared {
     Record(Attempt),
     /// A first attempt that was delivered and completes its saga with
     /// nothing else to do (the saga stage's decision for it:
-    /// [`super::saga::completes_on_success`]): recorded with
+    /// [`Attempt::completes_its_saga`]): recorded with
     /// [`crate::ports::AttemptStore::record_completing`], which may store the
     /// completion in the same write.
     Complete(Attempt),
@@ -618,7 +618,7 @@ async fn attempt_in_span(h: &Hookline, job: &DeliveryJob, sub: Subscription) -> 
         result,
         lane: job.lane.clone(),
     };
-    Ok(match super::saga::completes_on_success(&sub, &attempt) {
+    Ok(match attempt.completes_its_saga(&sub) {
         true => Prepared::Complete(attempt),
         false => Prepared::Record(attempt),
     })

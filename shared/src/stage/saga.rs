@@ -135,7 +135,7 @@ pub async fn on_attempts(h: &Hookline, attempts: &[Attempt]) -> Result<(), Store
             policy: subs.get(&a.subscription_id).map(|s| s.retry_policy.clone()).unwrap_or_default(),
             dead_letter_on: subs.get(&a.subscription_id).map(|s| s.dead_letter_on.clone()).unwrap_or_default(),
             release_deadline: None,
-            ack_timeout: subs.get(&a.subscription_id).and_then(|s| ack_timeout(s)),
+            ack_timeout: subs.get(&a.subscription_id).and_then(|s| s.ack_timeout()),
             ack_since: Some(a.at - chrono::Duration::milliseconds(i64::try_from(a.latency_ms).unwrap_or(0))),
         })
         .collect();
@@ -228,35 +228,9 @@ async fn ack_step(h: &Hookline, saga: &Saga, timer: &RetryTimer) -> Result<Step,
         policy: sub.as_ref().map(|s| s.retry_policy.clone()).unwrap_or_default(),
         dead_letter_on: Vec::new(),
         release_deadline: None,
-        ack_timeout: sub.as_ref().and_then(|s| ack_timeout(s)),
+        ack_timeout: sub.as_ref().and_then(|s| s.ack_timeout()),
         ack_since: Some(since),
     })
-}
-
-/// Whether attempt `a` to subscription `sub` completes its saga with
-/// nothing else to do: the decision [`on_attempts`] makes for it (from
-/// `Pending` with no attempt, the state a first attempt runs in, with the
-/// subscription's rules) is `Completed` with no effect. True only for a
-/// first attempt that was delivered, to a subscription that awaits no
-/// acknowledgement, outside an ordered lane (whose end lets the next saga
-/// go: an effect). The delivery stage asks it so the store may keep the
-/// attempt and the completion in one write
-/// ([`crate::ports::AttemptStore::record_completing`]); the decision stays
-/// this stage's.
-pub fn completes_on_success(sub: &crate::subscription::Subscription, a: &Attempt) -> bool {
-    if a.attempt != 1 || a.lane.is_some() {
-        return false;
-    }
-    let from = SagaState { status: SagaStatus::Pending, attempts: 0, next_attempt_at: None, last_error: None };
-    let input = Input::Outcome { attempt: 1, result: a.result.clone(), status: a.status_code };
-    let rules = Rules { policy: &sub.retry_policy, dead_letter_on: &sub.dead_letter_on, ack_timeout: ack_timeout(sub) };
-    decide_acked(&from, &input, &rules, a.at, 0.0)
-        .is_some_and(|d| d.next.status == SagaStatus::Completed && d.effects.is_empty())
-}
-
-/// A subscription's `ack_timeout_secs` as a duration.
-fn ack_timeout(s: &crate::subscription::Subscription) -> Option<Duration> {
-    s.ack_timeout_secs.map(|secs| Duration::from_secs(u64::from(secs)))
 }
 
 /// The check timer of an AwaitingAck saga's attempt `attempt` at `at`,

@@ -365,7 +365,7 @@ pub(super) const NEVER_EXCEPT: &[(&str, &str, &str, &str)] = &[
         "dynamodb:UpdateItem",
         "SagasTable",
         "a first attempt that was delivered and leaves the saga step nothing to decide \
-         (shared::stage::saga::completes_on_success) is kept on its saga's item in the one write that completes \
+         (shared::attempt::Attempt::completes_its_saga) is kept on its saga's item in the one write that completes \
          it, conditional on the saga being Pending with no attempt: one write unit instead of the attempt's put \
          and the saga step's update; every other transition stays the saga step's",
     ),
