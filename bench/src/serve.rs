@@ -47,3 +47,18 @@ pub async fn verified_subscription(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The `hookline` binary a benchmark runs: `given` (its `--bin`), else the
+/// one built beside the benchmark (`cargo build --release -p hookline`).
+///
+/// # Errors
+///
+/// There is no such file; the message says how to build it.
+pub fn hookline_binary(given: Option<&str>) -> anyhow::Result<String> {
+    let bin = match given {
+        Some(b) => b.to_string(),
+        None => std::env::current_exe()?.with_file_name("hookline").display().to_string(),
+    };
+    anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
+    Ok(bin)
+}

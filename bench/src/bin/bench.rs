@@ -29,6 +29,8 @@ use hookline_tests::server::TempDir;
 
 #[path = "../process.rs"]
 mod process;
+#[path = "../serve.rs"]
+mod serve;
 use process::{cpu_seconds, status_kb};
 use serde_json::json;
 
@@ -66,11 +68,7 @@ type Arrivals = Arc<Mutex<HashMap<u64, Instant>>>;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = args();
-    let bin = a.bin.clone().unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.with_file_name("hookline").display().to_string()
-    });
-    anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
+    let bin = serve::hookline_binary(a.bin.as_deref())?;
 
     // The receiver: records when each event arrived.
     let origin = Instant::now();
@@ -133,41 +131,10 @@ async fn main() -> anyhow::Result<()> {
         .spawn()?;
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder().pool_max_idle_per_host(64).tcp_nodelay(true).build()?;
-    for _ in 0..200 {
-        if client.get(format!("{base}/healthz")).send().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let sub: serde_json::Value = client
-        .post(format!("{base}/v1/subscriptions"))
-        .bearer_auth(key)
-        .json(&json!({"callback_url": format!("http://{recv_addr}/hook"), "event_types": ["bench.*"]}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let mut subs = vec![sub["id"].as_str().expect("subscription created").to_string()];
+    serve::wait_until_up(&client, &base).await;
+    serve::verified_subscription(&client, &base, key, &format!("http://{recv_addr}/hook")).await?;
     if a.neighbour.is_some() {
-        let n: serde_json::Value = client
-            .post(format!("{base}/v1/subscriptions"))
-            .bearer_auth(key)
-            .json(&json!({"callback_url": format!("http://{recv_addr}/neighbour"), "event_types": ["bench.*"]}))
-            .send()
-            .await?
-            .json()
-            .await?;
-        subs.push(n["id"].as_str().expect("neighbour subscription created").to_string());
-    }
-    for sub_id in &subs {
-        loop {
-            let s: serde_json::Value =
-                client.get(format!("{base}/v1/subscriptions/{sub_id}")).bearer_auth(key).send().await?.json().await?;
-            if s["verified"] == true {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        serve::verified_subscription(&client, &base, key, &format!("http://{recv_addr}/neighbour")).await?;
     }
 
     // Start-up work (the re-verification pass reads every subscription)

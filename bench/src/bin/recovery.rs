@@ -89,11 +89,7 @@ fn event(seq: u64, filler: &str) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = args();
-    let bin = a.bin.clone().unwrap_or_else(|| {
-        let exe = std::env::current_exe().unwrap();
-        exe.with_file_name("hookline").display().to_string()
-    });
-    anyhow::ensure!(Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
+    let bin = serve::hookline_binary(a.bin.as_deref())?;
 
     // The receiver: counts each event's deliveries.
     let counts: Counts = Arc::new(Mutex::new(HashMap::with_capacity(a.events + 1)));

@@ -109,11 +109,7 @@ fn mib(b: u64) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = args();
-    let bin = a
-        .bin
-        .clone()
-        .unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("hookline").display().to_string());
-    anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
+    let bin = serve::hookline_binary(a.bin.as_deref())?;
     let retention_secs = match &a.retention {
         Some(r) => Some(
             shared::duration::parse_duration(r).map_err(|e| anyhow::anyhow!("--retention: {e}"))?.num_milliseconds()

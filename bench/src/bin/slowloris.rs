@@ -191,11 +191,7 @@ async fn ingest(base: &str, key: &str, tag: &str, a: &Args) -> (Vec<f64>, usize)
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = args();
-    let bin = a
-        .bin
-        .clone()
-        .unwrap_or_else(|| std::env::current_exe().unwrap().with_file_name("hookline").display().to_string());
-    anyhow::ensure!(std::path::Path::new(&bin).exists(), "{bin} missing: cargo build --release -p hookline");
+    let bin = serve::hookline_binary(a.bin.as_deref())?;
 
     // The receiver counts deliveries.
     let delivered = Arc::new(AtomicU64::new(0));
