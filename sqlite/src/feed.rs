@@ -27,12 +27,24 @@ use crate::Stream;
 /// left to the table (the consumer notices the gap and reads it).
 const FEED_ROWS: usize = 4096;
 
-/// One outbox row a call wrote: its stream, its sequence number and its
-/// record as stored (JSON).
+/// One outbox row a call wrote: its stream, its sequence number, the
+/// sequence number of the row written before it on the stream (set by
+/// [`stamp`] as the call runs, so in the order the rows were written,
+/// whenever they are offered) and its record as stored (JSON).
 pub(crate) struct Fed {
     pub stream: Stream,
     pub seq: i64,
+    pub prev: i64,
     pub data: String,
+}
+
+/// Gives each row its stream's previous row, `last` holding each stream's
+/// last written sequence number (updated here). Called as the rows are
+/// written, under the writer's lock.
+pub(crate) fn stamp(rows: &mut [Fed], last: &mut [i64; 5]) {
+    for row in rows {
+        row.prev = std::mem::replace(&mut last[row.stream.index()], row.seq);
+    }
 }
 
 /// A row as the feed hands it over: the sequence number of the row committed
@@ -60,13 +72,11 @@ pub(crate) struct Feeds {
 }
 
 impl Feeds {
-    /// Offers committed rows to their streams' consumers, `last` holding
-    /// each stream's last committed sequence number (updated here). A row
+    /// Offers written rows ([`stamp`]ed) to their streams' consumers. A row
     /// that finds no consumer or a full feed is only in its table.
-    pub(crate) fn offer(&self, rows: Vec<Fed>, last: &mut [i64; 5]) {
-        for Fed { stream, seq, data } in rows {
+    pub(crate) fn offer(&self, rows: Vec<Fed>) {
+        for Fed { stream, seq, prev, data } in rows {
             let i = stream.index();
-            let prev = std::mem::replace(&mut last[i], seq);
             let mut sender = self.senders[i].lock().unwrap_or_else(|p| p.into_inner());
             if let Some(tx) = sender.as_ref() {
                 if let Err(mpsc::error::TrySendError::Closed(_)) = tx.try_send(FedRow { prev, seq, data }) {
@@ -191,7 +201,13 @@ mod tests {
     use std::collections::VecDeque;
 
     fn fed(stream: Stream, seq: i64) -> Fed {
-        Fed { stream, seq, data: format!("r{seq}") }
+        Fed { stream, seq, prev: 0, data: format!("r{seq}") }
+    }
+
+    /// Offers rows as the writer does: stamped as written.
+    fn write(feeds: &Feeds, mut rows: Vec<Fed>, last: &mut [i64; 5]) {
+        stamp(&mut rows, last);
+        feeds.offer(rows);
     }
 
     #[tokio::test]
@@ -199,7 +215,7 @@ mod tests {
         let feeds = Arc::new(Feeds::default());
         let mut last = [0; 5];
         // Committed before the consumer came: only in the table.
-        feeds.offer(vec![fed(Stream::Events, 1), fed(Stream::Events, 2)], &mut last);
+        write(&feeds, vec![fed(Stream::Events, 1), fed(Stream::Events, 2)], &mut last);
         let mut r = feeds.subscribe(Stream::Events);
         let mut rows = VecDeque::new();
         assert_eq!(r.fill(&mut rows, 10), Next::ReadTable(0));
@@ -207,7 +223,7 @@ mod tests {
         rows.extend([(1, "r1".to_string()), (2, "r2".to_string())]);
         r.read_table(Some(2), false);
         rows.clear();
-        feeds.offer(vec![fed(Stream::Events, 3), fed(Stream::Sagas, 1), fed(Stream::Events, 4)], &mut last);
+        write(&feeds, vec![fed(Stream::Events, 3), fed(Stream::Sagas, 1), fed(Stream::Events, 4)], &mut last);
         assert_eq!(r.fill(&mut rows, 10), Next::Took);
         assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), vec![3, 4]);
         rows.clear();
@@ -215,13 +231,34 @@ mod tests {
         // A row the feed did not hand over (as when it was full): the next
         // one shows the gap, and the table is read after what was seen.
         last[Stream::Events.index()] = 5;
-        feeds.offer(vec![fed(Stream::Events, 6)], &mut last);
+        write(&feeds, vec![fed(Stream::Events, 6)], &mut last);
         assert_eq!(r.fill(&mut rows, 10), Next::ReadTable(4));
         assert!(rows.is_empty());
         r.read_table(Some(6), false);
-        feeds.offer(vec![fed(Stream::Events, 7)], &mut last);
+        write(&feeds, vec![fed(Stream::Events, 7)], &mut last);
         assert_eq!(r.fill(&mut rows, 10), Next::Took);
         assert_eq!(rows.pop_front().map(|r| r.0), Some(7));
+    }
+
+    /// An API write's rows are offered once it is on disk, possibly after
+    /// rows the pipeline wrote after it: they are stamped as written, so
+    /// the later row shows the gap and the table is read.
+    #[tokio::test]
+    async fn rows_offered_out_of_order_send_the_reader_to_the_table() {
+        let feeds = Arc::new(Feeds::default());
+        let mut last = [0; 5];
+        let mut r = feeds.subscribe(Stream::Events);
+        r.read_table(None, false);
+        let mut api_row = vec![fed(Stream::Events, 1)];
+        stamp(&mut api_row, &mut last);
+        write(&feeds, vec![fed(Stream::Events, 2)], &mut last);
+        feeds.offer(api_row);
+        let mut rows = VecDeque::new();
+        assert_eq!(r.fill(&mut rows, 10), Next::ReadTable(0), "row 2 follows row 1, not yet seen");
+        rows.extend([(1, "r1".to_string()), (2, "r2".to_string())]);
+        r.read_table(Some(2), false);
+        rows.clear();
+        assert_eq!(r.fill(&mut rows, 10), Next::Wait, "row 1, offered late, was read from the table");
     }
 
     #[tokio::test]
@@ -231,12 +268,12 @@ mod tests {
         let mut r = feeds.subscribe(Stream::Sagas);
         r.read_table(None, false);
         let many: Vec<Fed> = (1..=(FEED_ROWS as i64 + 10)).map(|s| fed(Stream::Sagas, s)).collect();
-        feeds.offer(many, &mut last);
+        write(&feeds, many, &mut last);
         let mut rows = VecDeque::new();
         assert_eq!(r.fill(&mut rows, FEED_ROWS * 2), Next::Took);
         assert_eq!(rows.len(), FEED_ROWS, "the feed holds at most its size");
         // The next row offered after the overflow is a gap.
-        feeds.offer(vec![fed(Stream::Sagas, FEED_ROWS as i64 + 11)], &mut last);
+        write(&feeds, vec![fed(Stream::Sagas, FEED_ROWS as i64 + 11)], &mut last);
         rows.clear();
         assert_eq!(r.fill(&mut rows, 10), Next::ReadTable(FEED_ROWS as i64));
         r.read_table(Some(FEED_ROWS as i64 + 11), false);
@@ -244,7 +281,7 @@ mod tests {
         assert_eq!(r.fill(&mut rows, 10), Next::ReadTable(FEED_ROWS as i64 + 11), "quiet: the table is read again");
         // Taken back (a failed commit): the reader starts over from its table.
         r.read_table(None, false);
-        feeds.offer(vec![fed(Stream::Sagas, FEED_ROWS as i64 + 12)], &mut last);
+        write(&feeds, vec![fed(Stream::Sagas, FEED_ROWS as i64 + 12)], &mut last);
         feeds.restart();
         assert_eq!(r.fill(&mut rows, 10), Next::ReadTable(0));
         assert!(rows.is_empty(), "what was fed before is dropped");

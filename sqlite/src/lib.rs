@@ -129,6 +129,7 @@ fn in_pipeline() -> bool {
 #[derive(Clone)]
 pub struct Db {
     ops: mpsc::Sender<Queued>,
+    state: Arc<std::sync::Mutex<writer::State>>,
     changes: Arc<[watch::Sender<u64>; 5]>,
     feeds: Arc<feed::Feeds>,
     /// How many times the writer synced the log (for tests).
@@ -143,9 +144,14 @@ impl Db {
         files::restrict_database_files(path).map_err(StoreError::backend)?;
         let conn = Connection::open(path).map_err(StoreError::backend)?;
         conn.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF;",
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;",
         )
         .map_err(StoreError::backend)?;
+        // `temp_store=MEMORY`: the writer runs each group of calls in a
+        // savepoint (`writer`), whose journal would otherwise spill to a
+        // temporary file past 64 KiB, a write per page; the statements
+        // here sort by an index or under a LIMIT, so nothing large is
+        // kept in memory for a sort.
         // Every statement of the pipeline's paths stays prepared (rusqlite
         // keeps 16 by default, fewer than the paths use, so they were parsed
         // again and again).
@@ -173,9 +179,10 @@ impl Db {
         let feeds = Arc::new(feed::Feeds::default());
         let log = writer::Log::new(path);
         let log_syncs = log.syncs.clone();
+        let last = outbox::last_rows(&conn)?;
+        let state = Arc::new(std::sync::Mutex::new(writer::State::new(conn, last)));
         let w = writer::Writer {
-            last: outbox::last_rows(&conn)?,
-            conn,
+            state: state.clone(),
             ops: rx,
             changes: changes.clone(),
             checkpoint: kick,
@@ -186,7 +193,7 @@ impl Db {
             .name("hookline-sqlite".into())
             .spawn(move || writer::writer(w))
             .map_err(StoreError::backend)?;
-        Ok(Db { ops: tx, changes, feeds, log_syncs })
+        Ok(Db { ops: tx, state, changes, feeds, log_syncs })
     }
 
     /// Runs `f` on the writer's connection (a failed call leaves no write)
@@ -200,8 +207,13 @@ impl Db {
         R: Send + 'static,
         F: Fn(&Connection, &mut Marks) -> Result<R, StoreError> + Send + 'static,
     {
-        let kind = if in_pipeline() { Kind::Pipeline } else { Kind::Durable };
-        self.queue(kind, f).await
+        if !in_pipeline() {
+            return self.queue(Kind::Durable, f).await;
+        }
+        match writer::inline(&self.state, &self.changes, &self.feeds, &self.ops, &f) {
+            Some(r) => r,
+            None => self.queue(Kind::Pipeline, f).await,
+        }
     }
 
     /// Answers once everything queued before is committed (not synced):
@@ -300,7 +312,7 @@ impl Marks {
     /// announcing the record `data` (as stored).
     pub(crate) fn feed(&mut self, stream: Stream, seq: i64, data: String) {
         self.mark(stream);
-        self.fed.push(feed::Fed { stream, seq, data });
+        self.fed.push(feed::Fed { stream, seq, prev: 0, data });
     }
 
     pub(crate) fn absorb(&mut self, other: Marks) {
@@ -686,8 +698,11 @@ mod tests {
         put(&db, "api-2").await;
         assert!(committed(path, "pipeline-2") && committed(path, "api-2"), "committed with the API write");
         assert_eq!(db.log_syncs(), synced + 2);
-        // A read is not a write: nothing to sync.
-        assert_eq!(count(&db).await, 4);
+        // A read is not a write: nothing to sync; but what it saw is
+        // committed before it is answered.
+        pipeline(put(&db, "pipeline-read")).await;
+        assert_eq!(count(&db).await, 5);
+        assert!(committed(path, "pipeline-read"), "an API read answers once what it saw is committed");
         assert_eq!(db.log_syncs(), synced + 2);
         // A flush answers once what came before is committed.
         pipeline(put(&db, "pipeline-3")).await;

@@ -14,9 +14,18 @@
 //!   flight is done again, as after any crash, and nothing accepted is lost.
 //!   At a moderate rate this makes one commit per accepted event out of the
 //!   six a pipeline's steps would each take.
-//! - A read (a call that wrote nothing) is answered once run.
+//! - A read from outside the pipeline (the API) is answered after the
+//!   commit of what it may have seen (not synced): what anyone was shown
+//!   survives a crash of the process.
+//! - A read from the pipeline is answered once run.
 //! - Bookkeeping ([`crate::Db::call_lazy`]) is answered after the commit it
 //!   rides in, and never makes one itself sooner.
+//!
+//! Pipeline work does not even wait for the writer thread when the
+//! connection is free: the calling thread runs it itself ([`inline`]),
+//! saving the two thread switches a queued call costs (a large part of the
+//! CPU a moderate, steady load spends per event). When the connection is
+//! busy it is queued like any other call, and so joins the next group.
 //!
 //! Calls run in groups (whatever queued meanwhile), each group inside a
 //! savepoint: a failed call leaves no write, and the group's other calls
@@ -28,7 +37,7 @@
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -108,6 +117,8 @@ pub(crate) enum Kind {
     Lazy,
     /// Answered after everything before it is committed.
     Flush,
+    /// Wakes the writer thread (a transaction was opened by a caller).
+    Nudge,
 }
 
 /// A call on its way to the writer thread.
@@ -256,38 +267,133 @@ fn run_each(conn: &Connection, group: &mut [Queued], marks: &mut Marks) -> Vec<R
         .collect()
 }
 
-/// What the writer thread holds beside its connection.
-pub(crate) struct Writer {
+/// The connection and its open transaction, shared by the writer thread
+/// and callers running pipeline work themselves ([`inline`]).
+pub(crate) struct State {
     pub conn: Connection,
+    /// When the open transaction began, if one is open.
+    open: Option<Instant>,
+    /// Each outbox stream's last written row ([`crate::feed`]).
+    last: [i64; 5],
+    /// The writer thread is waiting for a call with no deadline: a caller
+    /// that opens a transaction wakes it, so that it commits in time.
+    idle: bool,
+}
+
+impl State {
+    pub(crate) fn new(conn: Connection, last: [i64; 5]) -> State {
+        State { conn, open: None, last, idle: false }
+    }
+
+    /// Opens a transaction unless one is open; whether it opened one.
+    fn begin(&mut self) -> bool {
+        if self.open.is_some() {
+            return false;
+        }
+        begin(&self.conn);
+        self.open = Some(Instant::now());
+        true
+    }
+}
+
+/// Locks the state (a caller that panicked holding it left it usable: the
+/// open transaction is committed or rolled back as a whole).
+pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a call wrote that others must hear of: its streams' consumers are
+/// woken and its outbox rows (stamped as written) fed.
+fn announce(changes: &[watch::Sender<u64>; 5], feeds: &Feeds, marks: Marks) {
+    for (i, m) in marks.streams.iter().enumerate() {
+        if *m {
+            changes[i].send_modify(|v| *v += 1);
+        }
+    }
+    feeds.offer(marks.fed);
+}
+
+/// Runs pipeline work `f` on the calling thread when the connection is free
+/// (`None` when it is not: queue it instead), in the open transaction,
+/// inside a savepoint (a failure leaves no write). Wakes the writer thread
+/// when it opened the transaction, so that it commits it in time.
+pub(crate) fn inline<R, F>(
+    state: &Mutex<State>,
+    changes: &[watch::Sender<u64>; 5],
+    feeds: &Feeds,
+    nudge: &mpsc::Sender<Queued>,
+    f: &F,
+) -> Option<Result<R, StoreError>>
+where
+    F: Fn(&Connection, &mut Marks) -> Result<R, StoreError>,
+{
+    let mut st = match state.try_lock() {
+        Ok(st) => st,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    if st.begin() && st.idle {
+        st.idle = false;
+        let _ = nudge.send(Queued { kind: Kind::Nudge, op: Box::new(Nothing) });
+    }
+    let mut marks = Marks::default();
+    let r = in_savepoint(&st.conn, "grp", |c| f(c, &mut marks));
+    if r.is_ok() {
+        crate::feed::stamp(&mut marks.fed, &mut st.last);
+        drop(st);
+        announce(changes, feeds, marks);
+    }
+    Some(r)
+}
+
+/// The call a nudge carries: nothing to run or answer.
+struct Nothing;
+
+impl Call for Nothing {
+    fn run(&mut self, _: &Connection, _: &mut Marks, _: bool) -> bool {
+        false
+    }
+    fn finish(self: Box<Self>, _: Result<(), String>) {}
+}
+
+/// What the writer thread holds.
+pub(crate) struct Writer {
+    pub state: Arc<Mutex<State>>,
     pub ops: mpsc::Receiver<Queued>,
     pub changes: Arc<[watch::Sender<u64>; 5]>,
     pub checkpoint: mpsc::SyncSender<()>,
     pub feeds: Arc<Feeds>,
-    /// Each outbox stream's last committed row ([`crate::feed`]).
-    pub last: [i64; 5],
     pub log: Log,
 }
 
 /// The writer thread's loop (see the module's doc); returns once every
 /// [`crate::Db`] is dropped and what they queued is committed.
 pub(crate) fn writer(mut w: Writer) {
-    // When the open transaction began, if one is open; the calls answered
-    // at its commit; whether it holds an API write (then it is synced).
-    let mut open: Option<Instant> = None;
+    // The calls answered at the open transaction's commit, and whether it
+    // holds an API write (then it is synced).
     let mut waiting: Vec<Op> = Vec::new();
     let mut durable = false;
+    // What the open transaction's API writes wrote, announced once synced.
+    let mut heard = Marks::default();
     loop {
-        let (first, closing) = match open {
+        let deadline = {
+            let mut st = lock(&w.state);
+            st.idle = st.open.is_none();
+            st.open.map(|since| COMMIT_AFTER.saturating_sub(since.elapsed()))
+        };
+        let (first, closing) = match deadline {
             None => match w.ops.recv() {
                 Ok(q) => (Some(q), false),
                 Err(_) => return,
             },
-            Some(since) => match w.ops.recv_timeout(COMMIT_AFTER.saturating_sub(since.elapsed())) {
+            Some(d) => match w.ops.recv_timeout(d) {
                 Ok(q) => (Some(q), false),
                 Err(mpsc::RecvTimeoutError::Timeout) => (None, false),
                 Err(mpsc::RecvTimeoutError::Disconnected) => (None, true),
             },
         };
+        let mut st = lock(&w.state);
+        st.idle = false;
         let mut commit_now = first.is_none();
         if let Some(q) = first {
             let mut group = vec![q];
@@ -297,60 +403,77 @@ pub(crate) fn writer(mut w: Writer) {
                     Err(_) => break,
                 }
             }
-            if open.is_none() {
-                begin(&w.conn);
-                open = Some(Instant::now());
-            }
-            let mut marks = Marks::default();
-            let ran = run_group(&w.conn, &mut group, &mut marks);
-            for (q, r) in group.into_iter().zip(ran) {
-                match q.kind {
-                    _ if r.failed => q.op.finish(Ok(())),
-                    Kind::Lazy => waiting.push(q.op),
-                    Kind::Flush => {
-                        commit_now = true;
-                        waiting.push(q.op)
+            group.retain(|q| q.kind != Kind::Nudge);
+            if !group.is_empty() {
+                st.begin();
+                let mut marks = Marks::default();
+                let ran = run_group(&st.conn, &mut group, &mut marks);
+                crate::feed::stamp(&mut marks.fed, &mut st.last);
+                for (q, r) in group.into_iter().zip(ran) {
+                    match q.kind {
+                        _ if r.failed => q.op.finish(Ok(())),
+                        Kind::Lazy => waiting.push(q.op),
+                        Kind::Flush => {
+                            commit_now = true;
+                            waiting.push(q.op)
+                        }
+                        Kind::Durable if r.wrote => {
+                            (commit_now, durable) = (true, true);
+                            waiting.push(q.op)
+                        }
+                        // A read outside the pipeline (the API) may see the
+                        // pipeline's latest work: it is committed first, so
+                        // what anyone was shown survives a crash.
+                        Kind::Durable => {
+                            commit_now = true;
+                            waiting.push(q.op)
+                        }
+                        Kind::Pipeline | Kind::Nudge => q.op.finish(Ok(())),
                     }
-                    Kind::Durable if r.wrote => {
-                        (commit_now, durable) = (true, true);
-                        waiting.push(q.op)
-                    }
-                    Kind::Durable | Kind::Pipeline => q.op.finish(Ok(())),
+                }
+                if durable {
+                    // An API write is heard of once it is on disk: a stage
+                    // never acts on an event before its producer could be
+                    // told it was accepted.
+                    heard.absorb(marks);
+                } else {
+                    announce(&w.changes, &w.feeds, marks);
                 }
             }
-            for (i, m) in marks.streams.iter().enumerate() {
-                if *m {
-                    w.changes[i].send_modify(|v| *v += 1);
-                }
-            }
-            w.feeds.offer(marks.fed, &mut w.last);
-            commit_now |= waiting.len() >= MAX_GROUP || open.is_some_and(|s| s.elapsed() >= COMMIT_AFTER);
         }
-        if commit_now && open.take().is_some() {
-            let mut commit = run(&w.conn, "COMMIT").map_err(|e| e.to_string());
+        commit_now |= waiting.len() >= MAX_GROUP || st.open.is_some_and(|s| s.elapsed() >= COMMIT_AFTER);
+        if commit_now && st.open.take().is_some() {
+            let mut commit = run(&st.conn, "COMMIT").map_err(|e| e.to_string());
+            if commit.is_err() {
+                tracing::error!(error = ?commit, "sqlite: a commit failed; the pipeline's work since the last one is done again");
+                let _ = run(&st.conn, "ROLLBACK");
+                // Rows fed since the last commit are gone: every consumer
+                // starts over from its table.
+                st.last = crate::outbox::last_rows(&st.conn).unwrap_or([0; 5]);
+                w.feeds.restart();
+            }
+            // The sync needs no lock: calls go on meanwhile, in the next
+            // transaction.
+            drop(st);
             if commit.is_ok() && durable {
                 commit = w.log.sync().map_err(|e| format!("syncing the database log failed: {e}"));
             }
-            match &commit {
-                Ok(()) => {
-                    // Full means a checkpoint is already due.
-                    let _ = w.checkpoint.try_send(());
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "sqlite: a commit failed; the pipeline's work since the last one is done again");
-                    let _ = run(&w.conn, "ROLLBACK");
-                    // Rows fed since the last commit are gone: every
-                    // consumer starts over from its table.
-                    w.last = crate::outbox::last_rows(&w.conn).unwrap_or([0; 5]);
-                    w.feeds.restart();
-                }
+            if commit.is_ok() {
+                // Full means a checkpoint is already due.
+                let _ = w.checkpoint.try_send(());
+            }
+            let marks = std::mem::take(&mut heard);
+            if commit.is_ok() {
+                announce(&w.changes, &w.feeds, marks);
             }
             durable = false;
             for op in waiting.drain(..) {
                 op.finish(commit.clone());
             }
+        } else {
+            drop(st);
         }
-        if closing && open.is_none() {
+        if closing && lock(&w.state).open.is_none() {
             return;
         }
     }

@@ -133,6 +133,14 @@ pub trait Pipeline: Sync {
         async move { self.call("POST", path, Some(&bytes)).await }
     }
 
+    /// POST JSON to a pipeline armed to crash ([`Pipeline::crash_at`]):
+    /// `None` when the connection was lost before the answer came (the
+    /// process died while answering, as after a `kill -9`: the producer
+    /// does not know whether it was accepted and posts it again).
+    fn post_racing_a_crash(&self, path: &str, body: &Value) -> impl Future<Output = Option<(u16, Value)>> + Send {
+        async move { Some(self.post(path, body).await) }
+    }
+
     /// GET.
     fn get(&self, path: &str) -> impl Future<Output = (u16, Value)> + Send {
         self.call("GET", path, None)

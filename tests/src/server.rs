@@ -376,6 +376,16 @@ impl crate::pipeline::Pipeline for Server {
             .unwrap_or_default()
     }
 
+    /// The POST, or `None` when the process aborted before its answer was
+    /// written (the stage that aborts may run before it is).
+    async fn post_racing_a_crash(&self, path: &str, body: &Value) -> Option<(u16, Value)> {
+        let res =
+            self.client.post(format!("{}{}", self.base, path)).bearer_auth(&self.key).json(body).send().await.ok()?;
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await.ok()?;
+        Some((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+    }
+
     /// Restarts the process with the failpoint armed; it aborts there, as
     /// `kill -9` would.
     async fn crash_at(&mut self, failpoint: &str) {

@@ -235,10 +235,14 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
     r.set("/oc", Behaviour::FailRandomly(0.2, 500));
     let partitions = 5;
     let mut posted = vec![0u64; partitions];
-    async fn post<P: Pipeline>(s: &P, posted: &mut [u64], p: usize) {
-        let body = json!({"type": "oc.changed", "partition_key": format!("k{p}"), "data": {"i": posted[p]}});
+    fn event(posted: &mut [u64], p: usize) -> Value {
+        let body = json!({"id": format!("oc-{p}-{}", posted[p]), "type": "oc.changed", "partition_key": format!("k{p}"),
+                          "data": {"i": posted[p]}});
         posted[p] += 1;
-        let (st, v) = s.post("/v1/events", &body).await;
+        body
+    }
+    async fn post<P: Pipeline>(s: &P, posted: &mut [u64], p: usize) {
+        let (st, v) = s.post("/v1/events", &event(posted, p)).await;
         assert_eq!(st, 202, "{v}");
     }
     for p in 0..partitions * 5 {
@@ -268,8 +272,15 @@ pub async fn ordered_delivery_survives_crashes_in_the_middle<P: Pipeline>(s: &mu
         })
         .await;
         s.crash_at(fp).await;
-        post(s, &mut posted, 0).await;
+        let body = event(&mut posted, 0);
+        let answered = s.post_racing_a_crash("/v1/events", &body).await;
         s.recover().await;
+        // A producer that lost its answer posts again (the same id).
+        let (st, v) = match answered {
+            Some(a) => a,
+            None => s.post("/v1/events", &body).await,
+        };
+        assert_eq!(st, 202, "{v}");
         for p in 0..partitions * 4 {
             post(s, &mut posted, p % partitions).await;
         }
