@@ -18,21 +18,19 @@ use shared::saga::Saga;
 pub struct Outbox(pub Db);
 
 impl Outbox {
-    /// The oldest unacknowledged rows of `stream` after sequence number
-    /// `after` (0 after a restart: everything not acknowledged is read
-    /// again), each with its record as stored (undecoded: the caller
-    /// decodes, off the writer thread).
-    pub async fn rows(&self, stream: Stream, after: i64, max: usize) -> StoreResult<Vec<(i64, String)>> {
-        let join = match stream {
-            Stream::Events => "events t ON t.id = o.key",
-            Stream::Sagas => "sagas t ON t.id = o.key",
-            _ => "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt",
-        };
+    async fn next<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        stream: Stream,
+        join: &'static str,
+        after: i64,
+        max: usize,
+    ) -> StoreResult<Vec<(i64, T)>> {
         let q = format!(
             "SELECT o.seq, t.data FROM {} o JOIN {join} WHERE o.seq > ?2 ORDER BY o.seq LIMIT ?1",
             table(stream).name
         );
-        self.0
+        let rows: Vec<(i64, String)> = self
+            .0
             .call(move |c, _| {
                 let mut st = c.prepare_cached(&q).map_err(sql)?;
                 let rows = st
@@ -40,32 +38,25 @@ impl Outbox {
                     .map_err(sql)?;
                 rows.collect::<Result<_, _>>().map_err(sql)
             })
-            .await
-    }
-
-    async fn next<T: serde::de::DeserializeOwned>(
-        &self,
-        stream: Stream,
-        after: i64,
-        max: usize,
-    ) -> StoreResult<Vec<(i64, T)>> {
-        let rows = self.rows(stream, after, max).await?;
+            .await?;
+        // Decoded here, off the writer thread.
         rows.into_iter().map(|(seq, data)| Ok((seq, decode(&data)?))).collect()
     }
 
-    /// The oldest unacknowledged new events after sequence number `after`.
+    /// The oldest unacknowledged new events after sequence number `after`
+    /// (0 after a restart: everything not acknowledged is read again).
     pub async fn events(&self, after: i64, max: usize) -> StoreResult<Vec<(i64, EventRecord)>> {
-        self.next(Stream::Events, after, max).await
+        self.next(Stream::Events, "events t ON t.id = o.key", after, max).await
     }
 
     /// The oldest unacknowledged new sagas after `after`.
     pub async fn sagas(&self, after: i64, max: usize) -> StoreResult<Vec<(i64, Saga)>> {
-        self.next(Stream::Sagas, after, max).await
+        self.next(Stream::Sagas, "sagas t ON t.id = o.key", after, max).await
     }
 
     /// The oldest unacknowledged attempts after `after`.
     pub async fn attempts(&self, after: i64, max: usize) -> StoreResult<Vec<(i64, Attempt)>> {
-        self.next(Stream::Attempts, after, max).await
+        self.next(Stream::Attempts, "attempts t ON t.saga_id = o.key AND t.attempt = o.attempt", after, max).await
     }
 
     /// Marks rows of `stream` processed, in a later commit, without waiting
@@ -106,19 +97,6 @@ impl Outbox {
         let q = format!("SELECT COUNT(*) FROM {}", table(stream).name);
         self.0.call(move |c, _| c.query_row(&q, [], |r| r.get::<_, i64>(0)).map(|n| n as u64).map_err(sql)).await
     }
-}
-
-/// Each stream's last row (0 for none), as the writer starts: the `prev`
-/// of the first row it feeds ([`crate::feed`]).
-pub(crate) fn last_rows(c: &rusqlite::Connection) -> StoreResult<[i64; 5]> {
-    let mut last = [0; 5];
-    for stream in crate::STREAMS {
-        if let Some(t) = stream.outbox_table() {
-            let q = format!("SELECT COALESCE(MAX(seq), 0) FROM {}", t.name);
-            last[stream.index()] = c.query_row(&q, [], |r| r.get(0)).map_err(sql)?;
-        }
-    }
-    Ok(last)
 }
 
 /// The outbox table of `stream`; only the three record streams have one.

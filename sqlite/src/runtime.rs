@@ -7,7 +7,6 @@
 //! that keeps failing is retried, halved, and its failing row given up to
 //! the reconciler.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +20,8 @@ use shared::stage::reconcile::{self, ReconcileLimits};
 use shared::stage::{breaker, requeue_queue, route, saga, stats, verify};
 use tokio::sync::watch;
 
-use crate::feed::Next;
 use crate::purge::{PurgePolicy, Purger};
-use crate::{decode, pipeline, Backend, Outbox, SqliteQueue, Stream};
+use crate::{pipeline, Backend, Outbox, SqliteQueue, Stream};
 
 /// How hard the loops run: the knobs of `hookline serve` that are not
 /// settings of the pipeline itself ([`shared::config`]).
@@ -45,7 +43,6 @@ pub struct RuntimeLimits {
 pub struct Runtime {
     stop_tx: watch::Sender<bool>,
     tasks: tokio::task::JoinSet<()>,
-    db: crate::Db,
 }
 
 impl Runtime {
@@ -55,37 +52,49 @@ impl Runtime {
         let (stop_tx, stop) = watch::channel(false);
         let mut tasks = tokio::task::JoinSet::new();
         let (retention, dead_letter_retention) = (h.config.retention, h.config.dead_letter_retention);
-        let hk = h.clone();
+        let (o, hk) = (backend.outbox.clone(), h.clone());
         tasks.spawn(pipeline(outbox_loop(
             "route",
-            backend.outbox.clone(),
-            Stream::Events,
+            move |after, max| {
+                let o = o.clone();
+                async move { o.events(after, max).await }
+            },
             move |events| {
                 let hk = hk.clone();
                 async move { route::route(&hk, &events).await.map(|_| ()) }
             },
+            backend.outbox.clone(),
+            Stream::Events,
             stop.clone(),
         )));
-        let hk = h.clone();
+        let (o, hk) = (backend.outbox.clone(), h.clone());
         tasks.spawn(pipeline(outbox_loop(
             "saga.start",
-            backend.outbox.clone(),
-            Stream::Sagas,
+            move |after, max| {
+                let o = o.clone();
+                async move { o.sagas(after, max).await }
+            },
             move |sagas| {
                 let hk = hk.clone();
                 async move { saga::start(&hk, &sagas).await }
             },
+            backend.outbox.clone(),
+            Stream::Sagas,
             stop.clone(),
         )));
-        let hk = h.clone();
+        let (o, hk) = (backend.outbox.clone(), h.clone());
         tasks.spawn(pipeline(outbox_loop(
             "saga.attempts",
-            backend.outbox.clone(),
-            Stream::Attempts,
+            move |after, max| {
+                let o = o.clone();
+                async move { o.attempts(after, max).await }
+            },
             move |attempts| {
                 let hk = hk.clone();
                 async move { saga::on_attempts(&hk, &attempts).await }
             },
+            backend.outbox.clone(),
+            Stream::Attempts,
             stop.clone(),
         )));
         let hk = h.clone();
@@ -148,18 +157,14 @@ impl Runtime {
         tasks.spawn(stats_loop(h.clone(), stop.clone()));
         tasks.spawn(pipeline(reconcile_loop(h.clone(), h.config.reconcile, limits.reconcile_interval, stop.clone())));
         tasks.spawn(reverify_unverified(h.clone()));
-        Runtime { stop_tx, tasks, db: backend.db.clone() }
+        Runtime { stop_tx, tasks }
     }
 
-    /// Stops taking work, waits at most `grace` for what is in flight
-    /// (a delivery being attempted, a batch being handled) to finish, and
-    /// commits the pipeline's latest work, so a restart does not redo it.
+    /// Stops taking work, and waits at most `grace` for what is in flight
+    /// (a delivery being attempted, a batch being handled) to finish.
     pub async fn stop(mut self, grace: Duration) {
         let _ = self.stop_tx.send(true);
         let _ = tokio::time::timeout(grace, async { while self.tasks.join_next().await.is_some() {} }).await;
-        if let Err(e) = self.db.flush().await {
-            tracing::warn!(error = %e, "committing the pipeline's last work failed; a restart redoes it");
-        }
     }
 }
 
@@ -254,65 +259,47 @@ const IDLE: Duration = Duration::from_secs(1);
 const BACKOFF: Duration = Duration::from_millis(200);
 
 /// Reads one outbox stream (`stream`) in order and hands each batch to a
-/// stage function. New rows come from the stream's feed as they commit,
-/// and from the table at start-up and whenever the feed has a gap
-/// ([`crate::feed`]). Rows are acknowledged (deleted) after the stage
-/// succeeded, off the critical path; a restart re-reads whatever was not
-/// acknowledged, and the stages are idempotent.
-async fn outbox_loop<T, H, HF>(
+/// stage function. Rows are acknowledged (deleted) after the stage succeeded, off
+/// the critical path; a restart re-reads whatever was not acknowledged, and
+/// the stages are idempotent.
+async fn outbox_loop<T, R, RF, H, HF>(
     name: &'static str,
+    read: R,
+    handle: H,
     outbox: Outbox,
     stream: Stream,
-    handle: H,
     mut stop: watch::Receiver<bool>,
 ) where
-    T: serde::de::DeserializeOwned,
+    R: Fn(i64, usize) -> RF,
+    RF: Future<Output = Result<Vec<(i64, T)>, StoreError>>,
     H: Fn(Vec<T>) -> HF,
     HF: Future<Output = Result<(), StoreError>>,
 {
-    let mut feed = outbox.0.feed(stream);
-    let mut rows: VecDeque<(i64, String)> = VecDeque::new();
+    let mut changes = outbox.0.watch(stream);
+    let mut after = 0;
     // As a stream mapping does: a batch that keeps failing is retried
     // STREAM_MAX_RETRIES times, then halved, until the failing row is alone;
     // that row is given up (to the reconciler) and the stream goes on.
     let mut limit = OUTBOX_BATCH;
     let mut failures = 0;
     while !*stop.borrow() {
-        if rows.is_empty() {
-            match feed.fill(&mut rows, OUTBOX_BATCH) {
-                Next::Took => {}
-                Next::ReadTable(after) => match outbox.rows(stream, after, OUTBOX_BATCH).await {
-                    Ok(read) => {
-                        feed.read_table(read.last().map(|r| r.0), read.len() == OUTBOX_BATCH);
-                        rows.extend(read);
-                    }
-                    Err(e) => {
-                        feed.read_failed();
-                        tracing::error!(error = %e, stage = name, "reading the outbox failed");
-                        tokio::time::sleep(BACKOFF).await;
-                    }
-                },
-                Next::Wait => {
-                    tokio::select! {
-                        _ = feed.wait(&mut rows, IDLE) => {}
-                        _ = stop.changed() => {}
-                    }
-                }
+        changes.borrow_and_update();
+        let rows = match read(after, limit).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, stage = name, "reading the outbox failed");
+                tokio::time::sleep(BACKOFF).await;
+                continue;
             }
+        };
+        if rows.is_empty() {
+            wait(&mut changes, &mut stop, IDLE).await;
             continue;
         }
-        let n = limit.min(rows.len());
-        let seqs: Vec<i64> = rows.iter().take(n).map(|r| r.0).collect();
-        // Decoded here, off the writer thread; a row that cannot be read
-        // fails its batch like a stage error (and is given up alone).
-        let decoded: Result<Vec<T>, StoreError> = rows.iter().take(n).map(|(_, d)| decode(d)).collect();
-        let result = match decoded {
-            Ok(records) => handle(records).await,
-            Err(e) => Err(e),
-        };
-        match result {
+        let (seqs, records): (Vec<i64>, Vec<T>) = rows.into_iter().unzip();
+        match handle(records).await {
             Ok(()) => {
-                rows.drain(..n);
+                after = *seqs.last().expect("non-empty");
                 (limit, failures) = (OUTBOX_BATCH, 0);
                 if let Err(e) = outbox.ack(stream, seqs) {
                     tracing::warn!(error = %e, stage = name, "acknowledging the outbox failed; rows will be re-read after a restart");
@@ -339,7 +326,7 @@ async fn outbox_loop<T, H, HF>(
                                 seq = seqs[0],
                                 "gave up on an outbox row; the reconciler re-drives it"
                             );
-                            rows.pop_front();
+                            after = seqs[0];
                             (limit, failures) = (OUTBOX_BATCH, 0);
                         }
                         Err(e) => {

@@ -55,7 +55,7 @@ impl EventStore for SqliteEvents {
                         c,
                         marks,
                         Stream::Events,
-                        ("INSERT INTO events (id, event_type, received_at, expires_at, data, tenant_id, part_scope, part_key, part_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING", 4),
+                        "INSERT INTO events (id, event_type, received_at, expires_at, data, tenant_id, part_scope, part_key, part_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
                         "INSERT INTO outbox_events (key) VALUES (?1)",
                         std::slice::from_ref(rows),
                     )?);

@@ -34,14 +34,13 @@ use shared::ports::StoreResult;
 /// outbox row in the same transaction: SQLite's stream of new records,
 /// which the next stage reads (DynamoDB Streams on AWS). Each item is its
 /// insert and outbox parameters, made before the call (encoding records
-/// is work the writer thread, which every stage waits on, need not do);
-/// the insert's parameter `data` is the record as stored, which the
-/// stream's consumer is fed ([`crate::feed`]). `true` where inserted.
+/// is work the writer thread, which every stage waits on, need not do).
+/// `true` where inserted.
 fn insert_announced(
     c: &Connection,
     marks: &mut Marks,
     stream: Stream,
-    (insert, data): (&str, usize),
+    insert: &str,
     announce: &str,
     rows: &[(Vec<Value>, Vec<Value>)],
 ) -> StoreResult<Vec<bool>> {
@@ -52,10 +51,7 @@ fn insert_announced(
         let inserted = ins.execute(params_from_iter(row)).map_err(sql)? == 1;
         if inserted {
             out.execute(params_from_iter(outbox)).map_err(sql)?;
-            match &row[data] {
-                Value::Text(record) => marks.feed(stream, c.last_insert_rowid(), record.clone()),
-                _ => marks.mark(stream),
-            }
+            marks.mark(stream);
         }
         res.push(inserted);
     }

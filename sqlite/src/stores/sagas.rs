@@ -43,7 +43,7 @@ impl SagaStore for SqliteSagas {
                     c,
                     marks,
                     Stream::Sagas,
-                    ("INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at, pull_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING", 5),
+                    "INSERT INTO sagas (id, event_id, subscription_id, status, attempts, data, due_at, pull_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING",
                     "INSERT INTO outbox_sagas (key) VALUES (?1)",
                     &rows,
                 )
@@ -287,7 +287,7 @@ impl AttemptStore for SqliteAttempts {
                     c,
                     marks,
                     Stream::Attempts,
-                    ("INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING", 2),
+                    "INSERT INTO attempts (saga_id, attempt, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
                     "INSERT INTO outbox_attempts (key, attempt) VALUES (?1, ?2)",
                     &rows,
                 )
