@@ -9,9 +9,10 @@
 //! function's init (docs/aws.md, "Cold start and bootstrap size"). Five
 //! roots parse in a fraction of that.
 //!
-//! Why these five: every AWS service endpoint Hookline calls (DynamoDB,
-//! DynamoDB Streams, SQS, KMS, EventBridge) has a certificate of Amazon Trust
-//! Services, and Amazon Trust Services' repository
+//! Why these five: every AWS service endpoint the SDK calls for Hookline
+//! (DynamoDB, DynamoDB Streams, SQS, KMS; queue and bus destinations go
+//! through reqwest, not the SDK) has a certificate of Amazon Trust Services
+//! in the commercial partition, and Amazon Trust Services' repository
 //! (<https://www.amazontrust.com/repository/>) names the roots its
 //! certificates chain to: Amazon Root CA 1 to 4 and, the cross-signing root
 //! older clients know, Starfield Services Root Certificate Authority - G2.
