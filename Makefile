@@ -169,24 +169,38 @@ bench-recovery:
 	$(CARGO) build --release -p hookline
 	$(CARGO) run --release -p hookline-bench --bin recovery -- $(ARGS)
 
+# The functions are built as `make lambda` builds them (LAMBDA_RUSTFLAGS,
+# hence `--target`: the flags must not reach the host's proc macros), for
+# this host, into target/<host>/release; the driver weighs target/lambda's
+# arm64 bootstraps when they are there.
+HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 bench-cold-start:
-	$(CARGO) build --release $(foreach f,$(FUNCTIONS),-p $(f))
-	$(CARGO) run --release -p hookline-bench --bin cold_start -- $(ARGS)
+	$(CARGO) build --release --target $(HOST_TRIPLE) --config 'target.$(HOST_TRIPLE).rustflags = "$(LAMBDA_RUSTFLAGS)"' $(foreach f,$(FUNCTIONS),-p $(f))
+	$(CARGO) run --release -p hookline-bench --bin cold_start -- --dir $${CARGO_TARGET_DIR:-target}/$(HOST_TRIPLE)/release $(ARGS)
 
 # The Lambda bootstraps for deployment, cross-compiled to arm64 (not in CI:
 # cargo-lambda and zig come from PyPI into their own venv, ~500 MB; the arm64
 # standard library from rustup). Output: target/lambda/<function>/bootstrap.
 LAMBDA_VENV ?= .venv-lambda
+# The bootstraps are position-dependent executables (not PIE): a PIE
+# carries a relocation for every pointer in its data (`.rela.dyn`, 0.5 MB
+# of the api bootstrap's 8.5) that the loader applies at every start. The
+# cost: the executable's own addresses are not randomized (the stack, heap
+# and shared libraries still are). docs/aws.md, "Cold start and bootstrap
+# size". Empty (LAMBDA_RUSTFLAGS=) builds PIEs again.
+LAMBDA_RUSTFLAGS ?= -C relocation-model=static
 
 lambda: $(LAMBDA_VENV)/.ok
 	rustup target add aarch64-unknown-linux-gnu
-	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH cargo lambda build --release --arm64 $(foreach f,$(FUNCTIONS),-p $(f)) $(ARGS)
+	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="$(LAMBDA_RUSTFLAGS)" \
+	  cargo lambda build --release --arm64 $(foreach f,$(FUNCTIONS),-p $(f)) $(ARGS)
 	@ls -l $${CARGO_TARGET_DIR:-target}/lambda/*/bootstrap
 
 # `sam build` of template.yaml: SAM runs cargo-lambda once per function.
 sam-build: $(LAMBDA_VENV)/.ok
 	infra/lint.sh >/dev/null
-	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH SAM_CLI_TELEMETRY=0 .venv-lint/bin/sam build --beta-features
+	PATH=$(abspath $(LAMBDA_VENV))/bin:$$PATH CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="$(LAMBDA_RUSTFLAGS)" \
+	  SAM_CLI_TELEMETRY=0 .venv-lint/bin/sam build --beta-features
 
 $(LAMBDA_VENV)/.ok: infra/requirements-lambda.txt
 	$(PYTHON) -m venv $(LAMBDA_VENV)

@@ -41,14 +41,22 @@ pub struct Principal(pub String);
 /// again under `/ui/api`, authenticated by bearer credentials only
 /// ([`Api::for_console`]).
 pub fn router(api: Api) -> Router {
-    let console = table_router(api.for_console());
+    let console = table_router(api.for_console(), ROUTES);
     let assets = axum::routing::get(|Path(path): Path<String>| async move { console::asset(&path) });
     Router::new()
         .route(console::UI_PATH, axum::routing::get(|| async { console::asset("") }))
         .route("/ui/", axum::routing::get(|| async { console::asset("") }))
         .route("/ui/{*path}", assets)
         .nest_service(console::UI_API_PATH, console)
-        .fallback_service(table_router(api))
+        .fallback_service(table_router(api, ROUTES))
+}
+
+/// The router of `routes` only, rows of [`ROUTES`] (such as
+/// [`routes::INGEST_ROUTES`]), over `api`: as [`router`] answers them; any
+/// other path is `404 not_found`, and there is no console. A binary that
+/// builds no [`router`] links only these routes' handlers.
+pub fn router_of(api: Api, routes: &'static [Route]) -> Router {
+    table_router(api, routes)
 }
 
 /// Answers one request through `router` (a tower service call).
@@ -85,16 +93,17 @@ impl Answer for Api {
 enum Target {
     /// This row.
     Route(&'static Route),
-    /// The pattern `path`, with a method it does not take.
-    OtherMethod(&'static str),
+    /// The pattern `path` of the table `routes`, with a method it does not
+    /// take.
+    OtherMethod(&'static [Route], &'static str),
     /// No pattern.
     Nothing,
 }
 
-/// [`router`] over any [`Answer`].
-pub(crate) fn table_router<A: Answer>(answer: A) -> Router {
+/// The table `routes` (all of [`ROUTES`], or some) over any [`Answer`].
+pub(crate) fn table_router<A: Answer>(answer: A, routes: &'static [Route]) -> Router {
     let mut paths: Vec<&'static str> = Vec::new();
-    for r in ROUTES {
+    for r in routes {
         if !paths.contains(&r.path) {
             paths.push(r.path);
         }
@@ -102,7 +111,7 @@ pub(crate) fn table_router<A: Answer>(answer: A) -> Router {
     let mut router = Router::new();
     for path in paths {
         let mut methods = MethodRouter::new();
-        for route in ROUTES.iter().filter(|r| r.path == path) {
+        for route in routes.iter().filter(|r| r.path == path) {
             let method = Method::from_bytes(route.method.as_bytes()).expect("a route's method is a method");
             let filter = MethodFilter::try_from(method).expect("a route's method is one axum routes");
             methods = methods.on(filter, move |State(a): State<A>, req: axum::http::Request<Body>| {
@@ -110,7 +119,7 @@ pub(crate) fn table_router<A: Answer>(answer: A) -> Router {
             });
         }
         methods = methods.fallback(move |State(a): State<A>, req: axum::http::Request<Body>| {
-            dispatch(a, Target::OtherMethod(path), req)
+            dispatch(a, Target::OtherMethod(routes, path), req)
         });
         router = router.route(path, methods);
     }
@@ -140,7 +149,7 @@ async fn dispatch<A: Answer>(a: A, target: Target, req: axum::http::Request<Body
             Ok(params) => Found::Route(route, params),
             Err(res) => return res,
         },
-        Target::OtherMethod(path) => Found::OtherMethods(routes::allowed(path)),
+        Target::OtherMethod(table, path) => Found::OtherMethods(routes::allowed_in(table, path)),
         Target::Nothing => Found::Nothing,
     };
     let max = a.max_body();
@@ -282,7 +291,7 @@ mod tests {
         }
         let mut req = req.body(Body::from("hi")).unwrap();
         req.extensions_mut().insert(Principal("arn:aws:iam::1:user/u".into()));
-        let res = call(&table_router(Echo), req).await;
+        let res = call(&table_router(Echo, ROUTES), req).await;
         let (parts, body) = res.into_parts();
         let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
         (parts.status.as_u16(), parts.headers, serde_json::from_slice(&body).unwrap_or_default())
@@ -340,8 +349,40 @@ mod tests {
                 .await;
         assert_eq!(v["idempotency_key"], "a,b,c");
         let req = axum::http::Request::builder().method("POST").uri("/v1/events").body(Body::from("x".repeat(17)));
-        let res = call(&table_router(Echo), req.unwrap()).await;
+        let res = call(&table_router(Echo, ROUTES), req.unwrap()).await;
         assert_eq!(res.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    /// The ingest function's table: its two rows, as the whole table
+    /// answers them (the same rows: the same handlers and actions);
+    /// another method on their path is 405 naming the method this table
+    /// takes, any other path 404.
+    #[tokio::test]
+    async fn the_ingest_table_is_its_rows_of_the_whole_one() {
+        assert_eq!(routes::INGEST_ROUTES.len(), 2);
+        for r in routes::INGEST_ROUTES {
+            let whole = ROUTES.iter().find(|w| (w.method, w.path) == (r.method, r.path)).expect("a row of ROUTES");
+            assert!(std::ptr::fn_addr_eq(whole.handler, r.handler) && whole.action == r.action, "{}", r.path);
+        }
+        let ingest = |method: &str, uri: &str| {
+            let req = axum::http::Request::builder().method(method).uri(uri).body(Body::from("hi")).unwrap();
+            async move {
+                let res = call(&table_router(Echo, routes::INGEST_ROUTES), req).await;
+                let (parts, body) = res.into_parts();
+                let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+                (parts.status.as_u16(), parts.headers, serde_json::from_slice::<serde_json::Value>(&body).unwrap())
+            }
+        };
+        let (st, _, v) = ingest("POST", "/v1/events").await;
+        assert_eq!((st, v["route"].as_str()), (200, Some("POST /v1/events")));
+        let (st, _, v) = ingest("POST", "/v1/events/batch").await;
+        assert_eq!((st, v["route"].as_str()), (200, Some("POST /v1/events/batch")));
+        let (st, h, _) = ingest("GET", "/v1/events").await;
+        assert_eq!((st, h["allow"].to_str().unwrap()), (405, "POST"));
+        for path in ["/healthz", "/v1/subscriptions", "/v1/events/e1"] {
+            let (st, _, v) = ingest("GET", path).await;
+            assert_eq!((st, v["error"]["code"].as_str()), (404, Some("not_found")), "{path}: {v}");
+        }
     }
 
     /// Every row of the table is reached by its own method and pattern.

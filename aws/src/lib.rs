@@ -16,6 +16,7 @@ pub mod request;
 pub mod sdk;
 pub mod sqs;
 pub mod stream_failures;
+pub mod trust;
 
 use std::collections::HashMap;
 use std::sync::Arc;

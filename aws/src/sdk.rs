@@ -24,12 +24,20 @@
 /// builds its default client (public, though `#[doc(hidden)]` in
 /// aws-smithy-http-client 1.5). Nothing is connected and no certificate is
 /// loaded here: the connector is built on the first request.
+///
+/// The connector trusts Amazon's root certificates, compiled in, not the
+/// system's store, unless `HOOKLINE_AWS_TRUST_ROOTS=system` (or
+/// `SSL_CERT_FILE`/`SSL_CERT_DIR`) asks for it too: loading the system's
+/// store was half of a function's init. Why, and why those roots:
+/// [`crate::trust`].
 pub fn sdk_config_loader() -> aws_config::ConfigLoader {
     use aws_smithy_http_client::proxy::ProxyConfig;
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     use aws_smithy_http_client::{Builder, ConnectorBuilder};
-    let client = Builder::new().build_with_connector_fn(|settings, components| {
-        let mut connector = ConnectorBuilder::default().tls_provider(Provider::Rustls(CryptoMode::Ring));
+    let tls = crate::trust::Roots::from_env(|k| std::env::var(k).ok()).tls_context();
+    let client = Builder::new().build_with_connector_fn(move |settings, components| {
+        let mut connector =
+            ConnectorBuilder::default().tls_provider(Provider::Rustls(CryptoMode::Ring)).tls_context(tls.clone());
         connector.set_connector_settings(settings.cloned());
         if let Some(components) = components {
             connector.set_sleep_impl(components.sleep_impl());

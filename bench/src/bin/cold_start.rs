@@ -4,8 +4,10 @@
 //! `GET /2018-06-01/runtime/invocation/next` (the moment Lambda's INIT phase
 //! ends). Targets: init p50 ≤ 6 ms, arm64 bootstrap ≤ 8 MB.
 //!
-//! `make bench-cold-start`, i.e.
-//! `cargo build --release -p ingest -p router -p saga -p delivery -p requeue -p api -p reconciler && cargo run --release -p hookline-bench --bin cold_start`
+//! `make bench-cold-start`, i.e. the functions built as `make lambda`
+//! builds them, position-dependent (`-C relocation-model=static`, the
+//! Makefile's `LAMBDA_RUSTFLAGS`), for this host:
+//! `cargo build --release --target <host> --config 'target.<host>.rustflags = "-C relocation-model=static"' -p ingest -p router -p saga -p delivery -p requeue -p api -p reconciler && cargo run --release -p hookline-bench --bin cold_start -- --dir target/<host>/release`
 //!
 //! The functions, and each one's environment, come from `template.yaml`:
 //! every `AWS::Serverless::Function`, its binary (`Metadata.BuildProperties.Binary`)
@@ -29,7 +31,7 @@
 //! this executable, i.e. `target/release`; a cargo-lambda output such as
 //! `target/lambda`, laid out `<name>/bootstrap`, works too), `--arm64 DIR`
 //! where the arm64 bootstraps of `make lambda` are, only weighed (default
-//! `<dir>/../lambda` when it exists), `--runs N` (default 20), `--only
+//! `<dir>/../lambda`, else `<dir>/../../lambda`, when it exists), `--runs N` (default 20), `--only
 //! ingest,api` (a subset), `--timeout-ms T` (default 5000), `--env K=V`
 //! (repeatable: set or override a variable of the child, for experiments
 //! such as `--env SSL_CERT_DIR=/nonexistent`). Exits non-zero if a binary
@@ -103,7 +105,14 @@ fn args() -> anyhow::Result<Args> {
     }
     anyhow::ensure!(a.runs > 0, "--runs must be at least 1");
     if a.arm64.is_none() {
-        a.arm64 = a.dir.parent().map(|p| p.join("lambda")).filter(|p| p.is_dir());
+        // target/release → target/lambda; target/<host>/release (`make
+        // bench-cold-start`) → target/lambda too.
+        let target = a.dir.parent();
+        a.arm64 = [target, target.and_then(Path::parent)]
+            .into_iter()
+            .flatten()
+            .map(|p| p.join("lambda"))
+            .find(|p| p.is_dir());
     }
     Ok(a)
 }

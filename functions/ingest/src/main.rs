@@ -12,7 +12,9 @@ use serde_json::{to_value, Value};
 async fn main() -> Result<(), Error> {
     lambda::init_logging();
     let (h, backend) = lambda::backend_from_env().await?;
-    let router = hookline_api::http::router(Api::behind_gateway(h.clone(), Verification::Inline));
+    // Its two routes only: the API's other handlers stay out of the binary.
+    let api = Api::behind_gateway(h.clone(), Verification::Inline);
+    let router = hookline_api::http::router_of(api, hookline_api::routes::INGEST_ROUTES);
     let rejects = Arc::new(backend.ingest_dlq.ok_or("INGEST_DLQ_URL is not set")?);
     lambda::run("ingest", h, move |h, e: Value| {
         let (router, rejects) = (router.clone(), rejects.clone());
