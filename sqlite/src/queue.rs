@@ -53,74 +53,19 @@ impl SqliteQueue {
     /// ends, if any (lets a worker sleep exactly until then).
     pub async fn next_visible_at(&self) -> StoreResult<Option<i64>> {
         let name = self.name;
-        self.db.call(move |c, _| next_visible(c, name)).await
-    }
-
-    /// As [`JobQueue::receive`], and when nothing is visible, when the next
-    /// message becomes visible or a pause ends (as [`Self::next_visible_at`]),
-    /// in the same call: an idle worker asks once before it sleeps.
-    pub async fn receive_or_next(&self, max: usize, visibility: Duration) -> StoreResult<(Vec<Received>, Option<i64>)> {
-        self.receive_and(max, visibility, true).await
-    }
-
-    /// Receives up to `max` messages; with `next`, when there are none, also
-    /// answers when the next one becomes visible.
-    async fn receive_and(
-        &self,
-        max: usize,
-        visibility: Duration,
-        next: bool,
-    ) -> StoreResult<(Vec<Received>, Option<i64>)> {
-        let (name, dlq) = (self.name, self.dlq);
-        let (out, moved, next_at) = self
-            .db
+        self.db
             .call(move |c, _| {
-                let now = now_ms();
-                release_due(c, name, now)?;
-                let mut sel = c
-                    .prepare_cached(
-                        "SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
-                    )
-                    .map_err(sql)?;
-                let rows: Vec<(i64, String, u32)> = sel
-                    .query_map(params![name, now, max as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .map_err(sql)?
-                    .collect::<Result<_, _>>()
-                    .map_err(sql)?;
-                let mut out = Vec::with_capacity(rows.len());
-                let mut moved = Vec::new();
-                for (id, body, count) in rows {
-                    if let Some((dlq, _)) = dlq.filter(|(_, max)| count >= *max) {
-                        c.execute(
-                            "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
-                            params![id, dlq, now],
-                        )
-                        .map_err(sql)?;
-                        moved.push((id, count));
-                        continue;
-                    }
-                    c.prepare_cached("UPDATE queue_messages SET visible_at = ?1, receive_count = ?2 WHERE id = ?3")
-                        .map_err(sql)?
-                        .execute(params![now + visibility.as_millis() as i64, count + 1, id])
-                        .map_err(sql)?;
-                    out.push(Received { body, receipt: receipt(id, count + 1), receive_count: count + 1 });
-                }
-                let next_at = if next && out.is_empty() { next_visible(c, name)? } else { None };
-                Ok((out, moved, next_at))
+                // (The two-argument MIN is NULL when either is: each side
+                // falls back on the other.)
+                c.prepare_cached(
+                    "SELECT MIN(COALESCE(m, p), COALESCE(p, m)) FROM \
+                     (SELECT (SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1 AND visible_at < ?2) AS m, \
+                             (SELECT MIN(until) FROM queue_pauses WHERE queue = ?1) AS p)",
+                )
+                .and_then(|mut st| st.query_row(params![name, PARKED_AT], |r| r.get(0)))
+                .map_err(sql)
             })
-            .await?;
-        // Logged once committed (the call may run twice: `Db::call`).
-        let max_receives = dlq.map(|(_, max)| max);
-        for (id, count) in moved {
-            tracing::warn!(
-                queue = name,
-                message_id = id,
-                receives = count,
-                max_receives,
-                "message moved to the dead-letter queue"
-            );
-        }
-        Ok((out, next_at))
+            .await
     }
 
     /// Moves every message of this queue to `to`, as SQS's "start DLQ
@@ -142,20 +87,6 @@ impl SqliteQueue {
             })
             .await
     }
-}
-
-/// When the next message of `queue` becomes visible, or a paused group's
-/// pause ends, if any.
-fn next_visible(c: &rusqlite::Connection, name: &str) -> StoreResult<Option<i64>> {
-    // (The two-argument MIN is NULL when either is: each side falls back
-    // on the other.)
-    c.prepare_cached(
-        "SELECT MIN(COALESCE(m, p), COALESCE(p, m)) FROM \
-         (SELECT (SELECT MIN(visible_at) FROM queue_messages WHERE queue = ?1 AND visible_at < ?2) AS m, \
-                 (SELECT MIN(until) FROM queue_pauses WHERE queue = ?1) AS p)",
-    )
-    .and_then(|mut st| st.query_row(params![name, PARKED_AT], |r| r.get(0)))
-    .map_err(sql)
 }
 
 /// Parks a group's unparked messages due before `?3`. Through the group's
@@ -246,7 +177,55 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn receive(&self, max: usize, visibility: Duration) -> StoreResult<Vec<Received>> {
-        Ok(self.receive_and(max, visibility, false).await?.0)
+        let (name, dlq) = (self.name, self.dlq);
+        let (out, moved) = self
+            .db
+            .call(move |c, _| {
+                let now = now_ms();
+                release_due(c, name, now)?;
+                let mut sel = c
+                    .prepare_cached(
+                        "SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
+                    )
+                    .map_err(sql)?;
+                let rows: Vec<(i64, String, u32)> = sel
+                    .query_map(params![name, now, max as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .map_err(sql)?
+                    .collect::<Result<_, _>>()
+                    .map_err(sql)?;
+                let mut out = Vec::with_capacity(rows.len());
+                let mut moved = Vec::new();
+                for (id, body, count) in rows {
+                    if let Some((dlq, _)) = dlq.filter(|(_, max)| count >= *max) {
+                        c.execute(
+                            "UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
+                            params![id, dlq, now],
+                        )
+                        .map_err(sql)?;
+                        moved.push((id, count));
+                        continue;
+                    }
+                    c.prepare_cached("UPDATE queue_messages SET visible_at = ?1, receive_count = ?2 WHERE id = ?3")
+                        .map_err(sql)?
+                        .execute(params![now + visibility.as_millis() as i64, count + 1, id])
+                        .map_err(sql)?;
+                    out.push(Received { body, receipt: receipt(id, count + 1), receive_count: count + 1 });
+                }
+                Ok((out, moved))
+            })
+            .await?;
+        // Logged once committed (the call may run twice: `Db::call`).
+        let max_receives = dlq.map(|(_, max)| max);
+        for (id, count) in moved {
+            tracing::warn!(
+                queue = name,
+                message_id = id,
+                receives = count,
+                max_receives,
+                "message moved to the dead-letter queue"
+            );
+        }
+        Ok(out)
     }
 
     async fn delete(&self, receipts: &[String]) -> StoreResult<()> {

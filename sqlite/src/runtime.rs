@@ -340,13 +340,13 @@ async fn outbox_loop<T, R, RF, H, HF>(
 }
 
 /// How long to sleep before a queue may have something: until its next
-/// message becomes visible (`at`, if any), at most `IDLE`.
-fn until(at: Option<i64>) -> Duration {
-    match at {
-        Some(at) => {
+/// message becomes visible, at most `IDLE`.
+async fn until_next(queue: &SqliteQueue) -> Duration {
+    match queue.next_visible_at().await {
+        Ok(Some(at)) => {
             Duration::from_millis((at - chrono::Utc::now().timestamp_millis()).clamp(1, IDLE.as_millis() as i64) as u64)
         }
-        None => IDLE,
+        _ => IDLE,
     }
 }
 
@@ -389,10 +389,11 @@ async fn receive_or_wait(
     changes: &mut watch::Receiver<u64>,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<Vec<Received>> {
-    match queue.receive_or_next(max, visibility).await {
-        Ok((m, _)) if !m.is_empty() => Some(m),
-        Ok((_, next)) => {
-            wait(changes, stop, until(next)).await;
+    match queue.receive(max, visibility).await {
+        Ok(m) if !m.is_empty() => Some(m),
+        Ok(_) => {
+            let d = until_next(queue).await;
+            wait(changes, stop, d).await;
             None
         }
         Err(e) => {
