@@ -466,8 +466,17 @@ pub async fn unverified_inactive_and_other_tenants_get_nothing<P: Pipeline>(s: &
     assert!(subs.contains(&acme.as_str()) && subs.contains(&all.as_str()));
     assert_eq!(g[0]["subscription_id"], all.as_str());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(r.deliveries("/acme").len(), 1);
-    assert_eq!(r.deliveries("/all").len(), 2);
+    // Which events each endpoint got (at-least-once: on a loaded emulator a
+    // job can outlive its visibility timeout and come again, under the same
+    // webhook-id).
+    let events_at = |path: &str| {
+        let mut ids: Vec<String> = r.deliveries(path).iter().map(|d| d.header("webhook-id").to_string()).collect();
+        ids.sort();
+        ids.dedup();
+        ids.len()
+    };
+    assert_eq!(events_at("/acme"), 1);
+    assert_eq!(events_at("/all"), 2);
     assert!(r.deliveries("/off").is_empty());
     assert!(r.deliveries("/unverified").is_empty());
 }
