@@ -164,6 +164,15 @@ impl Receiver {
         self.deliveries(path).into_iter().filter(|d| (200..300).contains(&d.status)).collect()
     }
 
+    /// The distinct `webhook-id`s of the deliveries on `path`, sorted: the
+    /// events it got, whatever came more than once (at-least-once).
+    pub fn webhook_ids(&self, path: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self.deliveries(path).iter().map(|d| d.header("webhook-id").to_string()).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
     /// Deliveries (not verifications) received on `path`.
     pub fn deliveries(&self, path: &str) -> Vec<Delivery> {
         self.inner.lock().unwrap().log.iter().filter(|d| d.path == path && !d.is_verification()).cloned().collect()
