@@ -224,7 +224,8 @@ impl From<IngestError> for ApiError {
 
 impl From<shared::stage::bulk::AdmitError> for ApiError {
     /// `429 too_many_jobs` with `Retry-After` at the tenant's cap;
-    /// `422 job_too_large` naming `filter` for a job past `JOB_MAX_ITEMS`.
+    /// `422 job_too_large` naming `filter` for a job past `JOB_MAX_ITEMS`;
+    /// `409 listing_off` for a replay of a range without listings.
     fn from(e: shared::stage::bulk::AdmitError) -> Self {
         use shared::stage::bulk::{AdmitError, RETRY_AFTER_SECS};
         match e {
@@ -232,8 +233,16 @@ impl From<shared::stage::bulk::AdmitError> for ApiError {
                 ApiError { retry_after: Some(RETRY_AFTER_SECS), ..ApiError::new(ErrorCode::TooManyJobs, e.to_string()) }
             }
             AdmitError::TooLarge { .. } => ApiError::new(ErrorCode::JobTooLarge, e.to_string()).on("filter"),
+            AdmitError::ListingOff(off) => off.into(),
             AdmitError::Store(e) => e.into(),
         }
+    }
+}
+
+impl From<shared::event_search::ListingOff> for ApiError {
+    /// `409 listing_off`: the deployment keeps no listing by time.
+    fn from(e: shared::event_search::ListingOff) -> Self {
+        ApiError::new(ErrorCode::ListingOff, e.to_string())
     }
 }
 

@@ -315,6 +315,7 @@ impl Api {
     /// newest first ([`shared::ports::EventStore::search`]).
     pub(super) async fn list_events(&self, c: &Call<'_>) -> ApiResult {
         let (q, limit, given) = event_query(&c.req, self.hookline.config.retention, &c.caller)?;
+        q.check_listable(self.hookline.config.event_listing)?;
         let filters = q.fingerprint();
         let after = self.page_after("cursor", given.as_deref(), &filters)?;
         let page = self.hookline.stores.events.search(&q, limit, after.as_deref()).await?;
@@ -552,6 +553,7 @@ mod spec {
                 example = json!({"error": {"code": "unknown_parameter", "message": "unknown query parameter `tenant`", "field": "tenant", "errors": [{"field": "tenant", "code": "unknown_parameter", "message": "unknown query parameter `tenant`"}]}})),
             (status = 401, description = "`unauthorized`.", body = ErrorBody),
             (status = 403, description = "`forbidden`: a tenant-bound key naming another tenant.", body = ErrorBody),
+            (status = 409, description = "`listing_off`: neither `partition_key` nor `outcome` given where the deployment does not list events by time or by tenant (`EVENT_LISTING` off).", body = ErrorBody),
             (status = 422, description = "`invalid_field` (`event_type` pattern, `partition_key`, `tenant_id`, `limit` out of range), `invalid_range` (`until` before `since`, a bound outside the retention); every bad filter in `errors`.", body = ErrorBody),
             (status = 503, description = "`unavailable`.", body = ErrorBody)
         ),

@@ -173,6 +173,9 @@ pub(crate) fn fuzz_bodies(body: &[u8], retention: chrono::Duration) -> usize {
             `reason_required`: no reason, or a blank one.\n\n`invalid_range`: `until` before `since`, or outside the \
             event retention.\n\n`subscription_not_matching`: the named subscription would not receive the named \
             event.\n\n`job_too_large`: more events than one job may take.", body = ErrorBody),
+        (status = 409, description = "`listing_off`: a replay of a time range (`since` with `until`) where the \
+            deployment does not list events by time (`EVENT_LISTING` off); replay by `event_id` or \
+            `partition_key`.", body = ErrorBody),
         (status = 429, description = "`too_many_jobs`: the tenant runs as many jobs as it may; retry after \
             `Retry-After`.", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait."))),
     ),

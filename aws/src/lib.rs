@@ -231,7 +231,8 @@ impl AwsBackend {
                 &names.event_outcomes_table,
                 retention,
                 order.clone(),
-            )),
+            )
+            .with_listing(settings.event_listing)),
             subscriptions: Arc::new(DynamoSubscriptions::new(
                 dynamodb.clone(),
                 &names.subscriptions_table,

@@ -116,6 +116,12 @@ pub struct Config {
     /// Whether an event of a type not in the event catalog is refused
     /// (`STRICT_CATALOG`; [`crate::catalog`]).
     pub strict_catalog: bool,
+    /// Whether events are listed by time and by tenant (`EVENT_LISTING`;
+    /// [`crate::event_search::EventQuery::check_listable`]). Off, only the
+    /// listings by partition key and by outcome answer, and the AWS store
+    /// writes no `by_time` or `tenant_shards` index entry: a deployment
+    /// that never lists its events that way pays for neither.
+    pub event_listing: bool,
     /// The queues and buses subscriptions may deliver to
     /// (`DESTINATION_ARNS`; [`crate::destination::check_allowed`]); `None`:
     /// any.

@@ -159,6 +159,29 @@ impl EventQuery {
         self.partition_key.as_deref().map(|k| Partition::of(self.tenant_id.as_ref().map(|t| t.as_str()), k))
     }
 
+    /// Whether the query reads a listing by time (every event's, or one
+    /// tenant's): neither by partition key nor by outcome, which have
+    /// listings of their own.
+    pub fn lists_by_time(&self) -> bool {
+        self.partition_key.is_none() && self.outcome.is_none()
+    }
+
+    /// Refuses a query that reads a listing by time when the deployment
+    /// keeps none (`EVENT_LISTING` off, `listing` false): its events were
+    /// stored without entries in it, so the listing would answer with
+    /// nothing, not with the events.
+    ///
+    /// # Errors
+    ///
+    /// [`ListingOff`].
+    pub fn check_listable(&self, listing: bool) -> Result<(), ListingOff> {
+        if listing || !self.lists_by_time() {
+            Ok(())
+        } else {
+            Err(ListingOff)
+        }
+    }
+
     /// Does an event (summary) match every filter?
     pub fn matches(&self, e: &EventSummary) -> bool {
         self.event_type.as_ref().is_none_or(|t| t.matches(&e.event_type))
@@ -195,6 +218,15 @@ impl EventQuery {
         .to_string()
     }
 }
+
+/// A listing by time or by tenant asked of a deployment that keeps none
+/// (`EVENT_LISTING` off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this deployment does not list events by time or by tenant (EVENT_LISTING is off): \
+     find an event by its id, or list by partition_key or by outcome"
+)]
+pub struct ListingOff;
 
 /// What a listing shows of an event (no body: `GET /v1/events/{id}` has it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -135,7 +135,17 @@ impl AwsPipeline {
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
     ) -> AwsPipeline {
-        Self::start_with(tag, (dynamodb, sqs, None, None), &crate::pipeline::Settings::default()).await
+        Self::start_metered(tag, dynamodb, sqs, &crate::pipeline::Settings::default()).await
+    }
+
+    /// [`AwsPipeline::start_with_clients`] with these settings.
+    pub async fn start_metered(
+        tag: &str,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+        settings: &crate::pipeline::Settings,
+    ) -> AwsPipeline {
+        Self::start_with(tag, (dynamodb, sqs, None, None), settings).await
     }
 
     /// The pipeline on these DynamoDB, SQS and (or else plain ones)

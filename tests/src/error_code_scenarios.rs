@@ -182,6 +182,10 @@ async fn reach<P: Pipeline>(p: &P, f: &Fixture, code: ErrorCode) -> Reached {
             assert_eq!(st, 200, "the first skip: {v}");
             post(p, &path, &json!({"reason": "error-code table"})).await
         }
+        ErrorCode::ListingOff => Reached::Elsewhere(
+            "a deployment with EVENT_LISTING off: tests/src/scenarios/finding.rs \
+             without_the_time_listing_events_are_found_by_id_partition_and_outcome",
+        ),
         ErrorCode::LaneNotBlocked => {
             let path = format!("/v1/subscriptions/{}/lanes/pk-never-{}/skip", f.ordered, fresh());
             post(p, &path, &json!({"reason": "error-code table"})).await

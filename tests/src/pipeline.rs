@@ -206,6 +206,12 @@ pub struct Settings {
     pub strict_catalog: bool,
     /// `DESTINATION_ARNS`: the queues and buses subscriptions may deliver to.
     pub destination_arns: Option<String>,
+    /// `EVENT_LISTING=false`: no listing of events by time or by tenant.
+    pub event_listing_off: bool,
+    /// `RECONCILE_STALL_MARGIN`, where a run measures a deployment's
+    /// (the tests' pipelines use 2 s, which makes a job queued longer read
+    /// its saga).
+    pub stall_margin: Option<&'static str>,
 }
 
 impl Settings {
@@ -236,6 +242,12 @@ impl Settings {
     /// The `X-Actor` header is trusted ([`Settings::trust_actor_header`]).
     pub fn trust_actor_header(mut self) -> Self {
         self.trust_actor_header = true;
+        self
+    }
+
+    /// Events are not listed by time or by tenant ([`Settings::event_listing_off`]).
+    pub fn event_listing_off(mut self) -> Self {
+        self.event_listing_off = true;
         self
     }
 
@@ -290,6 +302,12 @@ impl Settings {
         }
         if let Some(a) = &self.destination_arns {
             p.push(("DESTINATION_ARNS", a.clone()));
+        }
+        if self.event_listing_off {
+            p.push(("EVENT_LISTING", "false".to_string()));
+        }
+        if let Some(m) = self.stall_margin {
+            p.push(("RECONCILE_STALL_MARGIN", m.to_string()));
         }
         p
     }

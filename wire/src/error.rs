@@ -96,6 +96,8 @@ error_codes! {
     LaneHeldByDeadLetter = "lane_held_by_dead_letter", 409, "A dead letter holds the lane: requeue or skip the dead letter instead.";
     /// A lane operation on a subscription without lanes.
     NotOrdered = "not_ordered", 409, "The subscription is not ordered by partition: it has no lanes.";
+    /// A listing by time or tenant where the deployment keeps none.
+    ListingOff = "listing_off", 409, "This deployment does not list events by time or by tenant (`EVENT_LISTING` off, template parameter `EventListing`): `GET /v1/events` needs `partition_key` or `outcome`, and a replay an `event_id` or a `partition_key`. Find an event by its id.";
     /// An `Idempotency-Key` reused with another request.
     IdempotencyConflict = "idempotency_conflict", 409, "The Idempotency-Key was used before with another request (method, path or body); use a new key.";
     /// An `Idempotency-Key` whose first request is still running.

@@ -30,6 +30,9 @@ pub struct DynamoEvents {
     outcomes: String,
     retention: chrono::Duration,
     order: crate::ordering::DynamoOrder,
+    /// Whether events get entries in the listings by time and by tenant
+    /// (`EVENT_LISTING`).
+    listing: bool,
 }
 
 impl DynamoEvents {
@@ -43,7 +46,17 @@ impl DynamoEvents {
         retention: chrono::Duration,
         order: crate::ordering::DynamoOrder,
     ) -> Self {
-        DynamoEvents { client, table: table.into(), outcomes: outcomes.into(), retention, order }
+        DynamoEvents { client, table: table.into(), outcomes: outcomes.into(), retention, order, listing: true }
+    }
+
+    /// The adapter writing events with (`true`, the default) or without
+    /// their `by_time` and `tenant_shards` entries (`EVENT_LISTING` off:
+    /// two write units less per event, and no listing by time; the shared
+    /// stages refuse such a listing before asking this store,
+    /// [`shared::event_search::EventQuery::check_listable`]).
+    #[must_use]
+    pub fn with_listing(self, listing: bool) -> Self {
+        DynamoEvents { listing, ..self }
     }
 }
 
@@ -59,7 +72,13 @@ impl EventStore for DynamoEvents {
     /// Events without a partition key concurrently; those with one in the
     /// order given (a batch's order is its acceptance order).
     async fn insert(&self, events: &[EventRecord]) -> StoreResult<Vec<bool>> {
-        let to_attrs = |e: &EventRecord| item::event_to_attrs(e, self.retention);
+        let to_attrs = |e: &EventRecord| -> StoreResult<Attrs> {
+            let mut a = item::event_to_attrs(e, self.retention)?;
+            if !self.listing {
+                item::drop_listing_keys(&mut a);
+            }
+            Ok(a)
+        };
         let (numbered, plain): (Vec<usize>, Vec<usize>) =
             (0..events.len()).partition(|i| events[*i].partition_key.is_some());
         let plain_events: Vec<&EventRecord> = plain.iter().map(|i| &events[*i]).collect();

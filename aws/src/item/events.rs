@@ -183,6 +183,16 @@ fn put_search_attrs(a: &mut Attrs, e: &EventRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Takes an event item out of the listings by time and by tenant
+/// ([`EVENTS_BY_TIME`], [`EVENTS_BY_TENANT`]): without their partition keys
+/// it has no entry in either (a sparse index), which saves their two write
+/// units (`EVENT_LISTING` off). `time_key` stays: [`EVENTS_BY_PARTITION`]
+/// projects it.
+pub fn drop_listing_keys(a: &mut Attrs) {
+    a.0.remove("time_bucket");
+    a.0.remove("tenant_shard");
+}
+
 /// The fields of an [`shared::event_search::EventSummary`] that no other
 /// attribute holds, under one-letter names (attribute bytes are billed on
 /// every write and every index entry): attribute `summary`, JSON.

@@ -52,6 +52,10 @@ pub enum AdmitError {
         /// The cap.
         cap: u64,
     },
+    /// A replay of a time range where events are not listed by time
+    /// (`EVENT_LISTING` off).
+    #[error(transparent)]
+    ListingOff(#[from] crate::event_search::ListingOff),
     /// The store failed; nothing was started.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -76,6 +80,9 @@ fn tenant_name(t: Option<&crate::ids::TenantId>) -> String {
 ///
 /// [`AdmitError`].
 pub async fn admit(h: &Hookline, job: &mut Job) -> Result<(), AdmitError> {
+    if let JobSpec::Replay(f @ ReplayFilter { event_id: None, .. }) = &job.spec {
+        replay_query(f).check_listable(h.config.event_listing)?;
+    }
     job.items = Some(count_items(h, job, h.config.job_max_items).await?);
     take_slot(h, job, h.config.jobs_per_tenant).await
 }
@@ -317,24 +324,28 @@ async fn list_events(
     position: Option<&str>,
     size: usize,
 ) -> Result<Planned, StoreError> {
-    // One event type given: the search narrows by it; several are checked
-    // on the page's items, so an event of another type is neither planned
-    // nor counted as matched.
+    let page = h.stores.events.search(&replay_query(f), size, position).await?;
+    let ids = page.items.into_iter().filter(|e| f.takes(&e.event_type)).map(|e| e.id.into_string()).collect();
+    Ok((ids, page.next))
+}
+
+/// The search a replay filter's pages read (range or partition), oldest
+/// first. One event type given: the search narrows by it; several are
+/// checked on the page's items, so an event of another type is neither
+/// planned nor counted as matched.
+fn replay_query(f: &ReplayFilter) -> EventQuery {
     let event_type = match f.event_types.as_deref() {
         Some([one]) => crate::event_search::TypeFilter::parse(one).ok().flatten(),
         _ => None,
     };
-    let q = EventQuery {
+    EventQuery {
         event_type,
         tenant_id: f.tenant_id.clone(),
         partition_key: f.partition_key.clone(),
         received: crate::ports::TimeRange { since: f.since, until: f.until },
         outcome: None,
         order: Order::OldestFirst,
-    };
-    let page = h.stores.events.search(&q, size, position).await?;
-    let ids = page.items.into_iter().filter(|e| f.takes(&e.event_type)).map(|e| e.id.into_string()).collect();
-    Ok((ids, page.next))
+    }
 }
 
 /// Replays one event of a replay job: new sagas for the subscriptions that

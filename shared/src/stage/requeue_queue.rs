@@ -126,6 +126,12 @@ pub async fn auto_requeue(h: &Hookline, req: &AutoRequeue) -> Result<(), StoreEr
     match bulk::admit(h, &mut job).await {
         Ok(()) => {}
         Err(AdmitError::Store(e)) => return Err(e),
+        // Only replays of a time range need the listing by time; a requeue
+        // lists dead letters.
+        Err(e @ AdmitError::ListingOff(_)) => {
+            tracing::error!(subscription_id = %sub.id, error = %e, "automatic requeue not started");
+            return Ok(());
+        }
         Err(e @ AdmitError::TooManyJobs { .. }) => {
             // The tenant's jobs are all taken: asked again when one may
             // have finished.

@@ -264,6 +264,71 @@ pub async fn events_are_found_by_delivery_outcome<P: Pipeline>(s: &P) {
     assert!(want(&failed, &[(flaky, "failed")]), "{failed:?}");
 }
 
+/// `EVENT_LISTING` off: events are delivered as ever and found by id, by
+/// partition key and by outcome, while a listing by time or by tenant, and
+/// a replay of a time range, are refused with `409 listing_off` naming the
+/// setting (never an empty page: the events were stored without entries in
+/// that listing), and the refused replay starts no job.
+pub async fn without_the_time_listing_events_are_found_by_id_partition_and_outcome<P: Pipeline>(s: &P) {
+    let tag = shared::ids::random_token("").chars().filter(char::is_ascii_alphanumeric).take(10).collect::<String>();
+    let r = Receiver::start().await;
+    s.subscribe(json!({"callback_url": r.url("/ok", Behaviour::Ok), "event_types": [format!("ok{tag}.*")]})).await;
+    s.subscribe(json!({"callback_url": r.url("/down", Behaviour::Ok), "event_types": [format!("down{tag}.*")],
+        "retry_policy": fast_retry(2)}))
+        .await;
+    r.set("/down", Behaviour::Always(500));
+    let tenant = format!("t-{tag}");
+    let post = |t: &str, key: Option<&str>| {
+        let mut body = json!({"type": format!("{t}{tag}.x"), "tenant_id": tenant, "data": {}});
+        if let Some(k) = key {
+            body["partition_key"] = json!(k);
+        }
+        async move {
+            let (st, v) = s.post("/v1/events", &body).await;
+            assert_eq!(st, 202, "{v}");
+            v["event_id"].as_str().unwrap().to_string()
+        }
+    };
+    let ok = post("ok", Some("k1")).await;
+    let down = post("down", None).await;
+    assert_eq!(s.settled_deliveries(&ok, 1, 30).await[0]["status"], "completed");
+    assert_eq!(s.settled_deliveries(&down, 1, 30).await[0]["status"], "dead_lettered");
+
+    let since = enc(&(chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339());
+    for q in ["".to_string(), format!("?tenant_id={tenant}"), format!("?since={since}&event_type=ok{tag}.x")] {
+        let (st, v) = s.get(&format!("/v1/events{q}")).await;
+        assert_eq!((st, v["error"]["code"].as_str()), (409, Some("listing_off")), "{q}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("EVENT_LISTING"), "names the setting: {v}");
+    }
+    let (st, v) = s.get(&format!("/v1/events/{ok}")).await;
+    assert_eq!((st, v["id"].as_str()), (200, Some(ok.as_str())), "by id: {v}");
+    let (st, v) = s.get(&format!("/v1/events?tenant_id={tenant}&partition_key=k1")).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(ids_of(v["items"].as_array().unwrap()), [ok.clone()], "by partition key");
+    let failed = eventually(20, "the dead-lettered event by outcome", || async {
+        let (st, v) = s.get(&format!("/v1/events?tenant_id={tenant}&outcome=dead_lettered")).await;
+        assert_eq!(st, 200, "{v}");
+        let ids = ids_of(v["items"].as_array().unwrap());
+        (!ids.is_empty()).then_some(ids)
+    })
+    .await;
+    assert_eq!(failed, [down.clone()], "by outcome");
+
+    let (range_reason, id_reason) = (format!("range {tag}"), format!("by id {tag}"));
+    let range = json!({"since": (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339(),
+        "until": chrono::Utc::now().to_rfc3339(), "tenant_id": tenant, "reason": range_reason});
+    let (st, v) = s.post("/v1/replays", &range).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (409, Some("listing_off")), "a replay of a range: {v}");
+    let (st, v) = s.post("/v1/replays", &json!({"event_id": ok, "reason": id_reason})).await;
+    assert_eq!(st, 202, "a replay by id: {v}");
+    s.settled_deliveries(&ok, 2, 30).await;
+    let (st, audit) = s.get("/v1/audit?action=replay.started&limit=1000").await;
+    assert_eq!(st, 200, "{audit}");
+    let reasons: Vec<&str> = audit["items"].as_array().unwrap().iter().filter_map(|a| a["reason"].as_str()).collect();
+    assert!(reasons.contains(&id_reason.as_str()), "the replay by id started: {audit}");
+    assert!(!reasons.contains(&range_reason.as_str()), "the refused replay started no job: {audit}");
+}
+
 /// The wire contract of the event and audit routes (issue 25), on both
 /// backends: an unknown query parameter on each listing (a typo of a
 /// filter) is a `400 unknown_parameter` naming it, never a page filtered

@@ -76,6 +76,8 @@ macro_rules! scenario_suite_tests {
             reconciler_recovers_a_given_up_routing_and_a_lost_job; $crate::pipeline::Settings::default().fast_reconcile(),
             events_are_found_by_every_filter_and_cursor_walks_see_each_once,
             events_are_found_by_delivery_outcome,
+            without_the_time_listing_events_are_found_by_id_partition_and_outcome;
+                $crate::pipeline::Settings::default().event_listing_off(),
             // The breaker would refuse the failing receiver's later
             // attempts (counted too, but without a request): kept closed.
             stats_count_every_attempt_and_failures_keep_an_excerpt;

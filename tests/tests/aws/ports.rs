@@ -153,6 +153,83 @@ async fn event_pages_read_summaries_not_bodies() {
     assert!(u.keys().all(|(t, _)| t.starts_with("EventOutcomesTable[")), "the outcome index alone: {u:?}");
 }
 
+/// `EVENT_LISTING` off: an event item carries no `time_bucket` or
+/// `tenant_shard`, so it has no `by_time` or `tenant_shards` entry (its
+/// write is the item's own unit, where the listing costs two more, as the
+/// same event with the listing on shows), while a numbered event is still
+/// listed by partition key, an outcome by outcome, and the listing by time
+/// holds only the event written with it.
+#[tokio::test]
+async fn without_the_listing_an_event_has_no_time_or_tenant_entries() {
+    use shared::event_search::{EventQuery, Outcome};
+    use shared::ports::EventStore;
+    let sdk = hookline_tests::emulator::aws_config().await;
+    let names =
+        hookline_tests::emulator::create_resources_with(&sdk, &hookline_tests::emulator::fresh_prefix("no_listing"))
+            .await;
+    let meter = hookline_tests::metering::Meter::new();
+    let client = meter.dynamodb_client(&sdk);
+    let order = hookline_aws::ordering::DynamoOrder::new(client.clone(), &names.order_table);
+    let store = |listing: bool| {
+        hookline_aws::DynamoEvents::new(
+            client.clone(),
+            names.events_table.clone(),
+            names.event_outcomes_table.clone(),
+            chrono::Duration::days(30),
+            order.clone(),
+        )
+        .with_listing(listing)
+    };
+    let (listed, unlisted) = (store(true), store(false));
+    let entries = |s: &hookline_aws::DynamoEvents, e: shared::event::EventRecord| {
+        let s = s.clone();
+        let meter = &meter;
+        async move {
+            let before = meter.snapshot();
+            assert_eq!(s.insert(std::slice::from_ref(&e)).await.unwrap(), vec![true]);
+            let u = meter.snapshot().since(&before).dynamodb;
+            let mut tables: Vec<(String, f64)> =
+                u.iter().filter(|((t, _), x)| t.starts_with("EventsTable") && x.wru > 0.0).map(|((t, _), x)| (t.clone(), x.wru)).collect();
+            tables.sort_by(|a, b| a.0.cmp(&b.0));
+            tables
+        }
+    };
+    let plain = |id: &str| {
+        let mut e = hookline_tests::conformance::event(id, "order.created");
+        e.partition_key = None;
+        e
+    };
+    let one = |t: &str| (t.to_string(), 1.0);
+    assert_eq!(
+        entries(&listed, plain("evt_listed")).await,
+        vec![one("EventsTable"), one("EventsTable[by_time]"), one("EventsTable[tenant_shards]")],
+        "with the listing: the item and its two entries"
+    );
+    assert_eq!(entries(&unlisted, plain("evt_unlisted")).await, vec![one("EventsTable")], "without: the item alone");
+    // (Numbered in a transaction, which the meter does not price: found
+    // below through its partition entry.)
+    let numbered = hookline_tests::conformance::event("evt_unlisted_numbered", "order.created");
+    assert_eq!(unlisted.insert(std::slice::from_ref(&numbered)).await.unwrap(), vec![true]);
+
+    let by_partition = EventQuery {
+        tenant_id: numbered.tenant_id.clone(),
+        partition_key: numbered.partition_key.clone(),
+        ..Default::default()
+    };
+    let page = unlisted.search(&by_partition, 10, None).await.unwrap();
+    assert_eq!(page.items.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["evt_unlisted_numbered"]);
+    assert!(unlisted.mark_outcome(&shared::ids::EventId::new("evt_unlisted"), Outcome::Failed).await.unwrap());
+    let failed = EventQuery { outcome: Some(Outcome::Failed), ..Default::default() };
+    let page = unlisted.search(&failed, 10, None).await.unwrap();
+    assert_eq!(page.items.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["evt_unlisted"], "by outcome");
+    let page = unlisted.search(&EventQuery::default(), 10, None).await.unwrap();
+    assert_eq!(
+        page.items.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["evt_listed"],
+        "the listing by time holds only the event written with it"
+    );
+}
+
 /// The data key's store: KeysTable of fresh tables (no container has
 /// started on them), under the strict checker.
 #[tokio::test]

@@ -95,6 +95,22 @@ struct Args {
     backlog: usize,
     /// Scenario F: its `rate_limit`, per second.
     backlog_rate: f64,
+    /// `EVENT_LISTING` (`--event-listing false`: no listing entries).
+    event_listing: bool,
+}
+
+impl Args {
+    /// The pipeline's settings: a deployment's stall margin (1 hour; the
+    /// tests' 2 s would make a job that waited longer read its saga), and
+    /// the listing as asked.
+    fn settings(&self) -> hookline_tests::pipeline::Settings {
+        let s = hookline_tests::pipeline::Settings { stall_margin: Some("1h"), ..Default::default() };
+        if self.event_listing {
+            s
+        } else {
+            s.event_listing_off()
+        }
+    }
 }
 
 fn args() -> Args {
@@ -116,9 +132,10 @@ fn args() -> Args {
         rate: 0.0,
         backlog: 300,
         backlog_rate: 1.0,
+        event_listing: true,
     };
     let usage = "use --events N (A, D, E) --batch-events N (B) --batch-size N (B) --fanout-events N (C) \
-                 --subscriptions N (C) --unmatched N (D, G) --setup-concurrency N (D, G) --setup items|store (D, G) --max-in-flight N (E) \
+                 --subscriptions N (C) --unmatched N (D, G) --setup-concurrency N (D, G) --setup items|store (D, G) --max-in-flight N (E) --event-listing true|false \
                  --rate-limit PER_S (E) --backlog N (F) --backlog-rate PER_S (F) --concurrency N \
                  --rate REQUESTS_PER_S --payload-bytes N --scenarios ABCDEFG --timeout SECS";
     let mut it = std::env::args().skip(1);
@@ -148,6 +165,13 @@ fn args() -> Args {
             "--rate-limit" => a.rate_limit = v.parse().unwrap_or_else(|_| panic!("{k} takes a number; {usage}")),
             "--rate" => a.rate = v.parse().unwrap_or_else(|_| panic!("{k} takes a number; {usage}")),
             "--backlog" => a.backlog = n().max(1),
+            "--event-listing" => {
+                a.event_listing = match v.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => panic!("{k} takes true or false; {usage}"),
+                }
+            }
             "--backlog-rate" => a.backlog_rate = v.parse().unwrap_or_else(|_| panic!("{k} takes a number; {usage}")),
             _ => panic!("unknown argument {k}; {usage}"),
         }
