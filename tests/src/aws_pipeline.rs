@@ -10,7 +10,7 @@ use hookline_api::{Api, Verification};
 use hookline_aws::lambda;
 use hookline_aws::AwsBackend;
 use serde_json::{json, Value};
-use shared::context::{Config, Hookline};
+use shared::context::Hookline;
 
 use crate::emulator;
 use crate::lambda_driver::{Driver, DriverStats, Moto, Sources};
@@ -175,8 +175,10 @@ impl AwsPipeline {
         // it at cold start (KeysTable and KMS; checked against its role).
         let open = hookline_aws::keys::open_data_key(dynamodb.clone(), kms, &names.keys_table, &names.kms_key_id);
         let keyring = Arc::new(crate::iam::as_function("ApiFunction", open).await.expect("the data key"));
-        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &Config::default(), keyring);
+        // The stores are built from the same settings as the stages, as a
+        // function builds both from its environment.
         let config = settings.aws_config(TEST_SETTINGS);
+        let backend = AwsBackend::with_clients(dynamodb, sqs, streams, names.clone(), &config, keyring);
         let mut hookline = Hookline::new(backend.stores.clone(), config, backend.keyring.clone());
         awsreq::transport::install(&mut hookline);
         let hookline = Arc::new(hookline);
