@@ -133,7 +133,14 @@ pub async fn ids_with_path_characters_are_found_percent_encoded<P: Pipeline>(s: 
     // `%2F` as an id is not `/`: the raw id "%2F" and "orders/7" are distinct.
     let (_, v) = s.get("/v1/events/%252F").await;
     assert_eq!(v["id"], "%2F");
-    assert_eq!(r.deliveries("/p").len(), ids.len() * 2);
+    // Each event once and its replay once (the same `webhook-id`; at least
+    // once may repeat either on a loaded emulator).
+    let got = r.deliveries("/p");
+    for id in ids {
+        let n = got.iter().filter(|d| d.json()["data"]["id"] == id).count();
+        assert!(n >= 2, "{id}: delivered and replayed, {n} requests");
+    }
+    assert_eq!(r.webhook_ids("/p").len(), ids.len(), "one webhook-id per event");
 }
 
 /// Item 2: values that end up in an outgoing header (the trace id as
@@ -553,21 +560,27 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     }
     s.settled_deliveries("shared-1", 1, 30).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let to_acme: Vec<_> = r.deliveries("/acme").into_iter().filter(|d| d.body == acme).collect();
-    let to_globex: Vec<_> = r.deliveries("/globex").into_iter().filter(|d| d.body == globex).collect();
+    // Counted by `webhook-id`: at least once may repeat a delivery (a job
+    // that outlived its visibility on a loaded emulator), never an event.
+    let events_with = |path: &str, body: &[u8]| {
+        let mut ids: Vec<String> = r
+            .deliveries(path)
+            .into_iter()
+            .filter(|d| d.body == body)
+            .map(|d| d.header("webhook-id").to_string())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids.len()
+    };
     assert_eq!(
-        (to_acme.len(), to_globex.len()),
+        (events_with("/acme", acme), events_with("/globex", globex)),
         (1, 1),
         "each tenant's subscriber got its own event once, body unchanged"
     );
-    assert_eq!(r.deliveries("/acme").len(), 3, "acme: shared-1, dom-1, b-1");
-    assert_eq!(r.deliveries("/globex").len(), 3, "globex: shared-1, dom-1, b-1");
-    let all = r.deliveries("/all");
-    assert_eq!(all.len(), 7);
-    let mut webhook_ids: Vec<&str> = all.iter().map(|d| d.header("webhook-id")).collect();
-    webhook_ids.sort();
-    webhook_ids.dedup();
-    assert_eq!(webhook_ids.len(), 7, "one webhook-id per (event, subscription)");
+    assert_eq!(r.webhook_ids("/acme").len(), 3, "acme: shared-1, dom-1, b-1");
+    assert_eq!(r.webhook_ids("/globex").len(), 3, "globex: shared-1, dom-1, b-1");
+    assert_eq!(r.webhook_ids("/all").len(), 7, "one webhook-id per (event, subscription)");
 
     // A replay of acme's event keeps its webhook-id for acme's subscription.
     let (st, v) = s
@@ -579,8 +592,8 @@ pub async fn deduplication_is_per_tenant<P: Pipeline>(s: &P) {
     assert_eq!(st, 202, "{v}");
     s.settled_deliveries(&a_id, 3, 30).await;
     let to_acme: Vec<_> = r.deliveries("/acme").into_iter().filter(|d| d.body == acme).collect();
-    assert_eq!(to_acme.len(), 2);
-    assert_eq!(to_acme[0].header("webhook-id"), to_acme[1].header("webhook-id"));
+    assert!(to_acme.len() >= 2, "the event and its replay: {} requests", to_acme.len());
+    assert!(to_acme.iter().all(|d| d.header("webhook-id") == to_acme[0].header("webhook-id")), "one webhook-id");
 }
 
 /// A subscription's delivery limits: `max_in_flight` 1 to 1,000 and
