@@ -225,14 +225,16 @@ impl AwsBackend {
         let optional = |url: &Option<String>| url.as_deref().map(|u| SqsQueue::new(sqs.clone(), u, None));
         let order = ordering::DynamoOrder::new(dynamodb.clone(), &names.order_table);
         let stores = Stores {
-            events: Arc::new(DynamoEvents::new(
-                dynamodb.clone(),
-                &names.events_table,
-                &names.event_outcomes_table,
-                retention,
-                order.clone(),
-            )
-            .with_listing(settings.event_listing)),
+            events: Arc::new(
+                DynamoEvents::new(
+                    dynamodb.clone(),
+                    &names.events_table,
+                    &names.event_outcomes_table,
+                    retention,
+                    order.clone(),
+                )
+                .with_listing(settings.event_listing),
+            ),
             subscriptions: Arc::new(DynamoSubscriptions::new(
                 dynamodb.clone(),
                 &names.subscriptions_table,

@@ -188,8 +188,11 @@ async fn without_the_listing_an_event_has_no_time_or_tenant_entries() {
             let before = meter.snapshot();
             assert_eq!(s.insert(std::slice::from_ref(&e)).await.unwrap(), vec![true]);
             let u = meter.snapshot().since(&before).dynamodb;
-            let mut tables: Vec<(String, f64)> =
-                u.iter().filter(|((t, _), x)| t.starts_with("EventsTable") && x.wru > 0.0).map(|((t, _), x)| (t.clone(), x.wru)).collect();
+            let mut tables: Vec<(String, f64)> = u
+                .iter()
+                .filter(|((t, _), x)| t.starts_with("EventsTable") && x.wru > 0.0)
+                .map(|((t, _), x)| (t.clone(), x.wru))
+                .collect();
             tables.sort_by(|a, b| a.0.cmp(&b.0));
             tables
         }
