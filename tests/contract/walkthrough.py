@@ -235,8 +235,13 @@ def main():
         page = api.call("list_dead_letters", HTTPStatus.OK, subscription_id=failing["id"], state="open")
         return page["items"][0] if page["items"] else None
 
-    # The failing receiver answers the handshake with 500 too: the subscription stays unverified,
-    # and its deliveries still go out (an unverified subscription is delivered to).
+    # The failing receiver (`hookline listen --status 500`) answers the handshake, then 500 to every
+    # delivery. Verification runs after the create answers, and an event routed before it is done
+    # skips the unverified subscription: wait for it (a loaded CI machine took longer than the post).
+    until(
+        "the failing subscription's verification",
+        lambda: api.call("get_subscription", 200, subscription=failing["id"])["verified"],
+    )
     api.call("post_event", HTTPStatus.ACCEPTED, body={"type": f"{RUN}.created", "data": {"n": 1}}, format_="native")
     dead = until("a dead letter", open_dead_letter)
     api.call("get_dead_letter", HTTPStatus.OK, dead_letter=dead["id"])
