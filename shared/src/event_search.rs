@@ -294,6 +294,24 @@ mod tests {
     }
 
     #[test]
+    fn without_the_listing_only_partition_and_outcome_queries_are_listable() {
+        let tenant = EventQuery { tenant_id: Some(crate::ids::TenantId::new("acme")), ..Default::default() };
+        let typed = EventQuery { event_type: TypeFilter::parse("order.*").unwrap(), ..Default::default() };
+        let partition = EventQuery { partition_key: Some("k".into()), ..tenant.clone() };
+        let failed = EventQuery { outcome: Some(Outcome::Failed), ..tenant.clone() };
+        for q in [&EventQuery::default(), &tenant, &typed, &partition, &failed] {
+            assert_eq!(q.check_listable(true), Ok(()), "with the listing everything is: {q:?}");
+        }
+        for q in [&EventQuery::default(), &tenant, &typed] {
+            assert_eq!(q.check_listable(false), Err(ListingOff), "{q:?}");
+        }
+        for q in [&partition, &failed] {
+            assert_eq!(q.check_listable(false), Ok(()), "their own listings: {q:?}");
+        }
+        assert!(ListingOff.to_string().contains("EVENT_LISTING"), "the message names the setting");
+    }
+
+    #[test]
     fn outcomes_rise_and_failed_finds_dead_lettered() {
         assert!(Outcome::Failed < Outcome::DeadLettered);
         assert_eq!("dead_lettered".parse::<Outcome>(), Ok(Outcome::DeadLettered));
