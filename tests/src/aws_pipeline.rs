@@ -127,19 +127,11 @@ impl AwsPipeline {
         p
     }
 
-    /// [`AwsPipeline::start`] with the backend on these SDK clients (e.g.
-    /// clients with an interceptor that meters requests); the resources are
-    /// created and the event source mappings read through other clients.
+    /// [`AwsPipeline::start_with_settings`] with the backend on these SDK
+    /// clients (e.g. clients with an interceptor that meters requests); the
+    /// resources are created and the event source mappings read through
+    /// other clients.
     pub async fn start_with_clients(
-        tag: &str,
-        dynamodb: aws_sdk_dynamodb::Client,
-        sqs: aws_sdk_sqs::Client,
-    ) -> AwsPipeline {
-        Self::start_metered(tag, dynamodb, sqs, &crate::pipeline::Settings::default()).await
-    }
-
-    /// [`AwsPipeline::start_with_clients`] with these settings.
-    pub async fn start_metered(
         tag: &str,
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,

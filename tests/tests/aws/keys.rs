@@ -152,7 +152,13 @@ async fn a_revoked_grant_stops_working_within_the_cache_ttl() {
 async fn a_request_costs_one_cached_grant_read() {
     let meter = hookline_tests::metering::Meter::new();
     let sdk = hookline_tests::emulator::aws_config().await;
-    let p = AwsPipeline::start_with_clients("key-cost", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk)).await;
+    let p = AwsPipeline::start_with_clients(
+        "key-cost",
+        meter.dynamodb_client(&sdk),
+        meter.sqs_client(&sdk),
+        &hookline_tests::pipeline::Settings::default(),
+    )
+    .await;
     let cred = p.credential(Role::Reader, None).await;
     let grant_reads = |since: &hookline_tests::metering::MeterCounts| {
         let c = meter.snapshot().since(since);

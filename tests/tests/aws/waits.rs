@@ -23,7 +23,13 @@ use hookline_tests::wait_scenarios;
 async fn rate_limited_backlog_costs_a_constant_per_delivered_job() {
     let meter = Meter::new();
     let sdk = hookline_tests::emulator::aws_config().await;
-    let p = AwsPipeline::start_with_clients("rate-backlog", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk)).await;
+    let p = AwsPipeline::start_with_clients(
+        "rate-backlog",
+        meter.dynamodb_client(&sdk),
+        meter.sqs_client(&sdk),
+        &hookline_tests::pipeline::Settings::default(),
+    )
+    .await;
     let c = wait_scenarios::rate_limited_backlog(&p, &meter, 40, 5.0).await;
     eprintln!("{c:#?}");
     assert!(c.sqs_per_job() <= 8.0, "{:.2} SQS requests per delivered job: {c:#?}", c.sqs_per_job());

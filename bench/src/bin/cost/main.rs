@@ -184,7 +184,9 @@ fn args() -> Args {
 async fn backlog(a: &Args) {
     let sdk = hookline_tests::emulator::aws_config().await;
     let meter = Meter::new();
-    let p = AwsPipeline::start_with_clients("costF", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk)).await;
+    let p =
+        AwsPipeline::start_with_clients("costF", meter.dynamodb_client(&sdk), meter.sqs_client(&sdk), &a.settings())
+            .await;
     eprintln!("scenario F: {} jobs queued at once, rate_limit {}/s", a.backlog, a.backlog_rate);
     let t = Instant::now();
     let c = hookline_tests::wait_scenarios::rate_limited_backlog(&p, &meter, a.backlog, a.backlog_rate).await;

@@ -301,7 +301,7 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
     let sdk = hookline_tests::emulator::aws_config().await;
     let meter = Meter::new();
     let p = Arc::new(
-        AwsPipeline::start_metered(
+        AwsPipeline::start_with_clients(
             &format!("cost{}", s.key),
             meter.dynamodb_client(&sdk),
             meter.sqs_client(&sdk),
