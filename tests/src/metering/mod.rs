@@ -24,6 +24,11 @@
 //!   `UpdateItem` is applied to the tracked item (`SET a = :v`, `REMOVE`,
 //!   `ADD`, `DELETE`, `if_not_exists`; other forms are estimated from the
 //!   values they use);
+//! - `TransactWriteItems`: each action at twice its single-item units
+//!   (prepare and commit), a `ConditionCheck` as a write of the item it
+//!   checks, every action of a cancelled transaction as a write whose
+//!   condition failed; the index entries of its items at the standard
+//!   units (DynamoDB propagates them after the commit, as for any write);
 //! - global secondary indexes: a write that puts an item into an index, or
 //!   changes a projected attribute of an item in it, costs ceil(index entry
 //!   size / 1 KB) more write units (two writes when the index key changes);
@@ -137,6 +142,7 @@ impl Meter {
             .as_str()
             .or_else(|| req["QueueUrl"].as_str())
             .map(logical_id)
+            .or_else(|| transaction_tables(&req))
             .unwrap_or_else(|| "-".into());
         let r = st.counts.requests.entry((service.to_string(), op.clone(), resource)).or_default();
         r.requests += 1;
@@ -145,7 +151,9 @@ impl Meter {
         r.billed += bytes.div_ceil(SQS_BILLING_CHUNK).max(1);
         if service == "DynamoDB" {
             let condition_failed = status == 400
-                && res_json["__type"].as_str().is_some_and(|t| t.ends_with("ConditionalCheckFailedException"));
+                && res_json["__type"].as_str().is_some_and(|t| {
+                    t.ends_with("ConditionalCheckFailedException") || t.ends_with("TransactionCanceledException")
+                });
             if status < 300 || condition_failed {
                 self.dynamodb_units(&mut st, &op, &req, &res_json, condition_failed);
             }
@@ -223,71 +231,104 @@ impl Meter {
         }
     }
 
+    /// The units of one write (`kind`: `Put`, `Update` or `Delete`) of
+    /// `body` (a request, or a transaction's action) to `table`, counted
+    /// under `op`, at `factor` times the standard units (2 in a
+    /// transaction). A write whose condition failed is billed on the item it
+    /// found and changes nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn write_units(
+        &self,
+        st: &mut State,
+        table: &str,
+        op: &str,
+        kind: &str,
+        body: &Value,
+        res: &Value,
+        condition_failed: bool,
+        factor: f64,
+    ) {
+        let empty = Map::new();
+        let key_attrs = if kind == "Put" { &body["Item"] } else { &body["Key"] };
+        let key = (table.to_string(), self.key_of(table, key_attrs.as_object().unwrap_or(&empty)));
+        let old = st.items.get(&key).cloned();
+        if condition_failed {
+            // The existing item's size; ALL_OLD on failure returns it when
+            // the meter had not seen it written.
+            let size = old
+                .as_ref()
+                .map(Image::size)
+                .or_else(|| res["Item"].as_object().or(res["Attributes"].as_object()).map(|i| Image::of(i).size()))
+                .unwrap_or(0);
+            Self::add_units(st, table, op, size, factor * wru(size), 0.0, true);
+            return;
+        }
+        let new = match kind {
+            "Put" => Some(Image::of(body["Item"].as_object().unwrap_or(&empty))),
+            "Update" => {
+                let mut new = match (&old, res["Attributes"].as_object()) {
+                    (Some(o), _) => o.clone(),
+                    // Unknown before: estimate from what the response returned, or the key.
+                    (None, Some(a)) => Image::of(a),
+                    (None, None) => Image::of(key_attrs.as_object().unwrap_or(&empty)),
+                };
+                apply_update(
+                    &mut new,
+                    body["UpdateExpression"].as_str().unwrap_or(""),
+                    body["ExpressionAttributeNames"].as_object().unwrap_or(&empty),
+                    body["ExpressionAttributeValues"].as_object().unwrap_or(&empty),
+                );
+                Some(new)
+            }
+            _ => None,
+        };
+        let size = match &new {
+            Some(n) => n.size().max(old.as_ref().map_or(0, Image::size)),
+            None => old
+                .as_ref()
+                .map(Image::size)
+                .or_else(|| res["Attributes"].as_object().map(|a| Image::of(a).size()))
+                .unwrap_or(0),
+        };
+        Self::add_units(st, table, op, size, factor * wru(size), 0.0, false);
+        self.index_writes(st, table, op, old.as_ref(), new.as_ref());
+        match new {
+            Some(n) => st.items.insert(key, n),
+            None => st.items.remove(&key),
+        };
+    }
+
     fn dynamodb_units(&self, st: &mut State, op: &str, req: &Value, res: &Value, condition_failed: bool) {
         let table = req["TableName"].as_str().unwrap_or("").to_string();
         let empty = Map::new();
         let consistent = req["ConsistentRead"].as_bool().unwrap_or(false) && req["IndexName"].is_null();
         match op {
-            "PutItem" => {
-                let item = req["Item"].as_object().unwrap_or(&empty);
-                let key = (table.clone(), self.key_of(&table, item));
-                let old = st.items.get(&key).cloned();
-                if condition_failed {
-                    let size = old.as_ref().map_or(0, Image::size);
-                    Self::add_units(st, &table, op, size, wru(size), 0.0, true);
-                    return;
-                }
-                let new = Image::of(item);
-                let size = new.size().max(old.as_ref().map_or(0, Image::size));
-                Self::add_units(st, &table, op, size, wru(size), 0.0, false);
-                self.index_writes(st, &table, op, old.as_ref(), Some(&new));
-                st.items.insert(key, new);
+            "PutItem" | "UpdateItem" | "DeleteItem" => {
+                let kind = op.trim_end_matches("Item");
+                self.write_units(st, &table, op, kind, req, res, condition_failed, 1.0);
             }
-            "UpdateItem" => {
-                let k = req["Key"].as_object().unwrap_or(&empty);
-                let key = (table.clone(), self.key_of(&table, k));
-                let old = st.items.get(&key).cloned();
-                if condition_failed {
-                    // The existing item's size; ALL_OLD on failure returns it
-                    // when the meter had not seen it written.
-                    let size = old
-                        .as_ref()
-                        .map(Image::size)
-                        .or_else(|| res["Item"].as_object().map(|i| Image::of(i).size()))
-                        .unwrap_or(0);
-                    Self::add_units(st, &table, op, size, wru(size), 0.0, true);
-                    return;
-                }
-                let mut new = match (&old, res["Attributes"].as_object()) {
-                    (Some(o), _) => o.clone(),
-                    // Unknown before: estimate from what the response returned, or the key.
-                    (None, Some(a)) => Image::of(a),
-                    (None, None) => Image::of(k),
-                };
-                apply_update(
-                    &mut new,
-                    req["UpdateExpression"].as_str().unwrap_or(""),
-                    req["ExpressionAttributeNames"].as_object().unwrap_or(&empty),
-                    req["ExpressionAttributeValues"].as_object().unwrap_or(&empty),
-                );
-                let size = new.size().max(old.as_ref().map_or(0, Image::size));
-                Self::add_units(st, &table, op, size, wru(size), 0.0, false);
-                self.index_writes(st, &table, op, old.as_ref(), Some(&new));
-                st.items.insert(key, new);
-            }
-            "DeleteItem" => {
-                let k = req["Key"].as_object().unwrap_or(&empty);
-                let key = (table.clone(), self.key_of(&table, k));
-                let old = st.items.get(&key).cloned();
-                let size = old
-                    .as_ref()
-                    .map(Image::size)
-                    .or_else(|| res["Attributes"].as_object().map(|a| Image::of(a).size()))
-                    .unwrap_or(0);
-                Self::add_units(st, &table, op, size, wru(size), 0.0, condition_failed);
-                if !condition_failed {
-                    self.index_writes(st, &table, op, old.as_ref(), None);
-                    st.items.remove(&key);
+            "TransactWriteItems" => {
+                // Each action is billed as its single-item form at twice the
+                // units (prepare and commit), a ConditionCheck as a write of
+                // the item it checks; a cancelled transaction as its actions
+                // failing their conditions. Index entries are propagated
+                // after the commit: standard units.
+                let cancelled = condition_failed;
+                for action in req["TransactItems"].as_array().into_iter().flatten() {
+                    let Some((kind, body)) = ["Put", "Update", "Delete", "ConditionCheck"]
+                        .iter()
+                        .find_map(|k| action.get(*k).map(|b| (*k, b)))
+                    else {
+                        continue;
+                    };
+                    let table = body["TableName"].as_str().unwrap_or("").to_string();
+                    if kind == "ConditionCheck" {
+                        let k = body["Key"].as_object().unwrap_or(&empty);
+                        let size = st.items.get(&(table.clone(), self.key_of(&table, k))).map_or(0, Image::size);
+                        Self::add_units(st, &table, op, size, 2.0 * wru(size), 0.0, cancelled);
+                    } else {
+                        self.write_units(st, &table, op, kind, body, &Value::Null, cancelled, 2.0);
+                    }
                 }
             }
             "GetItem" => {
@@ -355,6 +396,16 @@ impl Meter {
             other => *st.counts.unmetered.entry(other.to_string()).or_default() += 1,
         }
     }
+}
+
+/// The tables a transaction's actions name, joined by `+`.
+fn transaction_tables(req: &Value) -> Option<String> {
+    let tables: Vec<String> = req["TransactItems"]
+        .as_array()?
+        .iter()
+        .filter_map(|a| a.as_object()?.values().find_map(|b| b["TableName"].as_str()).map(logical_id))
+        .collect();
+    (!tables.is_empty()).then(|| tables.join("+"))
 }
 
 impl Default for Meter {

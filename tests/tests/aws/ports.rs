@@ -158,7 +158,8 @@ async fn event_pages_read_summaries_not_bodies() {
 /// write is the item's own unit, where the listing costs two more, as the
 /// same event with the listing on shows), while a numbered event is still
 /// listed by partition key, an outcome by outcome, and the listing by time
-/// holds only the event written with it.
+/// holds only the event written with it; and what a numbered event's
+/// transaction costs.
 #[tokio::test]
 async fn without_the_listing_an_event_has_no_time_or_tenant_entries() {
     use shared::event_search::{EventQuery, Outcome};
@@ -209,10 +210,23 @@ async fn without_the_listing_an_event_has_no_time_or_tenant_entries() {
         "with the listing: the item and its two entries"
     );
     assert_eq!(entries(&unlisted, plain("evt_unlisted")).await, vec![one("EventsTable")], "without: the item alone");
-    // (Numbered in a transaction, which the meter does not price: found
-    // below through its partition entry.)
+    // Numbered: one transaction with its partition's counter, each action
+    // at twice the standard units, its partition entry (found below) at the
+    // standard unit; a duplicate is a cancelled transaction, billed as its
+    // two actions failing their conditions, and writes nothing.
     let numbered = hookline_tests::conformance::event("evt_unlisted_numbered", "order.created");
+    let transaction = |before: &hookline_tests::metering::MeterCounts| {
+        let u = meter.snapshot().since(before).dynamodb;
+        let units = |t: &str| u.get(&(t.to_string(), "TransactWriteItems".to_string())).cloned().unwrap_or_default();
+        let (event, entry, order) = (units("EventsTable"), units("EventsTable[by_partition]"), units("OrderTable"));
+        ((event.wru, event.condition_failed), entry.wru, (order.wru, order.condition_failed))
+    };
+    let before = meter.snapshot();
     assert_eq!(unlisted.insert(std::slice::from_ref(&numbered)).await.unwrap(), vec![true]);
+    assert_eq!(transaction(&before), ((2.0, 0), 1.0, (2.0, 0)), "the event, its partition entry, the counter");
+    let before = meter.snapshot();
+    assert_eq!(unlisted.insert(std::slice::from_ref(&numbered)).await.unwrap(), vec![false]);
+    assert_eq!(transaction(&before), ((2.0, 1), 0.0, (2.0, 1)), "a duplicate: cancelled, billed, no entry");
 
     let by_partition = EventQuery {
         tenant_id: numbered.tenant_id.clone(),

@@ -27,6 +27,11 @@
 //!      `rate_limit` set (`--max-in-flight`, `--rate-limit`): each delivery
 //!      takes a slot and the next start in the HealthTable (`LimitStore`),
 //!      so E minus A is what a limit costs per delivery.
+//!   O. A's flow (`--events`) with each event in one of `--partitions`
+//!      partitions (100; its `partition_key`) to one subscription ordered
+//!      by partition (`"ordering": "partition"`): each event is numbered in
+//!      a transaction with its partition's counter and each delivery waits
+//!      for the one before it, so O minus A is what ordering costs.
 //!
 //!   F. a backlog waiting for its rate: `--backlog` jobs (300) queued at
 //!      once for one subscription with `rate_limit` `--backlog-rate` (1/s),
@@ -97,6 +102,8 @@ struct Args {
     backlog_rate: f64,
     /// `EVENT_LISTING` (`--event-listing false`: no listing entries).
     event_listing: bool,
+    /// Scenario O: partition keys the events are spread over.
+    partitions: usize,
 }
 
 impl Args {
@@ -133,11 +140,12 @@ fn args() -> Args {
         backlog: 300,
         backlog_rate: 1.0,
         event_listing: true,
+        partitions: 100,
     };
     let usage = "use --events N (A, D, E) --batch-events N (B) --batch-size N (B) --fanout-events N (C) \
                  --subscriptions N (C) --unmatched N (D, G) --setup-concurrency N (D, G) --setup items|store (D, G) --max-in-flight N (E) --event-listing true|false \
-                 --rate-limit PER_S (E) --backlog N (F) --backlog-rate PER_S (F) --concurrency N \
-                 --rate REQUESTS_PER_S --payload-bytes N --scenarios ABCDEFG --timeout SECS";
+                 --rate-limit PER_S (E) --partitions N (O) --backlog N (F) --backlog-rate PER_S (F) --concurrency N \
+                 --rate REQUESTS_PER_S --payload-bytes N --scenarios ABCDEFGO --timeout SECS";
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value; {usage}"));
@@ -153,6 +161,7 @@ fn args() -> Args {
             "--scenarios" => a.scenarios = v.to_ascii_uppercase(),
             "--timeout" => a.timeout = Duration::from_secs(n() as u64),
             "--unmatched" => a.unmatched = n(),
+            "--partitions" => a.partitions = n().max(1),
             "--setup-concurrency" => a.setup_concurrency = n().max(1),
             "--setup" => {
                 a.setup_through_store = match v.as_str() {
@@ -256,6 +265,7 @@ async fn main() -> anyhow::Result<()> {
             target: Some(4.00),
             subscription_fields: json!({}),
             unmatched: 0,
+            partitions: 0,
         },
         Scenario {
             key: 'B',
@@ -266,6 +276,7 @@ async fn main() -> anyhow::Result<()> {
             target: Some(2.75),
             subscription_fields: json!({}),
             unmatched: 0,
+            partitions: 0,
         },
         Scenario {
             key: 'C',
@@ -279,6 +290,7 @@ async fn main() -> anyhow::Result<()> {
             target: None,
             subscription_fields: json!({}),
             unmatched: 0,
+            partitions: 0,
         },
         Scenario {
             key: 'D',
@@ -298,6 +310,7 @@ async fn main() -> anyhow::Result<()> {
             target: Some(4.00),
             subscription_fields: json!({}),
             unmatched: a.unmatched,
+            partitions: 0,
         },
         Scenario {
             key: 'G',
@@ -317,6 +330,7 @@ async fn main() -> anyhow::Result<()> {
             target: Some(2.75),
             subscription_fields: json!({}),
             unmatched: a.unmatched,
+            partitions: 0,
         },
         Scenario {
             key: 'E',
@@ -331,6 +345,21 @@ async fn main() -> anyhow::Result<()> {
             target: None,
             subscription_fields: json!({"max_in_flight": a.max_in_flight, "rate_limit": a.rate_limit}),
             unmatched: 0,
+            partitions: 0,
+        },
+        Scenario {
+            key: 'O',
+            title: format!(
+                "as A, each event in one of {} partitions (partition_key), the subscription ordered by partition",
+                a.partitions
+            ),
+            events: a.events,
+            subscriptions: 1,
+            ingest: Ingest::Single,
+            target: None,
+            subscription_fields: json!({"ordering": "partition"}),
+            unmatched: 0,
+            partitions: a.partitions,
         },
     ];
     let mut summaries: BTreeMap<char, Summary> = BTreeMap::new();
@@ -345,6 +374,9 @@ async fn main() -> anyhow::Result<()> {
         }
         if let Some(e) = summaries.get(&'E') {
             compare(('A', base), ('E', e), None, &prices);
+        }
+        if let Some(o) = summaries.get(&'O') {
+            compare(('A', base), ('O', o), None, &prices);
         }
     }
     if let (Some(base), Some(g)) = (summaries.get(&'B'), summaries.get(&'G')) {

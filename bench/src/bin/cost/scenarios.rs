@@ -106,6 +106,27 @@ pub(crate) struct Scenario {
     pub(crate) subscription_fields: Value,
     /// Subscriptions no event matches, created through the store port first.
     pub(crate) unmatched: usize,
+    /// Partition keys the events are spread over (0: none).
+    pub(crate) partitions: usize,
+}
+
+impl Scenario {
+    /// Its `seq`th event: an order of `size` bytes, in partition `seq`
+    /// modulo its partitions when it has any (the key taken out of the
+    /// order's padding, so the event keeps its size).
+    fn event(&self, seq: usize, size: usize) -> Vec<u8> {
+        let tag = self.key.to_string();
+        if self.partitions == 0 {
+            return order_event(&tag, seq, size);
+        }
+        let keyed = |size: usize| {
+            let mut ev: Value = serde_json::from_slice(&order_event(&tag, seq, size)).expect("an order event");
+            ev["partition_key"] = Value::from(format!("customer-{:03}", seq % self.partitions));
+            serde_json::to_vec(&ev).expect("JSON")
+        };
+        let over = keyed(size).len().saturating_sub(size);
+        keyed(size.saturating_sub(over))
+    }
 }
 
 pub(crate) struct Measured {
@@ -345,15 +366,13 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
 
     let started = Instant::now();
     let requests: Vec<Vec<u8>> = match s.ingest {
-        Ingest::Single => (0..s.events).map(|i| order_event(&s.key.to_string(), i, a.payload_bytes)).collect(),
+        Ingest::Single => (0..s.events).map(|i| s.event(i, a.payload_bytes)).collect(),
         Ingest::Batch(n) => (0..s.events)
             .collect::<Vec<_>>()
             .chunks(n)
             .map(|c| {
-                let items: Vec<Value> = c
-                    .iter()
-                    .map(|i| serde_json::from_slice(&order_event(&s.key.to_string(), *i, a.payload_bytes)).unwrap())
-                    .collect();
+                let items: Vec<Value> =
+                    c.iter().map(|i| serde_json::from_slice(&s.event(*i, a.payload_bytes)).unwrap()).collect();
                 serde_json::to_vec(&items).unwrap()
             })
             .collect(),
