@@ -5,6 +5,7 @@
 //! the invocation fails and the platform retries it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hookline_api::{Api, Verification};
 use hookline_aws::lambda;
@@ -13,7 +14,7 @@ use serde_json::{json, Value};
 use shared::context::Hookline;
 
 use crate::emulator;
-use crate::lambda_driver::{Driver, DriverStats, Moto, Sources};
+use crate::lambda_driver::{cpu_timed, Driver, DriverStats, Moto, Sources};
 use crate::strict::Strict;
 
 /// One Hookline deployment in the emulator, with its own tables and queues.
@@ -339,8 +340,12 @@ impl AwsPipeline {
         let function = http_function(method, path);
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
-        let res = tokio::spawn(crate::iam::as_function(function, async move { lambda::http(&api, req).await })).await;
-        self.stats.record_invocation(function, 1, started.elapsed(), res.is_err());
+        let res =
+            tokio::spawn(cpu_timed(crate::iam::as_function(function, async move { lambda::http(&api, req).await })))
+                .await;
+        let cpu = res.as_ref().map_or(Duration::ZERO, |r| r.1);
+        self.stats.record_invocation(function, 1, started.elapsed(), cpu, res.is_err());
+        let res = res.map(|r| r.0);
         let Ok(res) = res else {
             return (500, json!({"message": "Internal Server Error"}), Default::default());
         };
@@ -395,8 +400,14 @@ impl AwsPipeline {
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
         let res =
-            tokio::spawn(crate::iam::as_function("ApiFunction", async move { lambda::http(&api, req).await })).await;
-        self.stats.record_invocation("ApiFunction", 1, started.elapsed(), res.is_err());
+            tokio::spawn(cpu_timed(crate::iam::as_function(
+                "ApiFunction",
+                async move { lambda::http(&api, req).await },
+            )))
+            .await;
+        let cpu = res.as_ref().map_or(Duration::ZERO, |r| r.1);
+        self.stats.record_invocation("ApiFunction", 1, started.elapsed(), cpu, res.is_err());
+        let res = res.map(|r| r.0);
         let Ok(res) = res else { return (500, String::new(), String::new()) };
         let content_type = res.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         let text = match res.body {
@@ -481,9 +492,10 @@ impl crate::pipeline::Pipeline for AwsPipeline {
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
         let function = http_function(method, path);
-        let res =
-            crate::iam::as_function(function, lambda::http(&self.api, serde_json::from_value(req).unwrap())).await;
-        self.stats.record_invocation(function, 1, started.elapsed(), false);
+        let (res, cpu) =
+            cpu_timed(crate::iam::as_function(function, lambda::http(&self.api, serde_json::from_value(req).unwrap())))
+                .await;
+        self.stats.record_invocation(function, 1, started.elapsed(), cpu, false);
         match res.body {
             Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),

@@ -101,6 +101,38 @@ pub struct FunctionCounts {
     pub wall: Duration,
     /// Billed duration: each invocation's wall time rounded up to 1 ms, summed.
     pub billed_ms: u64,
+    /// CPU time the handlers' own futures took, summed ([`cpu_timed`]):
+    /// what a function's memory size slows down, where the rest of the wall
+    /// time is waiting on AWS.
+    pub cpu: Duration,
+}
+
+/// Runs `fut`, returning its output and the CPU time of the threads that
+/// polled it, measured around each poll (the thread's CPU clock), so the
+/// time it waited is not counted, nor the work of tasks it spawned (the
+/// SDK's connections do their HTTP framing in their own).
+pub async fn cpu_timed<F: std::future::Future>(fut: F) -> (F::Output, Duration) {
+    let mut fut = std::pin::pin!(fut);
+    let mut cpu = Duration::ZERO;
+    let out = std::future::poll_fn(|cx| {
+        let before = thread_cpu();
+        let r = fut.as_mut().poll(cx);
+        cpu += thread_cpu().saturating_sub(before);
+        r
+    })
+    .await;
+    (out, cpu)
+}
+
+/// The calling thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec to write; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// Requests of one kind that the driver made on Lambda's behalf.
@@ -149,8 +181,9 @@ impl DriverStats {
         self.0.lock().unwrap().clone()
     }
 
-    /// One invocation of `function` with `records` records that took `wall`.
-    pub fn record_invocation(&self, function: &str, records: usize, wall: Duration, crashed: bool) {
+    /// One invocation of `function` with `records` records that took `wall`,
+    /// `cpu` of it on a CPU.
+    pub fn record_invocation(&self, function: &str, records: usize, wall: Duration, cpu: Duration, crashed: bool) {
         let mut g = self.0.lock().unwrap();
         let f = g.functions.entry(function.to_string()).or_default();
         f.invocations += 1;
@@ -158,6 +191,7 @@ impl DriverStats {
         f.records += records as u64;
         f.wall += wall;
         f.billed_ms += (wall.as_nanos().div_ceil(1_000_000) as u64).max(1);
+        f.cpu += cpu;
     }
 
     /// One API Gateway request.
@@ -307,18 +341,18 @@ fn backoff(previous: Duration) -> Duration {
 
 /// Runs the handler in its own task, as an invocation of `function` (its
 /// AWS requests checked against that function's role: [`crate::iam`]), so
-/// a panic is a crashed invocation.
+/// a panic is a crashed invocation (`None`); with the handler's CPU time
+/// ([`cpu_timed`]; zero if it crashed).
 async fn invoke<E: Send + 'static, R: Send + 'static>(
     h: &Arc<Hookline>,
     handler: &Handler<E, R>,
     event: E,
     function: &'static str,
-) -> Option<R> {
-    let fut = crate::iam::as_function(function, handler(h.clone(), event));
+) -> (Option<R>, Duration) {
+    let fut = cpu_timed(crate::iam::as_function(function, handler(h.clone(), event)));
     match tokio::spawn(fut).await {
-        Ok(r) => Some(r),
-        Err(e) if e.is_panic() => None,
-        Err(_) => None,
+        Ok((r, cpu)) => (Some(r), cpu),
+        Err(_) => (None, Duration::ZERO),
     }
 }
 
@@ -331,8 +365,8 @@ async fn invoke_counted<E: Send + 'static, R: Send + 'static>(
     counted: &Counted,
 ) -> Option<R> {
     let started = Instant::now();
-    let r = invoke(h, handler, event, counted.1).await;
-    counted.0.record_invocation(counted.1, records, started.elapsed(), r.is_none());
+    let (r, cpu) = invoke(h, handler, event, counted.1).await;
+    counted.0.record_invocation(counted.1, records, started.elapsed(), cpu, r.is_none());
     r
 }
 
@@ -561,5 +595,28 @@ async fn queue_mapping(
             let res = moto.call("sqs", "AmazonSQS.DeleteMessageBatch", req.clone()).await;
             counted.0.record_sqs(counted.1, "DeleteMessageBatch", json_len(&req, &res), n);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handler's CPU time counts its own work, not the time it waits.
+    #[tokio::test]
+    async fn cpu_timed_counts_work_not_waiting() {
+        let (sum, cpu) = cpu_timed(async {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let mut x: u64 = 1;
+            for i in 0..5_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            x
+        })
+        .await;
+        assert_ne!(sum, 0);
+        assert!(cpu > Duration::from_micros(500), "the loop's work is counted: {cpu:?}");
+        assert!(cpu < Duration::from_millis(250), "the 500 ms of sleeping is not: {cpu:?}");
     }
 }

@@ -62,6 +62,7 @@ pub(crate) fn driver_since(now: &DriverCounts, before: &DriverCounts) -> DriverC
                 records: f.records - b.records,
                 wall: f.wall - b.wall,
                 billed_ms: f.billed_ms - b.billed_ms,
+                cpu: f.cpu - b.cpu,
             };
             (k.clone(), d)
         })

@@ -178,10 +178,10 @@ pub(crate) fn report(
     }
     println!();
     println!(
-        "   {:<18} {:>7} {:>12} {:>12} {:>12} {:>14}",
-        "Lambda function", "MB", "invocations", "records/inv", "avg ms/inv", "GB-s"
+        "   {:<18} {:>7} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "Lambda function", "MB", "invocations", "records/inv", "avg ms/inv", "cpu ms/inv", "GB-s"
     );
-    println!("   {}", "-".repeat(80));
+    println!("   {}", "-".repeat(93));
     let mut gbs_total = 0.0;
     let mut inv_total = 0.0;
     let mut gbs_by: Vec<(String, f64)> = Vec::new();
@@ -192,17 +192,27 @@ pub(crate) fn report(
         inv_total += c.invocations as f64;
         gbs_by.push((f.clone(), gbs));
         println!(
-            "   {:<18} {:>7} {:>12.4} {:>12.1} {:>12.1} {:>14.7}{}",
+            "   {:<18} {:>7} {:>12.4} {:>12.1} {:>12.1} {:>12.3} {:>14.7}{}",
             f,
             cfg.memory_mb,
             per(c.invocations as f64),
             c.records as f64 / c.invocations as f64,
             c.wall.as_secs_f64() * 1000.0 / c.invocations as f64,
+            c.cpu.as_secs_f64() * 1000.0 / c.invocations as f64,
             per(gbs),
             if c.crashed > 0 { format!("  ({} crashed)", c.crashed) } else { String::new() }
         );
     }
-    println!("   {:<18} {:>7} {:>12.4} {:>12} {:>12} {:>14.7}", "all", "", per(inv_total), "", "", per(gbs_total));
+    println!(
+        "   {:<18} {:>7} {:>12.4} {:>12} {:>12} {:>12} {:>14.7}",
+        "all",
+        "",
+        per(inv_total),
+        "",
+        "",
+        "",
+        per(gbs_total)
+    );
     if !m.meter.unmetered.is_empty() {
         println!("   WARNING: DynamoDB operations whose units are not metered: {:?}", m.meter.unmetered);
     }
