@@ -336,17 +336,7 @@ impl AwsPipeline {
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
         // A crashed invocation is a 500 to the caller, as API Gateway answers.
-        let api = api.clone();
-        let function = http_function(method, path);
-        self.stats.record_api_gateway();
-        let started = std::time::Instant::now();
-        let res =
-            tokio::spawn(cpu_timed(crate::iam::as_function(function, async move { lambda::http(&api, req).await })))
-                .await;
-        let cpu = res.as_ref().map_or(Duration::ZERO, |r| r.1);
-        self.stats.record_invocation(function, 1, started.elapsed(), cpu, res.is_err());
-        let res = res.map(|r| r.0);
-        let Ok(res) = res else {
+        let Some(res) = self.invoke_http(api, http_function(method, path), req).await else {
             return (500, json!({"message": "Internal Server Error"}), Default::default());
         };
         let response_headers =
@@ -356,6 +346,28 @@ impl AwsPipeline {
             _ => String::new(),
         };
         (res.status_code as u16, serde_json::from_str(&text).unwrap_or(Value::Null), response_headers)
+    }
+}
+
+impl AwsPipeline {
+    /// One API Gateway request to `function`'s handler on `api`, run in its
+    /// own task as Lambda runs an invocation and counted as Lambda bills it
+    /// (its wall and CPU time); `None` if it crashed.
+    async fn invoke_http(
+        &self,
+        api: &Api,
+        function: &'static str,
+        req: lambda::events::apigw::ApiGatewayV2httpRequest,
+    ) -> Option<lambda::events::apigw::ApiGatewayV2httpResponse> {
+        let api = api.clone();
+        self.stats.record_api_gateway();
+        let started = std::time::Instant::now();
+        let res =
+            tokio::spawn(cpu_timed(crate::iam::as_function(function, async move { lambda::http(&api, req).await })))
+                .await;
+        let cpu = res.as_ref().map_or(Duration::ZERO, |r| r.1);
+        self.stats.record_invocation(function, 1, started.elapsed(), cpu, res.is_err());
+        res.ok().map(|r| r.0)
     }
 }
 
@@ -396,19 +408,9 @@ impl AwsPipeline {
             "isBase64Encoded": false,
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
-        let api = self.api.clone();
-        self.stats.record_api_gateway();
-        let started = std::time::Instant::now();
-        let res =
-            tokio::spawn(cpu_timed(crate::iam::as_function(
-                "ApiFunction",
-                async move { lambda::http(&api, req).await },
-            )))
-            .await;
-        let cpu = res.as_ref().map_or(Duration::ZERO, |r| r.1);
-        self.stats.record_invocation("ApiFunction", 1, started.elapsed(), cpu, res.is_err());
-        let res = res.map(|r| r.0);
-        let Ok(res) = res else { return (500, String::new(), String::new()) };
+        let Some(res) = self.invoke_http(&self.api, "ApiFunction", req).await else {
+            return (500, String::new(), String::new());
+        };
         let content_type = res.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         let text = match res.body {
             Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
@@ -489,13 +491,8 @@ impl crate::pipeline::Pipeline for AwsPipeline {
                                                       "principalOrgId": null, "userArn": TEST_PRINCIPAL, "userId": "AIDATEST"}}},
             "isBase64Encoded": false,
         });
-        self.stats.record_api_gateway();
-        let started = std::time::Instant::now();
-        let function = http_function(method, path);
-        let (res, cpu) =
-            cpu_timed(crate::iam::as_function(function, lambda::http(&self.api, serde_json::from_value(req).unwrap())))
-                .await;
-        self.stats.record_invocation(function, 1, started.elapsed(), cpu, false);
+        let req = serde_json::from_value(req).expect("an API Gateway v2 request");
+        let res = self.invoke_http(&self.api, http_function(method, path), req).await.expect("the metrics handler ran");
         match res.body {
             Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),
