@@ -83,8 +83,18 @@ async fn eventbridge_ingest_refuses_bad_ids_to_the_dlq_and_dedupes_per_tenant() 
     assert_eq!(p.get("/v1/events/bus-trace").await.0, 404);
 
     tokio::time::sleep(Duration::from_secs(2)).await;
+    // The repeats by acme are duplicates: no second event, no second saga.
+    // Counted by event (`webhook-id`): at least once, a job may arrive twice.
+    assert_eq!(
+        (r.webhook_ids("/acme").len(), r.webhook_ids("/globex").len()),
+        (2, 2),
+        "two events each, the repeats none more"
+    );
+    for id in [stored_event_id(Some("acme"), "bus-t"), idempotent_event_id(Some("acme"), "task:1:failed")] {
+        let (_, d) = p.get(&format!("/v1/events/{id}/deliveries")).await;
+        assert_eq!(d["items"].as_array().map(Vec::len), Some(1), "the repeat of {id} started no saga: {d}");
+    }
     let (acme_got, globex_got) = (r.deliveries("/acme"), r.deliveries("/globex"));
-    assert_eq!((acme_got.len(), globex_got.len()), (2, 2), "the repeats by acme are duplicates");
     for (got, tenant) in [(&acme_got, "acme"), (&globex_got, "globex")] {
         let bodies: Vec<serde_json::Value> = got.iter().map(|d| d.json()).collect();
         assert!(bodies.iter().any(|b| b["data"]["who"] == tenant), "{bodies:?}");
