@@ -29,6 +29,8 @@ pub struct AwsPipeline {
     /// The EventBridge bus the ingest rule listens on.
     pub bus: String,
     api: Api,
+    /// The HTTP functions' routers over `api`, built once.
+    routers: FunctionRouters,
     _driver: Driver,
     stats: Arc<DriverStats>,
     /// The strict checker on the backend's clients (when started with
@@ -202,6 +204,7 @@ impl AwsPipeline {
             backend,
             moto,
             bus: emulator::bus_name(&prefix),
+            routers: FunctionRouters::of(&api),
             api,
             _driver: driver,
             stats,
@@ -275,6 +278,34 @@ impl AwsPipeline {
 
 /// The function behind an HTTP API route in the template: ingest takes
 /// `POST /v1/events` and `POST /v1/events/batch`, the API function the rest.
+/// The routers of the two functions API Gateway invokes, over one API,
+/// each built once as its function's `main` builds it (`functions/ingest`:
+/// the ingest routes only; `functions/api`: the whole API and the console).
+/// A request reaches the handlers as it does on Lambda, and costs what it
+/// costs there: building a router is a container's start, not a request's.
+struct FunctionRouters {
+    ingest: axum::Router,
+    api: axum::Router,
+}
+
+impl FunctionRouters {
+    fn of(api: &Api) -> FunctionRouters {
+        FunctionRouters {
+            ingest: hookline_api::http::router_of(api.clone(), hookline_api::routes::INGEST_ROUTES),
+            api: hookline_api::http::router(api.clone()),
+        }
+    }
+
+    /// The router of `function` ([`http_function`]).
+    fn of_function(&self, function: &str) -> &axum::Router {
+        if function == "IngestFunction" {
+            &self.ingest
+        } else {
+            &self.api
+        }
+    }
+}
+
 fn http_function(method: &str, path: &str) -> &'static str {
     match (method, path.trim_end_matches('/')) {
         ("POST", "/v1/events" | "/v1/events/batch") => "IngestFunction",
@@ -336,7 +367,16 @@ impl AwsPipeline {
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
         // A crashed invocation is a 500 to the caller, as API Gateway answers.
-        let Some(res) = self.invoke_http(api, http_function(method, path), req).await else {
+        let function = http_function(method, path);
+        // Another container's API has its own routers, as its functions do.
+        let theirs;
+        let routers = if std::ptr::eq(api, &self.api) {
+            &self.routers
+        } else {
+            theirs = FunctionRouters::of(api);
+            &theirs
+        };
+        let Some(res) = self.invoke_http(routers.of_function(function), function, req).await else {
             return (500, json!({"message": "Internal Server Error"}), Default::default());
         };
         let response_headers =
@@ -350,21 +390,24 @@ impl AwsPipeline {
 }
 
 impl AwsPipeline {
-    /// One API Gateway request to `function`'s handler on `api`, run in its
-    /// own task as Lambda runs an invocation and counted as Lambda bills it
-    /// (its wall and CPU time); `None` if it crashed.
+    /// One API Gateway request to `function`'s handler through its `router`,
+    /// run in its own task as Lambda runs an invocation and counted as
+    /// Lambda bills it (its wall and CPU time); `None` if it crashed.
     async fn invoke_http(
         &self,
-        api: &Api,
+        router: &axum::Router,
         function: &'static str,
         req: lambda::events::apigw::ApiGatewayV2httpRequest,
     ) -> Option<lambda::events::apigw::ApiGatewayV2httpResponse> {
-        let api = api.clone();
+        let router = router.clone();
         self.stats.record_api_gateway();
         let started = std::time::Instant::now();
         let res =
-            tokio::spawn(cpu_timed(crate::iam::as_function(function, async move { lambda::http(&api, req).await })))
-                .await;
+            tokio::spawn(cpu_timed(crate::iam::as_function(
+                function,
+                async move { lambda::http_via(&router, req).await },
+            )))
+            .await;
         let cpu = res.as_ref().map_or(Duration::ZERO, |r| r.1);
         self.stats.record_invocation(function, 1, started.elapsed(), cpu, res.is_err());
         res.ok().map(|r| r.0)
@@ -408,7 +451,7 @@ impl AwsPipeline {
             "isBase64Encoded": false,
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
-        let Some(res) = self.invoke_http(&self.api, "ApiFunction", req).await else {
+        let Some(res) = self.invoke_http(&self.routers.api, "ApiFunction", req).await else {
             return (500, String::new(), String::new());
         };
         let content_type = res.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
@@ -492,7 +535,9 @@ impl crate::pipeline::Pipeline for AwsPipeline {
             "isBase64Encoded": false,
         });
         let req = serde_json::from_value(req).expect("an API Gateway v2 request");
-        let res = self.invoke_http(&self.api, http_function(method, path), req).await.expect("the metrics handler ran");
+        let function = http_function(method, path);
+        let res =
+            self.invoke_http(self.routers.of_function(function), function, req).await.expect("the metrics handler ran");
         match res.body {
             Some(hookline_aws::lambda::events::encodings::Body::Text(t)) => t,
             _ => String::new(),
