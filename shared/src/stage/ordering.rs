@@ -97,7 +97,15 @@ pub async fn routed(h: &Hookline, events: &[EventRecord]) -> Result<(), StoreErr
 /// counts: one that is neither Pending nor Waiting is already running or
 /// done, and is left alone.
 pub async fn admit(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Releaser) -> Result<(), StoreError> {
-    let Some(mut current) = h.stores.sagas.get(event_id, saga_id).await? else { return Ok(()) };
+    match h.stores.sagas.get(event_id, saga_id).await? {
+        Some(current) => admit_read(h, current, by).await,
+        None => Ok(()),
+    }
+}
+
+/// [`admit`] of a saga as just read from the store (`current`): the caller
+/// that has read it to decide whether to admit it does not read it twice.
+async fn admit_read(h: &Hookline, mut current: Saga, by: Releaser) -> Result<(), StoreError> {
     let Some(l) = current.lane.clone() else { return super::saga::begin(h, &current, by).await };
     // Running or done; or Pending with a deadline: released from its lane
     // already, its first job sent (`crate::saga::decide`).
@@ -121,6 +129,10 @@ pub async fn admit(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Relea
     }
     let mut looked_again = false;
     let mut heals = 0;
+    // The head judged alive on the first look: the second look (after the
+    // hold) does not read its saga again. Should it end without leaving in
+    // between, the reconciler's recheck of Waiting sagas takes it out.
+    let mut alive: Option<LaneEntry> = None;
     for _ in 0..4 + MAX_HEALS {
         let routed = h.stores.order.routed_through(&lane.partition).await?;
         let head = h.stores.order.head(&lane).await?;
@@ -137,10 +149,13 @@ pub async fn admit(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Relea
             }
             Gate::WaitForLane if heals < MAX_HEALS => {
                 let first = head.expect("waiting for the lane: it has a head");
-                if judge(h, &first, true).await? == Head::Missing {
-                    heals += 1;
-                    take_out(h, &lane, &first, Some(&current.id)).await?;
-                    continue;
+                if alive.as_ref() != Some(&first) {
+                    if judge(h, &first, true).await? == Head::Missing {
+                        heals += 1;
+                        take_out(h, &lane, &first, Some(&current.id)).await?;
+                        continue;
+                    }
+                    alive = Some(first);
                 }
                 if let Some(done) = wait(h, &mut current, Gate::WaitForLane, &mut looked_again, &lane, routed).await? {
                     return Ok(done);
@@ -275,7 +290,7 @@ pub async fn woken(h: &Hookline, timer: &RetryTimer) -> Result<(), StoreError> {
 /// of them starts it); any other is past waiting.
 async fn release(h: &Hookline, event_id: &EventId, saga_id: &SagaId, by: Releaser) -> Result<(), StoreError> {
     match h.stores.sagas.get(event_id, saga_id).await? {
-        Some(s) if s.state.status == SagaStatus::Waiting => admit(h, event_id, saga_id, by).await,
+        Some(s) if s.state.status == SagaStatus::Waiting => admit_read(h, s, by).await,
         _ => Ok(()),
     }
 }
