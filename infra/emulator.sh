@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The local AWS emulator for the AWS-backend tests: moto server (DynamoDB,
 # DynamoDB Streams, SQS, EventBridge, KMS) from the repo venv, on a free
-# loopback port, with the transactions on one DynamoDB table served one at a time
-# (infra/moto_server.py says why).
+# loopback port, with each DynamoDB transaction isolated from the other
+# requests on its tables (infra/moto_server.py says why).
 #
 #   infra/emulator.sh start     start it unless running; print its endpoint
 #   infra/emulator.sh endpoint  print the endpoint of the running one
@@ -77,8 +77,8 @@ start() {
     local attempt port pid
     for attempt in 1 2 3; do
         port="$(free_port)"
-        # moto_server with the transactions on one table served one at
-        # a time (their isolation; see infra/moto_server.py).
+        # moto_server with each transaction isolated from the other
+        # requests on its tables (see infra/moto_server.py).
         nohup "$VENV/bin/python" "$ROOT/infra/moto_server.py" -H "$HOST" -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
         pid=$!
         echo "$pid" >"$PID_FILE"

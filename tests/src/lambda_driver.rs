@@ -401,10 +401,6 @@ async fn stream_mapping(
         iterators.insert(shard.clone(), it["ShardIterator"].as_str().unwrap_or_default().to_string());
     }
     let mut retries: HashMap<String, u32> = HashMap::new();
-    // The last sequence number handed on per shard (see the empty-poll case).
-    let mut last_seq: HashMap<String, String> = HashMap::new();
-    // Empty polls in a row per shard (see the empty-poll case).
-    let mut empty_polls: HashMap<String, u32> = HashMap::new();
     let mut wait = POLL;
     while !stop.load(Ordering::SeqCst) {
         let mut idle = true;
@@ -417,32 +413,10 @@ async fn stream_mapping(
             let op = if records.is_empty() { "GetRecords (empty)" } else { "GetRecords" };
             counted.0.record_stream(counted.1, op, json_len(&req, &got), records.len());
             if records.is_empty() {
-                // moto replaces a table's stream shard when it rolls back a
-                // cancelled TransactWriteItems (a duplicate event's numbered
-                // insert), and an iterator taken before reads nothing more.
-                // DynamoDB has no such rollback; every third empty poll in a
-                // row takes a fresh iterator after the last record seen, as
-                // a new poller would (every one would double the idle
-                // requests the one-core emulator serves). Not counted:
-                // Lambda makes no such call.
-                let empties = empty_polls.entry(shard.clone()).or_insert(0);
-                *empties += 1;
-                if !(*empties).is_multiple_of(3) {
-                    iterators.insert(shard.clone(), next);
-                    continue;
-                }
-                let fresh = match last_seq.get(shard) {
-                    Some(seq) => {
-                        json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": seq})
-                    }
-                    None => json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}),
-                };
-                let it = moto.call("dynamodb", "DynamoDBStreams_20120810.GetShardIterator", fresh).await;
-                iterators.insert(shard.clone(), it["ShardIterator"].as_str().map(str::to_string).unwrap_or(next));
+                iterators.insert(shard.clone(), next);
                 continue;
             }
             idle = false;
-            empty_polls.remove(shard);
             for r in &mut records {
                 r["eventSourceARN"] = json!(arn);
             }
@@ -467,9 +441,6 @@ async fn stream_mapping(
             match failed_at {
                 None => {
                     iterators.insert(shard.clone(), next);
-                    if let Some(seq) = seqs.last() {
-                        last_seq.insert(shard.clone(), seq.clone());
-                    }
                 }
                 Some(seq) => {
                     let n = retries.entry(seq.clone()).or_insert(0);
@@ -484,19 +455,6 @@ async fn stream_mapping(
                     } else {
                         "AT_SEQUENCE_NUMBER"
                     };
-                    // Handed on so far: up to the failed record (given up:
-                    // it too).
-                    let before =
-                        seqs.iter().position(|x| *x == seq).and_then(|i| i.checked_sub(1)).map(|i| seqs[i].clone());
-                    match (kind, before) {
-                        ("AFTER_SEQUENCE_NUMBER", _) => {
-                            last_seq.insert(shard.clone(), seq.clone());
-                        }
-                        (_, Some(b)) => {
-                            last_seq.insert(shard.clone(), b);
-                        }
-                        _ => {}
-                    }
                     let it = moto
                         .call(
                             "dynamodb",
