@@ -276,8 +276,6 @@ impl AwsPipeline {
     }
 }
 
-/// The function behind an HTTP API route in the template: ingest takes
-/// `POST /v1/events` and `POST /v1/events/batch`, the API function the rest.
 /// The routers of the two functions API Gateway invokes, over one API,
 /// each built once as its function's `main` builds it (`functions/ingest`:
 /// the ingest routes only; `functions/api`: the whole API and the console).
@@ -306,6 +304,8 @@ impl FunctionRouters {
     }
 }
 
+/// The function behind an HTTP API route in the template: ingest takes
+/// `POST /v1/events` and `POST /v1/events/batch`, the API function the rest.
 fn http_function(method: &str, path: &str) -> &'static str {
     match (method, path.trim_end_matches('/')) {
         ("POST", "/v1/events" | "/v1/events/batch") => "IngestFunction",
