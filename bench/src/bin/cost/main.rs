@@ -104,6 +104,9 @@ struct Args {
     event_listing: bool,
     /// Scenario O: partition keys the events are spread over.
     partitions: usize,
+    /// Events sent and delivered before the counters start (each
+    /// scenario's own kind of event): one-time work of warm containers.
+    warmup: usize,
 }
 
 impl Args {
@@ -141,11 +144,12 @@ fn args() -> Args {
         backlog_rate: 1.0,
         event_listing: true,
         partitions: 100,
+        warmup: 200,
     };
     let usage = "use --events N (A, D, E) --batch-events N (B) --batch-size N (B) --fanout-events N (C) \
                  --subscriptions N (C) --unmatched N (D, G) --setup-concurrency N (D, G) --setup items|store (D, G) --max-in-flight N (E) --event-listing true|false \
                  --rate-limit PER_S (E) --partitions N (O) --backlog N (F) --backlog-rate PER_S (F) --concurrency N \
-                 --rate REQUESTS_PER_S --payload-bytes N --scenarios ABCDEFGO --timeout SECS";
+                 --rate REQUESTS_PER_S --payload-bytes N --warmup N --scenarios ABCDEFGO --timeout SECS";
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value; {usage}"));
@@ -162,6 +166,7 @@ fn args() -> Args {
             "--timeout" => a.timeout = Duration::from_secs(n() as u64),
             "--unmatched" => a.unmatched = n(),
             "--partitions" => a.partitions = n().max(1),
+            "--warmup" => a.warmup = n(),
             "--setup-concurrency" => a.setup_concurrency = n().max(1),
             "--setup" => {
                 a.setup_through_store = match v.as_str() {
@@ -253,6 +258,11 @@ async fn main() -> anyhow::Result<()> {
         } else {
             "as fast as they go".into()
         }
+    );
+
+    println!(
+        "Warm-up: {} events per scenario sent and delivered before the counters start (--warmup; one-time work of warm containers is not a cost per delivery)",
+        a.warmup
     );
 
     let all = [

@@ -352,6 +352,17 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
         p.subscribe(body).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Warm-up, not counted: what a warm container does once (a tenant's
+    // event type recorded as seen, the subscription cache filled) is not a
+    // cost per delivery at a million deliveries.
+    if a.warmup > 0 {
+        let t = Instant::now();
+        let warm = s.events..s.events + a.warmup;
+        send(&p, s, a, warm).await?;
+        settle(&p, s, &hits, &meter, a.warmup * s.subscriptions, a.timeout).await?;
+        eprintln!("  [{}] {} warm-up events delivered in {:.1}s", s.key, a.warmup, t.elapsed().as_secs_f64());
+    }
     let (m0, d0) = (meter.snapshot(), p.stats().snapshot());
 
     // Idle polling rate of the mappings (for the note on empty receives).
@@ -366,22 +377,68 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
         if activity(&meter.snapshot(), &idle1) == activity(&m0, &d0) { (m0, d0) } else { (meter.snapshot(), idle1) };
 
     let started = Instant::now();
-    let requests: Vec<Vec<u8>> = match s.ingest {
-        Ingest::Single => (0..s.events).map(|i| s.event(i, a.payload_bytes)).collect(),
-        Ingest::Batch(n) => (0..s.events)
-            .collect::<Vec<_>>()
-            .chunks(n)
-            .map(|c| {
-                let items: Vec<Value> =
-                    c.iter().map(|i| serde_json::from_slice(&s.event(*i, a.payload_bytes)).unwrap()).collect();
-                serde_json::to_vec(&items).unwrap()
-            })
-            .collect(),
+    let ids = send(&p, s, a, 0..s.events).await?;
+    let deliveries = s.events * s.subscriptions;
+    eprintln!(
+        "  [{}] {} events ingested in {:.1}s; waiting for {deliveries} deliveries",
+        s.key,
+        s.events,
+        started.elapsed().as_secs_f64()
+    );
+    let delivered = settle(&p, s, &hits, &meter, (a.warmup + s.events) * s.subscriptions, a.timeout).await?;
+    let elapsed = delivered.duration_since(started);
+    let (m1, d1) = (meter.snapshot(), p.stats().snapshot());
+
+    // After the counters are read: the API agrees, for a sample of events.
+    anyhow::ensure!(ids.len() == s.events, "{} event ids accepted, {} sent", ids.len(), s.events);
+    for id in [&ids[0], &ids[ids.len() / 2], &ids[ids.len() - 1]] {
+        let d = p.settled_deliveries(id, s.subscriptions, 30).await;
+        anyhow::ensure!(d.iter().all(|x| x["status"] == "completed"), "event {id}: {d:?}");
+    }
+    let duplicates = hits.total() - hits.distinct();
+    let expected = (a.warmup + s.events) * s.subscriptions;
+    anyhow::ensure!(
+        hits.distinct() == expected,
+        "{} distinct deliveries, {expected} expected with the warm-up's (an unmatched subscription got one?)",
+        hits.distinct()
+    );
+    Ok(Measured {
+        meter: m1.since(&m0),
+        driver: driver_since(&d1, &d0),
+        deliveries,
+        duplicates,
+        elapsed,
+        idle_receives_per_s,
+        scans: meter.snapshot().scans,
+        unmatched_setup,
+    })
+}
+
+/// Sends the events of `range` as the scenario ingests them (one per
+/// request or in batches), from `--concurrency` producers at `--rate`;
+/// answers the accepted event ids.
+async fn send(
+    p: &Arc<AwsPipeline>,
+    s: &Scenario,
+    a: &Args,
+    range: std::ops::Range<usize>,
+) -> anyhow::Result<Vec<String>> {
+    let (requests, path): (Vec<Vec<u8>>, _) = match s.ingest {
+        Ingest::Single => (range.map(|i| s.event(i, a.payload_bytes)).collect(), "/v1/events"),
+        Ingest::Batch(n) => (
+            range
+                .collect::<Vec<_>>()
+                .chunks(n)
+                .map(|c| {
+                    let items: Vec<Value> =
+                        c.iter().map(|i| serde_json::from_slice(&s.event(*i, a.payload_bytes)).unwrap()).collect();
+                    serde_json::to_vec(&items).unwrap()
+                })
+                .collect(),
+            "/v1/events/batch",
+        ),
     };
-    let path = match s.ingest {
-        Ingest::Single => "/v1/events",
-        Ingest::Batch(_) => "/v1/events/batch",
-    };
+    let started = Instant::now();
     let requests = Arc::new(requests);
     let next = Arc::new(AtomicUsize::new(0));
     let ids = Arc::new(Mutex::new(Vec::new()));
@@ -410,21 +467,27 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
     for t in producers {
         t.await??;
     }
-    let ingested = started.elapsed();
-    let deliveries = s.events * s.subscriptions;
-    eprintln!(
-        "  [{}] {} requests ingested in {:.1}s; waiting for {deliveries} deliveries",
-        s.key,
-        requests.len(),
-        ingested.as_secs_f64()
-    );
+    let ids = ids.lock().unwrap().clone();
+    Ok(ids)
+}
 
-    // Every delivery arrived and every saga is Completed.
-    let deadline = Instant::now() + a.timeout;
+/// Waits until `deliveries` distinct deliveries arrived and as many sagas
+/// are Completed (answering when that was), then until the trailing
+/// deletes and transitions are done (no metered activity for 1.5 s).
+async fn settle(
+    p: &AwsPipeline,
+    s: &Scenario,
+    hits: &Hits,
+    meter: &Meter,
+    deliveries: usize,
+    timeout: Duration,
+) -> anyhow::Result<Instant> {
+    let started = Instant::now();
+    let deadline = started + timeout;
     let mut last_report = Instant::now();
     loop {
         let got = hits.distinct();
-        if got >= deliveries && completed_sagas(&p).await >= deliveries {
+        if got >= deliveries && completed_sagas(p).await >= deliveries {
             break;
         }
         anyhow::ensure!(Instant::now() < deadline, "timed out: {got} of {deliveries} deliveries");
@@ -434,8 +497,7 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let elapsed = started.elapsed();
-    // Let the trailing deletes and the last saga transitions finish.
+    let delivered = Instant::now();
     let mut stable_since = Instant::now();
     let mut last = activity(&meter.snapshot(), &p.stats().snapshot());
     while stable_since.elapsed() < Duration::from_millis(1500) {
@@ -446,29 +508,5 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
             stable_since = Instant::now();
         }
     }
-    let (m1, d1) = (meter.snapshot(), p.stats().snapshot());
-
-    // After the counters are read: the API agrees, for a sample of events.
-    let ids = ids.lock().unwrap().clone();
-    anyhow::ensure!(ids.len() == s.events, "{} event ids accepted, {} sent", ids.len(), s.events);
-    for id in [&ids[0], &ids[ids.len() / 2], &ids[ids.len() - 1]] {
-        let d = p.settled_deliveries(id, s.subscriptions, 30).await;
-        anyhow::ensure!(d.iter().all(|x| x["status"] == "completed"), "event {id}: {d:?}");
-    }
-    let duplicates = hits.total() - hits.distinct();
-    anyhow::ensure!(
-        hits.distinct() == deliveries,
-        "{} distinct deliveries, {deliveries} expected (an unmatched subscription got one?)",
-        hits.distinct()
-    );
-    Ok(Measured {
-        meter: m1.since(&m0),
-        driver: driver_since(&d1, &d0),
-        deliveries,
-        duplicates,
-        elapsed,
-        idle_receives_per_s,
-        scans: meter.snapshot().scans,
-        unmatched_setup,
-    })
+    Ok(delivered)
 }
