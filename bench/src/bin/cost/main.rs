@@ -265,111 +265,92 @@ async fn main() -> anyhow::Result<()> {
         a.warmup
     );
 
+    let unmatched_how = if a.setup_through_store {
+        "created through the store port"
+    } else {
+        "their items written as the store port's create writes them"
+    };
+    let (single, batch) = (Ingest::Single, Ingest::Batch(a.batch_size));
     let all = [
         Scenario {
-            key: 'A',
-            title: "single-event ingest (POST /v1/events), 1 subscription, success on the first attempt".to_string(),
-            events: a.events,
-            subscriptions: 1,
-            ingest: Ingest::Single,
             target: Some(4.00),
-            subscription_fields: json!({}),
-            unmatched: 0,
-            partitions: 0,
+            ..Scenario::new(
+                'A',
+                "single-event ingest (POST /v1/events), 1 subscription, success on the first attempt".into(),
+                a.events,
+                single,
+            )
         },
         Scenario {
-            key: 'B',
-            title: format!("batch ingest (POST /v1/events/batch, {} events per request), 1 subscription", a.batch_size),
-            events: a.batch_events,
-            subscriptions: 1,
-            ingest: Ingest::Batch(a.batch_size),
             target: Some(2.75),
-            subscription_fields: json!({}),
-            unmatched: 0,
-            partitions: 0,
+            ..Scenario::new(
+                'B',
+                format!("batch ingest (POST /v1/events/batch, {} events per request), 1 subscription", a.batch_size),
+                a.batch_events,
+                batch,
+            )
         },
         Scenario {
-            key: 'C',
-            title: format!(
-                "fan-out: each event (POST /v1/events) to {} subscriptions, reported per delivery",
-                a.subscriptions
-            ),
-            events: a.fanout_events,
             subscriptions: a.subscriptions,
-            ingest: Ingest::Single,
-            target: None,
-            subscription_fields: json!({}),
-            unmatched: 0,
-            partitions: 0,
+            ..Scenario::new(
+                'C',
+                format!("fan-out: each event (POST /v1/events) to {} subscriptions, reported per delivery", a.subscriptions),
+                a.fanout_events,
+                single,
+            )
         },
         Scenario {
-            key: 'D',
-            title: format!(
-                "as A, with {} more subscriptions no event matches (half other tenants' with the same type, half global \
-                 with other types), {}",
-                a.unmatched,
-                if a.setup_through_store {
-                    "created through the store port"
-                } else {
-                    "their items written as the store port's create writes them"
-                }
-            ),
-            events: a.events,
-            subscriptions: 1,
-            ingest: Ingest::Single,
             target: Some(4.00),
-            subscription_fields: json!({}),
             unmatched: a.unmatched,
-            partitions: 0,
+            ..Scenario::new(
+                'D',
+                format!(
+                    "as A, with {} more subscriptions no event matches (half other tenants' with the same type, half global \
+                     with other types), {unmatched_how}",
+                    a.unmatched
+                ),
+                a.events,
+                single,
+            )
         },
         Scenario {
-            key: 'G',
-            title: format!(
-                "as B (batches of {}), with {} more subscriptions no event matches (as D), {}",
-                a.batch_size,
-                a.unmatched,
-                if a.setup_through_store {
-                    "created through the store port"
-                } else {
-                    "their items written as the store port's create writes them"
-                }
-            ),
-            events: a.batch_events,
-            subscriptions: 1,
-            ingest: Ingest::Batch(a.batch_size),
             target: Some(2.75),
-            subscription_fields: json!({}),
             unmatched: a.unmatched,
-            partitions: 0,
+            ..Scenario::new(
+                'G',
+                format!(
+                    "as B (batches of {}), with {} more subscriptions no event matches (as D), {unmatched_how}",
+                    a.batch_size, a.unmatched
+                ),
+                a.batch_events,
+                batch,
+            )
         },
         Scenario {
-            key: 'E',
-            title: format!(
-                "as A, the subscription with max_in_flight {} and rate_limit {}/s (enforced across containers: \
-                 LimitStore in the HealthTable)",
-                a.max_in_flight, a.rate_limit
-            ),
-            events: a.events,
-            subscriptions: 1,
-            ingest: Ingest::Single,
-            target: None,
             subscription_fields: json!({"max_in_flight": a.max_in_flight, "rate_limit": a.rate_limit}),
-            unmatched: 0,
-            partitions: 0,
+            ..Scenario::new(
+                'E',
+                format!(
+                    "as A, the subscription with max_in_flight {} and rate_limit {}/s (enforced across containers: \
+                     LimitStore in the HealthTable)",
+                    a.max_in_flight, a.rate_limit
+                ),
+                a.events,
+                single,
+            )
         },
         Scenario {
-            key: 'O',
-            title: format!(
-                "as A, each event in one of {} partitions (partition_key), the subscription ordered by partition",
-                a.partitions
-            ),
-            events: a.events,
-            subscriptions: 1,
-            ingest: Ingest::Single,
-            target: None,
             subscription_fields: json!({"ordering": "partition"}),
-            unmatched: 0,
             partitions: a.partitions,
+            ..Scenario::new(
+                'O',
+                format!(
+                    "as A, each event in one of {} partitions (partition_key), the subscription ordered by partition",
+                    a.partitions
+                ),
+                a.events,
+                single,
+            )
         },
     ];
     let mut summaries: BTreeMap<char, Summary> = BTreeMap::new();

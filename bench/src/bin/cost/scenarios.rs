@@ -112,6 +112,23 @@ pub(crate) struct Scenario {
 }
 
 impl Scenario {
+    /// `events` ingested as `ingest` to one subscription that takes every
+    /// delivery at once, nothing else in the tables, no target: scenarios
+    /// set what they change.
+    pub(crate) fn new(key: char, title: String, events: usize, ingest: Ingest) -> Scenario {
+        Scenario {
+            key,
+            title,
+            events,
+            subscriptions: 1,
+            ingest,
+            target: None,
+            subscription_fields: json!({}),
+            unmatched: 0,
+            partitions: 0,
+        }
+    }
+
     /// Its `seq`th event: an order of `size` bytes, in partition `seq`
     /// modulo its partitions when it has any (the key taken out of the
     /// order's padding, so the event keeps its size).
