@@ -396,13 +396,15 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
     let started = Instant::now();
     let ids = send(&p, s, a, 0..s.events).await?;
     let deliveries = s.events * s.subscriptions;
+    // The receiver counts the warm-up's deliveries too.
+    let expected = (a.warmup + s.events) * s.subscriptions;
     eprintln!(
-        "  [{}] {} events ingested in {:.1}s; waiting for {deliveries} deliveries",
+        "  [{}] {} events ingested in {:.1}s; waiting for {deliveries} deliveries ({expected} with the warm-up's)",
         s.key,
         s.events,
         started.elapsed().as_secs_f64()
     );
-    let delivered = settle(&p, s, &hits, &meter, (a.warmup + s.events) * s.subscriptions, a.timeout).await?;
+    let delivered = settle(&p, s, &hits, &meter, expected, a.timeout).await?;
     let elapsed = delivered.duration_since(started);
     let (m1, d1) = (meter.snapshot(), p.stats().snapshot());
 
@@ -413,7 +415,6 @@ pub(crate) async fn run(s: &Scenario, a: &Args) -> anyhow::Result<Measured> {
         anyhow::ensure!(d.iter().all(|x| x["status"] == "completed"), "event {id}: {d:?}");
     }
     let duplicates = hits.total() - hits.distinct();
-    let expected = (a.warmup + s.events) * s.subscriptions;
     anyhow::ensure!(
         hits.distinct() == expected,
         "{} distinct deliveries, {expected} expected with the warm-up's (an unmatched subscription got one?)",
